@@ -1,0 +1,117 @@
+"""Scalar ops, on register values, shared by the loops and fused dialects.
+
+The elementwise ops are generated from the same table as the tensor dialect's
+(``dialects.elementwise``), so ``tensor.exp`` lowers to ``arith.exp`` by name.
+Loop-index arithmetic uses the same ops on the ``index`` type, plus floordiv/mod.
+"""
+from __future__ import annotations
+
+from mlfuse.ir.core import ELEMENTWISE, Attr, Operation, VerifyError, register_op
+from mlfuse.ir.types import DTYPES, INDEX, ScalarType
+
+from .elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
+from .elementwise import check_dtypes
+
+
+def _scalars(op_name, types):
+    for t in types:
+        if not isinstance(t, ScalarType):
+            raise VerifyError(f"{op_name} takes scalars, got {t}")
+    return types
+
+
+class ScalarOp(Operation):
+    fusion = ELEMENTWISE
+    spec = None
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        _scalars(cls.name, types)
+        try:
+            return [ScalarType(check_dtypes(cls.spec, [t.dtype for t in types]))]
+        except ValueError as e:
+            raise VerifyError(str(e)) from None
+
+
+def _make(spec):
+    names = {1: ("x",), 2: ("x", "y"), 3: ("cond", "x", "y")}[spec.arity]
+    cls = type(f"Arith{spec.name.capitalize()}Op", (ScalarOp,), {
+        "name": f"arith.{spec.name}", "operand_names": names, "spec": spec, "doc": spec.doc})
+    return register_op(cls)
+
+
+SCALAR_OPS = {name: _make(spec) for name, spec in ELEMENTWISE_SPECS.items()}
+
+
+@register_op
+class ConstantOp(Operation):
+    name = "arith.constant"
+    attrs = {"value": Attr("float")}
+    fusion = ELEMENTWISE
+    doc = "A scalar constant of the result type (index, a number dtype or bool)."
+
+    def verify_op(self):
+        t = self.result.type
+        if not isinstance(t, ScalarType):
+            raise VerifyError(f"arith.constant yields a scalar, got {t}", self.loc)
+        if t.dtype in ("index", "i32", "bool") and float(self["value"]) != int(self["value"]):
+            raise VerifyError(f"constant {self['value']} is not whole for {t.dtype}", self.loc)
+
+
+class IndexBinaryOp(Operation):
+    operand_names = ("x", "y")
+    fusion = ELEMENTWISE
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        if list(types) != [INDEX, INDEX]:
+            raise VerifyError(f"{cls.name} takes two index operands")
+        return [INDEX]
+
+
+@register_op
+class FloorDivOp(IndexBinaryOp):
+    name = "arith.floordiv"
+    doc = "Index floor division (operands are non-negative)."
+
+
+@register_op
+class ModOp(IndexBinaryOp):
+    name = "arith.mod"
+    doc = "Index remainder (operands are non-negative)."
+
+
+class BoolBinaryOp(Operation):
+    operand_names = ("x", "y")
+    fusion = ELEMENTWISE
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        if [t for t in types] != [ScalarType("bool")] * 2:
+            raise VerifyError(f"{cls.name} takes two bool operands")
+        return [ScalarType("bool")]
+
+
+@register_op
+class AndOp(BoolBinaryOp):
+    name = "arith.and"
+
+
+@register_op
+class OrOp(BoolBinaryOp):
+    name = "arith.or"
+
+
+@register_op
+class CastOp(Operation):
+    name = "arith.cast"
+    operand_names = ("x",)
+    attrs = {"dtype": Attr("str")}
+    fusion = ELEMENTWISE
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        _scalars(cls.name, types)
+        if attributes.get("dtype") not in DTYPES:
+            raise VerifyError(f"cast to unknown dtype {attributes.get('dtype')!r}")
+        return [ScalarType(attributes["dtype"])]

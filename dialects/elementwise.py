@@ -1,0 +1,109 @@
+"""The table of elementwise operations: one entry per op, shared by the tensor
+dialect (on tensors, with broadcasting) and the arith dialect (on scalars).
+
+Each entry gives the arity, which dtypes it accepts, whether it yields bool, and
+its NumPy semantics: the oracle every interpreter and every test compares with.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _errstate(fn):
+    def wrapped(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    return wrapped
+
+
+def _gelu(x):
+    dt = x.dtype
+    half, one = dt.type(0.5), dt.type(1.0)
+    return half * x * (one + _erf(x / dt.type(math.sqrt(2.0))).astype(dt))
+
+
+def _sigmoid(x):
+    one = x.dtype.type(1.0)
+    return one / (one + np.exp(-x))
+
+
+def _relu(x):
+    return np.maximum(x, x.dtype.type(0))
+
+
+@dataclass(frozen=True)
+class ElementwiseSpec:
+    name: str
+    arity: int
+    accepts: str  # "float", "number" (float or int), "any" (bool too), "where"
+    numpy: Callable
+    doc: str
+    result_bool: bool = False
+
+
+def _spec(name, arity, accepts, fn, doc, result_bool=False):
+    return ElementwiseSpec(name, arity, accepts, _errstate(fn), doc, result_bool)
+
+
+ELEMENTWISE = {s.name: s for s in [
+    _spec("neg", 1, "number", np.negative, "-x"),
+    _spec("abs", 1, "number", np.abs, "|x|"),
+    _spec("exp", 1, "float", np.exp, "e**x"),
+    _spec("log", 1, "float", np.log, "natural logarithm; log(0) = -inf, log(x<0) = nan"),
+    _spec("sqrt", 1, "float", np.sqrt, "square root; nan below 0"),
+    _spec("rsqrt", 1, "float", lambda x: x.dtype.type(1) / np.sqrt(x), "1 / sqrt(x)"),
+    _spec("tanh", 1, "float", np.tanh, "hyperbolic tangent"),
+    _spec("sigmoid", 1, "float", _sigmoid, "1 / (1 + exp(-x))"),
+    _spec("relu", 1, "number", _relu, "maximum(x, 0); nan stays nan"),
+    _spec("gelu", 1, "float", _gelu, "x * (1 + erf(x / sqrt(2))) / 2 (exact, as torch's default)"),
+    _spec("silu", 1, "float", lambda x: x * _sigmoid(x), "x * sigmoid(x)"),
+    _spec("sin", 1, "float", np.sin, "sine"),
+    _spec("cos", 1, "float", np.cos, "cosine"),
+    _spec("erf", 1, "float", lambda x: _erf(x).astype(x.dtype), "the error function"),
+    _spec("add", 2, "number", np.add, "x + y"),
+    _spec("sub", 2, "number", np.subtract, "x - y"),
+    _spec("mul", 2, "number", np.multiply, "x * y"),
+    _spec("div", 2, "float", np.divide, "x / y (IEEE: x/0 = +-inf, 0/0 = nan)"),
+    _spec("pow", 2, "float", np.power, "x ** y"),
+    _spec("maximum", 2, "number", np.maximum, "larger of x, y; nan if either is nan"),
+    _spec("minimum", 2, "number", np.minimum, "smaller of x, y; nan if either is nan"),
+    _spec("lt", 2, "number", np.less, "x < y", True),
+    _spec("le", 2, "number", np.less_equal, "x <= y", True),
+    _spec("gt", 2, "number", np.greater, "x > y", True),
+    _spec("ge", 2, "number", np.greater_equal, "x >= y", True),
+    _spec("eq", 2, "any", np.equal, "x == y", True),
+    _spec("ne", 2, "any", np.not_equal, "x != y", True),
+    _spec("where", 3, "where", np.where, "c ? x : y (c is bool)"),
+]}
+
+# Source operators of the .fuse language and the ops they stand for.
+BINARY_OPERATORS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow",
+                    "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+
+
+def check_dtypes(spec: ElementwiseSpec, dtypes: list[str]) -> str:
+    """The result dtype of ``spec`` on operands of ``dtypes``; raises ValueError if not allowed."""
+    from mlfuse.ir.types import FLOAT_DTYPES
+    data = dtypes[1:] if spec.accepts == "where" else dtypes
+    if spec.accepts == "where" and dtypes[0] != "bool":
+        raise ValueError(f"where's condition must be bool, got {dtypes[0]}")
+    if len(set(data)) != 1:
+        raise ValueError(f"{spec.name} operands have different dtypes "
+                         f"({', '.join(data)}); cast one explicitly")
+    dtype = data[0]
+    if spec.accepts == "float" and dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{spec.name} needs a float dtype, got {dtype}")
+    if spec.accepts == "number" and dtype in ("bool", "index") and not (
+            dtype == "index" and spec.name in INDEX_OPS):
+        raise ValueError(f"{spec.name} needs a number dtype, got {dtype}")
+    return "bool" if spec.result_bool else dtype
+
+
+# Elementwise ops that also work on loop indices (index arithmetic).
+INDEX_OPS = {"add", "sub", "mul", "lt", "le", "gt", "ge", "eq", "ne", "maximum", "minimum"}

@@ -1,0 +1,46 @@
+"""The fused dialect: kernels. A ``fused.kernel`` is one GPU launch: a parallel
+iteration space whose body holds scalar ops in registers, loads from kernel
+inputs, stores to kernel outputs, and explicit reductions (``loops.reduce``) and
+inner loops (``loops.for``).
+
+    fused.kernel {extents = [R], schedule = "row", sources = [...]} (%i: index) {
+      %m = loops.reduce %ninf {combiner = "max", extent = C} : f32 (%k: index) {...}
+      loops.for {extent = C} (%k: index) { ... loops.store ... }
+    }
+
+``schedule`` says how codegen maps the kernel:
+- "pointwise": one thread per point of ``extents``; inner loops run sequentially in it.
+- "row": one thread block per point of ``extents``; the reductions and loops at the
+  top of the body are shared by the block's threads (block/warp reductions).
+``sources`` names the tensor ops the kernel computes, for reports and comments.
+"""
+from __future__ import annotations
+
+from mlfuse.ir.core import Attr, VerifyError, register_op
+
+from .loops import LoopOp
+
+SCHEDULES = ("pointwise", "row")
+
+
+@register_op
+class KernelOp(LoopOp):
+    name = "fused.kernel"
+    attrs = {"extents": Attr("dims"), "schedule": Attr("str", "pointwise"),
+             "kernel_name": Attr("str", "kernel"), "sources": Attr("any", [])}
+    doc = "One GPU launch over a parallel iteration space."
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        return []
+
+    def verify_op(self):
+        super().verify_op()
+        if len(self.body.args) != len(self.extent_list):
+            raise VerifyError("fused.kernel takes exactly one index per extent", self.loc)
+        if self["schedule"] not in SCHEDULES:
+            raise VerifyError(f"unknown schedule {self['schedule']!r}", self.loc)
+        from .loops import ParallelOp
+        for op in self.walk():
+            if op is not self and isinstance(op, (KernelOp, ParallelOp)):
+                raise VerifyError(f"{op.name} cannot nest inside a kernel", op.loc)

@@ -1,0 +1,205 @@
+"""The loops dialect: buffers and loop nests over them (one nest per tensor op).
+
+    %t = loops.alloc : buf<f32[N]>
+    loops.parallel {extents = [N]} (%i: index) {          // iterations independent
+      %v = loops.load %x, %i : f32
+      %s = loops.reduce %zero {combiner = "add", extent = K} : f32 (%k: index) {
+        ...
+        loops.yield %e                                     // combined into the result
+      }
+      loops.store %s, %t, %i
+    }
+
+Index operands are SSA values of type ``index`` computed with arith ops, so
+broadcasting, reshape and transpose are index arithmetic, not copies.
+An extent is an int or a symbolic dim name; ``loops.dim`` reads a symbol's value.
+"""
+from __future__ import annotations
+
+from mlfuse.ir.core import OPAQUE, Attr, Operation, VerifyError, register_op
+from mlfuse.ir.types import BOOL, INDEX, BufferType, ScalarType
+
+COMBINERS = ("add", "max", "min")
+
+
+def _check_indices(op, buf, indices):
+    if not isinstance(buf.type, BufferType):
+        raise VerifyError(f"{op.name} needs a buffer, got {buf.type}", op.loc)
+    if len(indices) != buf.type.rank:
+        raise VerifyError(f"{op.name}: {len(indices)} indices for a rank-{buf.type.rank} buffer",
+                          op.loc)
+    for v in indices:
+        if v.type != INDEX:
+            raise VerifyError(f"{op.name}: indices must be index, got {v.type}", op.loc)
+
+
+def _check_extents(op, key="extents"):
+    extents = op[key] if isinstance(op[key], list) else [op[key]]
+    for e in extents:
+        if isinstance(e, int) and e < 0:
+            raise VerifyError(f"{op.name}: negative extent {e}", op.loc)
+
+
+@register_op
+class AllocOp(Operation):
+    name = "loops.alloc"
+    doc = "A fresh buffer (an intermediate or a function result)."
+
+    def verify_op(self):
+        if not isinstance(self.result.type, BufferType):
+            raise VerifyError("loops.alloc yields a buffer", self.loc)
+
+
+@register_op
+class DimOp(Operation):
+    name = "loops.dim"
+    attrs = {"sym": Attr("str")}
+    doc = "The runtime size bound to a symbolic dim."
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        return [INDEX]
+
+
+class LoopOp(Operation):
+    """A loop whose body block takes its induction variable(s) as index arguments."""
+
+    num_regions = 1
+    fusion = OPAQUE
+
+    @property
+    def extent_list(self) -> list:
+        e = self.attributes["extents" if "extents" in self.attrs else "extent"]
+        return e if isinstance(e, list) else [e]
+
+    def verify_op(self):
+        _check_extents(self, "extents" if "extents" in self.attrs else "extent")
+        n = len(self.extent_list)
+        args = self.body.args
+        if len(args) < n or any(a.type != INDEX for a in args[:n]):
+            raise VerifyError(f"{self.name} body must take {n} index argument(s)", self.loc)
+
+
+@register_op
+class ParallelOp(LoopOp):
+    name = "loops.parallel"
+    attrs = {"extents": Attr("dims")}
+    doc = "A nest of independent iterations over extents (maps to GPU threads)."
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        return []
+
+    def verify_op(self):
+        super().verify_op()
+        if len(self.body.args) != len(self.extent_list):
+            raise VerifyError("loops.parallel takes exactly one index per extent", self.loc)
+
+
+@register_op
+class ForOp(LoopOp):
+    name = "loops.for"
+    attrs = {"extent": Attr("any")}
+    doc = "A sequential loop (no loop-carried values: stores only)."
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        return []
+
+    def verify_op(self):
+        if not isinstance(self["extent"], (int, str)) or isinstance(self["extent"], bool):
+            raise VerifyError("loops.for extent must be an int or a symbol", self.loc)
+        super().verify_op()
+        if len(self.body.args) != 1:
+            raise VerifyError("loops.for takes one index argument", self.loc)
+
+
+@register_op
+class ReduceOp(LoopOp):
+    name = "loops.reduce"
+    operand_names = ("init",)
+    attrs = {"extent": Attr("any"), "combiner": Attr("str")}
+    doc = ("Accumulate: result = combine(init, v(0), ..., v(extent-1)) where v(k) is what "
+           "the body yields; max/min propagate nan as NumPy does.")
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        return [types[0]]
+
+    def verify_op(self):
+        if not isinstance(self["extent"], (int, str)) or isinstance(self["extent"], bool):
+            raise VerifyError("loops.reduce extent must be an int or a symbol", self.loc)
+        super().verify_op()
+        if self["combiner"] not in COMBINERS:
+            raise VerifyError(f"unknown combiner {self['combiner']!r} (known: {', '.join(COMBINERS)})",
+                              self.loc)
+        if len(self.body.args) != 1:
+            raise VerifyError("loops.reduce takes one index argument", self.loc)
+        ops = self.body.ops
+        if not ops or not isinstance(ops[-1], YieldOp) or len(ops[-1].operands) != 1:
+            raise VerifyError("loops.reduce body must end in loops.yield of one value", self.loc)
+        if ops[-1].operands[0].type != self.result.type:
+            raise VerifyError("loops.reduce yields a value of another type than its init", self.loc)
+
+
+@register_op
+class YieldOp(Operation):
+    name = "loops.yield"
+    operand_names = ("*values",)
+    is_terminator = True
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        return []
+
+
+@register_op
+class LoadOp(Operation):
+    name = "loops.load"
+    operand_names = ("buffer", "*indices")
+    doc = "Read one element of a buffer."
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        if not isinstance(types[0], BufferType):
+            raise VerifyError(f"loops.load needs a buffer, got {types[0]}")
+        return [types[0].element]
+
+    def verify_op(self):
+        _check_indices(self, self.operands[0], self.operands[1:])
+
+
+@register_op
+class MaskedLoadOp(Operation):
+    name = "loops.masked_load"
+    operand_names = ("buffer", "mask", "*indices")
+    attrs = {"other": Attr("float", 0.0)}
+    doc = "Read one element if mask is true, else yield ``other`` (indices may be out of range then)."
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        if not isinstance(types[0], BufferType):
+            raise VerifyError(f"loops.masked_load needs a buffer, got {types[0]}")
+        return [types[0].element]
+
+    def verify_op(self):
+        if self.operands[1].type != BOOL:
+            raise VerifyError("loops.masked_load mask must be bool", self.loc)
+        _check_indices(self, self.operands[0], self.operands[2:])
+
+
+@register_op
+class StoreOp(Operation):
+    name = "loops.store"
+    operand_names = ("value", "buffer", "*indices")
+    doc = "Write one element of a buffer."
+
+    @classmethod
+    def infer_types(cls, types, attributes):
+        return []
+
+    def verify_op(self):
+        value, buf = self.operands[0], self.operands[1]
+        _check_indices(self, buf, self.operands[2:])
+        if value.type != ScalarType(buf.type.dtype):
+            raise VerifyError(f"loops.store of {value.type} into {buf.type}", self.loc)

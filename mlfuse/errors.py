@@ -1,0 +1,42 @@
+"""One error type for everything a user can get wrong, with a source position."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """A position in a source file (1-based line and column)."""
+
+    file: str
+    line: int
+    column: int
+    source: str | None = None  # whole text of the file, for the caret display
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+class MlfuseError(Exception):
+    """A user-facing error. ``str()`` gives ``file:line:col: error: msg``, the line and a caret."""
+
+    def __init__(self, message: str, loc: Location | None = None):
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+
+    def __str__(self) -> str:
+        if self.loc is None:
+            return f"error: {self.message}"
+        text = f"{self.loc}: error: {self.message}"
+        if self.loc.source is not None:
+            lines = self.loc.source.splitlines()
+            if 1 <= self.loc.line <= len(lines):
+                line = lines[self.loc.line - 1].expandtabs(1)
+                caret = " " * max(self.loc.column - 1, 0) + "^"
+                text += f"\n    {line}\n    {caret}"
+        return text
+
+
+class ArgumentError(MlfuseError, TypeError):
+    """A compiled function was called with wrong arguments."""

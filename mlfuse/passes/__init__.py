@@ -1,0 +1,1 @@
+"""Transformation passes, each registered by name (see mlfuse.ir.passes)."""
