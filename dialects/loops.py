@@ -83,8 +83,9 @@ class LoopOp(Operation):
 @register_op
 class ParallelOp(LoopOp):
     name = "loops.parallel"
-    attrs = {"extents": Attr("dims")}
-    doc = "A nest of independent iterations over extents (maps to GPU threads)."
+    attrs = {"extents": Attr("dims"), "source": Attr("str", "")}
+    doc = ("A nest of independent iterations over extents (maps to GPU threads); ``source`` "
+           "names the tensor op it computes, for reports.")
 
     @classmethod
     def infer_types(cls, types, attributes):
@@ -99,7 +100,7 @@ class ParallelOp(LoopOp):
 @register_op
 class ForOp(LoopOp):
     name = "loops.for"
-    attrs = {"extent": Attr("any")}
+    attrs = {"extent": Attr("dim")}
     doc = "A sequential loop (no loop-carried values: stores only)."
 
     @classmethod
@@ -107,8 +108,6 @@ class ForOp(LoopOp):
         return []
 
     def verify_op(self):
-        if not isinstance(self["extent"], (int, str)) or isinstance(self["extent"], bool):
-            raise VerifyError("loops.for extent must be an int or a symbol", self.loc)
         super().verify_op()
         if len(self.body.args) != 1:
             raise VerifyError("loops.for takes one index argument", self.loc)
@@ -118,7 +117,7 @@ class ForOp(LoopOp):
 class ReduceOp(LoopOp):
     name = "loops.reduce"
     operand_names = ("init",)
-    attrs = {"extent": Attr("any"), "combiner": Attr("str")}
+    attrs = {"extent": Attr("dim"), "combiner": Attr("str")}
     doc = ("Accumulate: result = combine(init, v(0), ..., v(extent-1)) where v(k) is what "
            "the body yields; max/min propagate nan as NumPy does.")
 
@@ -127,8 +126,6 @@ class ReduceOp(LoopOp):
         return [types[0]]
 
     def verify_op(self):
-        if not isinstance(self["extent"], (int, str)) or isinstance(self["extent"], bool):
-            raise VerifyError("loops.reduce extent must be an int or a symbol", self.loc)
         super().verify_op()
         if self["combiner"] not in COMBINERS:
             raise VerifyError(f"unknown combiner {self['combiner']!r} (known: {', '.join(COMBINERS)})",

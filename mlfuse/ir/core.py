@@ -77,12 +77,12 @@ class BlockArgument(Value):
 class Attr:
     """Declares one attribute of an op: its kind and default (``REQUIRED`` if none).
 
-    kinds: int, float, bool, str, ints (list of int), dims (list of int or
-    symbol), any.
+    kinds: int, float, bool, str, ints (list of int), dim (an int or a symbol),
+    dims (list of int or symbol), any.
     """
 
     REQUIRED = object()
-    KINDS = ("int", "float", "bool", "str", "ints", "dims", "any")
+    KINDS = ("int", "float", "bool", "str", "ints", "dim", "dims", "any")
 
     def __init__(self, kind: str, default: Any = REQUIRED, doc: str = ""):
         assert kind in self.KINDS, kind
@@ -100,6 +100,9 @@ class Attr:
             return isinstance(value, bool)
         if k == "str":
             return isinstance(value, str)
+        if k == "dim":
+            return (isinstance(value, int) and not isinstance(value, bool)) or (
+                isinstance(value, str) and value.isidentifier())
         if k == "ints":
             return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         if k == "dims":
@@ -223,11 +226,8 @@ class Operation:
             if r.uses:
                 raise VerifyError(f"cannot erase {self.name}: result still used by "
                                   f"{r.uses[0][0].name}", self.loc)
-        for r in self.regions:
-            for b in r.blocks:
-                for op in reversed(list(b.ops)):
-                    op.drop_operands()
-        self.drop_operands()
+        for op in reversed(list(self.walk())):
+            op.drop_operands()
         if self.parent is not None:
             self.parent.ops.remove(self)
             self.parent = None

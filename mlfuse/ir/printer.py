@@ -74,6 +74,27 @@ class Namer:
             return "%<undefined>"
 
 
+def _non_default_attributes(op: Operation) -> dict:
+    """Attributes worth printing: those that differ from the op's declared default."""
+    out = {}
+    for key, value in op.attributes.items():
+        spec = op.attrs.get(key)
+        if spec is not None and spec.default is not spec.REQUIRED and _same(spec.default, value):
+            continue
+        out[key] = value
+    return out
+
+
+def _format_attr(op: Operation, key: str, value) -> str:
+    spec = op.attrs.get(key)
+    # a symbolic dim prints bare, like the dims inside a shape
+    return format_attr_value(value, top=not (spec is not None and spec.kind == "dim"))
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and format_attr_value(a) == format_attr_value(b)
+
+
 class Printer:
     def __init__(self, indent: str = "  "):
         self.indent = indent
@@ -106,9 +127,9 @@ class Printer:
         text += op.name
         if op.operands:
             text += " " + ", ".join(namer(v) for v in op.operands)
-        if op.attributes:
-            items = ", ".join(f"{k} = {format_attr_value(op.attributes[k])}"
-                              for k in sorted(op.attributes))
+        shown = _non_default_attributes(op)
+        if shown:
+            items = ", ".join(f"{k} = {_format_attr(op, k, shown[k])}" for k in sorted(shown))
             text += " {" + items + "}"
         if op.results:
             text += " : " + ", ".join(str(r.type) for r in op.results)

@@ -1,0 +1,182 @@
+"""The ``mlfuse`` command line: compile, opt, run, explain, bench."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import MlfuseError
+
+EMIT_CHOICES = ("tensor", "loops", "fused", "numba")
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise MlfuseError(f"cannot read {path}: {e.strerror}") from None
+
+
+def _write_or_print(text: str, out: str | None) -> None:
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+def _select_func(module, name: str | None):
+    """Keep only function ``name`` in the module (all when None)."""
+    if name is None:
+        return module
+    names = [f.sym_name for f in module.funcs]
+    if name not in names:
+        raise MlfuseError(f"no function '{name}' (have: {', '.join(names) or 'none'})")
+    for f in list(module.funcs):
+        if f.sym_name != name:
+            module.body.detach(f)
+    return module
+
+
+def parse_dims(items: list[str] | None) -> dict[str, int]:
+    dims = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier() or not value.strip().isdigit():
+            raise MlfuseError(f"--dim takes NAME=SIZE, got {item!r}")
+        dims[name] = int(value)
+    return dims
+
+
+def _fuse_options(args) -> dict:
+    opts = {}
+    if getattr(args, "fuse_limit", None) is not None:
+        opts["limit"] = args.fuse_limit
+    return opts
+
+
+def _print_after(enabled: bool):
+    if not enabled:
+        return None
+
+    def show(pass_name: str, text: str) -> None:
+        sys.stderr.write(f"// ----- IR after {pass_name} -----\n{text}\n")
+    return show
+
+
+def cmd_compile(args) -> int:
+    from .driver import compile_text, parse_program, lower
+    from .ir.printer import print_ir
+    text = _read(args.file)
+    level = "fused" if args.emit == "numba" else args.emit
+    show = _print_after(args.print_ir_after_all)
+    module = parse_program(text, args.file)
+    _select_func(module, args.func)
+    if show:
+        show("parse", print_ir(module))
+    module = lower(module, level, fuse=not args.no_fuse, fuse_options=_fuse_options(args),
+                   print_after=show)
+    if args.emit == "numba":
+        from .codegen import generate
+        out = generate(module, target=args.target)
+    else:
+        out = print_ir(module)
+    _write_or_print(out, args.output)
+    return 0
+
+
+def cmd_opt(args) -> int:
+    from .ir.parser import parse_ir
+    from .ir.passes import PassManager, get_pass
+    from .ir.printer import print_ir
+    module = parse_ir(_read(args.file), args.file)
+    names = [p.strip() for p in (args.passes or "").split(",") if p.strip()]
+    passes = [get_pass(n) for n in names]
+    PassManager(passes, verify_each=True, print_after=_print_after(args.print_ir_after_all)).run(module)
+    _write_or_print(print_ir(module), args.output)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .cli_run import run_command
+    return run_command(args)
+
+
+def cmd_explain(args) -> int:
+    from .cli_explain import explain_command
+    return explain_command(args)
+
+
+def cmd_bench(args) -> int:
+    from .cli_bench import bench_command
+    return bench_command(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mlfuse", description=__doc__)
+    p.add_argument("--version", action="version", version=f"mlfuse {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp, output=True):
+        sp.add_argument("file", help="a .fuse program (or IR text for opt)")
+        if output:
+            sp.add_argument("-o", "--output", help="write here instead of stdout")
+        sp.add_argument("--print-ir-after-all", action="store_true",
+                        help="print the IR after each pass to stderr")
+
+    def fusing(sp):
+        sp.add_argument("--func", help="only this function")
+        sp.add_argument("--no-fuse", action="store_true", help="one kernel per op (the baseline)")
+        sp.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
+
+    c = sub.add_parser("compile", help="compile a .fuse file and print IR or Numba source")
+    common(c)
+    fusing(c)
+    c.add_argument("--emit", choices=EMIT_CHOICES, default="numba")
+    c.add_argument("--target", choices=("cuda", "simulator"), default="cuda",
+                   help="code for a real GPU (warp shuffles) or Numba's CUDA simulator")
+    c.set_defaults(fn=cmd_compile)
+
+    o = sub.add_parser("opt", help="run named passes on IR text (like mlir-opt)")
+    common(o)
+    o.add_argument("--passes", default="", help="comma-separated pass names")
+    o.set_defaults(fn=cmd_opt)
+
+    r = sub.add_parser("run", help="run on random inputs and check against the NumPy interpreter")
+    common(r, output=False)
+    fusing(r)
+    r.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
+    r.add_argument("--simulator", action="store_true", help="force Numba's CUDA simulator")
+    r.add_argument("--seed", type=int, default=0)
+    r.set_defaults(fn=cmd_run)
+
+    e = sub.add_parser("explain", help="report the fusion decisions")
+    common(e, output=True)
+    fusing(e)
+    e.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
+    e.add_argument("--json", action="store_true", help="machine-readable report")
+    e.add_argument("--dot", action="store_true", help="Graphviz graph of ops coloured by kernel")
+    e.set_defaults(fn=cmd_explain)
+
+    b = sub.add_parser("bench", help="time fused vs unfused on the GPU")
+    common(b, output=False)
+    fusing(b)
+    b.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
+    b.add_argument("--json", help="write the numbers here as JSON")
+    b.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except MlfuseError as e:
+        sys.stderr.write(f"mlfuse: {e}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
