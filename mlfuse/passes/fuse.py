@@ -194,7 +194,8 @@ class Planner:
             if best is not None:
                 self._accept(best[0], Decision(p.name, names, "multi-output", *best[1:]))
                 return
-        self.decisions.append(Decision(p.name, names, "kept", tried[0]))
+            tried.append(why)
+        self.decisions.append(Decision(p.name, names, "kept", "; ".join(dict.fromkeys(tried))))
 
     def _accept(self, groups: list[Group], decision: Decision) -> None:
         self.groups = groups

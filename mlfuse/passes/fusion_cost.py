@@ -32,23 +32,33 @@ class KernelCost:
     bytes_written: int
     flops: int
     registers: int
+    threads: int = 0            # threads that can run at once (the kernel's parallelism)
     launches: int = 1
+    seconds_total: float = 0.0  # filled by with_time: sum over the kernels added up
 
     @property
     def bytes(self) -> int:
         return self.bytes_read + self.bytes_written
 
+    def with_time(self, target: Target) -> "KernelCost":
+        # a kernel with fewer threads than the device holds gets that share of its throughput
+        full = target.sm_count * 2048
+        share = min(1.0, max(self.threads, 1) / full)
+        busy = max(self.bytes / target.dram_bytes_per_s, self.flops / target.flops_per_s)
+        self.seconds_total = busy / share + self.launches * target.launch_s
+        return self
+
     def seconds(self, target: Target) -> float:
-        return (max(self.bytes / target.dram_bytes_per_s, self.flops / target.flops_per_s)
-                + self.launches * target.launch_s)
+        return self.seconds_total
 
     def __add__(self, other: "KernelCost") -> "KernelCost":
         return KernelCost(self.bytes_read + other.bytes_read, self.bytes_written + other.bytes_written,
                           self.flops + other.flops, max(self.registers, other.registers),
-                          self.launches + other.launches)
+                          self.threads + other.threads, self.launches + other.launches,
+                          self.seconds_total + other.seconds_total)
 
 
-ZERO = KernelCost(0, 0, 0, 0, 0)
+ZERO = KernelCost(0, 0, 0, 0, 0, 0)
 
 
 def _flops(block: Block, trips: int, dims, target) -> int:
@@ -104,8 +114,13 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
     points = 1
     for e in kernel["extents"]:
         points *= resolve(e, dims, target)
+    threads = points
+    if kernel.attributes.get("schedule") == "row":
+        inner = max((resolve(op["extent"], dims, target) for op in kernel.body.ops
+                     if isinstance(op, (ForOp, ReduceOp))), default=1)
+        threads = points * min(inner, 1024)
     return KernelCost(
         bytes_read=sum(buffer_bytes(t, dims, target) for t in read.values()),
         bytes_written=sum(buffer_bytes(t, dims, target) for t in written.values()),
         flops=_flops(kernel.body, points, dims, target),
-        registers=live_registers(kernel.body))
+        registers=live_registers(kernel.body), threads=threads).with_time(target)

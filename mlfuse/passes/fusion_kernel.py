@@ -68,11 +68,16 @@ def choose_space(members: list[Nest], outputs: list[Nest]):
     for E, C in candidate_spaces(members, outputs):
         bad = [n for n in members if not n.is_pointwise and level(n, E, C) != "point"]
         bad += [n for n in outputs if level(n, E, C) is None]
+        if C is not None and all(e == 1 for e in E):
+            # one point: a whole-tensor reduction; its consumers over every element
+            # would all wait on one block (spreading it needs a grid-wide barrier)
+            bad += [n for n in members if not n.is_pointwise and any(
+                level(o, E, C) == "row" for o in outputs)]
         if not bad:
             return E, C
         reasons.append(bad[0])
     culprit = reasons[0] if reasons else members[0]
-    if not culprit.is_pointwise and all(e == 1 for e in culprit.extents):
+    if not culprit.is_pointwise and all(e == 1 for e in _row_outer(culprit)):
         raise CannotFuse(f"{culprit.name} reduces over all elements and its consumers use "
                          "every element: that needs a grid-wide barrier, so two kernels")
     raise CannotFuse(f"{culprit.name} ({culprit.source}, extents {culprit.extents}) does not fit "
