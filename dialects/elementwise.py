@@ -12,7 +12,14 @@ from typing import Callable
 
 import numpy as np
 
-_erf = np.frompyfunc(math.erf, 1, 1)
+_erf_objects = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x):
+    """math.erf elementwise, as an array of x's dtype (frompyfunc alone gives
+    objects, and a bare Python float for 0-d input, which has no astype)."""
+    x = np.asarray(x)
+    return np.asarray(_erf_objects(x), dtype=object).astype(x.dtype)
 
 
 def _errstate(fn):

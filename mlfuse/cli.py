@@ -64,24 +64,33 @@ def _print_after(enabled: bool):
     return show
 
 
-def cmd_compile(args) -> int:
-    from .driver import compile_text, parse_program, lower
+def _compile_one(path: str, args) -> str:
+    from .driver import lower, parse_program
     from .ir.printer import print_ir
-    text = _read(args.file)
     level = "fused" if args.emit == "numba" else args.emit
     show = _print_after(args.print_ir_after_all)
-    module = parse_program(text, args.file)
-    _select_func(module, args.func)
+    module = _select_func(parse_program(_read(path), path), args.func)
     if show:
         show("parse", print_ir(module))
     module = lower(module, level, fuse=not args.no_fuse, fuse_options=_fuse_options(args),
                    print_after=show)
     if args.emit == "numba":
         from .codegen import generate
-        out = generate(module, target=args.target)
-    else:
-        out = print_ir(module)
-    _write_or_print(out, args.output)
+        return generate(module, target=args.target)
+    return print_ir(module)
+
+
+def cmd_compile(args) -> int:
+    if len(args.files) > 1 and args.emit == "numba" and args.output:
+        raise MlfuseError("-o with --emit numba takes one input file")
+    outputs = []
+    for path in args.files:
+        text = _compile_one(path, args)
+        if len(args.files) > 1:
+            comment = "#" if args.emit == "numba" else "//"
+            text = f"{comment} ----- {path} -----\n{text}"
+        outputs.append(text)
+    _write_or_print("\n".join(outputs), args.output)
     return 0
 
 
@@ -129,8 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--no-fuse", action="store_true", help="one kernel per op (the baseline)")
         sp.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
 
-    c = sub.add_parser("compile", help="compile a .fuse file and print IR or Numba source")
-    common(c)
+    c = sub.add_parser("compile", help="compile .fuse files and print IR or Numba source")
+    c.add_argument("files", nargs="+", metavar="FILE", help=".fuse programs")
+    c.add_argument("-o", "--output", help="write here instead of stdout")
+    c.add_argument("--print-ir-after-all", action="store_true",
+                   help="print the IR after each pass to stderr")
     fusing(c)
     c.add_argument("--emit", choices=EMIT_CHOICES, default="numba")
     c.add_argument("--target", choices=("cuda", "simulator"), default="cuda",

@@ -24,10 +24,11 @@ def _describe(names) -> str:
     return ", ".join(shown)
 
 
-def location_of(meta_or_token, filename: str, source: str) -> Location:
-    line = getattr(meta_or_token, "line", None) or 1
-    column = getattr(meta_or_token, "column", None) or 1
-    return Location(filename, line, column, source)
+def location_of(node, filename: str, source: str) -> Location:
+    """The Location of a Lark token or tree (built with propagate_positions=True)."""
+    meta = node if isinstance(node, Token) else node.meta
+    return Location(filename, getattr(meta, "line", None) or 1,
+                    getattr(meta, "column", None) or 1, source)
 
 
 def convert_lark_error(e: UnexpectedInput, filename: str, source: str) -> MlfuseError:

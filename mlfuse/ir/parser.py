@@ -9,7 +9,7 @@ from lark.exceptions import UnexpectedInput
 
 from ..errors import Location, MlfuseError
 from ..grammar_files import grammar_text
-from ..lark_errors import convert_lark_error
+from ..lark_errors import convert_lark_error, location_of
 from .builtin import FuncOp, ModuleOp, ReturnOp
 from .core import OP_REGISTRY, Block, Region, VerifyError
 from .types import BufferType, ScalarType, TensorType
@@ -41,9 +41,7 @@ class IRParser:
         self.filename = filename
 
     def loc(self, node) -> Location:
-        meta = node if isinstance(node, Token) else node.meta
-        return Location(self.filename, getattr(meta, "line", 1) or 1,
-                        getattr(meta, "column", 1) or 1, self.source)
+        return location_of(node, self.filename, self.source)
 
     def error(self, message, node) -> MlfuseError:
         return MlfuseError(message, self.loc(node))

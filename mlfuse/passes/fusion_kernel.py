@@ -150,7 +150,10 @@ class KernelBuilder:
             return None
 
         clone_block_into(nest.op.body, idx, block, hook)
-        return stored[0]
+        value = stored[0]
+        if value.name_hint is None or value.name_hint.isdigit():
+            value.name_hint = nest.name  # inlined values read as the tensor they stand for
+        return value
 
     def _store(self, value: Value, nest: Nest, idx: list[Value], block: Block) -> None:
         block.append(StoreOp([value, nest.out, *idx]))

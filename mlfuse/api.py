@@ -1,0 +1,111 @@
+"""The Python API: compile a .fuse program (or loops/fused IR) into callable functions.
+
+    m = mlfuse.compile_source(text)
+    y = m.chain(x, b)          # NumPy in, NumPy out (or device arrays in and out)
+    print(m.source)            # the generated Numba module
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import MlfuseError
+from .ir.builtin import ModuleOp
+from .runtime import default_target, load_source, simulator_enabled
+from .runtime_args import Signature, bind_arguments, convert_result
+
+
+class CompiledFunction:
+    """One compiled func: checks its arguments, launches its kernels, returns results."""
+
+    def __init__(self, signature: Signature, host):
+        self.signature = signature
+        self.host = host  # the generated host function (device arrays in and out)
+
+    @property
+    def name(self) -> str:
+        return self.signature.func
+
+    def __call__(self, *args):
+        call = bind_arguments(self.signature, args)
+        results = self.host(*call.device_args)
+        if self.signature.num_results == 1:
+            return convert_result(results, call.kind)
+        return tuple(convert_result(r, call.kind) for r in results)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{p.name}: {p.describe()}" for p in self.signature.params)
+        return f"<mlfuse function @{self.name}({params})>"
+
+
+class CompiledModule:
+    """The funcs of a compiled program, as attributes and by ``module["name"]``."""
+
+    def __init__(self, ir: ModuleOp, source: str, target: str, python_module):
+        self.ir = ir
+        self.source = source
+        self.target = target
+        self.python_module = python_module
+        self.functions = {f.sym_name: CompiledFunction(Signature.of(f),
+                                                       python_module.ENTRY_POINTS[f.sym_name])
+                          for f in ir.funcs}
+
+    def kernels(self, name: str) -> list:
+        """The kernels function ``name`` launches, in order (fused.kernel or loops.parallel ops)."""
+        func = self.ir.func(name)
+        return [op for op in func.body.ops if op.name in ("fused.kernel", "loops.parallel")]
+
+    def __getitem__(self, name: str) -> CompiledFunction:
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise KeyError(f"no function '{name}' (have: {', '.join(self.functions)})") from None
+
+    def __getattr__(self, name: str) -> CompiledFunction:
+        functions = self.__dict__.get("functions", {})
+        if name in functions:
+            return functions[name]
+        raise AttributeError(f"no function '{name}' (have: {', '.join(functions)})")
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self.functions)
+
+    def __repr__(self) -> str:
+        return f"<mlfuse module ({self.target}): {', '.join(self.functions)}>"
+
+
+def _check_target(target: str | None) -> str:
+    target = target or default_target()
+    if target == "cuda" and simulator_enabled():
+        raise MlfuseError("target 'cuda' cannot run under NUMBA_ENABLE_CUDASIM (the simulator "
+                          "has no warp shuffles); use target='simulator'")
+    if target == "simulator" and not simulator_enabled():
+        raise MlfuseError("target 'simulator' needs NUMBA_ENABLE_CUDASIM=1 set before numba.cuda "
+                          "is imported")
+    return target
+
+
+def compile_ir(module: ModuleOp, target: str | None = None, name: str = "module") -> CompiledModule:
+    """Generate, load and wrap ``module`` (loops or fused level). ``target`` None picks
+    "cuda" when a GPU is usable and the simulator is off, else "simulator"."""
+    from .codegen import generate
+    target = _check_target(target)
+    source = generate(module, target)
+    return CompiledModule(module, source, target, load_source(source, name))
+
+
+def compile_source(text: str, filename: str = "<string>", fuse: bool = True,
+                   target: str | None = None, fuse_options: dict | None = None) -> CompiledModule:
+    """Compile .fuse source text: parse, lower, fuse, generate, load."""
+    from .driver import compile_text
+    module = compile_text(text, filename, level="fused", fuse=fuse, fuse_options=fuse_options)
+    return compile_ir(module, target, name=Path(filename).stem or "module")
+
+
+def compile_file(path, fuse: bool = True, target: str | None = None,
+                 fuse_options: dict | None = None) -> CompiledModule:
+    """Compile a .fuse file (see :func:`compile_source`)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise MlfuseError(f"cannot read {path}: {e.strerror}") from None
+    return compile_source(text, str(path), fuse, target, fuse_options)

@@ -1,0 +1,50 @@
+"""``mlfuse run``: compile, run on random inputs, check against the NumPy interpreter."""
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+
+from .cli import _fuse_options, _read, _select_func, parse_dims
+from .device import choose_device
+
+DEFAULT_DIM = 64
+
+
+def run_command(args) -> int:
+    target = choose_device(force_simulator=args.simulator)
+    from .api import compile_source
+    from .driver import parse_program
+    from .interp import run_tensor
+    from .testing import bind_dims, compare, program_size, random_inputs
+
+    text = _read(args.file)
+    module = _select_func(parse_program(text, args.file), args.func)
+    compiled = compile_source(text, args.file, fuse=not args.no_fuse, target=target,
+                              fuse_options=_fuse_options(args))
+    dims = parse_dims(args.dim)
+    failures = 0
+    for func in module.funcs:
+        bound = bind_dims(func, dims, default=DEFAULT_DIM)
+        inputs = random_inputs(func, bound, args.seed)
+        expected = run_tensor(func, inputs)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            # the simulator runs kernels through NumPy, which warns on inf/nan arithmetic
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = compiled[func.sym_name](*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        ops, reduced = program_size(func)
+        sizes = ", ".join(f"{k}={v}" for k, v in bound.items() if k in
+                          {d for a in func.args for d in a.type.shape if isinstance(d, str)})
+        print(f"func {func.sym_name}" + (f" ({sizes})" if sizes else "")
+              + f": {len(compiled.kernels(func.sym_name))} kernel(s)")
+        for i, (ref, out) in enumerate(zip(expected, got)):
+            c = compare(ref, out, ops, reduced)
+            status = "PASS" if c.ok else "FAIL"
+            failures += not c.ok
+            print(f"  result {i}: {ref.dtype}{list(ref.shape)} max abs error {c.max_abs_error:.3g}, "
+                  f"max rel error {c.max_rel_error:.3g} ({c.message}): {status}")
+    print("PASS" if not failures else f"FAIL ({failures} result(s) differ)")
+    sys.stdout.flush()
+    return 0 if not failures else 1

@@ -1,0 +1,124 @@
+"""The host function of a ``func``: binds dims, allocates buffers, launches kernels.
+
+It takes device arrays and checks nothing (``mlfuse.runtime_args`` checks arguments
+before calling it): symbolic dims are read from the first parameter that has them.
+"""
+from __future__ import annotations
+
+import math
+
+from dialects.arith import ConstantOp
+from dialects.fused import KernelOp
+from dialects.loops import AllocOp, DimOp, ParallelOp
+from mlfuse.errors import MlfuseError
+from mlfuse.ir.builtin import FuncOp, ReturnOp
+from mlfuse.ir.types import BufferType, symbols_of
+
+from .emit_kernel import KernelCode, extent_factors
+from .emit_scalar import STORAGE_TYPE
+from .names import Namer
+from .writer import Writer
+
+
+def _tuple(items: list[str]) -> str:
+    """Python tuple syntax: ``()``, ``(a,)``, ``(a, b)``."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+class HostEmitter:
+    def __init__(self, func: FuncOp, host_name: str, kernels: dict[int, KernelCode],
+                 helpers: set[str], taken=()):
+        self.func, self.host_name, self.kernels, self.helpers = func, host_name, kernels, helpers
+        self.namer = Namer(taken)
+        self.dims: dict[str, str] = {}  # symbol -> host variable holding its size
+        self.points_var: str | None = None  # holds a launch's number of points
+        self.w = Writer()
+
+    def dim(self, d, where) -> str:
+        if isinstance(d, int):
+            return str(d)
+        if d not in self.dims:
+            raise MlfuseError(f"codegen: dim {d} of @{self.func.sym_name} is not the size of any "
+                              "parameter, so no call can bind it", where.loc)
+        return self.dims[d]
+
+    def emit(self) -> str:
+        w, func = self.w, self.func
+        params = [self.namer.define(a, f"arg{i}") for i, a in enumerate(func.args)]
+        with w.indented(f"def {self.host_name}({', '.join(params)}):"):
+            w.line(f'"""Host side of @{func.sym_name}: takes and returns device arrays."""')
+            self.bind_dims()
+            for op in func.body.ops:
+                self.statement(op)
+        return w.text()
+
+    def bind_dims(self) -> None:
+        for arg in self.func.args:
+            if not isinstance(arg.type, BufferType):
+                raise MlfuseError(f"codegen: parameter of @{self.func.sym_name} is {arg.type}, "
+                                  "not a buffer", self.func.loc)
+            for axis, d in enumerate(arg.type.shape):
+                if isinstance(d, str) and d not in self.dims:
+                    self.dims[d] = self.namer.fresh(d)
+                    self.w.line(f"{self.dims[d]} = {self.namer(arg)}.shape[{axis}]")
+
+    def statement(self, op) -> None:
+        w = self.w
+        if isinstance(op, AllocOp):
+            t = op.result.type
+            shape = _tuple([self.dim(d, op) for d in t.shape])
+            w.line(f"{self.namer.define(op.result, 'buf')} = cuda.device_array("
+                   f"{shape}, dtype=np.{STORAGE_TYPE[t.dtype]})")
+        elif isinstance(op, DimOp):
+            self.namer.bind(op.result, self.dim(op["sym"], op))
+        elif isinstance(op, ConstantOp):
+            pass  # each kernel that uses it defines it itself
+        elif isinstance(op, (ParallelOp, KernelOp)):
+            self.launch(self.kernels[id(op)])
+        elif isinstance(op, ReturnOp):
+            names = [self.namer(v) for v in op.operands]
+            w.line(f"return {names[0]}" if len(names) == 1 else f"return {_tuple(names)}")
+        else:
+            raise MlfuseError(f"codegen: {op.name} cannot appear outside a kernel", op.loc)
+
+    def launch(self, kernel: KernelCode) -> None:
+        op = kernel.op
+        args = [self.namer(b) for b in kernel.interface.buffers]
+        args += [self.dim(s, op) for s in kernel.interface.symbols]
+        for s in symbols_of(op.extent_list):
+            self.dim(s, op)  # raises if unbound
+        factors = extent_factors(op.extent_list, lambda s: self.dims[s])
+        if len(factors) == 1:
+            points = factors[0]
+        else:
+            if self.points_var is None:
+                self.points_var = self.namer.fresh("n_points")
+            points = self.points_var
+            self.w.line(f"{points} = {' * '.join(factors)}")
+        if kernel.schedule == "row":
+            self.helpers.update({"_row_blocks", "_row_threads"})
+            extents = list(dict.fromkeys(self.dim(e, op) for e in kernel.row_extents)) or ["1"]
+            row = extents[0] if len(extents) == 1 else f"max({', '.join(extents)})"
+            grid = f"_row_blocks({points}), _row_threads({row})"
+        else:
+            self.helpers.add("_pointwise_blocks")
+            grid = f"_pointwise_blocks({points}), THREADS_PER_BLOCK"
+        call = f"{kernel.name}[{grid}]({', '.join(args)})"
+        if len(call) > 80:  # arguments on a line of their own
+            call = f"{kernel.name}[{grid}](\n{self.w.unit * (self.w.depth + 2)}{', '.join(args)})"
+        if not symbols_of(op.extent_list):
+            if math.prod(op.extent_list) > 0:
+                self.w.line(call)
+            else:
+                self.w.line(f"# {kernel.name}: empty iteration space, not launched")
+            return
+        with self.w.indented(f"if {points} > 0:  # an empty iteration space launches nothing"):
+            self.w.line(call)
+
+
+def emit_host(func: FuncOp, host_name: str, kernels: dict[int, KernelCode], helpers: set[str],
+              taken=()) -> str:
+    """Source of the host function ``host_name`` for ``func``; ``kernels`` maps each
+    kernel op (by id) to its emitted code; ``taken``: module-level names (kernels,
+    helpers) its locals must not shadow."""
+    return HostEmitter(func, host_name, kernels, helpers, taken).emit()

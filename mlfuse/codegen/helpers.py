@@ -1,0 +1,133 @@
+"""Helper functions a generated module defines when its code uses them.
+
+Device helpers: NaN-propagating maximum/minimum and block reductions (shared memory
+on the simulator, warp shuffles + shared memory on a real GPU). Host helpers: the
+launch geometry. Every helper is text with no dependency beyond numpy/numba/math.
+"""
+from __future__ import annotations
+
+from .emit_scalar import combine
+
+WARP = 32
+# Shared-memory slots per block reduction: one per thread (tree) or one per warp (shuffles).
+SCRATCH_SLOTS = {"simulator": 1024, "cuda": 1024 // WARP}
+
+_MAXIMUM = '''\
+@cuda.jit(device=True)
+def _maximum(a, b):
+    """NumPy's maximum: nan if either is nan."""
+    return a if (a > b or a != a) else b
+'''
+
+_MINIMUM = '''\
+@cuda.jit(device=True)
+def _minimum(a, b):
+    """NumPy's minimum: nan if either is nan."""
+    return a if (a < b or a != a) else b
+'''
+
+# blockDim.x is a power of two (the host picks it): the tree halves it each step.
+_BLOCK_REDUCE_TREE = '''\
+@cuda.jit(device=True)
+def {name}(value, identity, scratch):
+    """{combiner} of ``value`` over the block's threads, returned to every thread
+    (a shared-memory tree; blockDim.x is a power of two). ``identity`` is unused:
+    every slot holds a thread's value; it keeps the shuffle version's signature."""
+    tid = cuda.threadIdx.x
+    scratch[tid] = value
+    cuda.syncthreads()
+    width = cuda.blockDim.x // 2
+    while width > 0:
+        if tid < width:
+            scratch[tid] = {combine_tree}
+        cuda.syncthreads()
+        width //= 2
+    result = scratch[0]
+    cuda.syncthreads()  # every thread has read the result before scratch is reused
+    return result
+'''
+
+_BLOCK_REDUCE_SHUFFLE = '''\
+@cuda.jit(device=True)
+def {name}(value, identity, scratch):
+    """{combiner} of ``value`` over the block's threads, returned to every thread:
+    warp shuffles within each warp, then warp 0 combines the warps' partials
+    (blockDim.x is a power of two, at least 32)."""
+    lane = cuda.threadIdx.x % {warp}
+    warp = cuda.threadIdx.x // {warp}
+    offset = {half_warp}
+    while offset > 0:
+        value = {combine_shuffle}
+        offset //= 2
+    if lane == 0:
+        scratch[warp] = value
+    cuda.syncthreads()
+    if warp == 0:
+        value = scratch[lane] if lane < cuda.blockDim.x // {warp} else identity
+        offset = {half_warp}
+        while offset > 0:
+            value = {combine_shuffle}
+            offset //= 2
+        if lane == 0:
+            scratch[0] = value
+    cuda.syncthreads()
+    result = scratch[0]
+    cuda.syncthreads()  # every thread has read the result before scratch is reused
+    return result
+'''
+
+_POINTWISE_BLOCKS = '''\
+def _pointwise_blocks(points):
+    """Blocks for a grid-stride loop over ``points``: one thread each, up to MAX_BLOCKS."""
+    return min((points + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK, MAX_BLOCKS)
+'''
+
+_ROW_BLOCKS = '''\
+def _row_blocks(points):
+    """One block per point, up to MAX_BLOCKS (blocks stride over the rest)."""
+    return min(points, MAX_BLOCKS)
+'''
+
+_ROW_THREADS = '''\
+def _row_threads(extent):
+    """Threads sharing a row: the least power of two >= ``extent`` within [32, 1024]."""
+    threads = 32
+    while threads < extent and threads < 1024:
+        threads *= 2
+    return threads
+'''
+
+
+def block_reduce_name(combiner: str) -> str:
+    return f"_block_reduce_{combiner}"
+
+
+def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
+    name = block_reduce_name(combiner)
+    if target == "cuda":
+        partner = "cuda.shfl_down_sync(0xFFFFFFFF, value, offset)"
+        shuffled = combine(combiner, "value", partner, used)
+        return _BLOCK_REDUCE_SHUFFLE.format(name=name, combiner=combiner, warp=WARP,
+                                            half_warp=WARP // 2, combine_shuffle=shuffled)
+    tree = combine(combiner, "scratch[tid]", "scratch[tid + width]", used)
+    return _BLOCK_REDUCE_TREE.format(name=name, combiner=combiner, combine_tree=tree)
+
+
+_FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_pointwise_blocks": _POINTWISE_BLOCKS,
+          "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS}
+# The order helpers appear in a module: device helpers before those that call them.
+ORDER = ["_maximum", "_minimum"] + [block_reduce_name(c) for c in ("add", "max", "min")] + [
+    "_pointwise_blocks", "_row_blocks", "_row_threads"]
+
+
+def helper_sources(used: set[str], target: str) -> list[str]:
+    """Source of each helper in ``used`` (and of the helpers those call), in ORDER."""
+    texts = {}
+    for name in [n for n in ORDER if n.startswith("_block_reduce_") and n in used]:
+        texts[name] = _block_reduce(name.removeprefix("_block_reduce_"), target, used)
+    for name in used:
+        if name in _FIXED:
+            texts[name] = _FIXED[name]
+    unknown = used - set(ORDER)
+    assert not unknown, f"undefined helpers {unknown}"
+    return [texts[n] for n in ORDER if n in texts]

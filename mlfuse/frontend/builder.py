@@ -1,0 +1,239 @@
+"""Walk the Lark tree of a .fuse file and build tensor-dialect IR with source locations.
+
+Every user mistake becomes one MlfuseError at the token that caused it: the name
+for scope errors, the operator for ``x + y`` shape or dtype errors, the function
+name for call errors, the argument itself for a bad argument.
+"""
+from __future__ import annotations
+
+import difflib
+
+from lark import Token, Tree
+
+from dialects.elementwise import BINARY_OPERATORS, ELEMENTWISE
+from dialects.tensor import ELEMENTWISE_OPS
+from mlfuse.errors import Location, MlfuseError
+from mlfuse.lark_errors import location_of
+from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
+from mlfuse.ir.core import Value, VerifyError
+from mlfuse.ir.types import DTYPES, TensorType
+
+from .calls import SIGNATURES, bind
+from .literals import Literal, constant_op, fold, parse_number
+from .static import Name, convert_static
+
+
+class SourceContext:
+    """The file being compiled: turns tree nodes into Locations."""
+
+    def __init__(self, source: str, filename: str):
+        self.source = source
+        self.filename = filename
+
+    def loc(self, node) -> Location:
+        return location_of(node, self.filename, self.source)
+
+    def error(self, message: str, node) -> MlfuseError:
+        return MlfuseError(message, self.loc(node))
+
+
+def _suggest(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def build_module(tree: Tree, ctx: SourceContext) -> ModuleOp:
+    module = ModuleOp(result_types=[])
+    defined: dict[str, Location] = {}
+    for func_tree in tree.children:
+        name_tok = func_tree.children[0]
+        if str(name_tok) in defined:
+            raise ctx.error(f"function '{name_tok}' is already defined at {defined[str(name_tok)]}",
+                            name_tok)
+        defined[str(name_tok)] = ctx.loc(name_tok)
+        module.body.append(FunctionBuilder(ctx).build(func_tree))
+    return module
+
+
+class FunctionBuilder:
+    """Builds one FuncOp; also the ``CallSite`` the built-in function builders use."""
+
+    def __init__(self, ctx: SourceContext):
+        self.ctx = ctx
+        self.scope: dict[str, Value | Literal] = {}
+        self.defined_at: dict[str, str] = {}  # name -> "parameter at file:line:col"
+        self.symbols: set[str] = set()
+        self.func: FuncOp | None = None
+
+    # -- function, parameters, types ------------------------------------------------
+    def build(self, tree: Tree) -> FuncOp:
+        name_tok, *rest = tree.children
+        split = next(i for i, c in enumerate(rest) if isinstance(c, Tree) and c.data == "results")
+        params = [c for c in rest[:split] if c is not None]
+        results_tree, body = rest[split], rest[split + 1:]
+        arg_types = [self.type(p.children[1]) for p in params]
+        self.symbols = {d for t in arg_types for d in t.shape if isinstance(d, str)}
+        result_types = [self.type(t, result=True) for t in results_tree.children]
+        self.func = FuncOp.build(str(name_tok), arg_types, [str(p.children[0]) for p in params],
+                                 result_types, loc=self.ctx.loc(name_tok))
+        for p, arg in zip(params, self.func.args):
+            self.define(p.children[0], arg, "parameter")
+        self.statements(body, name_tok, result_types)
+        return self.func
+
+    def type(self, tree: Tree, result: bool = False) -> TensorType:
+        dtype_tok, shape = tree.children
+        if str(dtype_tok) not in DTYPES:
+            raise self.ctx.error(f"unknown dtype '{dtype_tok}'{_suggest(str(dtype_tok), DTYPES)}"
+                                 f" (dtypes: {', '.join(DTYPES)})", dtype_tok)
+        dims = [] if shape is None else [d for d in shape.children if d is not None]
+        for d in dims:
+            if d.type == "NUMBER" and not (d.isdigit() and int(d) >= 1):
+                raise self.ctx.error(f"dims must be positive integers, got {d}", d)
+            if d.type == "NAME" and result and str(d) not in self.symbols:
+                raise self.ctx.error(f"result dim '{d}' is not a dim of any parameter", d)
+        shape_dims = tuple(int(d) if d.type == "NUMBER" else str(d) for d in dims)
+        return TensorType(str(dtype_tok), shape_dims)
+
+    def define(self, name_tok: Token, value, what: str) -> None:
+        name = str(name_tok)
+        if name in self.scope:
+            raise self.ctx.error(f"'{name}' is already defined (as a {self.defined_at[name]}); "
+                                 "names cannot be rebound", name_tok)
+        self.scope[name] = value
+        self.defined_at[name] = f"{what} at {self.ctx.loc(name_tok)}"
+        if isinstance(value, Value) and value.name_hint is None:
+            value.name_hint = name  # printed IR then reads like the source
+
+    # -- statements -----------------------------------------------------------------
+    def statements(self, body, name_tok: Token, result_types) -> None:
+        for i, stmt in enumerate(body):
+            try:
+                if stmt.data == "assign":
+                    self.define(stmt.children[0], self.expr(stmt.children[1]), "value")
+                    continue
+                if i != len(body) - 1:
+                    raise self.ctx.error("statement after return", body[i + 1])
+                self.ret(stmt, result_types)
+                return
+            except RecursionError:  # the tree walk recurses once per nesting level
+                raise self.ctx.error("expression nested too deeply", stmt) from None
+        raise self.ctx.error(f"function '{name_tok}' has no return statement", name_tok)
+
+    def ret(self, stmt: Tree, result_types) -> None:
+        values = [self.tensor(self.expr(e), "a returned value", self.ctx.loc(e))
+                  for e in stmt.children]
+        got = [v.type for v in values]
+        if len(values) != len(result_types):
+            raise self.ctx.error(
+                f"returns {len(values)} value(s) ({', '.join(map(str, got))}) but the function "
+                f"declares {len(result_types)} ({', '.join(map(str, result_types))})", stmt)
+        for k, (e, t, want) in enumerate(zip(stmt.children, got, result_types), 1):
+            if t != want:
+                raise self.ctx.error(f"return value {k} has type {t} but the function declares "
+                                     f"{want}", e)
+        self.func.body.append(ReturnOp(values, loc=self.ctx.loc(stmt)))
+
+    # -- expressions ----------------------------------------------------------------
+    def expr(self, tree) -> Value | Literal:
+        kind = tree.data
+        if kind == "number":
+            return parse_number(str(tree.children[0]), self.ctx.loc(tree))
+        if kind == "name":
+            return self.lookup(tree.children[0])
+        if kind == "neg":
+            return self.elementwise("neg", [self.expr(tree.children[0])], self.ctx.loc(tree))
+        if kind == "binary":
+            lhs, op_tree, rhs = tree.children
+            op_tok = op_tree.children[0]
+            return self.elementwise(BINARY_OPERATORS[str(op_tok)],
+                                    [self.expr(lhs), self.expr(rhs)], self.ctx.loc(op_tok))
+        if kind == "call":
+            return self.call(tree)
+        what = {"list": "a list", "true": "true", "false": "false"}
+        raise self.ctx.error(f"{what.get(kind, kind)} is not a value here", tree)
+
+    def lookup(self, tok: Token):
+        try:
+            return self.scope[str(tok)]
+        except KeyError:
+            raise self.ctx.error(f"undefined name '{tok}'{_suggest(str(tok), self.scope)}",
+                                 tok) from None
+
+    def call(self, tree: Tree):
+        name_tok, *args = tree.children
+        sig = SIGNATURES.get(str(name_tok))
+        if sig is None:
+            raise self.ctx.error(f"unknown function '{name_tok}'{_suggest(str(name_tok), SIGNATURES)}",
+                                 name_tok)
+        positional, keywords = [], []
+        for a in args:
+            if a is None:
+                continue
+            if a.data == "kwarg":
+                key, value = a.children
+                keywords.append((str(key), self.ctx.loc(key), value, self.ctx.loc(value)))
+            elif keywords:
+                raise self.ctx.error("positional argument after a keyword argument", a)
+            else:
+                positional.append((a, self.ctx.loc(a)))
+        call_loc = self.ctx.loc(name_tok)
+        bound = bind(sig, positional, keywords, call_loc, self.argument)
+        return sig.build(self, bound)
+
+    def argument(self, tree, kind: str, loc: Location):
+        if kind == "tensor":
+            return self.expr(tree)
+        return convert_static(kind, self.static(tree), loc, self.symbols)
+
+    def static(self, tree):
+        """A compile-time argument as Python: numbers (with unary minus), true/false,
+        lists, and bare names (dims, dtypes)."""
+        kind = tree.data
+        if kind == "number":
+            return parse_number(str(tree.children[0]), self.ctx.loc(tree)).value
+        if kind == "neg":
+            inner = self.static(tree.children[0])
+            if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+                return -inner
+        elif kind in ("true", "false"):
+            return kind == "true"
+        elif kind == "name":
+            return Name(str(tree.children[0]), self.ctx.loc(tree))
+        elif kind == "list":
+            return [self.static(c) for c in tree.children if c is not None]
+        raise self.ctx.error("expected a constant here (a number, true/false, a list or a name)",
+                             tree)
+
+    # -- the CallSite interface used by calls.py ---------------------------------------
+    def emit(self, cls, operands, attributes, loc: Location) -> Value:
+        try:
+            op = cls(operands, attributes=attributes, loc=loc)
+        except VerifyError as e:
+            raise MlfuseError(e.message, loc) from None
+        self.func.body.append(op)
+        return op.result
+
+    def elementwise(self, name: str, operands, loc: Location):
+        """An elementwise op; literal operands fold together or take their partner's dtype."""
+        spec = ELEMENTWISE[name]
+        if all(isinstance(o, Literal) for o in operands):
+            return fold(spec, operands, loc)
+        data = operands[1:] if spec.accepts == "where" else operands
+        partner = next((o.type.dtype for o in data if isinstance(o, Value)), None)
+        if partner is None:
+            raise MlfuseError(f"{name} needs a tensor among its data operands to give the "
+                              "literals a dtype", loc)
+        typed = [self.constant(o, partner) if isinstance(o, Literal) else o for o in operands]
+        return self.emit(ELEMENTWISE_OPS[name], typed, None, loc)
+
+    def tensor(self, value, what: str, loc: Location) -> Value:
+        if isinstance(value, Literal):
+            raise MlfuseError(f"{what} must be a tensor, not the literal {value} (a literal alone "
+                              "has no dtype; use cast(..., dtype=...))", loc)
+        return value
+
+    def constant(self, literal: Literal, dtype: str) -> Value:
+        op = constant_op(literal, dtype)
+        self.func.body.append(op)
+        return op.result

@@ -1,0 +1,80 @@
+"""What the tensor and loops interpreters share: binding arguments to parameters
+(symbolic dims included) and evaluating one entry of the elementwise table."""
+from __future__ import annotations
+
+import numpy as np
+
+from dialects.elementwise import ElementwiseSpec
+from mlfuse.errors import ArgumentError, MlfuseError
+from mlfuse.ir.builtin import FuncOp
+from mlfuse.ir.core import Operation
+from mlfuse.ir.types import NUMPY_DTYPE, Dim
+
+# Loop indices are int64 arrays in the interpreters.
+INTERP_DTYPE = {**NUMPY_DTYPE, "index": "int64"}
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    return np.dtype(INTERP_DTYPE[dtype])
+
+
+def scalar(value, dtype: str) -> np.ndarray:
+    """A 0-d array holding ``value`` in ``dtype`` (a constant attribute's value)."""
+    if dtype in ("index", "i32", "bool"):
+        value = int(value)
+    return np.array(value, dtype=numpy_dtype(dtype))
+
+
+def bind_arguments(func: FuncOp, args: list) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Check ``args`` against ``func``'s parameter types and bind its symbolic dims.
+
+    Returns private copies of the arguments (so that no interpreter can write into
+    the caller's arrays) and the dims. A Python scalar takes its parameter's dtype;
+    NumPy arrays and scalars must have exactly the parameter's dtype.
+    """
+    params = func.args
+    if len(args) != len(params):
+        raise ArgumentError(f"function '{func.sym_name}' takes {len(params)} argument(s), "
+                            f"got {len(args)}", func.loc)
+    dims: dict[str, int] = {}
+    copies = []
+    for k, (param, arg) in enumerate(zip(params, args)):
+        want = param.type
+        what = f"argument {k} (%{param.name_hint or k}) of '{func.sym_name}'"
+        if isinstance(arg, (bool, int, float)):
+            arr = np.array(arg, dtype=numpy_dtype(want.dtype))  # weak, as NumPy's NEP 50
+        else:
+            arr = np.array(arg)  # a copy
+        if arr.dtype != numpy_dtype(want.dtype):
+            raise ArgumentError(f"{what} must be {want.dtype}, got {arr.dtype}", func.loc)
+        if arr.ndim != len(want.shape):
+            raise ArgumentError(f"{what} must have rank {len(want.shape)} ({want}), got shape "
+                                f"{arr.shape}", func.loc)
+        for axis, (d, n) in enumerate(zip(want.shape, arr.shape)):
+            expected = dims.setdefault(d, n) if isinstance(d, str) else d
+            if n != expected:
+                if isinstance(d, str):
+                    d = f"{d} ({d} = {expected} from an earlier argument)"
+                raise ArgumentError(f"{what}: dim {axis} is {n}, expected {d}", func.loc)
+        copies.append(arr)
+    return copies, dims
+
+
+def resolve_shape(shape: tuple[Dim, ...], dims: dict[str, int], op: Operation) -> tuple[int, ...]:
+    """Concrete sizes of ``shape``; a symbol no argument bound is an error at ``op``."""
+    try:
+        return tuple(dims[d] if isinstance(d, str) else d for d in shape)
+    except KeyError as e:
+        raise MlfuseError(f"{op.name}: symbolic dim {e.args[0]} is not bound by any argument",
+                          op.loc) from None
+
+
+def apply_elementwise(spec: ElementwiseSpec, args: list[np.ndarray], result_dtype: str,
+                      op: Operation) -> np.ndarray:
+    """NumPy semantics of ``spec`` on ``args``, checked to stay in ``result_dtype``
+    (a silent promotion, say to f64, would make the oracle compare the wrong thing)."""
+    out = np.asarray(spec.numpy(*args))
+    if out.dtype != numpy_dtype(result_dtype):
+        raise MlfuseError(f"{op.name}: NumPy computed {out.dtype}, the IR says {result_dtype} "
+                          "(interpreter bug)", op.loc)
+    return out

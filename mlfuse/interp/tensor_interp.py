@@ -1,0 +1,130 @@
+"""The oracle: runs a tensor-dialect function on NumPy arrays with NumPy semantics.
+
+Every op computes in its own dtype (f32 in, f32 arithmetic; no silent f64), so
+its results are what every lower level and every kernel is compared with.
+Composite ops are computed directly from their definitions, which lets the same
+oracle check the ``decompose`` pass.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from dialects import tensor
+from dialects.shapes import normalize_axes
+from mlfuse.errors import MlfuseError
+from mlfuse.ir.builtin import FuncOp, ReturnOp
+from mlfuse.ir.core import Operation
+
+from .common import apply_elementwise, bind_arguments, numpy_dtype, resolve_shape, scalar
+
+
+def run_tensor(func: FuncOp, args: list) -> list[np.ndarray]:
+    """Run ``func`` (tensor dialect) on ``args``; returns one array per result
+    (scalar parameters and results are 0-d arrays)."""
+    values, dims = bind_arguments(func, args)
+    env: dict[int, np.ndarray] = {id(p): v for p, v in zip(func.args, values)}
+    for op in func.body.ops:
+        if isinstance(op, ReturnOp):
+            return [np.array(env[id(v)]) for v in op.operands]
+        inputs = [env[id(v)] for v in op.operands]
+        out = _evaluate(op, inputs, dims)
+        want = resolve_shape(op.result.type.shape, dims, op)
+        if out.shape != want or out.dtype != numpy_dtype(op.result.type.dtype):
+            raise MlfuseError(f"{op.name} computed {out.dtype}{list(out.shape)} but its type is "
+                              f"{op.result.type} with {dims}", op.loc)
+        env[id(op.result)] = out
+    raise MlfuseError(f"function '{func.sym_name}' does not end in return", func.loc)
+
+
+def _evaluate(op: Operation, inputs: list[np.ndarray], dims: dict[str, int]) -> np.ndarray:
+    if isinstance(op, tensor.ElementwiseOp):
+        return apply_elementwise(op.spec, inputs, op.result.type.dtype, op)
+    rule = _RULES.get(op.name)
+    if rule is None:
+        raise MlfuseError(f"the tensor interpreter does not know op '{op.name}'", op.loc)
+    with np.errstate(all="ignore"):  # inf and nan are results to compare, not errors
+        return np.asarray(rule(op, *inputs, dims=dims))
+
+
+def _constant(op, *, dims):
+    return scalar(op["value"], op.result.type.dtype)
+
+
+def _cast(op, x, *, dims):
+    return x.astype(numpy_dtype(op["dtype"]))
+
+
+def _reduction(np_reduce: Callable) -> Callable:
+    def rule(op, x, *, dims):
+        # dtype= keeps integer sums in i32 (NumPy would widen them to int64)
+        extra = {"dtype": x.dtype} if np_reduce is np.sum else {}
+        return np_reduce(x, axis=tuple(op["axis"]), keepdims=op["keepdims"], **extra)
+    return rule
+
+
+def _reshape(op, x, *, dims):
+    return x.reshape(resolve_shape(tuple(op["shape"]), dims, op))
+
+
+def _transpose(op, x, *, dims):
+    return np.transpose(x, op["perm"])
+
+
+def _broadcast_to(op, x, *, dims):
+    return np.broadcast_to(x, resolve_shape(tuple(op["shape"]), dims, op))
+
+
+def _matmul(op, a, b, *, dims):
+    return np.matmul(a, b)
+
+
+def _conv2d(op, x, w, *, dims):
+    """Cross-correlation: zero-pad, take every (dilated, strided) window, contract."""
+    (sh, sw), (ph, pw), (dh, dw) = op["stride"], op["padding"], op["dilation"]
+    kh, kw = w.shape[2:]
+    padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    span = (dh * (kh - 1) + 1, dw * (kw - 1) + 1)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, span, axis=(2, 3))
+    # windows[n, c, oh, ow, a, b]: keep dilated taps and strided output positions
+    windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]
+    return np.einsum("ncxykl,ockl->noxy", windows, w, dtype=x.dtype)
+
+
+def _softmax(op, x, *, dims):
+    (axis,) = normalize_axes(op["axis"], x.ndim)
+    shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return shifted / np.sum(shifted, axis=axis, keepdims=True)
+
+
+def _layernorm(op, x, gamma, beta, *, dims):
+    (axis,) = normalize_axes(op["axis"], x.ndim)
+    axes = tuple(range(axis, x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    var = np.mean((x - mean) * (x - mean), axis=axes, keepdims=True)
+    eps = x.dtype.type(op["eps"])
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def _rmsnorm(op, x, gamma, *, dims):
+    eps = x.dtype.type(op["eps"])
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+
+
+_RULES: dict[str, Callable] = {
+    "tensor.constant": _constant,
+    "tensor.cast": _cast,
+    "tensor.sum": _reduction(np.sum),
+    "tensor.max": _reduction(np.max),
+    "tensor.min": _reduction(np.min),
+    "tensor.mean": _reduction(np.mean),
+    "tensor.reshape": _reshape,
+    "tensor.transpose": _transpose,
+    "tensor.broadcast_to": _broadcast_to,
+    "tensor.matmul": _matmul,
+    "tensor.conv2d": _conv2d,
+    "tensor.softmax": _softmax,
+    "tensor.layernorm": _layernorm,
+    "tensor.rmsnorm": _rmsnorm,
+}

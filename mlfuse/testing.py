@@ -1,0 +1,118 @@
+"""Inputs and comparisons for checking compiled code against the NumPy interpreter
+(used by ``mlfuse run``, ``mlfuse bench`` and the tests).
+
+Tolerance: generated kernels round differently from NumPy (fused multiply-adds,
+CUDA's libm, the order of a reduction). Each rounding errs by at most half an ulp,
+and CUDA's transcendental functions by a few ulps, so results of unit scale are
+compared with ``rtol = atol = 4 * eps(dtype) * (ops + reduced)``, where ``ops``
+counts the ops on the longest path and ``reduced`` the terms of the longest
+reduction. NaN must appear exactly where the reference has NaN, and infinities
+must match exactly; integers and bools must match exactly.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import MlfuseError
+from .ir.builtin import FuncOp
+from .ir.types import NUMPY_DTYPE
+
+
+def bind_dims(func: FuncOp, dims: dict, default: int | None = None) -> dict:
+    out = dict(dims)
+    for a in func.args:
+        for d in a.type.shape:
+            if isinstance(d, str) and d not in out:
+                if default is None:
+                    raise MlfuseError(f"give a size for dim {d} of function {func.sym_name} "
+                                      f"with --dim {d}=SIZE")
+                out[d] = default
+    return out
+
+
+def random_inputs(func: FuncOp, dims: dict | None = None, seed: int = 0,
+                  low: float | None = None) -> list[np.ndarray]:
+    """One random array per parameter of ``func`` (tensor or buffer types alike).
+    Floats are standard normal (or uniform in [low, low + 1], e.g. to keep log and
+    sqrt real), i32 in [-5, 5], bools fair coins; rank-0 parameters get 0-d arrays."""
+    rng = np.random.default_rng(seed)
+    dims = dims or {}
+    args = []
+    for a in func.args:
+        shape = tuple(dims[d] if isinstance(d, str) else d for d in a.type.shape)
+        dtype = np.dtype(NUMPY_DTYPE[a.type.dtype])
+        if dtype.kind == "f":
+            values = rng.standard_normal(shape) if low is None else rng.uniform(low, low + 1, shape)
+        elif dtype.kind == "i":
+            values = rng.integers(-5, 6, shape)
+        else:
+            values = rng.random(shape) < 0.5
+        args.append(np.array(values, dtype=dtype, order="C"))
+    return args
+
+
+def tolerance(dtype, ops: int = 1, reduced: int = 1) -> float:
+    """rtol = atol for a result in ``dtype`` (see the module docstring); 0 for exact types."""
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        return 0.0
+    return 4 * float(np.finfo(dt).eps) * (max(ops, 1) + max(reduced, 1) - 1)
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    max_abs_error: float
+    max_rel_error: float
+    message: str
+
+
+def compare(reference: np.ndarray, got: np.ndarray, ops: int = 1, reduced: int = 1) -> Comparison:
+    reference, got = np.asarray(reference), np.asarray(got)
+    if reference.shape != got.shape:
+        return Comparison(False, math.inf, math.inf, f"shape {got.shape} != {reference.shape}")
+    if reference.dtype != got.dtype:
+        return Comparison(False, math.inf, math.inf, f"dtype {got.dtype} != {reference.dtype}")
+    if reference.dtype.kind != "f":
+        bad = int(np.count_nonzero(reference != got))
+        return Comparison(bad == 0, float(bad > 0), float(bad > 0),
+                          "exact" if bad == 0 else f"{bad} elements differ")
+    ref64, got64 = reference.astype(np.float64), got.astype(np.float64)
+    nan_ref, nan_got = np.isnan(ref64), np.isnan(got64)
+    if not np.array_equal(nan_ref, nan_got):
+        return Comparison(False, math.inf, math.inf,
+                          f"NaN in {int(nan_got.sum())} places, reference has {int(nan_ref.sum())}")
+    inf_ref = np.isinf(ref64)
+    if not np.array_equal(ref64[inf_ref], got64[inf_ref]) or np.isinf(got64[~inf_ref]).any():
+        return Comparison(False, math.inf, math.inf, "infinities differ")
+    finite = ~(nan_ref | inf_ref)
+    diff = np.abs(ref64[finite] - got64[finite])
+    scale = np.abs(ref64[finite])
+    max_abs = float(diff.max()) if diff.size else 0.0
+    max_rel = float((diff / np.maximum(scale, 1e-30)).max()) if diff.size else 0.0
+    tol = tolerance(reference.dtype, ops, reduced)
+    ok = bool(np.all(diff <= tol + tol * scale))
+    return Comparison(ok, max_abs, max_rel, f"tolerance {tol:.2e}")
+
+
+def program_size(func: FuncOp, default_dim: int = 1024) -> tuple[int, int]:
+    """(ops, terms of the longest reduction) of a tensor-level function, for ``tolerance``.
+    Symbolic dims count as ``default_dim``."""
+    def size(d):
+        return d if isinstance(d, int) else default_dim
+
+    reduced = 1
+    for op in func.body.ops:
+        if "axis" in op.attributes and op.operands:
+            shape, axes = op.operands[0].type.shape, op.attributes["axis"]
+            axes = axes if isinstance(axes, list) else [axes]
+            reduced = max(reduced, math.prod(size(shape[a]) for a in axes if a < len(shape)))
+        elif op.name == "tensor.matmul":
+            reduced = max(reduced, size(op.operands[0].type.shape[-1]))
+        elif op.name == "tensor.conv2d":
+            _, c, kh, kw = op.operands[1].type.shape
+            reduced = max(reduced, size(c) * kh * kw)
+    return len(func.body.ops), reduced

@@ -1,0 +1,14 @@
+"""Shared test helpers. The inputs and the tolerance rule live in mlfuse.testing
+(``mlfuse run`` and ``mlfuse bench`` use the same); this adds a pytest assertion."""
+from __future__ import annotations
+
+import numpy as np
+
+from mlfuse.testing import compare, random_inputs, tolerance  # noqa: F401
+
+
+def assert_close(actual, expected, n_ops: int = 1, what: str = "result", reduced: int = 1) -> None:
+    """Same dtype and shape; NaN where and only where ``expected`` is NaN; infinities
+    equal; finite values within ``mlfuse.testing.tolerance(dtype, n_ops, reduced)``."""
+    c = compare(np.asarray(expected), np.asarray(actual), n_ops, reduced)
+    assert c.ok, f"{what}: {c.message}; max abs error {c.max_abs_error:.3g}"
