@@ -122,7 +122,8 @@ def cmd_bench(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mlfuse", description=__doc__)
+    p = argparse.ArgumentParser(prog="mlfuse", description="mlfuse: a kernel-fusing compiler "
+                                "from .fuse tensor programs to Numba CUDA kernels")
     p.add_argument("--version", action="version", version=f"mlfuse {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -168,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
     e.add_argument("--json", action="store_true", help="machine-readable report")
     e.add_argument("--dot", action="store_true", help="Graphviz graph of ops coloured by kernel")
+    e.add_argument("--compile", action="store_true",
+                   help="also compile on the GPU and report real registers, spills, shared memory")
     e.set_defaults(fn=cmd_explain)
 
     b = sub.add_parser("bench", help="time fused vs unfused on the GPU")

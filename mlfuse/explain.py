@@ -165,3 +165,23 @@ def format_dot(reports: list[FunctionReport]) -> str:
         lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _one(value):
+    """Numba answers per signature (a dict) or for the only one (a number)."""
+    if isinstance(value, dict):
+        return max(value.values()) if value else None
+    return value
+
+
+def attach_compiled_resources(reports: list[FunctionReport], python_module) -> None:
+    """Fill each kernel's real registers, local memory (spills) and shared memory from
+    the dispatchers of a module compiled and run on the GPU."""
+    for r in reports:
+        for k in r.kernels:
+            dispatcher = getattr(python_module, k.name, None)
+            if dispatcher is None or not getattr(dispatcher, "overloads", None):
+                continue
+            k.registers = _one(dispatcher.get_regs_per_thread())
+            k.local_memory_bytes = _one(dispatcher.get_local_mem_per_thread())
+            k.shared_memory_bytes = _one(dispatcher.get_shared_mem_per_block())
