@@ -42,7 +42,7 @@ def explain_command(args) -> int:
     elif args.json:
         text = format_json(reports)
     else:
-        text = format_text(reports, dims)
+        text = format_text(reports)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:

@@ -18,6 +18,7 @@ def run_command(args) -> int:
     from .driver import parse_program
     from .interp import run_tensor
     from .testing import bind_dims, compare, program_size, random_inputs
+    from numba.core.errors import NumbaPerformanceWarning
 
     text = _read(args.file)
     module = _select_func(parse_program(text, args.file), args.func)
@@ -32,6 +33,7 @@ def run_command(args) -> int:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             # the simulator runs kernels through NumPy, which warns on inf/nan arithmetic
             warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small test grids
             got = compiled[func.sym_name](*inputs)
         got = got if isinstance(got, tuple) else (got,)
         ops, reduced = program_size(func)

@@ -20,7 +20,7 @@ def parse_program(text: str, filename: str = "<string>") -> ModuleOp:
 
 def pass_names(level: str, fuse: bool = True) -> list[str]:
     """The passes that take a freshly parsed tensor module down to ``level``."""
-    names = ["decompose"]
+    names = ["decompose", "cse"]
     if level in ("loops", "fused"):
         names.append("lower-tensor-to-loops")
     if level == "fused":

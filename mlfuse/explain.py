@@ -49,6 +49,7 @@ class FunctionReport:
     estimated_us_after: float
     kernels: list[KernelReport] = field(default_factory=list)
     decisions: list[dict] = field(default_factory=list)
+    dims: dict = field(default_factory=dict)  # the symbolic sizes the numbers assume
     groups: dict[str, str] = field(default_factory=dict)  # op name -> kernel (for --dot)
     edges: list[tuple[str, str]] = field(default_factory=list)
 
@@ -96,7 +97,9 @@ def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int 
             bf.sym_name, len(kb), len(kf), sum(k.bytes for k in kb), sum(k.bytes for k in kf),
             ib, ia, ibb, iab, round(sum(k.estimated_us for k in kb), 3),
             round(sum(k.estimated_us for k in kf), 3), kf,
-            [d.as_dict() for d in plan.decisions])
+            [d.as_dict() for d in plan.decisions],
+            {d: dims.get(d, target.default_dim) for a in bf.args for d in a.type.shape
+             if isinstance(d, str)})
         for kernel_name, g in zip((k.name for k in kf), plan.groups):
             for n in g.members:
                 report.groups.setdefault(n.name, kernel_name)
@@ -116,11 +119,11 @@ def _fmt_bytes(n: int) -> str:
     return str(n)
 
 
-def format_text(reports: list[FunctionReport], dims: dict) -> str:
+def format_text(reports: list[FunctionReport]) -> str:
     lines = []
     for r in reports:
-        lines.append(f"func {r.func}" + (f"  (dims: {', '.join(f'{k}={v}' for k, v in dims.items())})"
-                                          if dims else ""))
+        lines.append(f"func {r.func}" + (f"  (dims: {', '.join(f'{k}={v}' for k, v in r.dims.items())})"
+                                          if r.dims else ""))
         lines.append(f"  kernels:       {r.kernels_before} -> {r.kernels_after}")
         lines.append(f"  bytes moved:   {_fmt_bytes(r.bytes_before)} -> {_fmt_bytes(r.bytes_after)}")
         lines.append(f"  intermediates: {r.intermediates_before} ({_fmt_bytes(r.intermediate_bytes_before)})"

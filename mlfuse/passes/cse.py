@@ -11,9 +11,10 @@ from mlfuse.ir.core import Block
 from mlfuse.ir.passes import Pass, register_pass
 from mlfuse.ir.printer import format_attr_value
 
-# Ops without side effects whose result depends only on operands and attributes.
-# Loads qualify: within one kernel no buffer is both loaded and stored.
-_PURE_PREFIXES = ("arith.",)
+# Ops without side effects whose result depends only on operands and attributes:
+# every tensor op (value semantics) and scalar op; loads too, since within one
+# kernel no buffer is both loaded and stored.
+_PURE_PREFIXES = ("arith.", "tensor.")
 _PURE_OPS = {"loops.load", "loops.masked_load", "loops.dim"}
 
 

@@ -1,0 +1,103 @@
+"""The mlfuse command line: each command's output and exit code."""
+import json
+from pathlib import Path
+
+import pytest
+
+from mlfuse import __version__
+from mlfuse.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAIN = str(ROOT / "examples" / "chain.fuse")
+SOFTMAX = str(ROOT / "examples" / "softmax.fuse")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("level, marker", [("tensor", "tensor.relu"), ("loops", "loops.parallel"),
+                                           ("fused", "fused.kernel"), ("numba", "@cuda.jit")])
+def test_compile_emits_each_level(capsys, level, marker):
+    code, out, _ = run(capsys, "compile", CHAIN, "--emit", level)
+    assert code == 0 and marker in out
+
+
+def test_compile_several_files_and_output_file(capsys, tmp_path):
+    target = tmp_path / "all.mlir"
+    code, out, _ = run(capsys, "compile", CHAIN, SOFTMAX, "--emit", "tensor", "-o", str(target))
+    text = target.read_text()
+    assert code == 0 and out == ""
+    assert "func @chain" in text and "func @softmax" in text
+
+
+def test_no_fuse_keeps_one_kernel_per_op(capsys):
+    _, fused, _ = run(capsys, "compile", CHAIN, "--emit", "fused")
+    _, unfused, _ = run(capsys, "compile", CHAIN, "--emit", "fused", "--no-fuse")
+    assert fused.count("fused.kernel") == 1 and unfused.count("fused.kernel") == 5
+
+
+def test_print_ir_after_all_names_every_pass(capsys):
+    code, _, err = run(capsys, "compile", CHAIN, "--emit", "fused", "--print-ir-after-all")
+    for name in ("parse", "decompose", "cse", "lower-tensor-to-loops", "fuse"):
+        assert f"IR after {name} -----" in err
+
+
+def test_opt_runs_passes_on_ir_text(capsys, tmp_path):
+    _, loops, _ = run(capsys, "compile", SOFTMAX, "--emit", "loops")
+    src = tmp_path / "softmax.mlir"
+    src.write_text(loops)
+    code, out, _ = run(capsys, "opt", str(src), "--passes", "fuse")
+    assert code == 0 and out.count("fused.kernel") == 1 and "schedule = \"row\"" in out
+
+
+def test_user_errors_exit_1_with_position_and_no_traceback(capsys, tmp_path):
+    bad = tmp_path / "bad.fuse"
+    bad.write_text("func f(x: f32[N]) -> f32[N] {\n    return exp(x, x)\n}\n")
+    code, out, err = run(capsys, "compile", str(bad), "--emit", "tensor")
+    assert code == 1 and "bad.fuse:2:" in err and "^" in err and "Traceback" not in err
+    code, _, err = run(capsys, "opt", str(bad), "--passes", "nope")
+    assert code == 1 and "error:" in err
+    code, _, err = run(capsys, "compile", str(tmp_path / "missing.fuse"))
+    assert code == 1 and "cannot read" in err
+
+
+def test_unknown_pass_and_function_are_errors(capsys, tmp_path):
+    _, loops, _ = run(capsys, "compile", CHAIN, "--emit", "loops")
+    src = tmp_path / "c.mlir"
+    src.write_text(loops)
+    code, _, err = run(capsys, "opt", str(src), "--passes", "fusee")
+    assert code == 1 and "unknown pass 'fusee'" in err
+    code, _, err = run(capsys, "compile", CHAIN, "--func", "nope")
+    assert code == 1 and "no function 'nope' (have: chain)" in err
+
+
+def test_run_checks_against_the_interpreter_on_the_simulator(capsys):
+    code, out, err = run(capsys, "run", SOFTMAX, "--dim", "R=3", "--dim", "C=40", "--simulator")
+    assert code == 0 and "PASS" in out and "1 kernel(s)" in out
+    assert "simulator" in err
+
+
+def test_explain_text_json_and_dot(capsys):
+    code, out, _ = run(capsys, "explain", SOFTMAX, "--dim", "R=16384", "--dim", "C=4096")
+    assert code == 0 and "kernels:       5 -> 1" in out
+    code, out, _ = run(capsys, "explain", SOFTMAX, "--json")
+    data = json.loads(out)["softmax"]
+    assert data["kernels_after"] == 1 and data["intermediates_after"] == 0
+    code, out, _ = run(capsys, "explain", CHAIN, "--dot")
+    assert out.startswith("digraph mlfuse") and "chain_0" in out
+
+
+def test_bench_without_a_gpu_says_so_and_exits_2(capsys):
+    code, out, err = run(capsys, "bench", CHAIN, "--dim", "N=1024")
+    assert code == 2 and "no CUDA GPU" in err
+
+
+def test_version_and_bad_dim(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and __version__ in capsys.readouterr().out
+    code, _, err = run(capsys, "run", CHAIN, "--dim", "N=ten")
+    assert code == 1 and "--dim takes NAME=SIZE" in err
