@@ -161,3 +161,44 @@ def test_no_fuse_keeps_one_kernel_per_nest():
     verify(module)
     assert len(kernels(module)) == 4
     assert len(allocs(module)) == 4
+
+
+def fuse_source(text, dims=None):
+    from mlfuse.driver import compile_text
+    loops = compile_text(text, "t.fuse", level="loops")
+    return fuse(print_ir(loops), dims=dims or {})
+
+
+def test_cheap_producer_feeding_two_kernels_is_rematerialized_in_each():
+    module, plan = fuse_source(
+        "func f(x: f32[N]) -> (f32[], f32[N]) {\n  e = exp(x)\n  return sum(e), e * 2.0\n}\n",
+        dims={"N": 1 << 24})
+    ks = kernels(module)
+    assert len(ks) == 2
+    assert all(count(k, "arith.exp") == 1 for k in ks)  # computed in both kernels
+    assert all(a.result.name_hint != "e" for a in allocs(module))  # never written to memory
+    (d,) = [d for d in plan.decisions if d.producer == "e"]
+    assert d.action == "rematerialized" and d.cost_after_us < d.cost_before_us
+
+
+def test_independent_nests_over_one_space_share_a_launch():
+    module, plan = fuse_source(
+        "func f(x: f32[N], y: f32[N]) -> (f32[N], f32[N]) {\n  return exp(x), sin(y)\n}\n")
+    (k,) = kernels(module)
+    assert count(k, "loops.store") == 2
+    assert [d.action for d in plan.decisions] == ["horizontal"]
+
+
+def test_register_budget_refuses_a_group_that_would_spill():
+    from mlfuse.passes.fuse import Planner
+    from mlfuse.passes.fusion_kernel import CannotFuse
+    import dataclasses
+    graph = NestGraph(parse_ir(DIAMOND).funcs[0])
+    tiny = dataclasses.replace(get_target(), register_budget=1)
+    planner = Planner(graph, tiny, {}, None)
+    group = Group(list(graph.nests), list(graph.nests))
+    try:
+        planner.build(group, [group])
+        raise AssertionError("expected the register budget to refuse the group")
+    except CannotFuse as e:
+        assert "register estimate" in str(e) and "budget 1" in str(e)
