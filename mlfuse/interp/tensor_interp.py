@@ -89,7 +89,7 @@ def _conv2d(op, x, w, *, dims):
     windows = np.lib.stride_tricks.sliding_window_view(padded, span, axis=(2, 3))
     # windows[n, c, oh, ow, a, b]: keep dilated taps and strided output positions
     windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]
-    return np.einsum("ncxykl,ockl->noxy", windows, w, dtype=x.dtype)
+    return np.einsum("ncxykl,ockl->noxy", windows, w, dtype=x.dtype, optimize=True)
 
 
 def _softmax(op, x, *, dims):

@@ -1,0 +1,152 @@
+"""The benchmark cases: each a .fuse program, its sizes, and the same computation
+written for the peers (PyTorch eager / torch.compile, and cupy.fuse where the case
+is elementwise). Peers take and return torch CUDA tensors (CuPy: CuPy arrays)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+CHAIN = """
+func ew_chain(x: f32[N], b: f32[N]) -> f32[N] {
+    return relu(x * 2.0 + b) * 0.5 + x
+}
+"""
+
+CHAIN10 = """
+func ew_chain10(x: f32[N], y: f32[N]) -> f32[N] {
+    a = tanh(x) * 0.5 + y
+    e = exp(-abs(a))
+    c = maximum(e * x, y)
+    return c * 2.0 + a
+}
+"""
+
+SOFTMAX = """
+func softmax(x: f32[R, C]) -> f32[R, C] {
+    return softmax(x, axis=1)
+}
+"""
+
+LAYERNORM = """
+func layernorm(x: f32[R, C], gamma: f32[C], beta: f32[C]) -> f32[R, C] {
+    return layernorm(x, gamma, beta, axis=-1, eps=1e-5)
+}
+"""
+
+SUMSQ = """
+func sumsq(x: f32[R, C]) -> f32[R] {
+    return sum(x * x, axis=1)
+}
+"""
+
+MATMUL = """
+func matmul_bias_relu(x: f32[M, K], w: f32[K, N], b: f32[N]) -> f32[M, N] {
+    return relu(matmul(x, w) + b)
+}
+"""
+
+CONV = """
+func conv_bias_relu(x: f32[N, 64, 56, 56], w: f32[64, 64, 3, 3], b: f32[64]) -> f32[N, 64, 56, 56] {
+    y = conv2d(x, w, stride=1, padding=1)
+    return relu(y + reshape(b, [1, 64, 1, 1]))
+}
+"""
+
+MLP = """
+func mlp(x: f32[B, 1024], w1: f32[1024, 4096], b1: f32[4096], w2: f32[4096, 1024], b2: f32[1024]) -> f32[B, 1024] {
+    h = gelu(matmul(x, w1) + b1)
+    return matmul(h, w2) + b2 + x
+}
+"""
+
+
+def _torch():
+    import torch
+    import torch.nn.functional as F
+    return torch, F
+
+
+def t_chain(x, b):
+    torch, _ = _torch()
+    return torch.relu(x * 2.0 + b) * 0.5 + x
+
+
+def t_chain10(x, y):
+    torch, _ = _torch()
+    a = torch.tanh(x) * 0.5 + y
+    e = torch.exp(-torch.abs(a))
+    c = torch.maximum(e * x, y)
+    return c * 2.0 + a
+
+
+def t_softmax(x):
+    torch, _ = _torch()
+    return torch.softmax(x, dim=1)
+
+
+def t_layernorm(x, g, b):
+    _, F = _torch()
+    return F.layer_norm(x, (x.shape[-1],), g, b, eps=1e-5)
+
+
+def t_sumsq(x):
+    return (x * x).sum(dim=1)
+
+
+def t_matmul(x, w, b):
+    torch, _ = _torch()
+    return torch.relu(x @ w + b)
+
+
+def t_conv(x, w, b):
+    torch, F = _torch()
+    return torch.relu(F.conv2d(x, w, stride=1, padding=1) + b.reshape(1, -1, 1, 1))
+
+
+def t_mlp(x, w1, b1, w2, b2):
+    _, F = _torch()
+    return F.gelu(x @ w1 + b1) @ w2 + b2 + x
+
+
+def c_chain():
+    import cupy
+    return cupy.fuse(lambda x, b: cupy.maximum(x * 2.0 + b, 0) * 0.5 + x)
+
+
+def c_chain10():
+    import cupy
+
+    def f(x, y):
+        a = cupy.tanh(x) * 0.5 + y
+        e = cupy.exp(-cupy.abs(a))
+        c = cupy.maximum(e * x, y)
+        return c * 2.0 + a
+    return cupy.fuse(f)
+
+
+@dataclass
+class Case:
+    name: str
+    source: str
+    dims: dict
+    torch_fn: Callable
+    cupy_factory: Callable | None = None   # builds the cupy.fuse kernel
+    latency: bool = False                  # host microseconds per call instead of device ms
+    notes: dict = field(default_factory=dict)
+
+
+CASES = [
+    Case("ew_chain", CHAIN, {"N": 1 << 26}, t_chain, c_chain),
+    Case("ew_chain10", CHAIN10, {"N": 1 << 26}, t_chain10, c_chain10),
+    Case("softmax", SOFTMAX, {"R": 16384, "C": 4096}, t_softmax),
+    Case("layernorm", LAYERNORM, {"R": 16384, "C": 4096}, t_layernorm),
+    Case("sumsq", SUMSQ, {"R": 16384, "C": 4096}, t_sumsq),
+    Case("matmul_bias_relu", MATMUL, {"M": 4096, "K": 4096, "N": 4096}, t_matmul),
+    Case("conv_bias_relu", CONV, {"N": 32}, t_conv),
+    Case("mlp", MLP, {"B": 8192}, t_mlp),
+    Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
+         latency=True),
+]
+
+# Small sizes for --dry-run (the simulator runs every thread in Python).
+DRY_DIMS = {"N": 64, "R": 4, "C": 40, "M": 8, "K": 8, "B": 2}
