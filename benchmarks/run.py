@@ -218,6 +218,9 @@ def main(argv=None) -> int:
     results = {"device": device, "date": datetime.date.today().isoformat(), "versions": versions(),
                "command": "python benchmarks/run.py" + "".join(f" --only {o}" for o in args.only or []),
                "copy_GBps": copy_bandwidth_GBps() if timed else None, "cases": {}}
+    if timed:
+        from mlfuse.runtime_memory import active
+        results["mlfuse_caching_allocator"] = active()
     for case in cases:
         if not timed and case.name in ("conv_bias_relu", "mlp"):
             log(f"{case.name}: skipped in --dry-run (fixed sizes too big for the simulator)")

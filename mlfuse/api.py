@@ -89,6 +89,9 @@ def compile_ir(module: ModuleOp, target: str | None = None, name: str = "module"
     "cuda" when a GPU is usable and the simulator is off, else "simulator"."""
     from .codegen import generate
     target = _check_target(target)
+    if target == "cuda":
+        from .runtime_memory import install
+        install()  # results are allocated on every call: reuse freed buffers
     source = generate(module, target)
     return CompiledModule(module, source, target, load_source(source, name))
 

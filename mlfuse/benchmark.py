@@ -50,10 +50,12 @@ def time_gpu(call: Callable[[int], object], n_sets: int = 1, warmup: int = 3, re
     Each repeat records an event, makes ``calls_per_repeat`` calls back to back and
     records another; the per-call time is the elapsed time over the count.
     """
-    from numba import cuda
     from .device import gpu_present
-    if not gpu_present() or cuda.is_available() is False:
+    if not gpu_present():
         raise RuntimeError("timing needs a CUDA GPU; the simulator's times mean nothing")
+    from .runtime_memory import install
+    install()  # before Numba's context exists, so timed calls reuse freed buffers
+    from numba import cuda
     for i in range(warmup):
         call(i % n_sets)
     cuda.synchronize()
