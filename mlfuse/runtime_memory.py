@@ -31,13 +31,16 @@ def _manager_class():
         def initialize(self):
             super().initialize()
             self.cached = defaultdict(list)  # rounded size -> owned pointers not in use
+            self.hits = self.misses = 0
 
         def memalloc(self, size):
             rounded = _rounded(size)
             free = self.cached[rounded]
             if free:
                 block = free.pop()
+                self.hits += 1
             else:
+                self.misses += 1
                 try:
                     block = super().memalloc(rounded)
                 except drv.CudaAPIError:
