@@ -28,8 +28,9 @@ def _manager_class():
     from numba.cuda.cudadrv import driver as drv
 
     class CachingMemoryManager(drv.NumbaCUDAMemoryManager):
-        def initialize(self):
-            super().initialize()
+        def __init__(self, *args, **kwargs):
+            # not in initialize(): Numba calls that each time it hands out the context
+            super().__init__(*args, **kwargs)
             self.cached = defaultdict(list)  # rounded size -> owned pointers not in use
             self.hits = self.misses = 0
 
