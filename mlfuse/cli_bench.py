@@ -72,6 +72,8 @@ def bench_command(args) -> int:
         sys.stderr.write("mlfuse bench: no CUDA GPU found; it never reports simulator timings "
                          "as performance\n")
         return 2
+    from .runtime_memory import install
+    install()  # before any Numba CUDA call: compiled functions allocate their results per call
     from .benchmark import markdown_table
     from .driver import parse_program
     from .testing import bind_dims
