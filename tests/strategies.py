@@ -119,7 +119,7 @@ def programs(draw, max_ops: int = 8, allow_compute: bool = True):
             if len(sa) == 1:  # a vector as a column: [n, 1] x [1, 3]
                 p.params.append((wname, (1, 3)))
                 expr, shape = f"matmul(reshape({a}, [{sa[0]}, 1]), {wname})", (sa[0], 3)
-            else:             # [.., m, k] x [k, 3]
+            elif len(sa) <= 3:  # [.., m, k] x [k, 3] (matmul takes ranks 2 and 3)
                 p.params.append((wname, (sa[-1], 3)))
                 expr, shape = f"matmul({a}, {wname})", tuple(sa[:-1]) + (3,)
         if expr is None:
