@@ -127,6 +127,10 @@ def c_chain10():
     return cupy.fuse(ew_chain10)
 
 
+# Small sizes for --dry-run (the simulator runs every thread in Python).
+DRY_DIMS = {"N": 64, "R": 4, "C": 40, "M": 8, "K": 8, "B": 2}
+
+
 @dataclass
 class Case:
     name: str
@@ -135,7 +139,14 @@ class Case:
     torch_fn: Callable
     cupy_factory: Callable | None = None   # builds the cupy.fuse kernel
     latency: bool = False                  # host microseconds per call instead of device ms
-    notes: dict = field(default_factory=dict)
+    dry_dims: dict = field(default_factory=dict)  # overrides DRY_DIMS for this case
+    simulate: bool = True                  # --dry-run runs mlfuse on the simulator (else
+                                           # only the peers on the CPU: too many threads)
+
+    def dims_for(self, dry_run: bool) -> dict:
+        if not dry_run:
+            return self.dims
+        return {k: self.dry_dims.get(k, DRY_DIMS.get(k, v)) for k, v in self.dims.items()}
 
 
 CASES = [
@@ -145,11 +156,8 @@ CASES = [
     Case("layernorm", LAYERNORM, {"R": 16384, "C": 4096}, t_layernorm),
     Case("sumsq", SUMSQ, {"R": 16384, "C": 4096}, t_sumsq),
     Case("matmul_bias_relu", MATMUL, {"M": 4096, "K": 4096, "N": 4096}, t_matmul),
-    Case("conv_bias_relu", CONV, {"N": 32}, t_conv),
-    Case("mlp", MLP, {"B": 8192}, t_mlp),
+    Case("conv_bias_relu", CONV, {"N": 32}, t_conv, dry_dims={"N": 1}, simulate=False),
+    Case("mlp", MLP, {"B": 8192}, t_mlp, dry_dims={"B": 2}, simulate=False),
     Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
          latency=True),
 ]
-
-# Small sizes for --dry-run (the simulator runs every thread in Python).
-DRY_DIMS = {"N": 64, "R": 4, "C": 40, "M": 8, "K": 8, "B": 2}

@@ -6,6 +6,9 @@ _API = ("compile_source", "compile_file", "compile_ir")
 
 
 def __getattr__(name):
+    if name == "compile_onnx":  # needs the optional onnx package only when called
+        from .onnx_import import compile_onnx
+        return compile_onnx
     if name in _API:
         from . import api
         return getattr(api, name)
@@ -13,4 +16,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_API))
+    return sorted(list(globals()) + list(_API) + ["compile_onnx"])

@@ -43,12 +43,29 @@ def rotations(input_bytes: int, l2_bytes: int = L2_BYTES, most: int = 8) -> int:
     return max(1, min(most, -(-3 * l2_bytes // input_bytes)))
 
 
+def plan_repeats(one_call_ms: float, repeats: int, budget_ms: float,
+                 min_repeats: int = 3) -> tuple[int, int]:
+    """(repeats, calls per repeat) that fit ``budget_ms`` given one call's time.
+
+    Fast calls are batched (up to 200 per repeat) so the events' resolution and the
+    launch gaps do not dominate; slow calls (a naive 4096^3 matmul takes ~0.1-1 s)
+    get one call per repeat and fewer repeats, but never fewer than ``min_repeats``,
+    so a whole suite stays inside its time limit.
+    """
+    one = max(one_call_ms, 1e-3)
+    if one * repeats > budget_ms:
+        return max(min_repeats, min(repeats, int(budget_ms / one))), 1
+    return repeats, max(1, min(200, int(budget_ms / repeats / one)))
+
+
 def time_gpu(call: Callable[[int], object], n_sets: int = 1, warmup: int = 3, repeats: int = 15,
              calls_per_repeat: int | None = None, budget_ms: float = 2000.0) -> Timing:
     """Median time of ``call(i)`` (i picks the input set) with CUDA events.
 
     Each repeat records an event, makes ``calls_per_repeat`` calls back to back and
-    records another; the per-call time is the elapsed time over the count.
+    records another; the per-call time is the elapsed time over the count. Left to
+    itself (``calls_per_repeat=None``) the count and the repeats come from
+    ``plan_repeats`` and one timed call, so the timing takes about ``budget_ms``.
     """
     from .device import gpu_present
     if not gpu_present():
@@ -60,13 +77,13 @@ def time_gpu(call: Callable[[int], object], n_sets: int = 1, warmup: int = 3, re
         call(i % n_sets)
     cuda.synchronize()
     start, stop = cuda.event(), cuda.event()
-    start.record()
-    call(0)
-    stop.record()
-    stop.synchronize()
-    one = max(cuda.event_elapsed_time(start, stop), 1e-3)
     if calls_per_repeat is None:
-        calls_per_repeat = max(1, min(200, int(budget_ms / repeats / one)))
+        start.record()
+        call(0)
+        stop.record()
+        stop.synchronize()
+        repeats, calls_per_repeat = plan_repeats(cuda.event_elapsed_time(start, stop),
+                                                 repeats, budget_ms)
     samples = []
     for r in range(repeats):
         start.record()
@@ -76,6 +93,20 @@ def time_gpu(call: Callable[[int], object], n_sets: int = 1, warmup: int = 3, re
         stop.synchronize()
         samples.append(cuda.event_elapsed_time(start, stop) / calls_per_repeat)
     return summarize(samples)
+
+
+def relative_error(reference, got) -> float:
+    """||got - reference|| / ||reference|| in float64 (0 when both are zero).
+
+    One number per result that a per-element check can miss: TF32 matmuls, say,
+    err by ~1e-3 of the norm, float32 ones by ~1e-6 (measured on 4096-term dot
+    products), while the per-element tolerance grows with the reduction length.
+    """
+    import numpy as np
+    ref = np.asarray(reference, dtype=np.float64)
+    diff = float(np.linalg.norm(np.asarray(got, dtype=np.float64) - ref))
+    norm = float(np.linalg.norm(ref))
+    return diff / norm if norm else diff
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from . import __version__
 from .errors import MlfuseError
 
-EMIT_CHOICES = ("tensor", "loops", "fused", "numba")
+EMIT_CHOICES = ("fuse", "tensor", "loops", "fused", "numba")
 
 
 def _read(path: str) -> str:
@@ -64,12 +64,31 @@ def _print_after(enabled: bool):
     return show
 
 
+def _load_program(path: str):
+    """(tensor-level module, comment for --emit fuse) of a .fuse file or an .onnx model."""
+    if path.endswith(".onnx"):
+        from .onnx_import import import_onnx
+        imported = import_onnx(path)
+        header = f"Imported from {Path(path).name} by mlfuse."
+        if imported.constants:
+            names = ", ".join(name for name, _ in imported.constants)
+            header += (f"\nThe parameters after the graph inputs hold the model's initializers "
+                       f"({names});\nmlfuse.compile_onnx binds them on every call.")
+        return imported.module, header
+    from .driver import parse_program
+    return parse_program(_read(path), path), ""
+
+
 def _compile_one(path: str, args) -> str:
-    from .driver import lower, parse_program
+    from .driver import lower
     from .ir.printer import print_ir
+    module, header = _load_program(path)
+    module = _select_func(module, args.func)
+    if args.emit == "fuse":
+        from .fuse_printer import print_fuse
+        return print_fuse(module, header)
     level = "fused" if args.emit == "numba" else args.emit
     show = _print_after(args.print_ir_after_all)
-    module = _select_func(parse_program(_read(path), path), args.func)
     if show:
         show("parse", print_ir(module))
     module = lower(module, level, fuse=not args.no_fuse, fuse_options=_fuse_options(args),
@@ -87,7 +106,7 @@ def cmd_compile(args) -> int:
     for path in args.files:
         text = _compile_one(path, args)
         if len(args.files) > 1:
-            comment = "#" if args.emit == "numba" else "//"
+            comment = "#" if args.emit in ("numba", "fuse") else "//"
             text = f"{comment} ----- {path} -----\n{text}"
         outputs.append(text)
     _write_or_print("\n".join(outputs), args.output)
@@ -139,13 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--no-fuse", action="store_true", help="one kernel per op (the baseline)")
         sp.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
 
-    c = sub.add_parser("compile", help="compile .fuse files and print IR or Numba source")
-    c.add_argument("files", nargs="+", metavar="FILE", help=".fuse programs")
+    c = sub.add_parser("compile", help="compile .fuse files or ONNX models and print IR, "
+                       ".fuse source or Numba source")
+    c.add_argument("files", nargs="+", metavar="FILE",
+                   help=".fuse programs or .onnx models (by extension)")
     c.add_argument("-o", "--output", help="write here instead of stdout")
     c.add_argument("--print-ir-after-all", action="store_true",
                    help="print the IR after each pass to stderr")
     fusing(c)
-    c.add_argument("--emit", choices=EMIT_CHOICES, default="numba")
+    c.add_argument("--emit", choices=EMIT_CHOICES, default="numba",
+                   help="fuse: the program as .fuse source (an ONNX model's equivalent); "
+                        "tensor, loops, fused: IR after that level; numba: generated source")
     c.add_argument("--target", choices=("cuda", "simulator"), default="cuda",
                    help="code for a real GPU (warp shuffles) or Numba's CUDA simulator")
     c.set_defaults(fn=cmd_compile)

@@ -23,9 +23,10 @@ class Target:
 
 
 # Measured on one H100 (see ../shared/gpu/NOTES.md): copy 2.81 TB/s, SGEMM 49.7 TFLOP/s.
+# Launch shape: benchmarks/probe_codegen.py sweeps (docs/perf-notes.md).
 H100 = Target(name="h100", dram_bytes_per_s=2.81e12, flops_per_s=49.7e12, launch_s=4e-6,
               register_budget=96, shared_mem_bytes=48 * 1024, sm_count=132,
-              threads_per_block=256, pointwise_per_thread=4,
+              threads_per_block=512, pointwise_per_thread=4,
               row_values_per_thread=8, row_min_extent=32, default_dim=1024)
 
 TARGETS = {"h100": H100}

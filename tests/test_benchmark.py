@@ -1,5 +1,6 @@
-"""The benchmark harness on the CPU: statistics, input rotation, tables, the result
-schema and the comparison rule. (Timings themselves need the GPU.)"""
+"""The benchmark harness on the CPU: statistics, input rotation, the timing plan,
+the bytes-moved model, tables, the result schema and the comparison rules.
+(Timings themselves need the GPU.)"""
 import json
 import sys
 from pathlib import Path
@@ -7,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlfuse.benchmark import markdown_table, rotations, summarize, time_gpu
+from mlfuse.benchmark import (markdown_table, plan_repeats, relative_error, rotations,
+                              summarize, time_gpu)
 from mlfuse.testing import compare
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,17 +43,80 @@ def test_markdown_table_formats_numbers_and_missing_values():
                                  "| a | 0.123 | - |", "| b | 1234 | 2 |"]
 
 
+def test_slow_calls_get_fewer_repeats_and_fast_ones_are_batched():
+    assert plan_repeats(0.3, repeats=11, budget_ms=800) == (11, 200)   # capped batch
+    assert plan_repeats(2.0, repeats=11, budget_ms=800) == (11, 36)
+    assert plan_repeats(95.0, repeats=11, budget_ms=800) == (8, 1)     # naive 4096^3 matmul
+    assert plan_repeats(1000.0, repeats=11, budget_ms=800) == (3, 1)   # never fewer than 3
+
+
+def test_bytes_moved_counts_each_kernels_reads_and_writes_once():
+    from cases import CASES
+    from mlfuse.cli_bench import bytes_moved
+    from mlfuse.driver import parse_program
+    chain = next(c for c in CASES if c.name == "ew_chain")
+    (func,) = parse_program(chain.source, "ew_chain").funcs
+    n = 1024
+    # fused: read x and b, write the result. unfused: x*2 (2 arrays), +b (3), relu (2),
+    # *0.5 (2), +x (3)
+    assert bytes_moved(func, {"N": n}) == (12 * 4 * n, 3 * 4 * n)
+
+
+def test_relative_error_catches_tf32_but_not_float32_rounding():
+    import run
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((16, 4096)), rng.standard_normal((4096, 32))
+    ref = x @ w
+    f32 = x.astype(np.float32) @ w.astype(np.float32)
+
+    def tf32(a):  # keep TF32's 10 mantissa bits
+        return (a.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    assert relative_error(ref, f32) < run.REL_ERROR_LIMIT / 10
+    assert relative_error(ref, tf32(x).astype(np.float64) @ tf32(w)) > run.REL_ERROR_LIMIT * 10
+    assert relative_error(np.zeros(3), np.zeros(3)) == 0.0
+
+
+RESULTS = {"device": "GPU", "date": "2026-11-22", "versions": {}, "copy_GBps": 3000.0, "cases": {
+    "softmax": {"mlfuse": 0.5, "mlfuse_unfused": 1.0, "torch": 0.4, "torch_compile": 0.25,
+                "cupy": None, "checked": True, "bytes_fused": 600_000_000},
+    "small_latency": {"mlfuse": 100.0, "mlfuse_unfused": 800.0, "torch": 50.0,
+                      "torch_compile": 55.0, "cupy": 200.0, "checked": False}}}
+
+
 def test_results_json_renders_as_the_benchmarks_table():
     import run
-    results = {"device": "GPU", "date": "2026-11-22", "copy_GBps": 3000.0, "cases": {
-        "softmax": {"mlfuse": 0.5, "mlfuse_unfused": 1.0, "torch": 0.4, "torch_compile": 0.25,
-                    "cupy": None, "checked": True},
-        "small_latency": {"mlfuse": 100.0, "mlfuse_unfused": 800.0, "torch": 50.0,
-                          "torch_compile": 55.0, "cupy": 13.0, "checked": False}}}
-    table = run.markdown(json.loads(json.dumps(results)))
-    assert "| softmax | ms | 0.500 | 1.000 | 0.400 | 0.250 | - | 2.000 | yes |" in table
-    assert "| small_latency | us (host) | 100.000 | 800.000 | 50.000 | 55.000 | 13.000 | 7.690 | NO |" in table
+    table = run.markdown(json.loads(json.dumps(RESULTS)))
+    assert ("| softmax | ms | 0.500 | 1.000 | 0.400 | 0.250 | - | 2.00x slower | 40% | yes |"
+            in table)
+    assert ("| small_latency | us (host) | 100.000 | 800.000 | 50.000 | 55.000 | 200.000 | "
+            "2.00x slower | - | NO |" in table)
     assert "copy bandwidth 3000.0 GB/s" in table
+
+
+def test_results_schema_accepts_the_committed_results_and_names_what_is_wrong():
+    import run
+    assert run.schema_problems(RESULTS) == []
+    committed = json.loads((ROOT / "benchmarks" / "results" / "latest.json").read_text())
+    assert run.schema_problems(committed) == []
+    assert set(committed["cases"]) == {c.name for c in __import__("cases").CASES}
+    broken = json.loads(json.dumps(RESULTS))
+    del broken["cases"]["softmax"]["torch"]
+    broken["cases"]["small_latency"]["mlfuse"] = "fast"
+    broken["date"] = None
+    assert run.schema_problems(broken) == ["date: missing or not str", "softmax.torch: missing",
+                                           "small_latency.mlfuse: not a time"]
+
+
+def test_a_dry_run_case_checks_every_peer_and_fits_the_schema():
+    import run
+    from cases import CASES
+    case = next(c for c in CASES if c.name == "ew_chain")
+    peers = run.available_peers(timed=False)
+    assert "torch_compile" not in peers and "cupy" not in peers
+    entry = run.run_case(case, case.dims_for(dry_run=True), timed=False, peers=peers)
+    assert entry["checked"] and set(entry["rel_errors"]) == peers
+    assert entry["bytes_fused"] == 3 * 4 * 64
+    assert run.schema_problems({**RESULTS, "cases": {"ew_chain": entry}}) == []
 
 
 def test_every_case_compiles_and_names_its_function_after_the_case():
@@ -73,3 +138,13 @@ def test_reduction_results_near_zero_are_judged_against_the_results_scale():
     wrong = got.copy()
     wrong[3, 5] += 1.0                       # one bad element is still caught
     assert not compare(ref, wrong, 2, 2048).ok
+
+
+def test_the_table_block_of_benchmarks_md_is_replaced_and_the_prose_kept(tmp_path):
+    import run
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text(f"# Benchmarks\nintro\n{run.TABLE_START}\nold table\n{run.TABLE_END}\nanalysis\n")
+    run.update_markdown_file(md, run.markdown(RESULTS))
+    text = md.read_text()
+    assert text.startswith("# Benchmarks\nintro\n") and text.endswith(f"{run.TABLE_END}\nanalysis\n")
+    assert "old table" not in text and "| softmax | ms | 0.500 |" in text

@@ -101,7 +101,8 @@ def rng_array(shape, dtype=np.float32, seed=0):
 def test_chain_source_names_the_kernel_and_uses_a_grid_stride_loop_with_f32_constants():
     source = generate(parse_ir(CHAIN), "simulator")
     assert "@cuda.jit\ndef chain_0(x, b, t, N):" in source
-    assert "for flat in range(start, n_points, stride):" in source
+    assert "for base in range(start, n_points, stride):" in source
+    assert "for slot in range(POINTS_PER_THREAD):" in source  # several points per thread
     assert "n_points = numba.int64(N)" in source          # int64 flat indices
     assert "c = np.float32(2.0)" in source                # IR names kept, typed literal
     assert "relu = _maximum(add, np.float32(0.0))" in source
@@ -141,7 +142,7 @@ def test_f32_kernels_have_no_bare_float_literal(target):
 def test_cuda_row_kernels_use_warp_shuffles_and_the_simulator_does_not():
     cuda_source = generate(parse_ir(SOFTMAX), "cuda")
     sim_source = generate(parse_ir(SOFTMAX), "simulator")
-    assert "cuda.shfl_down_sync(0xFFFFFFFF, value, offset)" in cuda_source
+    assert "cuda.shfl_xor_sync(0xFFFFFFFF, value, offset)" in cuda_source
     assert "shfl" not in sim_source and "cuda.syncthreads()" in sim_source
 
 
@@ -150,7 +151,7 @@ def test_ir_names_become_identifiers_that_shadow_nothing():
         "%2 = loops.load", "%for = loops.load").replace(", %2 :", ", %for :").replace(
         "%t", "%chain_0")  # the result buffer is named like the kernel
     source = generate(parse_ir(text), "simulator")
-    assert "np_ = np.float32(2.0)" in source and "for_ = b[i0]" in source
+    assert "np_ = np.float32(2.0)" in source and "for_ = b_vals[slot]" in source
     assert "chain_0_1 = cuda.device_array" in source
     x = rng_array(5)
     assert_close(run(text, x, x), np.maximum(x * np.float32(3), np.float32(0)), n_ops=3)
@@ -247,6 +248,113 @@ def test_softmax_row_kernel_matches_numpy(shape):
     e = np.exp(x - x.max(axis=1, keepdims=True)) if shape[1] else x
     want = e / e.sum(axis=1, keepdims=True) if shape[1] else x
     assert_close(run(SOFTMAX, x), want, n_ops=shape[1] + 4)
+
+
+def _kernel_text(source: str, name: str) -> str:
+    """The source of one kernel (from its decorator to the next blank line)."""
+    start = source.index(f"def {name}(")
+    return source[start:source.index("\n\n", start)]
+
+
+def test_softmax_registers_variant_reads_each_row_element_once():
+    source = generate(parse_ir(SOFTMAX), "simulator")
+    kernel = _kernel_text(source, "softmax_0")
+    assert "x_vals = cuda.local.array(VALUES_PER_THREAD, numba.float32)" in kernel
+    assert len(re.findall(r"\bx\[", kernel)) == 1          # one load of x, three loops use it
+    assert kernel.count("for slot in range(VALUES_PER_THREAD):") == 4  # fill + 3 loops
+    # symbolic C: the host picks the variant by the row length
+    assert "if C <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:" in source
+    assert "def softmax_0_streaming(x, out, R, C):" in source
+
+
+def test_constant_row_length_needs_one_row_variant():
+    short = generate(parse_ir(SOFTMAX.replace("C]", "64]").replace("= C}", "= 64}")), "simulator")
+    long = generate(parse_ir(SOFTMAX.replace("C]", "9000]").replace("= C}", "= 9000}")),
+                    "simulator")
+    assert "def softmax_0(" in short and "_streaming" not in short
+    assert "def softmax_0(" in long and "x_vals" not in long and "VALUES_PER_THREAD * " not in long
+
+
+def test_cuda_kernels_declare_their_launch_bounds():
+    source = generate(parse_ir(SOFTMAX), "cuda")
+    assert "@cuda.jit(launch_bounds=REGISTER_ROW_THREADS)\ndef softmax_0(" in source
+    assert "@cuda.jit(launch_bounds=1024)\ndef softmax_0_streaming(" in source
+
+
+@pytest.mark.parametrize("values_per_thread,row_threads,variant", [(1, 32, "streaming"),
+                                                                   (2, 32, "registers")])
+def test_softmax_long_and_short_rows_take_their_variant_and_match_numpy(
+        values_per_thread, row_threads, variant):
+    """Small launch constants put a 50-value row in either variant on the simulator."""
+    from mlfuse.runtime import load_source
+    source = generate(parse_ir(SOFTMAX), "simulator")
+    source = re.sub(r"^VALUES_PER_THREAD = \d+", f"VALUES_PER_THREAD = {values_per_thread}",
+                    source, flags=re.M)
+    source = re.sub(r"^REGISTER_ROW_THREADS = \d+", f"REGISTER_ROW_THREADS = {row_threads}",
+                    source, flags=re.M)
+    module = load_source(source, "softmax_variants")
+    launched = []
+    for name in ("softmax_0", "softmax_0_streaming"):
+        kernel = getattr(module, name)
+        setattr(module, name, _Recording(kernel, name, launched))
+    from numba import cuda
+    x = rng_array((3, 50))
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    assert_close(got, e / e.sum(axis=1, keepdims=True), n_ops=54)
+    assert launched == ["softmax_0" if variant == "registers" else "softmax_0_streaming"]
+
+
+class _Recording:
+    """A kernel that notes its name when launched."""
+
+    def __init__(self, kernel, name, launched):
+        self.kernel, self.name, self.launched = kernel, name, launched
+
+    def __getitem__(self, config):
+        self.launched.append(self.name)
+        return self.kernel[config]
+
+
+def test_layernorm_like_row_loads_the_row_once_and_its_broadcast_operands_per_slot():
+    text = """\
+func @norm(%x: buf<f32[R, C]>, %g: buf<f32[C]>) -> (buf<f32[R, C]>) {
+  %out = loops.alloc : buf<f32[R, C]>
+  fused.kernel {extents = [R], schedule = "row"} (%i: index) {
+    %zero = arith.constant {value = 0.0} : f32
+    %s = loops.reduce %zero {combiner = "add", extent = C} : f32 (%k: index) {
+      %v = loops.load %x, %i, %k : f32
+      loops.yield %v
+    }
+    loops.for {extent = C} (%k2: index) {
+      %v2 = loops.load %x, %i, %k2 : f32
+      %gv = loops.load %g, %k2 : f32
+      %d = arith.sub %v2, %s : f32
+      %r = arith.mul %d, %gv : f32
+      loops.store %r, %out, %i, %k2
+    }
+  }
+  return %out
+}
+"""
+    kernel = _kernel_text(generate(parse_ir(text), "simulator"), "norm_0")
+    assert len(re.findall(r"\bx\[", kernel)) == 1 and "g_vals[slot] = g[k2]" in kernel
+    x, g = rng_array((4, 70)), rng_array(70, seed=5)
+    want = (x - x.sum(axis=1, keepdims=True)) * g
+    assert_close(run(text, x, g), want, n_ops=72)
+
+
+def test_pointwise_body_with_a_loop_keeps_one_point_per_thread():
+    source = generate(parse_ir(row_reduce("add", "0.0", "pointwise")), "simulator")
+    assert "for flat in range(start, n_points, stride):" in source
+    assert "POINTS_PER_THREAD), THREADS_PER_BLOCK]" not in source
+
+
+def test_pointwise_prefetch_loads_every_point_before_the_first_store():
+    kernel = _kernel_text(generate(parse_ir(BROADCAST), "simulator"), "bias_0")
+    first_store = kernel.index("t[i, j] = ")
+    assert kernel.index("x_vals[slot] = x[i, j]") < first_store
+    assert kernel.index("y_vals[slot] = y[j]") < first_store
 
 
 @pytest.mark.parametrize("schedule", ["pointwise", "row"])

@@ -96,24 +96,48 @@ class HostEmitter:
             points = self.points_var
             self.w.line(f"{points} = {' * '.join(factors)}")
         if kernel.schedule == "row":
-            self.helpers.update({"_row_blocks", "_row_threads"})
-            extents = list(dict.fromkeys(self.dim(e, op) for e in kernel.row_extents)) or ["1"]
-            row = extents[0] if len(extents) == 1 else f"max({', '.join(extents)})"
-            grid = f"_row_blocks({points}), _row_threads({row})"
+            self.row_launch(kernel, points, args)
         else:
             self.helpers.add("_pointwise_blocks")
-            grid = f"_pointwise_blocks({points}), THREADS_PER_BLOCK"
-        call = f"{kernel.name}[{grid}]({', '.join(args)})"
+            per_thread = "POINTS_PER_THREAD" if "pointwise-prefetch" in kernel.variants else "1"
+            grid = f"_pointwise_blocks({points}, {per_thread}), THREADS_PER_BLOCK"
+            self.guarded(op, points, [self.call(kernel.name, grid, args)])
+
+    def call(self, kernel: str, grid: str, args: list[str]) -> str:
+        call = f"{kernel}[{grid}]({', '.join(args)})"
         if len(call) > 80:  # arguments on a line of their own
-            call = f"{kernel.name}[{grid}](\n{self.w.unit * (self.w.depth + 2)}{', '.join(args)})"
+            call = f"{kernel}[{grid}](\n{self.w.unit * (self.w.depth + 2)}{', '.join(args)})"
+        return call
+
+    def row_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
+        """One block per point; the registers variant when the rows fit in it."""
+        self.helpers.update({"_row_blocks", "_row_threads"})
+        extents = list(dict.fromkeys(self.dim(e, kernel.op) for e in kernel.row_extents)) or ["1"]
+        row = extents[0] if len(extents) == 1 else f"max({', '.join(extents)})"
+        threads = {"registers": f"-(-{row} // VALUES_PER_THREAD), REGISTER_ROW_THREADS",
+                   "streaming": row}
+        calls = {kind: self.call(name, f"_row_blocks({points}), _row_threads({threads[kind]})",
+                                 args) for kind, name in kernel.variants.items()}
+        if len(calls) == 2:
+            unit = self.w.unit
+            lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in registers",
+                     unit + calls["registers"], "else:", unit + calls["streaming"]]
+        else:
+            lines = list(calls.values())
+        self.guarded(kernel.op, points, lines)
+
+    def guarded(self, op, points: str, lines: list[str]) -> None:
+        """``lines`` (a launch), unless the iteration space is empty."""
         if not symbols_of(op.extent_list):
             if math.prod(op.extent_list) > 0:
-                self.w.line(call)
+                for line in lines:
+                    self.w.line(line)
             else:
-                self.w.line(f"# {kernel.name}: empty iteration space, not launched")
+                self.w.line("# empty iteration space, not launched")
             return
         with self.w.indented(f"if {points} > 0:  # an empty iteration space launches nothing"):
-            self.w.line(call)
+            for line in lines:
+                self.w.line(line)
 
 
 def emit_host(func: FuncOp, host_name: str, kernels: dict[int, KernelCode], helpers: set[str],

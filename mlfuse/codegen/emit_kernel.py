@@ -2,18 +2,32 @@
 
 "pointwise": a 1-D grid-stride loop over the flat index of the iteration space
 (int64, so spaces past 2**31 points do not overflow), unravelled into the loop
-indices with divmod; inner reduces and fors run sequentially in the thread.
+indices with divmod; inner reduces and fors run sequentially in the thread. A
+loop-free body takes POINTS_PER_THREAD points per thread, one block width apart
+(coalesced): it first issues the loads of all of them into local arrays (registers
+once Numba unrolls the constant-trip loop), then computes and stores each point, so
+several loads per thread are in flight at once.
 
 "row": one block per point (blocks stride over points). At the top of the body, a
 ``loops.reduce`` is split over the block's threads (each accumulates a strided part,
 then a block reduction hands the result to every thread) and a ``loops.for`` strides
 its threads over the extent; other top-level ops run redundantly in every thread
-(cheap scalars), and top-level stores are done by thread 0 alone.
+(cheap scalars), and top-level stores are done by thread 0 alone. Two variants:
+"registers" (rows of at most VALUES_PER_THREAD * REGISTER_ROW_THREADS values: thread
+t takes values t, t + nthreads, ... of a row in VALUES_PER_THREAD slots; each row loop
+first issues its loads for every slot, and a row value that several row loops read
+is loaded once into a local array, so the row is read from memory once) and
+"streaming" (any row length: each row loop re-reads the row). The host picks one by
+the row length; a constant row length needs only one.
+
+On the GPU each kernel declares the most threads it is launched with (launch_bounds),
+so that the compiler keeps its registers within what a block of them may use.
 """
 from __future__ import annotations
 
 import math
 import textwrap
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from dialects.arith import ConstantOp
@@ -26,15 +40,33 @@ from mlfuse.ir.types import BufferType
 from .emit_scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
 from .helpers import SCRATCH_SLOTS, block_reduce_name
 from .names import Namer
+from .reuse import prefetchable_loads, row_held_loads
 from .writer import Writer
 
 # Locals every kernel may define; IR names are kept off them.
-_KERNEL_LOCALS = ("n_points", "start", "stride", "flat", "point", "rest", "tid", "nthreads")
+_KERNEL_LOCALS = ("n_points", "start", "stride", "step", "base", "flat", "point", "rest",
+                  "tid", "nthreads", "slot")
 
+# Module constants (from mlfuse.target) that kernels read as compile-time constants.
+POINTS_PER_THREAD = "POINTS_PER_THREAD"
+VALUES_PER_THREAD = "VALUES_PER_THREAD"
+MAX_THREADS = 1024  # per block, on every CUDA GPU
+# Threads per block of a row held in registers, at most: each may then use 128
+# registers (65536 per block), room for VALUES_PER_THREAD values of a few buffers.
+REGISTER_ROW_THREADS = 512
+
+# The most threads per block each variant is launched with (module constants or ints).
+_LAUNCH_BOUND = {"pointwise": "THREADS_PER_BLOCK", "pointwise-prefetch": "THREADS_PER_BLOCK",
+                 "streaming": str(MAX_THREADS), "registers": "REGISTER_ROW_THREADS"}
 
 _SCHEDULE_DOC = {
     "pointwise": "Pointwise over [{space}]: one thread per point (grid-stride).",
-    "row": "Row schedule over [{space}]: one block per point, its threads share the rows.",
+    "pointwise-prefetch": "Pointwise over [{space}]: POINTS_PER_THREAD points per thread, "
+                          "their loads issued first.",
+    "streaming": "Row schedule over [{space}]: one block per point, its threads share the "
+                 "rows; each row loop re-reads the row.",
+    "registers": "Row schedule over [{space}]: one block per point, each thread holds "
+                 "its VALUES_PER_THREAD values of a row.",
 }
 
 
@@ -104,12 +136,19 @@ def extent_factors(extents, name_of) -> list[str]:
 
 @dataclass
 class KernelCode:
-    name: str
+    """A kernel op's emitted kernels and what the host needs to launch them."""
+
     op: LoopOp
-    schedule: str
+    schedule: str              # "pointwise" or "row"
     interface: KernelInterface
     row_extents: list          # extents of a row kernel's top-level reduces and fors
+    variants: dict[str, str]   # pointwise: {"pointwise" or "pointwise-prefetch": name};
+                               # row: {"registers" and/or "streaming": name}
     text: str
+
+    @property
+    def name(self) -> str:
+        return next(iter(self.variants.values()))
 
 
 def _sources(op: LoopOp) -> list[str]:
@@ -119,15 +158,37 @@ def _sources(op: LoopOp) -> list[str]:
     return [source] if source else []
 
 
+def _row_loops(op: LoopOp) -> list[Operation]:
+    return [o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
+
+
+def row_variants(op: LoopOp, values_per_thread: int) -> list[str]:
+    """The row kernels ``op`` needs: "registers" unless a constant row extent is too
+    long for it, "streaming" unless every row extent is a constant short enough."""
+    extents = [o["extent"] for o in _row_loops(op)]
+    limit = values_per_thread * REGISTER_ROW_THREADS
+    short = all(isinstance(e, int) and e <= limit for e in extents)
+    long = any(isinstance(e, int) and e > limit for e in extents)
+    return (["registers"] if not long else []) + (["streaming"] if not short else [])
+
+
 class KernelEmitter:
-    def __init__(self, op: LoopOp, name: str, target: str, helpers: set[str], taken=()):
-        self.op, self.name, self.target, self.helpers = op, name, target, helpers
+    """One kernel of ``op`` in one variant (see _SCHEDULE_DOC)."""
+
+    def __init__(self, op: LoopOp, name: str, variant: str, target: str, helpers: set[str],
+                 taken=()):
+        self.op, self.name, self.variant = op, name, variant
+        self.target, self.helpers = target, helpers
         self.schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
         self.iface = kernel_interface(op)
         self.namer = Namer(taken)
         self.local = {n: self.namer.fresh(n) for n in _KERNEL_LOCALS}
         self.w = Writer()
         self.scratch: dict[str, str] = {}  # compute type -> shared array name
+        # id(load) -> the local array its values are loaded into ahead of use, per slot
+        self.held: dict[int, str] = {}
+        # id(loop op) -> (index ops, loads) its fill phase runs: the loads it issues early
+        self.fills: dict[int, tuple[list[Operation], list[Operation]]] = {}
 
     # -- small pieces ------------------------------------------------------------
     def extent(self, e) -> str:
@@ -144,29 +205,34 @@ class KernelEmitter:
     def define(self, value: Value, fallback: str) -> str:
         return self.namer.define(value, fallback)
 
+    def local_array(self, base: str, dtype: str, size: str) -> str:
+        name = self.namer.fresh(base)
+        self.w.line(f"{name} = cuda.local.array({size}, {SHARED_TYPE[dtype]})")
+        return name
+
     # -- the kernel --------------------------------------------------------------
-    def emit(self) -> KernelCode:
+    def emit(self) -> str:
         iface, w = self.iface, self.w
         params = [self.define(b, "buf") for b in iface.buffers]
         self.sym = {s: self.namer.fresh(s) for s in iface.symbols}
         params += list(self.sym.values())
-        row_tops = [o for o in self.op.body.ops if isinstance(o, (ReduceOp, ForOp))] \
-            if self.schedule == "row" else []
         sources = _sources(self.op)
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
-        w.line("@cuda.jit")
+        w.line(f"@cuda.jit(launch_bounds={_LAUNCH_BOUND[self.variant]})"
+               if self.target == "cuda" else "@cuda.jit")  # the simulator takes no bounds
         with w.indented(f"def {self.name}({', '.join(params)}):"):
             space = ", ".join(map(str, self.op.extent_list))
-            w.line(f'"""{_SCHEDULE_DOC[self.schedule].format(space=space)}"""')
+            w.line(f'"""{_SCHEDULE_DOC[self.variant].format(space=space)}"""')
             for c in iface.constants:
                 w.line(f"{self.define(c, 'const')} = {literal(c.op['value'], c.type.dtype)}")
             if self.schedule == "row":
-                self.row_body(row_tops)
+                self.row_body(_row_loops(self.op))
+            elif self.variant == "pointwise-prefetch":
+                self.prefetch_body()
             else:
                 self.pointwise_body()
-        return KernelCode(self.name, self.op, self.schedule, iface,
-                          [o["extent"] for o in row_tops], w.text())
+        return w.text()
 
     def pointwise_body(self) -> None:
         w, loc = self.w, self.local
@@ -179,11 +245,57 @@ class KernelEmitter:
             self.unravel(loc["flat"])
             self.block(self.op.body, top=False)
 
-    def row_body(self, row_tops: list[Operation]) -> None:
+    @contextmanager
+    def each_point_of_base(self):
+        """``slot`` over a thread's POINTS_PER_THREAD points, one block width apart,
+        with the loop indices of each point that exists."""
+        w, loc = self.w, self.local
+        with w.indented(f"for {loc['slot']} in range({POINTS_PER_THREAD}):"):
+            w.line(f"{loc['flat']} = {loc['base']} + {loc['slot']} * {loc['step']}")
+            with w.indented(f"if {loc['flat']} < {loc['n_points']}:"):
+                self.unravel(loc["flat"])
+                yield
+
+    def hold(self, loads: list[Operation], size: str) -> None:
+        """A local array of ``size`` slots for ``loads`` (all of the same value)."""
+        array = self.local_array(f"{self.namer(loads[0].operands[0])}_vals",
+                                 COMPUTE_TYPE[loads[0].result.type.dtype], size)
+        self.held.update({id(o): array for o in loads})
+
+    def fill(self, owner: Operation) -> None:
+        """The body of a fill phase: the loads ``owner`` issues early, into their slots."""
+        index_ops, loads = self.fills[id(owner)]
+        for o in index_ops:
+            self.statement(o, shared=False)
+        for o in loads:
+            self.w.line(f"{self.held[id(o)]}[{self.local['slot']}] = {self.load_expression(o)}")
+
+    def prefetch_body(self) -> None:
+        w, loc = self.w, self.local
+        loads, index_ops = prefetchable_loads(self.op.body)
+        for o in loads:
+            self.hold([o], POINTS_PER_THREAD)
+        self.fills[id(self.op)] = (index_ops, loads)
+        w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+        w.line(f"{loc['step']} = numba.int64(cuda.blockDim.x)")
+        w.line(f"{loc['start']} = (numba.int64(cuda.blockIdx.x) * {POINTS_PER_THREAD} * "
+               f"{loc['step']} + cuda.threadIdx.x)")
+        w.line(f"{loc['stride']} = numba.int64(cuda.gridDim.x) * {POINTS_PER_THREAD} * "
+               f"{loc['step']}")
+        with w.indented(f"for {loc['base']} in range({loc['start']}, {loc['n_points']}, "
+                        f"{loc['stride']}):"):
+            w.line("# the loads of every point first: no store between them, so all are "
+                   "in flight at once")
+            with self.each_point_of_base():
+                self.fill(self.op)
+            with self.each_point_of_base():
+                self.block(self.op.body, top=False)
+
+    def row_body(self, row_loops: list[Operation]) -> None:
         w, loc = self.w, self.local
         w.line(f"{loc['tid']} = cuda.threadIdx.x")
         w.line(f"{loc['nthreads']} = cuda.blockDim.x")
-        for o in row_tops:
+        for o in row_loops:
             if isinstance(o, ReduceOp):
                 ctype = COMPUTE_TYPE[o.result.type.dtype]
                 if ctype not in SHARED_TYPE:
@@ -192,6 +304,14 @@ class KernelEmitter:
                     self.scratch[ctype] = self.namer.fresh(f"scratch_{ctype}")
                     w.line(f"{self.scratch[ctype]} = cuda.shared.array("
                            f"{SCRATCH_SLOTS[self.target]}, {SHARED_TYPE[ctype]})")
+        if self.variant == "registers":
+            groups, index_ops = row_held_loads(row_loops)
+            first = {id(g.loads[0]) for g in groups}  # the load that fills a group's array
+            for group in groups:
+                self.hold(group.loads, VALUES_PER_THREAD)
+            for loop in row_loops:
+                loads = [o for o in loop.body.ops if id(o) in first]
+                self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
         with w.indented(f"for {loc['point']} in range(numba.int64(cuda.blockIdx.x), "
                         f"{loc['n_points']}, cuda.gridDim.x):"):
@@ -224,16 +344,8 @@ class KernelEmitter:
             kind = op.name.split(".", 1)[1]
             text = scalar_expression(op, operands, self.target, self.helpers)
             w.line(f"{self.define(op.result, kind)} = {text}")
-        elif isinstance(op, LoadOp):
-            buf = op.operands[0]
-            w.line(f"{self.define(op.result, self.namer(buf) + '_v')} = "
-                   f"{self.load(buf, op.operands[1:])}")
-        elif isinstance(op, MaskedLoadOp):
-            buf, mask = op.operands[0], op.operands[1]
-            other = literal(op["other"], buf.type.dtype)
-            # the conditional expression reads memory only where the mask holds
-            w.line(f"{self.define(op.result, self.namer(buf) + '_v')} = "
-                   f"{self.load(buf, op.operands[2:])} if {self.namer(mask)} else {other}")
+        elif isinstance(op, (LoadOp, MaskedLoadOp)):
+            self.load_statement(op)
         elif isinstance(op, StoreOp):
             value, buf = op.operands[0], op.operands[1]
             line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = {self.namer(value)}"
@@ -249,14 +361,29 @@ class KernelEmitter:
         elif isinstance(op, ReduceOp):
             self.sequential_reduce(op)
         elif isinstance(op, ForOp):
-            with w.indented(self.loop_header(op, shared)):
+            with self.loop(op, shared):
                 self.block(op.body, top=False)
         else:
             raise MlfuseError(f"codegen: {op.name} cannot appear inside a kernel", op.loc)
 
-    def load(self, buf: Value, indices) -> str:
+    def load_expression(self, op: Operation) -> str:
+        buf = op.operands[0]
+        indices = op.operands[2:] if isinstance(op, MaskedLoadOp) else op.operands[1:]
         text = f"{self.namer(buf)}[{self.index(indices)}]"
-        return f"np.float32({text})" if buf.type.dtype == "f16" else text
+        if buf.type.dtype == "f16":
+            text = f"np.float32({text})"
+        if isinstance(op, MaskedLoadOp):
+            # the conditional expression reads memory only where the mask holds
+            other = literal(op["other"], buf.type.dtype)
+            text = f"{text} if {self.namer(op.operands[1])} else {other}"
+        return text
+
+    def load_statement(self, op: Operation) -> None:
+        name = self.define(op.result, self.namer(op.operands[0]) + "_v")
+        if id(op) in self.held:  # loaded ahead by a fill phase
+            self.w.line(f"{name} = {self.held[id(op)]}[{self.local['slot']}]")
+        else:
+            self.w.line(f"{name} = {self.load_expression(op)}")
 
     def sequential_reduce(self, op: ReduceOp) -> None:
         acc = self.define(op.result, "acc")
@@ -278,25 +405,62 @@ class KernelEmitter:
         init = self.namer(op.operands[0])
         self.w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
 
-    def loop_header(self, op: LoopOp, shared: bool) -> str:
-        """The ``for`` over a reduce's or for's extent: the block's threads stride over
-        it when ``shared``, else one thread runs all of it."""
+    @contextmanager
+    def loop(self, op: LoopOp, shared: bool):
+        """The loop over a reduce's or for's extent. Not ``shared``: one thread runs all
+        of it. ``shared``: the block's threads stride over it; in the registers variant
+        as VALUES_PER_THREAD slots (a constant trip count, so Numba unrolls it and the
+        slots of the local arrays become registers)."""
+        w, loc = self.w, self.local
         k = self.define(op.body.args[0], "k")
         extent = self.extent(op.extent_list[0])
-        if shared:
-            return f"for {k} in range({self.local['tid']}, {extent}, {self.local['nthreads']}):"
-        return f"for {k} in range({extent}):"
+        if not shared:
+            with w.indented(f"for {k} in range({extent}):"):
+                yield
+        elif self.variant == "registers":
+            def each_slot():
+                w.line(f"{k} = {loc['tid']} + {loc['slot']} * {loc['nthreads']}")
+                return w.indented(f"if {k} < {extent}:")
+            if self.fills[id(op)][1]:
+                w.line("# this thread's values of the row first: loads with no use between "
+                       "them are in flight at once")
+                with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}):"):
+                    with each_slot():
+                        self.fill(op)
+            with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}):"):
+                with each_slot():
+                    yield
+        else:
+            with w.indented(f"for {k} in range({loc['tid']}, {extent}, {loc['nthreads']}):"):
+                yield
 
     def accumulate(self, op: ReduceOp, acc: str, shared: bool) -> None:
         """The reduce's loop: its body, then ``acc = combine(acc, yielded)``."""
-        with self.w.indented(self.loop_header(op, shared)):
+        with self.loop(op, shared):
             self.block(op.body, top=False)
             yielded = self.namer(op.body.ops[-1].operands[0])
             step = combine(op["combiner"], acc, yielded, self.helpers, op.result.type.dtype)
             self.w.line(f"{acc} = {step}")
 
 
-def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], taken=()) -> KernelCode:
-    """The kernel's source and what its launch must pass; records the helpers it calls.
-    ``taken``: module-level names its locals must not shadow."""
-    return KernelEmitter(op, name, target, helpers, taken).emit()
+def pointwise_variant(op: LoopOp) -> str:
+    """"pointwise-prefetch" for a loop-free body with loads to issue early (memory
+    bound: several points per thread pay); plain "pointwise" (one point per thread,
+    most threads) when the body loops, e.g. over a matmul's K."""
+    looped = any(isinstance(o, (ReduceOp, ForOp)) for o in op.body.ops)
+    return "pointwise" if looped or not prefetchable_loads(op.body)[0] else "pointwise-prefetch"
+
+
+def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Namer,
+                values_per_thread: int) -> KernelCode:
+    """The kernel(s) of ``op`` and what their launch must pass; records the helpers they
+    call. ``names``: the module's namer (kernel names; locals must not shadow them)."""
+    schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
+    kinds = row_variants(op, values_per_thread) if schedule == "row" else [pointwise_variant(op)]
+    # the first variant keeps the op's name; a second is named after what it is for
+    variants = {kind: name if n == 0 else names.fresh(f"{name}_{kind}")
+                for n, kind in enumerate(kinds)}
+    texts = [KernelEmitter(op, kname, kind, target, helpers, names.taken).emit()
+             for kind, kname in variants.items()]
+    return KernelCode(op, schedule, kernel_interface(op), [o["extent"] for o in _row_loops(op)],
+                      variants, "\n\n".join(texts))

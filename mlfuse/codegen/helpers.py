@@ -47,39 +47,37 @@ def {name}(value, identity, scratch):
     return result
 '''
 
+# Every warp combines the partials itself (xor shuffles leave the total in every lane,
+# the same bits in every warp): two barriers, not three, and no wait on warp 0.
 _BLOCK_REDUCE_SHUFFLE = '''\
 @cuda.jit(device=True)
 def {name}(value, identity, scratch):
     """{combiner} of ``value`` over the block's threads, returned to every thread:
-    warp shuffles within each warp, then warp 0 combines the warps' partials
+    warp shuffles within each warp, then each warp combines the warps' partials
     (blockDim.x is a power of two, at least 32)."""
     lane = cuda.threadIdx.x % {warp}
-    warp = cuda.threadIdx.x // {warp}
     offset = {half_warp}
     while offset > 0:
         value = {combine_shuffle}
         offset //= 2
     if lane == 0:
-        scratch[warp] = value
+        scratch[cuda.threadIdx.x // {warp}] = value
     cuda.syncthreads()
-    if warp == 0:
-        value = scratch[lane] if lane < cuda.blockDim.x // {warp} else identity
-        offset = {half_warp}
-        while offset > 0:
-            value = {combine_shuffle}
-            offset //= 2
-        if lane == 0:
-            scratch[0] = value
-    cuda.syncthreads()
-    result = scratch[0]
-    cuda.syncthreads()  # every thread has read the result before scratch is reused
-    return result
+    value = scratch[lane] if lane < cuda.blockDim.x // {warp} else identity
+    offset = {half_warp}
+    while offset > 0:
+        value = {combine_shuffle}
+        offset //= 2
+    cuda.syncthreads()  # every warp has read the partials before scratch is reused
+    return value
 '''
 
 _POINTWISE_BLOCKS = '''\
-def _pointwise_blocks(points):
-    """Blocks for a grid-stride loop over ``points``: one thread each, up to MAX_BLOCKS."""
-    return min((points + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK, MAX_BLOCKS)
+def _pointwise_blocks(points, per_thread):
+    """Blocks for a grid-stride loop over ``points``, ``per_thread`` points per thread,
+    up to MAX_BLOCKS."""
+    per_block = THREADS_PER_BLOCK * per_thread
+    return min((points + per_block - 1) // per_block, MAX_BLOCKS)
 '''
 
 _ROW_BLOCKS = '''\
@@ -89,10 +87,10 @@ def _row_blocks(points):
 '''
 
 _ROW_THREADS = '''\
-def _row_threads(extent):
-    """Threads sharing a row: the least power of two >= ``extent`` within [32, 1024]."""
+def _row_threads(extent, most=1024):
+    """Threads sharing a row: the least power of two >= ``extent`` within [32, most]."""
     threads = 32
-    while threads < extent and threads < 1024:
+    while threads < extent and threads < most:
         threads *= 2
     return threads
 '''
@@ -105,7 +103,7 @@ def block_reduce_name(combiner: str) -> str:
 def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
     name = block_reduce_name(combiner)
     if target == "cuda":
-        partner = "cuda.shfl_down_sync(0xFFFFFFFF, value, offset)"
+        partner = "cuda.shfl_xor_sync(0xFFFFFFFF, value, offset)"
         shuffled = combine(combiner, "value", partner, used)
         return _BLOCK_REDUCE_SHUFFLE.format(name=name, combiner=combiner, warp=WARP,
                                             half_warp=WARP // 2, combine_shuffle=shuffled)

@@ -89,7 +89,11 @@ def _conv2d(op, x, w, *, dims):
     windows = np.lib.stride_tricks.sliding_window_view(padded, span, axis=(2, 3))
     # windows[n, c, oh, ow, a, b]: keep dilated taps and strided output positions
     windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]
-    return np.einsum("ncxykl,ockl->noxy", windows, w, dtype=x.dtype, optimize=True)
+    out = np.einsum("ncxykl,ockl->noxy", windows, w, dtype=x.dtype, optimize=True)
+    # A sum starts from +0 (as the kernels' accumulators and torch do), so an output
+    # that sees only padding is +0; einsum keeps the -0 of one product 0 * -w, whose
+    # sign 1/x would then show. Adding +0 turns -0 into +0 and changes nothing else.
+    return out + x.dtype.type(0)
 
 
 def _softmax(op, x, *, dims):

@@ -1,0 +1,88 @@
+"""Which loads a kernel may issue early or keep in registers.
+
+Two analyses behind the fast schedules of ``emit_kernel``:
+
+- :func:`prefetchable_loads`: in a loop-free pointwise body, the loads whose indices
+  come from the loop indices through arith alone. The kernel issues them for several
+  points before it computes or stores anything, so they are in flight together (a
+  store in between would keep the GPU from starting the next load: it cannot know
+  the two do not alias).
+- :func:`row_held_loads`: in a row kernel, the same for each top-level row loop, and
+  the loads of the same row element that several row loops repeat: the registers
+  variant loads each once into a per-thread local array and later loops read it there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dialects.loops import DimOp, LoadOp, MaskedLoadOp
+from mlfuse.ir.core import Block, Operation
+
+from .emit_scalar import COMPUTE_TYPE, SHARED_TYPE
+
+LOADS = (LoadOp, MaskedLoadOp)
+
+
+def _holdable(load: Operation) -> bool:
+    """Whether a local array can hold the load's value (bool has no Numba array type here)."""
+    return COMPUTE_TYPE[load.result.type.dtype] in SHARED_TYPE
+
+
+@dataclass
+class Held:
+    """Loads of one value kept in a local array: the first fills it, the others read it."""
+
+    loads: list[Operation] = field(default_factory=list)
+
+    @property
+    def dtype(self) -> str:
+        return COMPUTE_TYPE[self.loads[0].result.type.dtype]
+
+
+def prefetchable_loads(body: Block) -> tuple[list[Operation], list[Operation]]:
+    """The top-level loads of ``body`` whose indices (and mask) are computed from the
+    loop indices by arith ops alone, and those arith ops (in body order): what the
+    kernel must run to issue the loads early."""
+    made_here = {id(r) for o in body.ops for r in o.results}
+    early: set[int] = {id(a) for a in body.args}
+
+    def ready(values) -> bool:  # computed early, or taken from outside the body
+        return all(id(v) in early or id(v) not in made_here for v in values)
+
+    loads = []
+    for o in body.ops:
+        if isinstance(o, DimOp) or (o.name.startswith("arith.") and ready(o.operands)):
+            early.update(id(r) for r in o.results)
+        elif isinstance(o, LOADS) and _holdable(o) and ready(o.operands[1:]):
+            loads.append(o)
+    needed = {id(v) for o in loads for v in o.operands[1:]}
+    index_ops = []
+    for o in reversed(body.ops):  # the ops the loads' indices depend on, transitively
+        if not isinstance(o, LOADS) and any(id(r) in needed for r in o.results):
+            index_ops.append(o)
+            needed.update(id(v) for v in o.operands)
+    return loads, index_ops[::-1]
+
+
+def row_held_loads(row_loops: list[Operation]) -> tuple[list[Held], dict[int, list]]:
+    """The registers variant's plan for a row kernel's top-level reduces and fors:
+    every load a row loop can issue early gets a local array, and loads of the same
+    row element in several loops (same buffer, same extent, indices that are the
+    loop's own index or values from outside the loops, in the same places) share one,
+    filled by the first loop. Also each loop's index ops (by id of the loop).
+    A load directly in a loop's body runs on every iteration, so it fills every slot."""
+    inside = {id(v) for loop in row_loops for o in loop.walk()
+              for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
+    groups: dict[object, Held] = {}
+    index_ops = {}
+    for loop in row_loops:
+        k = loop.body.args[0]
+        loads, index_ops[id(loop)] = prefetchable_loads(loop.body)
+        for o in loads:
+            indices = o.operands[1:]
+            key: object = id(o)  # a load of its own
+            if isinstance(o, LoadOp) and all(v is k or id(v) not in inside for v in indices):
+                key = (id(o.operands[0]), loop["extent"],
+                       tuple("k" if v is k else id(v) for v in indices))
+            groups.setdefault(key, Held()).loads.append(o)
+    return list(groups.values()), index_ops
