@@ -73,7 +73,10 @@ class Comparison:
     message: str
 
 
-def compare(reference: np.ndarray, got: np.ndarray, ops: int = 1, reduced: int = 1) -> Comparison:
+def compare(reference: np.ndarray, got: np.ndarray, ops: int = 1, reduced: int = 1,
+            precision=None) -> Comparison:
+    """``precision``: the dtype whose eps sets the tolerance, when the result was computed
+    in a coarser dtype than its own (an f32 sum cast to f64); the result's dtype if None."""
     reference, got = np.asarray(reference), np.asarray(got)
     if reference.shape != got.shape:
         return Comparison(False, math.inf, math.inf, f"shape {got.shape} != {reference.shape}")
@@ -96,7 +99,7 @@ def compare(reference: np.ndarray, got: np.ndarray, ops: int = 1, reduced: int =
     scale = np.abs(ref64[finite])
     max_abs = float(diff.max()) if diff.size else 0.0
     max_rel = float((diff / np.maximum(scale, 1e-30)).max()) if diff.size else 0.0
-    tol = tolerance(reference.dtype, ops, reduced)
+    tol = tolerance(reference.dtype if precision is None else precision, ops, reduced)
     if reduced > 1 and diff.size:
         # long sums cancel: an element near zero still carries the rounding error of
         # its large terms, whose size the root mean square of the result stands for

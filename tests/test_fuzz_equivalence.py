@@ -27,6 +27,7 @@ from mlfuse.driver import compile_text, parse_program
 from mlfuse.explain import explain_module
 from mlfuse.interp import run_loops, run_tensor
 from mlfuse.ir import parse_ir, print_ir, verify
+from mlfuse.ir.types import NUMPY_DTYPE
 from mlfuse.testing import compare, program_size, tolerance
 
 LEVELS = {"tensor": ("tensor", True), "loops": ("loops", True), "fused": ("fused", True),
@@ -34,11 +35,21 @@ LEVELS = {"tensor": ("tensor", True), "loops": ("loops", True), "fused": ("fused
 MAX_KERNEL_ELEMENTS = 1 << 22  # per value, at KERNEL_DIMS (GPU profile)
 
 
+def _coarsest_float(func):
+    """The least precise float dtype the function computes in: an f64 result cast from
+    an f32 sum carries f32 rounding, so that dtype's eps sets the tolerance."""
+    dtypes = {NUMPY_DTYPE[v.type.dtype] for v in func.args} | \
+        {NUMPY_DTYPE[r.type.dtype] for op in func.body.ops for r in op.results}
+    floats = [np.dtype(d) for d in dtypes if np.dtype(d).kind == "f"]
+    return max(floats, key=lambda d: np.finfo(d).eps) if floats else None
+
+
 def _check_same(ref, got, func, what):
     ops, reduced = program_size(func)
+    precision = _coarsest_float(func)
     assert len(got) == len(ref), f"{what}: {len(got)} results, reference has {len(ref)}"
     for i, (r, g) in enumerate(zip(ref, got)):
-        c = compare(r, g, ops, reduced)
+        c = compare(r, g, ops, reduced, precision)
         assert c.ok, f"{what}, result {i}: {c.message} (max abs error {c.max_abs_error:.3g})"
 
 
@@ -108,7 +119,7 @@ def _agree_where_finite(ref, got, args, func, what):
         with np.errstate(invalid="ignore"):
             tame = (np.abs(r64) < huge) & (np.abs(g64) < huge)
         scale = max(magnitude, float(np.max(np.abs(r64[tame]), initial=1.0)))
-        tol = tolerance(r.dtype, ops, reduced) * scale
+        tol = tolerance(_coarsest_float(func), ops, reduced) * scale
         assert not (np.abs(r64[tame] - g64[tame]) > tol).any(), \
             f"{what}, result {i}: finite values differ by more than {tol:.3g}"
 

@@ -1,6 +1,7 @@
 """Every program in tests/regressions/ (one per bug found) through every level:
 the interpreters at each level and the simulated kernels, fused and unfused, agree
-with the tensor-level NumPy interpreter."""
+with the tensor-level NumPy interpreter, and fusion moves no more bytes and launches
+no more kernels than --no-fuse (explain model)."""
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 import mlfuse
 from mlfuse.driver import compile_text, parse_program
+from mlfuse.explain import explain_module
 from mlfuse.interp import run_loops, run_tensor
 from mlfuse.testing import program_size, random_inputs
 
@@ -35,3 +37,7 @@ def test_regression_program_agrees_at_every_level(path):
         assert len(results) == len(want)
         for g, w in zip(results, want):
             assert_close(g, w, ops, f"{path.stem} {what}", reduced)
+    for dims in ({"N": 1, "M": 1}, {"N": 1024, "M": 4096}):
+        (report,) = explain_module(compile_text(text, path.name, level="loops"), dims)
+        assert report.kernels_after <= report.kernels_before, dims
+        assert report.bytes_after <= report.bytes_before, dims
