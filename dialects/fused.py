@@ -12,6 +12,9 @@ inner loops (``loops.for``).
 - "pointwise": one thread per point of ``extents``; inner loops run sequentially in it.
 - "row": one thread block per point of ``extents``; the reductions and loops at the
   top of the body are shared by the block's threads (block/warp reductions).
+- "contraction": a sum of products (matmul, conv2d; see mlfuse/passes/contraction.py):
+  a block computes a tile of points, each thread a register block of them, from
+  shared-memory tiles of the two operands; the rest of the body is the epilogue.
 ``sources`` names the tensor ops the kernel computes, for reports and comments.
 """
 from __future__ import annotations
@@ -20,7 +23,7 @@ from mlfuse.ir.core import Attr, VerifyError, register_op
 
 from .loops import LoopOp
 
-SCHEDULES = ("pointwise", "row")
+SCHEDULES = ("pointwise", "row", "contraction")
 
 
 @register_op

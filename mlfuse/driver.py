@@ -24,7 +24,7 @@ def pass_names(level: str, fuse: bool = True) -> list[str]:
     if level in ("loops", "fused"):
         names.append("lower-tensor-to-loops")
     if level == "fused":
-        names.append("fuse" if fuse else "no-fuse")
+        names += ["fuse" if fuse else "no-fuse", "schedule-contractions"]
     return names
 
 

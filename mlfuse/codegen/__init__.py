@@ -17,6 +17,7 @@ from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.target import get_target
 
+from .emit_contraction import CUDA_TILES, SIMULATOR_TILES
 from .emit_host import emit_host
 from .emit_kernel import REGISTER_ROW_THREADS, KernelCode, emit_kernel
 from .helpers import ORDER as HELPER_NAMES
@@ -25,7 +26,8 @@ from .names import Namer
 
 TARGETS = ("cuda", "simulator")
 _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
-                   "VALUES_PER_THREAD", "REGISTER_ROW_THREADS", "ENTRY_POINTS")
+                   "VALUES_PER_THREAD", "REGISTER_ROW_THREADS", "SM_COUNT", "CONTRACTION_TILES",
+                   "ENTRY_POINTS", "_llvm_ir", "_cgutils", "_types", "_intrinsic")
 _BLOCKS_PER_SM = 32  # a grid-stride loop needs no more blocks than fill the GPU
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
 # keep it fast (the grid-stride loop covers the rest; the code is the same).
@@ -48,6 +50,8 @@ MAX_BLOCKS = {max_blocks}  # grid-stride loops cover points beyond MAX_BLOCKS bl
 POINTS_PER_THREAD = {points_per_thread}  # of a loop-free pointwise kernel, loads issued together
 VALUES_PER_THREAD = {values_per_thread}  # of a row held in registers
 REGISTER_ROW_THREADS = {register_row_threads}  # at most, for a row held in registers
+SM_COUNT = {sm_count}  # streaming multiprocessors of the target GPU
+CONTRACTION_TILES = {contraction_tiles}  # (BM, BN) a contraction's block tile may take
 '''
 
 _SIMULATOR_NOTE = ("\nRun it with NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported; "
@@ -74,7 +78,7 @@ def generate(module: ModuleOp, target: str = "cuda") -> str:
             name = names.fresh(op["kernel_name"] if named else f"{func.sym_name}_{n}")
             kernels[id(op)] = emit_kernel(op, name, target, helpers, names,
                                            hw.row_values_per_thread)
-    hosts = [emit_host(f, host_names[f.sym_name], kernels, helpers, names.taken)
+    hosts = [emit_host(f, host_names[f.sym_name], kernels, helpers, names.taken, target)
              for f in module.funcs]
     threads = hw.threads_per_block if target == "cuda" else _SIMULATOR_THREADS_PER_BLOCK
     parts = [_HEADER.format(target=target, threads=threads,
@@ -82,6 +86,8 @@ def generate(module: ModuleOp, target: str = "cuda") -> str:
                             points_per_thread=hw.pointwise_per_thread,
                             values_per_thread=hw.row_values_per_thread,
                             register_row_threads=REGISTER_ROW_THREADS,
+                            sm_count=hw.sm_count,
+                            contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]
     parts += helper_sources(helpers, target)
     parts += [k.text for k in kernels.values()]

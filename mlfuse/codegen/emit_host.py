@@ -27,8 +27,9 @@ def _tuple(items: list[str]) -> str:
 
 class HostEmitter:
     def __init__(self, func: FuncOp, host_name: str, kernels: dict[int, KernelCode],
-                 helpers: set[str], taken=()):
+                 helpers: set[str], taken=(), target: str = "cuda"):
         self.func, self.host_name, self.kernels, self.helpers = func, host_name, kernels, helpers
+        self.target = target
         self.namer = Namer(taken)
         self.dims: dict[str, str] = {}  # symbol -> host variable holding its size
         self.points_var: str | None = None  # holds a launch's number of points
@@ -97,6 +98,8 @@ class HostEmitter:
             self.w.line(f"{points} = {' * '.join(factors)}")
         if kernel.schedule == "row":
             self.row_launch(kernel, points, args)
+        elif kernel.schedule == "contraction":
+            self.contraction_launch(kernel, points, args)
         else:
             self.helpers.add("_pointwise_blocks")
             per_thread = "POINTS_PER_THREAD" if "pointwise-prefetch" in kernel.variants else "1"
@@ -126,6 +129,44 @@ class HostEmitter:
             lines = list(calls.values())
         self.guarded(kernel.op, points, lines)
 
+    def contraction_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
+        """Tile shape and grid from the sizes; the 16-byte operand reads where the
+        operand's rows are whole groups of 4 floats from a 16-byte aligned start."""
+        from mlfuse.passes.contraction import match_contraction
+        c = match_contraction(kernel.op)
+        extents = kernel.op.extent_list
+        name_of = lambda s: self.dims[s]  # noqa: E731
+        sizes = {}
+        for side, dims in (("m", c.m_dims), ("n", c.n_dims), ("batch", c.batch_dims)):
+            sizes[side] = " * ".join(extent_factors([extents[d] for d in dims], name_of))
+        k_size = " * ".join(extent_factors(c.k_extents, name_of))
+        flags = []
+        for side, along in (("a", k_size), ("b", sizes["n"])):
+            load = c.direct_load(side)
+            if self.target != "cuda" or load is None or load.operands[0].type.dtype != "f32":
+                flags.append("False")
+                continue
+            buf = self.namer(load.operands[0])
+            self.helpers.add("_aligned16")
+            # whole 16-byte groups: along the tile axis, and in each row of the buffer (A
+            # side: a row is the flattened K, the load's trailing dims being the
+            # reduction's; B side: the buffer's last dim)
+            row = k_size if side == "a" else self.dim(load.operands[0].type.shape[-1], kernel.op)
+            sizes_4 = list(dict.fromkeys((along, row)))
+            if any(n.isdigit() and int(n) % 4 for n in sizes_4):
+                flags.append("False")
+                continue
+            checks = [f"({n}) % 4 == 0" for n in sizes_4 if not n.isdigit()]
+            flags.append(" and ".join(checks + [f"_aligned16({buf})"]))
+        self.helpers.add("_contraction_geometry")
+        tiles, grid, threads = (self.namer.fresh(n) for n in ("tiles", "grid", "threads"))
+        lines = [f"{tiles}, {grid}, {threads} = _contraction_geometry({sizes['m']}, "
+                 f"{sizes['n']}, {sizes['batch']})"]
+        config = self.namer.fresh("config")
+        lines.append(f"{config} = {tiles} + ({flags[0]}, {flags[1]})  # BM, BN, VECTOR_A, VECTOR_B")
+        lines.append(self.call(f"{kernel.name}[{config}]", f"{grid}, {threads}", args))
+        self.guarded(kernel.op, points, lines)
+
     def guarded(self, op, points: str, lines: list[str]) -> None:
         """``lines`` (a launch), unless the iteration space is empty."""
         if not symbols_of(op.extent_list):
@@ -141,8 +182,8 @@ class HostEmitter:
 
 
 def emit_host(func: FuncOp, host_name: str, kernels: dict[int, KernelCode], helpers: set[str],
-              taken=()) -> str:
+              taken=(), target: str = "cuda") -> str:
     """Source of the host function ``host_name`` for ``func``; ``kernels`` maps each
     kernel op (by id) to its emitted code; ``taken``: module-level names (kernels,
     helpers) its locals must not shadow."""
-    return HostEmitter(func, host_name, kernels, helpers, taken).emit()
+    return HostEmitter(func, host_name, kernels, helpers, taken, target).emit()

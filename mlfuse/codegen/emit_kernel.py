@@ -456,6 +456,12 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     """The kernel(s) of ``op`` and what their launch must pass; records the helpers they
     call. ``names``: the module's namer (kernel names; locals must not shadow them)."""
     schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
+    if schedule == "contraction":  # tiled: a factory of kernels, one per tile shape
+        from .emit_contraction import emit_contraction, factory_name
+        helpers.add("_TiledKernel")
+        text = emit_contraction(op, name, target, helpers, names.taken)
+        text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"
+        return KernelCode(op, schedule, kernel_interface(op), [], {"contraction": name}, text)
     kinds = row_variants(op, values_per_thread) if schedule == "row" else [pointwise_variant(op)]
     # the first variant keeps the op's name; a second is named after what it is for
     variants = {kind: name if n == 0 else names.fresh(f"{name}_{kind}")
