@@ -101,13 +101,37 @@ class HostEmitter:
             self.helpers.add("_pointwise_blocks")
             per_thread = "POINTS_PER_THREAD" if "pointwise-prefetch" in kernel.variants else "1"
             grid = f"_pointwise_blocks({points}, {per_thread}), THREADS_PER_BLOCK"
-            self.guarded(op, points, [self.call(kernel.name, grid, args)])
+            calls = {kind: self.call(name, grid, args) for kind, name in kernel.variants.items()}
+            self.guarded(op, points, self.vector_choice(kernel, calls, "pointwise-vector"))
+
+    def vector_choice(self, kernel: KernelCode, calls: dict[str, str], vector: str) -> list[str]:
+        """The launch lines of the scalar kernel (the first variant), or, when ``vector``
+        is a variant, of it where the buffers are aligned for it and of the scalar one
+        elsewhere."""
+        scalar = calls[next(iter(kernel.variants))]
+        if vector not in calls:
+            return [scalar]
+        self.helpers.add("_vector_ready")
+        buffers = ", ".join(self.namer(b) for b in kernel.vector_buffers)
+        tests = [f"{self.dim(e, kernel.op)} % VECTOR_WIDTH == 0" for e in kernel.vector_extents]
+        tests.append(f"_vector_ready({buffers})")
+        unit = self.w.unit
+        return [f"if {' and '.join(tests)}:  # whole vectors, aligned", unit + calls[vector],
+                "else:", unit + scalar]
 
     def call(self, kernel: str, grid: str, args: list[str]) -> str:
-        call = f"{kernel}[{grid}]({', '.join(args)})"
-        if len(call) > 80:  # arguments on a line of their own
-            call = f"{kernel}[{grid}](\n{self.w.unit * (self.w.depth + 2)}{', '.join(args)})"
-        return call
+        return f"{kernel}[{grid}]({', '.join(args)})"
+
+    def launch_line(self, line: str) -> None:
+        """A line of a launch; a long kernel call gets its arguments on a line of their own."""
+        w = self.w
+        head, _, args = line.partition("](")
+        indent = len(line) - len(line.lstrip())
+        if args and len(w.unit * w.depth) + len(line) > 92:
+            w.line(f"{head}](")
+            w.line(f"{line[:indent]}{w.unit * 2}{args}")
+        else:
+            w.line(line)
 
     def row_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
         """One block per point; the registers variant when the rows fit in it."""
@@ -116,14 +140,18 @@ class HostEmitter:
         row = extents[0] if len(extents) == 1 else f"max({', '.join(extents)})"
         threads = {"registers": f"-(-{row} // VALUES_PER_THREAD), REGISTER_ROW_THREADS",
                    "streaming": row}
+        threads["registers-vector"] = threads["registers"]
         calls = {kind: self.call(name, f"_row_blocks({points}), _row_threads({threads[kind]})",
                                  args) for kind, name in kernel.variants.items()}
-        if len(calls) == 2:
-            unit = self.w.unit
-            lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in registers",
-                     unit + calls["registers"], "else:", unit + calls["streaming"]]
+        if "registers" not in calls:
+            lines = [calls["streaming"]]
         else:
-            lines = list(calls.values())
+            lines = self.vector_choice(kernel, calls, "registers-vector")
+            if "streaming" in calls:
+                unit = self.w.unit
+                lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "
+                         "registers"] + [unit + line for line in lines] + [
+                         "else:", unit + calls["streaming"]]
         self.guarded(kernel.op, points, lines)
 
     def guarded(self, op, points: str, lines: list[str]) -> None:
@@ -131,13 +159,13 @@ class HostEmitter:
         if not symbols_of(op.extent_list):
             if math.prod(op.extent_list) > 0:
                 for line in lines:
-                    self.w.line(line)
+                    self.launch_line(line)
             else:
                 self.w.line("# empty iteration space, not launched")
             return
         with self.w.indented(f"if {points} > 0:  # an empty iteration space launches nothing"):
             for line in lines:
-                self.w.line(line)
+                self.launch_line(line)
 
 
 def emit_host(func: FuncOp, host_name: str, kernels: dict[int, KernelCode], helpers: set[str],

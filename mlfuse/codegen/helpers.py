@@ -7,6 +7,7 @@ launch geometry. Every helper is text with no dependency beyond numpy/numba/math
 from __future__ import annotations
 
 from .emit_scalar import combine
+from .vector import vector_helper_sources
 
 WARP = 32
 # Shared-memory slots per block reduction: one per thread (tree) or one per warp (shuffles).
@@ -82,8 +83,8 @@ def _pointwise_blocks(points, per_thread):
 
 _ROW_BLOCKS = '''\
 def _row_blocks(points):
-    """One block per point, up to MAX_BLOCKS (blocks stride over the rest)."""
-    return min(points, MAX_BLOCKS)
+    """One block per point, up to MAX_ROW_BLOCKS (blocks stride over the rest)."""
+    return min(points, MAX_ROW_BLOCKS)
 '''
 
 _ROW_THREADS = '''\
@@ -115,7 +116,7 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_pointwise_blocks": _POIN
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS}
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_maximum", "_minimum"] + [block_reduce_name(c) for c in ("add", "max", "min")] + [
-    "_pointwise_blocks", "_row_blocks", "_row_threads"]
+    "_vector_access", "_pointwise_blocks", "_row_blocks", "_row_threads", "_vector_ready"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:
@@ -123,9 +124,10 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     texts = {}
     for name in [n for n in ORDER if n.startswith("_block_reduce_") and n in used]:
         texts[name] = _block_reduce(name.removeprefix("_block_reduce_"), target, used)
+    fixed = {**_FIXED, **vector_helper_sources(target)}
     for name in used:
-        if name in _FIXED:
-            texts[name] = _FIXED[name]
+        if name in fixed:
+            texts[name] = fixed[name]
     unknown = used - set(ORDER)
     assert not unknown, f"undefined helpers {unknown}"
     return [texts[n] for n in ORDER if n in texts]

@@ -64,6 +64,13 @@ def prefetchable_loads(body: Block) -> tuple[list[Operation], list[Operation]]:
     return loads, index_ops[::-1]
 
 
+def defined_inside(loops: list[Operation]) -> set[int]:
+    """Ids of the values ``loops`` define (results and loop indices, nested ones too):
+    what changes from one iteration to the next."""
+    return {id(v) for loop in loops for o in loop.walk()
+            for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
+
+
 def row_held_loads(row_loops: list[Operation]) -> tuple[list[Held], dict[int, list]]:
     """The registers variant's plan for a row kernel's top-level reduces and fors:
     every load a row loop can issue early gets a local array, and loads of the same
@@ -71,8 +78,7 @@ def row_held_loads(row_loops: list[Operation]) -> tuple[list[Held], dict[int, li
     loop's own index or values from outside the loops, in the same places) share one,
     filled by the first loop. Also each loop's index ops (by id of the loop).
     A load directly in a loop's body runs on every iteration, so it fills every slot."""
-    inside = {id(v) for loop in row_loops for o in loop.walk()
-              for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
+    inside = defined_inside(row_loops)
     groups: dict[object, Held] = {}
     index_ops = {}
     for loop in row_loops:
