@@ -26,11 +26,15 @@ class Target:
                                 # 1: no vector variants. Divides both *_per_thread.
     load_cache: str = ""        # PTX cache operator of vector loads ("" or e.g. ".cs")
     store_cache: str = ""       # and of vector stores
+    pointwise_blocks_per_sm: int = 32  # a pointwise kernel's grid: at most sm_count * this
+                                       # blocks (a grid-stride loop covers the rest); 0: all
     row_threads: int = 512      # most threads of a block holding a row in registers
     row_blocks_per_sm: int = 32  # a row kernel's grid: at most sm_count * this blocks,
                                  # striding over the rows; 0: one block per row
     row_min_blocks: int = 0     # launch_bounds' minimum resident blocks per SM of a
                                 # register-held row kernel (0: none asked)
+    row_reuse: bool = True      # a register-held row keeps costly values (exp, div, ...)
+                                # that later row loops would compute again
 
     def __post_init__(self):
         for knob in ("pointwise_per_thread", "row_values_per_thread"):

@@ -517,3 +517,29 @@ def test_casts_match_numpy_astype():
     np.testing.assert_array_equal(tb, x.astype(bool))
     np.testing.assert_array_equal(tf, x.astype(bool).astype(np.float32))
     np.testing.assert_array_equal(th, x.astype(np.float16).astype(np.float32))
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_softmax_rows_compute_exp_once_per_value_when_reuse_is_on(reuse):
+    hw = dataclasses.replace(get_target(), row_reuse=reuse)
+    kernel = _kernel_text(generate(parse_ir(SOFTMAX), "simulator", hw), "softmax_0")
+    assert kernel.count("exp(") == (1 if reuse else 2)
+    assert ("e_vals[slot] = e" in kernel and "e2 = e_vals[slot]" in kernel) == reuse
+    assert ("v2 = x_vals[slot]" not in kernel) == reuse  # the output loop needs no x
+    from mlfuse.runtime import load_source
+    from numba import cuda
+    module = load_source(generate(parse_ir(SOFTMAX), "simulator", hw), "softmax_reuse")
+    x = rng_array((3, 50))
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert_close(got, e / e.sum(axis=1, keepdims=True), n_ops=54)
+
+
+def test_a_kept_value_is_not_shared_between_row_loops_of_different_extents():
+    text = SOFTMAX.replace("%out = loops.alloc : buf<f32[R, C]>", "%out = loops.alloc : "
+                           "buf<f32[R, D]>").replace("-> (buf<f32[R, C]>)", "-> (buf<f32[R, D]>)") \
+        .replace("%x: buf<f32[R, C]>", "%x: buf<f32[R, C]>, %y: buf<f32[R, D]>") \
+        .replace("loops.for {extent = C}", "loops.for {extent = D}") \
+        .replace("%v2 = loops.load %x, %i, %k2", "%v2 = loops.load %y, %i, %k2")
+    kernel = _kernel_text(generate(parse_ir(text), "simulator"), "softmax_0")
+    assert kernel.count("exp(") == 2 and "e_vals" not in kernel

@@ -29,7 +29,6 @@ _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THRE
                    "VALUES_PER_THREAD", "REGISTER_ROW_THREADS", "MAX_ROW_BLOCKS",
                    "ROW_MIN_BLOCKS", "VECTOR_WIDTH", "LOAD_CACHE", "STORE_CACHE",
                    "ENTRY_POINTS")
-_BLOCKS_PER_SM = 32  # a grid-stride loop needs no more blocks than fill the GPU
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
 # keep it fast (the grid-stride loop covers the rest; the code is the same).
@@ -96,7 +95,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             imports="".join(f"{line}\n" for line in _imports(intrinsics)),
                             llvmlite_note=" (and llvmlite, which numba brings)" if intrinsics
                             else "",
-                            max_blocks=hw.sm_count * _BLOCKS_PER_SM,
+                            max_blocks=hw.sm_count * hw.pointwise_blocks_per_sm or _MOST_BLOCKS,
                             points_per_thread=hw.pointwise_per_thread,
                             values_per_thread=hw.row_values_per_thread,
                             register_row_threads=hw.row_threads,

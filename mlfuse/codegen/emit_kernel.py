@@ -16,7 +16,9 @@ its threads over the extent; other top-level ops run redundantly in every thread
 "registers" (rows of at most VALUES_PER_THREAD * REGISTER_ROW_THREADS values: thread
 t takes values t, t + nthreads, ... of a row in VALUES_PER_THREAD slots; each row loop
 first issues its loads for every slot, and a row value that several row loops read
-is loaded once into a local array, so the row is read from memory once) and
+is loaded once into a local array, so the row is read from memory once, and a costly
+value that several row loops compute, such as softmax's exp(x - max), is computed
+once and kept the same way) and
 "streaming" (any row length: each row loop re-reads the row). The host picks one by
 the row length; a constant row length needs only one.
 
@@ -50,7 +52,7 @@ from .emit_scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, 
 from .emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
 from .helpers import SCRATCH_SLOTS, block_reduce_name
 from .names import Namer
-from .reuse import prefetchable_loads, row_held_loads
+from .reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
 from .vector import pointwise_vector_accesses, row_vector_accesses, vector_buffers
 from .writer import Writer
 
@@ -212,6 +214,8 @@ class KernelEmitter(VectorPhases):
         self.vector_loads: set[int] = set()
         self.staged: dict[int, str] = {}
         self.lanes: Lanes | None = None
+        # register-held rows: values kept for later row loops (id(op) -> local array)
+        self.reuse, self.kept = Reuse(), {}
 
     # -- small pieces ------------------------------------------------------------
     def extent(self, e) -> str:
@@ -371,6 +375,12 @@ class KernelEmitter(VectorPhases):
             for loop in row_loops:
                 loads = [o for o in loop.body.ops if id(o) in first]
                 self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
+            if self.hw.row_reuse:
+                self.reuse = row_reused_values(row_loops)
+                for o in self.reuse.kept.values():
+                    self.kept[id(o)] = self.local_array(
+                        f"{o.result.name_hint or o.name.split('.')[1]}_vals",
+                        COMPUTE_TYPE[o.result.type.dtype], VALUES_PER_THREAD)
         if self.vector:
             self.plan_vectors(row_vector_accesses(row_loops), VALUES_PER_THREAD)
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
@@ -403,15 +413,22 @@ class KernelEmitter(VectorPhases):
     def statement(self, op: Operation, shared: bool) -> None:
         """One op; ``shared``: it is at the top of a row kernel (the block shares it)."""
         w = self.w
+        if id(op) in self.reuse.dead:  # fed only values that a kept array holds
+            return
         if op.name.startswith("arith."):
-            operands = [self.namer(v) for v in op.operands]
             kind = op.name.split(".", 1)[1]
-            text = scalar_expression(op, operands, self.target, self.helpers)
+            if id(op) in self.reuse.again:  # computed by an earlier row loop
+                text = f"{self.kept[id(self.reuse.again[id(op)])]}[{self.local['slot']}]"
+            else:
+                operands = [self.namer(v) for v in op.operands]
+                text = scalar_expression(op, operands, self.target, self.helpers)
             w.line(f"{self.define(op.result, kind)} = {text}")
+            if id(op) in self.kept:  # later row loops read it here
+                w.line(f"{self.kept[id(op)]}[{self.local['slot']}] = {self.namer(op.result)}")
         elif isinstance(op, (LoadOp, MaskedLoadOp)):
             self.load_statement(op)
         elif isinstance(op, StoreOp) and id(op) in self.staged:  # stored with its vector
-            self.w.line(f"{self.staged[id(op)]}[{self.local['slot']}] = {self.namer(op.operands[0])}")
+            w.line(f"{self.staged[id(op)]}[{self.local['slot']}] = {self.namer(op.operands[0])}")
         elif isinstance(op, StoreOp):
             value, buf = op.operands[0], op.operands[1]
             line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = {self.namer(value)}"

@@ -212,7 +212,8 @@ CUDA_IMPORTS = ("from llvmlite import ir", "from numba import types",
                 "from numba.cuda import cgutils", "from numba.cuda.extending import intrinsic")
 # Module-level names the vector helpers define or import: generated names avoid them.
 VECTOR_NAMES = ("_VECTOR_PTX", "_vector_operands", "_vector_intrinsic", "_vector_load",
-                "_vector_store", "_vector_row", "_load_vector", "_store_vector", "_address", "ir", "types", "cgutils", "intrinsic")
+                "_vector_store", "_vector_row", "_load_vector", "_store_vector", "_address",
+                "ir", "types", "cgutils", "intrinsic")
 
 
 def vector_helper_sources(target: str) -> dict[str, str]:
