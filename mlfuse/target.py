@@ -17,9 +17,30 @@ class Target:
     threads_per_block: int      # for pointwise kernels
     pointwise_per_thread: int   # points per thread of a loop-free pointwise kernel: their
                                 # loads are issued together, so more bytes are in flight
-    row_values_per_thread: int  # a row of at most this * 1024 values stays in registers
+    row_values_per_thread: int  # a row of at most this * row_threads values stays in registers
     row_min_extent: int         # a reduction shorter than this runs one thread per output
     default_dim: int            # size assumed for a symbolic dim that --dim did not bind
+    # Launch and access knobs of the generated kernels (benchmarks/probe_memkern.py sweeps
+    # them; docs/perf-notes.md has the measurements behind each default).
+    vector_width: int = 4       # values of 4 bytes per vector load/store (4: 16 bytes);
+                                # 1: no vector variants. Divides both *_per_thread.
+    load_cache: str = ""        # PTX cache operator of vector loads ("" or e.g. ".cs")
+    store_cache: str = ""       # and of vector stores
+    pointwise_blocks_per_sm: int = 32  # a pointwise kernel's grid: at most sm_count * this
+                                       # blocks (a grid-stride loop covers the rest); 0: all
+    row_threads: int = 512      # most threads of a block holding a row in registers
+    row_blocks_per_sm: int = 32  # a row kernel's grid: at most sm_count * this blocks,
+                                 # striding over the rows; 0: one block per row
+    row_min_blocks: int = 0     # launch_bounds' minimum resident blocks per SM of a
+                                # register-held row kernel (0: none asked)
+    row_reuse: bool = True      # a register-held row keeps costly values (exp, div, ...)
+                                # that later row loops would compute again
+
+    def __post_init__(self):
+        for knob in ("pointwise_per_thread", "row_values_per_thread"):
+            if getattr(self, knob) % self.vector_width:
+                raise ValueError(f"{knob} must be a multiple of vector_width "
+                                 f"({self.vector_width})")
 
 
 # Measured on one H100 (see ../shared/gpu/NOTES.md): copy 2.81 TB/s, SGEMM 49.7 TFLOP/s.

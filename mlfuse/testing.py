@@ -74,37 +74,38 @@ class Comparison:
 
 
 def compare(reference: np.ndarray, got: np.ndarray, ops: int = 1, reduced: int = 1,
-            precision=None) -> Comparison:
+            precision=None, xp=np) -> Comparison:
     """``precision``: the dtype whose eps sets the tolerance, when the result was computed
-    in a coarser dtype than its own (an f32 sum cast to f64); the result's dtype if None."""
-    reference, got = np.asarray(reference), np.asarray(got)
+    in a coarser dtype than its own (an f32 sum cast to f64); the result's dtype if None.
+    ``xp``: the array module to compare with (NumPy; CuPy compares on the GPU)."""
+    reference, got = xp.asarray(reference), xp.asarray(got)
     if reference.shape != got.shape:
         return Comparison(False, math.inf, math.inf, f"shape {got.shape} != {reference.shape}")
     if reference.dtype != got.dtype:
         return Comparison(False, math.inf, math.inf, f"dtype {got.dtype} != {reference.dtype}")
     if reference.dtype.kind != "f":
-        bad = int(np.count_nonzero(reference != got))
+        bad = int(xp.count_nonzero(reference != got))
         return Comparison(bad == 0, float(bad > 0), float(bad > 0),
                           "exact" if bad == 0 else f"{bad} elements differ")
     ref64, got64 = reference.astype(np.float64), got.astype(np.float64)
-    nan_ref, nan_got = np.isnan(ref64), np.isnan(got64)
-    if not np.array_equal(nan_ref, nan_got):
+    nan_ref, nan_got = xp.isnan(ref64), xp.isnan(got64)
+    if not xp.array_equal(nan_ref, nan_got):
         return Comparison(False, math.inf, math.inf,
                           f"NaN in {int(nan_got.sum())} places, reference has {int(nan_ref.sum())}")
-    inf_ref = np.isinf(ref64)
-    if not np.array_equal(ref64[inf_ref], got64[inf_ref]) or np.isinf(got64[~inf_ref]).any():
+    inf_ref = xp.isinf(ref64)
+    if not xp.array_equal(ref64[inf_ref], got64[inf_ref]) or xp.isinf(got64[~inf_ref]).any():
         return Comparison(False, math.inf, math.inf, "infinities differ")
     finite = ~(nan_ref | inf_ref)
-    diff = np.abs(ref64[finite] - got64[finite])
-    scale = np.abs(ref64[finite])
+    diff = xp.abs(ref64[finite] - got64[finite])
+    scale = xp.abs(ref64[finite])
     max_abs = float(diff.max()) if diff.size else 0.0
-    max_rel = float((diff / np.maximum(scale, 1e-30)).max()) if diff.size else 0.0
+    max_rel = float((diff / xp.maximum(scale, 1e-30)).max()) if diff.size else 0.0
     tol = tolerance(reference.dtype if precision is None else precision, ops, reduced)
     if reduced > 1 and diff.size:
         # long sums cancel: an element near zero still carries the rounding error of
         # its large terms, whose size the root mean square of the result stands for
-        scale = np.maximum(scale, float(np.sqrt(np.mean(ref64[finite] ** 2))))
-    ok = bool(np.all(diff <= tol + tol * scale))
+        scale = xp.maximum(scale, float(xp.sqrt(xp.mean(ref64[finite] ** 2))))
+    ok = bool(xp.all(diff <= tol + tol * scale))
     return Comparison(ok, max_abs, max_rel, f"tolerance {tol:.2e}")
 
 

@@ -12,3 +12,23 @@ def assert_close(actual, expected, n_ops: int = 1, what: str = "result", reduced
     equal; finite values within ``mlfuse.testing.tolerance(dtype, n_ops, reduced)``."""
     c = compare(np.asarray(expected), np.asarray(actual), n_ops, reduced)
     assert c.ok, f"{what}: {c.message}; max abs error {c.max_abs_error:.3g}"
+
+
+class _Recording:
+    """A kernel that notes its name when launched."""
+
+    def __init__(self, kernel, name, launched):
+        self.kernel, self.name, self.launched = kernel, name, launched
+
+    def __getitem__(self, config):
+        self.launched.append(self.name)
+        return self.kernel[config]
+
+
+def record_launches(module, names) -> list[str]:
+    """Make the kernels ``names`` of a generated ``module`` note their launches; returns
+    the list they append their names to, in launch order."""
+    launched: list[str] = []
+    for name in names:
+        setattr(module, name, _Recording(getattr(module, name), name, launched))
+    return launched

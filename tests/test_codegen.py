@@ -1,6 +1,7 @@
 """Numba CUDA codegen: readable source, standalone modules, and kernels that agree
 with NumPy under the CUDA simulator (both schedules, every arith op)."""
 import ast
+import dataclasses
 import re
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from mlfuse.api import compile_ir
 from mlfuse.codegen import generate
 from mlfuse.errors import MlfuseError
 from mlfuse.ir import parse_ir
+from mlfuse.target import get_target
 
-from helpers import assert_close
+from helpers import assert_close, record_launches
 
 
 @pytest.fixture(autouse=True)
@@ -287,16 +289,10 @@ def test_softmax_long_and_short_rows_take_their_variant_and_match_numpy(
         values_per_thread, row_threads, variant):
     """Small launch constants put a 50-value row in either variant on the simulator."""
     from mlfuse.runtime import load_source
-    source = generate(parse_ir(SOFTMAX), "simulator")
-    source = re.sub(r"^VALUES_PER_THREAD = \d+", f"VALUES_PER_THREAD = {values_per_thread}",
-                    source, flags=re.M)
-    source = re.sub(r"^REGISTER_ROW_THREADS = \d+", f"REGISTER_ROW_THREADS = {row_threads}",
-                    source, flags=re.M)
-    module = load_source(source, "softmax_variants")
-    launched = []
-    for name in ("softmax_0", "softmax_0_streaming"):
-        kernel = getattr(module, name)
-        setattr(module, name, _Recording(kernel, name, launched))
+    hw = dataclasses.replace(get_target(), vector_width=1, row_values_per_thread=values_per_thread,
+                             row_threads=row_threads)
+    module = load_source(generate(parse_ir(SOFTMAX), "simulator", hw), "softmax_variants")
+    launched = record_launches(module, ("softmax_0", "softmax_0_streaming"))
     from numba import cuda
     x = rng_array((3, 50))
     got = module.softmax(cuda.to_device(x)).copy_to_host()
@@ -305,19 +301,7 @@ def test_softmax_long_and_short_rows_take_their_variant_and_match_numpy(
     assert launched == ["softmax_0" if variant == "registers" else "softmax_0_streaming"]
 
 
-class _Recording:
-    """A kernel that notes its name when launched."""
-
-    def __init__(self, kernel, name, launched):
-        self.kernel, self.name, self.launched = kernel, name, launched
-
-    def __getitem__(self, config):
-        self.launched.append(self.name)
-        return self.kernel[config]
-
-
-def test_layernorm_like_row_loads_the_row_once_and_its_broadcast_operands_per_slot():
-    text = """\
+NORM = """\
 func @norm(%x: buf<f32[R, C]>, %g: buf<f32[C]>) -> (buf<f32[R, C]>) {
   %out = loops.alloc : buf<f32[R, C]>
   fused.kernel {extents = [R], schedule = "row"} (%i: index) {
@@ -337,11 +321,14 @@ func @norm(%x: buf<f32[R, C]>, %g: buf<f32[C]>) -> (buf<f32[R, C]>) {
   return %out
 }
 """
-    kernel = _kernel_text(generate(parse_ir(text), "simulator"), "norm_0")
+
+
+def test_layernorm_like_row_loads_the_row_once_and_its_broadcast_operands_per_slot():
+    kernel = _kernel_text(generate(parse_ir(NORM), "simulator"), "norm_0")
     assert len(re.findall(r"\bx\[", kernel)) == 1 and "g_vals[slot] = g[k2]" in kernel
     x, g = rng_array((4, 70)), rng_array(70, seed=5)
     want = (x - x.sum(axis=1, keepdims=True)) * g
-    assert_close(run(text, x, g), want, n_ops=72)
+    assert_close(run(NORM, x, g), want, n_ops=72)
 
 
 def test_pointwise_body_with_a_loop_keeps_one_point_per_thread():
@@ -530,3 +517,29 @@ def test_casts_match_numpy_astype():
     np.testing.assert_array_equal(tb, x.astype(bool))
     np.testing.assert_array_equal(tf, x.astype(bool).astype(np.float32))
     np.testing.assert_array_equal(th, x.astype(np.float16).astype(np.float32))
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_softmax_rows_compute_exp_once_per_value_when_reuse_is_on(reuse):
+    hw = dataclasses.replace(get_target(), row_reuse=reuse)
+    kernel = _kernel_text(generate(parse_ir(SOFTMAX), "simulator", hw), "softmax_0")
+    assert kernel.count("exp(") == (1 if reuse else 2)
+    assert ("e_vals[slot] = e" in kernel and "e2 = e_vals[slot]" in kernel) == reuse
+    assert ("v2 = x_vals[slot]" not in kernel) == reuse  # the output loop needs no x
+    from mlfuse.runtime import load_source
+    from numba import cuda
+    module = load_source(generate(parse_ir(SOFTMAX), "simulator", hw), "softmax_reuse")
+    x = rng_array((3, 50))
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert_close(got, e / e.sum(axis=1, keepdims=True), n_ops=54)
+
+
+def test_a_kept_value_is_not_shared_between_row_loops_of_different_extents():
+    text = SOFTMAX.replace("%out = loops.alloc : buf<f32[R, C]>", "%out = loops.alloc : "
+                           "buf<f32[R, D]>").replace("-> (buf<f32[R, C]>)", "-> (buf<f32[R, D]>)") \
+        .replace("%x: buf<f32[R, C]>", "%x: buf<f32[R, C]>, %y: buf<f32[R, D]>") \
+        .replace("loops.for {extent = C}", "loops.for {extent = D}") \
+        .replace("%v2 = loops.load %x, %i, %k2", "%v2 = loops.load %y, %i, %k2")
+    kernel = _kernel_text(generate(parse_ir(text), "simulator"), "softmax_0")
+    assert kernel.count("exp(") == 2 and "e_vals" not in kernel

@@ -56,8 +56,10 @@ class ContractionEmitter(KernelEmitter):
 
     pipeline = "merged"  # or "prologue" (probe_contraction.py compares them)
 
-    def __init__(self, op, name: str, target: str, helpers: set[str], taken=()):
-        super().__init__(op, name, "pointwise", target, helpers, taken)
+    def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
+        super().__init__(op, name, "pointwise", target, helpers, hw, taken)
+        # 16-byte accesses (the module's vector intrinsics move VECTOR_WIDTH values)
+        self.vectors = target == "cuda" and hw.vector_width == VECTOR
         c = match_contraction(op)
         if c is None:
             raise MlfuseError("codegen: a kernel marked contraction is not a sum of products",
@@ -243,7 +245,7 @@ class ContractionEmitter(KernelEmitter):
     def vector_side(self, side: str) -> Operation | None:
         """The operand's plain f32 load when the "cuda" target may read it 16 bytes at
         a time (the host decides per call: VECTOR_A / VECTOR_B)."""
-        load = self.c.direct_load(side) if self.target == "cuda" else None
+        load = self.c.direct_load(side) if self.vectors else None
         return load if load is not None and load.operands[0].type.dtype == "f32" else None
 
     def group_position(self, side: str, k_start: str) -> tuple[str, str]:
@@ -284,10 +286,9 @@ class ContractionEmitter(KernelEmitter):
         """Four registers ``regs[first..]`` into the shared tiles at ``at`` (16-byte
         aligned): one 16-byte store on the GPU."""
         w, L = self.w, self.loc
-        if self.target == "cuda":
-            self.helpers.add("_store4")
-            values = ", ".join(f"{regs}[{first} + {q}]" for q in range(VECTOR))
-            w.line(f"_store4({L['tiles']}, ({at},), {values})")
+        if self.vectors:
+            self.helpers.add("_vector_access")
+            w.line(f"_store_shared({L['tiles']}, ({at},), {regs}, {first})")
         else:
             with w.indented(f"for {L['q']} in range({VECTOR}):"):
                 w.line(f"{L['tiles']}[{at} + {L['q']}] = {regs}[{first} + {L['q']}]")
@@ -321,10 +322,10 @@ class ContractionEmitter(KernelEmitter):
         self.unravel_into(L["k"], self.k_vals, c.k_extents)
         with w.indented(f"if {L[own]} < {L[own + '_size']} and {L['k']} < {L['k_size']}:"):
             self.slice_of(list(load.operands[1:]))
-            self.helpers.add("_load4")
+            self.helpers.add("_vector_access")
             index = ", ".join(self.namer(v) for v in load.operands[1:])
-            targets = ", ".join(f"{regs}[{L['slot']} * {VECTOR} + {q}]" for q in range(VECTOR))
-            w.line(f"{targets} = _load4({self.namer(load.operands[0])}, ({index},))")
+            w.line(f"_load_vector({self.namer(load.operands[0])}, ({index},), {regs}, "
+                   f"{L['slot']} * {VECTOR})")
         with w.indented("else:"):
             with w.indented(f"for {L['q']} in range({VECTOR}):"):
                 w.line(f"{regs}[{L['slot']} * {VECTOR} + {L['q']}] = {self.zero}")
@@ -378,13 +379,12 @@ class ContractionEmitter(KernelEmitter):
             a_row = f"{L['a_base']} + {L['kk']} * BM + {L['row']} * 4"
             b_row = f"{L['b_base']} + {L['kk']} * BN + {L['col']} * 4"
             reads = ((L["a_frag"], a_row, "BM"), (L["b_frag"], b_row, "BN"))
-            if self.target == "cuda":
-                self.helpers.add("_load4")
+            if self.vectors:
+                self.helpers.add("_vector_access")
                 w.line("# 16-byte fragment reads: 4 rows, 4 more half a tile on; columns alike")
                 for frag, at, side in reads:
                     for half, offset in ((0, ""), (4, f" + {side} // 2")):
-                        targets = ", ".join(f"{frag}[{half + q}]" for q in range(4))
-                        w.line(f"{targets} = _load4({L['tiles']}, ({at}{offset},))")
+                        w.line(f"_load_shared({L['tiles']}, ({at}{offset},), {frag}, {half})")
             else:
                 with w.indented(f"for {L['q']} in range(4):"):
                     for frag, at, side in reads:
@@ -438,5 +438,11 @@ def _inside(op: Operation, kernel: Operation) -> bool:
     return any(a is kernel for a in op.ancestors())
 
 
-def emit_contraction(op, name: str, target: str, helpers: set[str], taken) -> str:
-    return ContractionEmitter(op, name, target, helpers, taken).emit()
+def emit_contraction(op, name: str, target: str, helpers: set[str], hw, taken):
+    """The factory's source, and the operand sides it can read 16 bytes at a time
+    (side -> the buffer the host must find aligned)."""
+    emitter = ContractionEmitter(op, name, target, helpers, hw, taken)
+    text = emitter.emit()
+    sides = {side: load.operands[0] for side in ("a", "b")
+             if (load := emitter.vector_side(side)) is not None}
+    return text, sides

@@ -13,6 +13,7 @@ from dialects.loops import AllocOp, DimOp, ParallelOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.types import BufferType, symbols_of
+from mlfuse.passes.contraction import match_contraction
 
 from .emit_kernel import KernelCode, extent_factors
 from .emit_scalar import STORAGE_TYPE
@@ -104,13 +105,37 @@ class HostEmitter:
             self.helpers.add("_pointwise_blocks")
             per_thread = "POINTS_PER_THREAD" if "pointwise-prefetch" in kernel.variants else "1"
             grid = f"_pointwise_blocks({points}, {per_thread}), THREADS_PER_BLOCK"
-            self.guarded(op, points, [self.call(kernel.name, grid, args)])
+            calls = {kind: self.call(name, grid, args) for kind, name in kernel.variants.items()}
+            self.guarded(op, points, self.vector_choice(kernel, calls, "pointwise-vector"))
+
+    def vector_choice(self, kernel: KernelCode, calls: dict[str, str], vector: str) -> list[str]:
+        """The launch lines of the scalar kernel (the first variant), or, when ``vector``
+        is a variant, of it where the buffers are aligned for it and of the scalar one
+        elsewhere."""
+        scalar = calls[next(iter(kernel.variants))]
+        if vector not in calls:
+            return [scalar]
+        self.helpers.add("_vector_ready")
+        buffers = ", ".join(self.namer(b) for b in kernel.vector_buffers)
+        tests = [f"{self.dim(e, kernel.op)} % VECTOR_WIDTH == 0" for e in kernel.vector_extents]
+        tests.append(f"_vector_ready({buffers})")
+        unit = self.w.unit
+        return [f"if {' and '.join(tests)}:  # whole vectors, aligned", unit + calls[vector],
+                "else:", unit + scalar]
 
     def call(self, kernel: str, grid: str, args: list[str]) -> str:
-        call = f"{kernel}[{grid}]({', '.join(args)})"
-        if len(call) > 80:  # arguments on a line of their own
-            call = f"{kernel}[{grid}](\n{self.w.unit * (self.w.depth + 2)}{', '.join(args)})"
-        return call
+        return f"{kernel}[{grid}]({', '.join(args)})"
+
+    def launch_line(self, line: str) -> None:
+        """A line of a launch; a long kernel call gets its arguments on a line of their own."""
+        w = self.w
+        head, _, args = line.partition("](")
+        indent = len(line) - len(line.lstrip())
+        if args and len(w.unit * w.depth) + len(line) > 92:
+            w.line(f"{head}](")
+            w.line(f"{line[:indent]}{w.unit * 2}{args}")
+        else:
+            w.line(line)
 
     def row_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
         """One block per point; the registers variant when the rows fit in it."""
@@ -119,20 +144,23 @@ class HostEmitter:
         row = extents[0] if len(extents) == 1 else f"max({', '.join(extents)})"
         threads = {"registers": f"-(-{row} // VALUES_PER_THREAD), REGISTER_ROW_THREADS",
                    "streaming": row}
+        threads["registers-vector"] = threads["registers"]
         calls = {kind: self.call(name, f"_row_blocks({points}), _row_threads({threads[kind]})",
                                  args) for kind, name in kernel.variants.items()}
-        if len(calls) == 2:
-            unit = self.w.unit
-            lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in registers",
-                     unit + calls["registers"], "else:", unit + calls["streaming"]]
+        if "registers" not in calls:
+            lines = [calls["streaming"]]
         else:
-            lines = list(calls.values())
+            lines = self.vector_choice(kernel, calls, "registers-vector")
+            if "streaming" in calls:
+                unit = self.w.unit
+                lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "
+                         "registers"] + [unit + line for line in lines] + [
+                         "else:", unit + calls["streaming"]]
         self.guarded(kernel.op, points, lines)
 
     def contraction_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
         """Tile shape and grid from the sizes; the 16-byte operand reads where the
         operand's rows are whole groups of 4 floats from a 16-byte aligned start."""
-        from mlfuse.passes.contraction import match_contraction
         c = match_contraction(kernel.op)
         extents = kernel.op.extent_list
         name_of = lambda s: self.dims[s]  # noqa: E731
@@ -142,22 +170,21 @@ class HostEmitter:
         k_size = " * ".join(extent_factors(c.k_extents, name_of))
         flags = []
         for side, along in (("a", k_size), ("b", sizes["n"])):
-            load = c.direct_load(side)
-            if self.target != "cuda" or load is None or load.operands[0].type.dtype != "f32":
+            buffer = kernel.vector_sides.get(side)
+            if buffer is None:
                 flags.append("False")
                 continue
-            buf = self.namer(load.operands[0])
-            self.helpers.add("_aligned16")
             # whole 16-byte groups: along the tile axis, and in each row of the buffer (A
             # side: a row is the flattened K, the load's trailing dims being the
-            # reduction's; B side: the buffer's last dim)
-            row = k_size if side == "a" else self.dim(load.operands[0].type.shape[-1], kernel.op)
+            # reduction's; B side: the buffer's last dim); and an aligned start
+            row = k_size if side == "a" else self.dim(buffer.type.shape[-1], kernel.op)
             sizes_4 = list(dict.fromkeys((along, row)))
             if any(n.isdigit() and int(n) % 4 for n in sizes_4):
                 flags.append("False")
                 continue
+            self.helpers.add("_vector_ready")  # brings _address
             checks = [f"({n}) % 4 == 0" for n in sizes_4 if not n.isdigit()]
-            flags.append(" and ".join(checks + [f"_aligned16({buf})"]))
+            flags.append(" and ".join(checks + [f"_address({self.namer(buffer)}) % 16 == 0"]))
         self.helpers.add("_contraction_geometry")
         tiles, grid, threads = (self.namer.fresh(n) for n in ("tiles", "grid", "threads"))
         lines = [f"{tiles}, {grid}, {threads} = _contraction_geometry({sizes['m']}, "
@@ -172,13 +199,13 @@ class HostEmitter:
         if not symbols_of(op.extent_list):
             if math.prod(op.extent_list) > 0:
                 for line in lines:
-                    self.w.line(line)
+                    self.launch_line(line)
             else:
                 self.w.line("# empty iteration space, not launched")
             return
         with self.w.indented(f"if {points} > 0:  # an empty iteration space launches nothing"):
             for line in lines:
-                self.w.line(line)
+                self.launch_line(line)
 
 
 def emit_host(func: FuncOp, host_name: str, kernels: dict[int, KernelCode], helpers: set[str],

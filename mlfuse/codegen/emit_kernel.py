@@ -16,9 +16,19 @@ its threads over the extent; other top-level ops run redundantly in every thread
 "registers" (rows of at most VALUES_PER_THREAD * REGISTER_ROW_THREADS values: thread
 t takes values t, t + nthreads, ... of a row in VALUES_PER_THREAD slots; each row loop
 first issues its loads for every slot, and a row value that several row loops read
-is loaded once into a local array, so the row is read from memory once) and
+is loaded once into a local array, so the row is read from memory once, and a costly
+value that several row loops compute, such as softmax's exp(x - max), is computed
+once and kept the same way) and
 "streaming" (any row length: each row loop re-reads the row). The host picks one by
 the row length; a constant row length needs only one.
+
+Vector variants ("pointwise-vector", "registers-vector"; see ``vector.py``): the same
+schedules with each thread's values taken as vectors of VECTOR_WIDTH neighbours, so
+that the accesses ``vector.py`` finds move a whole vector in one 16-byte load or
+store. A pointwise thread takes POINTS_PER_THREAD // VECTOR_WIDTH vectors one block
+width apart; a row thread takes vectors t, t + nthreads, ... of its row. The host
+launches one where VECTOR_WIDTH divides the innermost extent and the buffers' rows
+are aligned for it, and the scalar kernel elsewhere.
 
 On the GPU each kernel declares the most threads it is launched with (launch_bounds),
 so that the compiler keeps its registers within what a block of them may use.
@@ -36,28 +46,29 @@ from dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp, ReduceOp,
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.types import BufferType
+from mlfuse.target import Target
 
 from .emit_scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
+from .emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
 from .helpers import SCRATCH_SLOTS, block_reduce_name
 from .names import Namer
-from .reuse import prefetchable_loads, row_held_loads
+from .reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
+from .vector import pointwise_vector_accesses, row_vector_accesses, vector_buffers
 from .writer import Writer
 
 # Locals every kernel may define; IR names are kept off them.
-_KERNEL_LOCALS = ("n_points", "start", "stride", "step", "base", "flat", "point", "rest",
-                  "tid", "nthreads", "slot")
+_KERNEL_LOCALS = ("n_points", "n_vectors", "start", "stride", "step", "base", "flat", "point",
+                  "rest", "tid", "nthreads", "slot", "vec", "lane", "first")
 
 # Module constants (from mlfuse.target) that kernels read as compile-time constants.
 POINTS_PER_THREAD = "POINTS_PER_THREAD"
 VALUES_PER_THREAD = "VALUES_PER_THREAD"
 MAX_THREADS = 1024  # per block, on every CUDA GPU
-# Threads per block of a row held in registers, at most: each may then use 128
-# registers (65536 per block), room for VALUES_PER_THREAD values of a few buffers.
-REGISTER_ROW_THREADS = 512
 
 # The most threads per block each variant is launched with (module constants or ints).
 _LAUNCH_BOUND = {"pointwise": "THREADS_PER_BLOCK", "pointwise-prefetch": "THREADS_PER_BLOCK",
-                 "streaming": str(MAX_THREADS), "registers": "REGISTER_ROW_THREADS"}
+                 "pointwise-vector": "THREADS_PER_BLOCK", "streaming": str(MAX_THREADS),
+                 "registers": "REGISTER_ROW_THREADS", "registers-vector": "REGISTER_ROW_THREADS"}
 
 _SCHEDULE_DOC = {
     "pointwise": "Pointwise over [{space}]: one thread per point (grid-stride).",
@@ -67,6 +78,11 @@ _SCHEDULE_DOC = {
                  "rows; each row loop re-reads the row.",
     "registers": "Row schedule over [{space}]: one block per point, each thread holds "
                  "its VALUES_PER_THREAD values of a row.",
+    "pointwise-vector": "Pointwise over [{space}]: POINTS_PER_THREAD points per thread, in "
+                        "vectors of VECTOR_WIDTH neighbours loaded and stored whole.",
+    "registers-vector": "Row schedule over [{space}]: one block per point, each thread holds "
+                        "its VALUES_PER_THREAD values of a row, in vectors of VECTOR_WIDTH "
+                        "neighbours loaded and stored whole.",
 }
 
 
@@ -142,9 +158,15 @@ class KernelCode:
     schedule: str              # "pointwise" or "row"
     interface: KernelInterface
     row_extents: list          # extents of a row kernel's top-level reduces and fors
-    variants: dict[str, str]   # pointwise: {"pointwise" or "pointwise-prefetch": name};
-                               # row: {"registers" and/or "streaming": name}
+    variants: dict[str, str]   # pointwise: {"pointwise" or "pointwise-prefetch": name,
+                               # maybe "pointwise-vector": name}; row: {"registers" (maybe
+                               # with "registers-vector") and/or "streaming": name}
     text: str
+    vector_buffers: list[Value] = field(default_factory=list)  # aligned for a vector variant
+    vector_extents: list[str] = field(default_factory=list)  # symbols VECTOR_WIDTH divides
+    # contraction: the operand sides ("a", "b") that may be read 16 bytes at a time, with
+    # their buffers (the host checks sizes and alignment and tells the kernel)
+    vector_sides: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -162,23 +184,24 @@ def _row_loops(op: LoopOp) -> list[Operation]:
     return [o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
 
 
-def row_variants(op: LoopOp, values_per_thread: int) -> list[str]:
+def row_variants(op: LoopOp, hw: Target) -> list[str]:
     """The row kernels ``op`` needs: "registers" unless a constant row extent is too
     long for it, "streaming" unless every row extent is a constant short enough."""
     extents = [o["extent"] for o in _row_loops(op)]
-    limit = values_per_thread * REGISTER_ROW_THREADS
+    limit = hw.row_values_per_thread * hw.row_threads
     short = all(isinstance(e, int) and e <= limit for e in extents)
     long = any(isinstance(e, int) and e > limit for e in extents)
     return (["registers"] if not long else []) + (["streaming"] if not short else [])
 
 
-class KernelEmitter:
+class KernelEmitter(VectorPhases):
     """One kernel of ``op`` in one variant (see _SCHEDULE_DOC)."""
 
     def __init__(self, op: LoopOp, name: str, variant: str, target: str, helpers: set[str],
-                 taken=()):
+                 hw: Target, taken=()):
         self.op, self.name, self.variant = op, name, variant
-        self.target, self.helpers = target, helpers
+        self.target, self.helpers, self.hw = target, helpers, hw
+        self.vector = variant.endswith("-vector")
         self.schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
         self.iface = kernel_interface(op)
         self.namer = Namer(taken)
@@ -189,6 +212,13 @@ class KernelEmitter:
         self.held: dict[int, str] = {}
         # id(loop op) -> (index ops, loads) its fill phase runs: the loads it issues early
         self.fills: dict[int, tuple[list[Operation], list[Operation]]] = {}
+        # vector variants: the loads filled a vector at a time; id(store) -> the local
+        # array its values wait in until the whole vector is stored; the current loop
+        self.vector_loads: set[int] = set()
+        self.staged: dict[int, str] = {}
+        self.lanes: Lanes | None = None
+        # register-held rows: values kept for later row loops (id(op) -> local array)
+        self.reuse, self.kept = Reuse(), {}
 
     # -- small pieces ------------------------------------------------------------
     def extent(self, e) -> str:
@@ -219,7 +249,10 @@ class KernelEmitter:
         sources = _sources(self.op)
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
-        w.line(f"@cuda.jit(launch_bounds={_LAUNCH_BOUND[self.variant]})"
+        bound = _LAUNCH_BOUND[self.variant]
+        if self.schedule == "row" and self.hw.row_min_blocks and bound != str(MAX_THREADS):
+            bound = f"({bound}, ROW_MIN_BLOCKS)"  # so many blocks resident per SM, at least
+        w.line(f"@cuda.jit(launch_bounds={bound})"
                if self.target == "cuda" else "@cuda.jit")  # the simulator takes no bounds
         with w.indented(f"def {self.name}({', '.join(params)}):"):
             space = ", ".join(map(str, self.op.extent_list))
@@ -228,7 +261,7 @@ class KernelEmitter:
                 w.line(f"{self.define(c, 'const')} = {literal(c.op['value'], c.type.dtype)}")
             if self.schedule == "row":
                 self.row_body(_row_loops(self.op))
-            elif self.variant == "pointwise-prefetch":
+            elif self.variant in ("pointwise-prefetch", "pointwise-vector"):
                 self.prefetch_body()
             else:
                 self.pointwise_body()
@@ -262,34 +295,67 @@ class KernelEmitter:
                                  COMPUTE_TYPE[loads[0].result.type.dtype], size)
         self.held.update({id(o): array for o in loads})
 
+    def fill_line(self, load: Operation) -> None:
+        """``load`` into its slot of its local array."""
+        self.w.line(f"{self.held[id(load)]}[{self.local['slot']}] = {self.load_expression(load)}")
+
     def fill(self, owner: Operation) -> None:
         """The body of a fill phase: the loads ``owner`` issues early, into their slots."""
         index_ops, loads = self.fills[id(owner)]
         for o in index_ops:
             self.statement(o, shared=False)
         for o in loads:
-            self.w.line(f"{self.held[id(o)]}[{self.local['slot']}] = {self.load_expression(o)}")
+            self.fill_line(o)
 
     def prefetch_body(self) -> None:
+        """POINTS_PER_THREAD points per thread (the vector variant: that many points as
+        vectors, and ``base`` counts vectors), their loads first."""
         w, loc = self.w, self.local
         loads, index_ops = prefetchable_loads(self.op.body)
         for o in loads:
             self.hold([o], POINTS_PER_THREAD)
         self.fills[id(self.op)] = (index_ops, loads)
+        per_thread, end = POINTS_PER_THREAD, loc["n_points"]
+        if self.vector:
+            self.plan_vectors(pointwise_vector_accesses(self.op.body), POINTS_PER_THREAD)
+            per_thread, end = f"({POINTS_PER_THREAD} // {VECTOR_WIDTH})", loc["n_vectors"]
+            args, extents = self.op.body.args, self.op.extent_list
+            last = self.define(args[-1], f"i{len(args) - 1}")
+            first = loc["first"] if len(args) == 1 else self.namer.fresh(f"{last}_first")
+            self.lanes = Lanes(args[-1], last, first, self.extent(extents[-1]))
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+        if self.vector:
+            w.line(f"{end} = {loc['n_points']} // {VECTOR_WIDTH}")
         w.line(f"{loc['step']} = numba.int64(cuda.blockDim.x)")
-        w.line(f"{loc['start']} = (numba.int64(cuda.blockIdx.x) * {POINTS_PER_THREAD} * "
+        w.line(f"{loc['start']} = (numba.int64(cuda.blockIdx.x) * {per_thread} * "
                f"{loc['step']} + cuda.threadIdx.x)")
-        w.line(f"{loc['stride']} = numba.int64(cuda.gridDim.x) * {POINTS_PER_THREAD} * "
-               f"{loc['step']}")
-        with w.indented(f"for {loc['base']} in range({loc['start']}, {loc['n_points']}, "
-                        f"{loc['stride']}):"):
+        w.line(f"{loc['stride']} = numba.int64(cuda.gridDim.x) * {per_thread} * {loc['step']}")
+        with w.indented(f"for {loc['base']} in range({loc['start']}, {end}, {loc['stride']}):"):
             w.line("# the loads of every point first: no store between them, so all are "
                    "in flight at once")
-            with self.each_point_of_base():
-                self.fill(self.op)
-            with self.each_point_of_base():
-                self.block(self.op.body, top=False)
+            if self.vector:
+                with self.each_vector_of_base():
+                    self.vector_fill(self.op)
+                with self.each_vector_of_base():
+                    with self.each_lane():
+                        self.block(self.op.body, top=False)
+                    self.vector_drain([o for o in self.op.body.ops if id(o) in self.staged])
+            else:
+                with self.each_point_of_base():
+                    self.fill(self.op)
+                with self.each_point_of_base():
+                    self.block(self.op.body, top=False)
+
+    @contextmanager
+    def each_vector_of_base(self):
+        """``vec`` over a thread's vectors of points, one block width apart, with the
+        loop indices of the first point of each vector that exists."""
+        loc = self.local
+        with self.each_vector(f"{POINTS_PER_THREAD} // {VECTOR_WIDTH}",
+                              f"({loc['base']} + {loc['vec']} * {loc['step']}) * {VECTOR_WIDTH}",
+                              loc["n_points"]):
+            self.unravel(loc["first"], last=self.lanes.first)
+            yield
 
     def row_body(self, row_loops: list[Operation]) -> None:
         w, loc = self.w, self.local
@@ -304,7 +370,7 @@ class KernelEmitter:
                     self.scratch[ctype] = self.namer.fresh(f"scratch_{ctype}")
                     w.line(f"{self.scratch[ctype]} = cuda.shared.array("
                            f"{SCRATCH_SLOTS[self.target]}, {SHARED_TYPE[ctype]})")
-        if self.variant == "registers":
+        if self.variant in ("registers", "registers-vector"):
             groups, index_ops = row_held_loads(row_loops)
             first = {id(g.loads[0]) for g in groups}  # the load that fills a group's array
             for group in groups:
@@ -312,17 +378,28 @@ class KernelEmitter:
             for loop in row_loops:
                 loads = [o for o in loop.body.ops if id(o) in first]
                 self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
+            if self.hw.row_reuse:
+                self.reuse = row_reused_values(row_loops)
+                for o in self.reuse.kept.values():
+                    self.kept[id(o)] = self.local_array(
+                        f"{o.result.name_hint or o.name.split('.')[1]}_vals",
+                        COMPUTE_TYPE[o.result.type.dtype], VALUES_PER_THREAD)
+        if self.vector:
+            self.plan_vectors(row_vector_accesses(row_loops), VALUES_PER_THREAD)
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
         with w.indented(f"for {loc['point']} in range(numba.int64(cuda.blockIdx.x), "
                         f"{loc['n_points']}, cuda.gridDim.x):"):
             self.unravel(loc["point"])
             self.block(self.op.body, top=True)
 
-    def unravel(self, flat: str) -> None:
-        """Loop indices from the flat index: divmod by the extents, last dim fastest."""
+    def unravel(self, flat: str, last: str | None = None) -> None:
+        """Loop indices from the flat index: divmod by the extents, last dim fastest
+        (the last index into ``last`` instead, when given)."""
         args, extents = self.op.body.args, self.op.extent_list
         names = [self.define(a, f"i{d}") for d, a in enumerate(args)]
-        if len(names) == 1:
+        if last and names:
+            names[-1] = last
+        if len(names) == 1 and names[0] != flat:
             self.w.line(f"{names[0]} = {flat}")
         rest = flat
         for d in range(len(names) - 1, 0, -1):
@@ -339,13 +416,22 @@ class KernelEmitter:
     def statement(self, op: Operation, shared: bool) -> None:
         """One op; ``shared``: it is at the top of a row kernel (the block shares it)."""
         w = self.w
+        if id(op) in self.reuse.dead:  # fed only values that a kept array holds
+            return
         if op.name.startswith("arith."):
-            operands = [self.namer(v) for v in op.operands]
             kind = op.name.split(".", 1)[1]
-            text = scalar_expression(op, operands, self.target, self.helpers)
+            if id(op) in self.reuse.again:  # computed by an earlier row loop
+                text = f"{self.kept[id(self.reuse.again[id(op)])]}[{self.local['slot']}]"
+            else:
+                operands = [self.namer(v) for v in op.operands]
+                text = scalar_expression(op, operands, self.target, self.helpers)
             w.line(f"{self.define(op.result, kind)} = {text}")
+            if id(op) in self.kept:  # later row loops read it here
+                w.line(f"{self.kept[id(op)]}[{self.local['slot']}] = {self.namer(op.result)}")
         elif isinstance(op, (LoadOp, MaskedLoadOp)):
             self.load_statement(op)
+        elif isinstance(op, StoreOp) and id(op) in self.staged:  # stored with its vector
+            w.line(f"{self.staged[id(op)]}[{self.local['slot']}] = {self.namer(op.operands[0])}")
         elif isinstance(op, StoreOp):
             value, buf = op.operands[0], op.operands[1]
             line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = {self.namer(value)}"
@@ -417,6 +503,19 @@ class KernelEmitter:
         if not shared:
             with w.indented(f"for {k} in range({extent}):"):
                 yield
+        elif self.variant == "registers-vector":
+            self.lanes = Lanes(op.body.args[0], k, loc["first"], extent)
+            vectors = f"{VALUES_PER_THREAD} // {VECTOR_WIDTH}"
+            first = f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
+            if self.fills[id(op)][1]:
+                w.line("# this thread's vectors of the row first: loads with no use between "
+                       "them are in flight at once")
+                with self.each_vector(vectors, first, extent):
+                    self.vector_fill(op)
+            with self.each_vector(vectors, first, extent):
+                with self.each_lane():
+                    yield
+                self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
         elif self.variant == "registers":
             def each_slot():
                 w.line(f"{k} = {loc['tid']} + {loc['slot']} * {loc['nthreads']}")
@@ -451,22 +550,41 @@ def pointwise_variant(op: LoopOp) -> str:
     return "pointwise" if looped or not prefetchable_loads(op.body)[0] else "pointwise-prefetch"
 
 
+def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, list[str]]:
+    """The accesses a vector variant of ``op`` would move whole (none: no such variant)
+    and the symbols VECTOR_WIDTH must divide for the host to launch it: the innermost
+    extents (a vector never crosses a row of the space, nor ends past a row's end)."""
+    rows = kinds[0] == "registers"
+    if hw.vector_width == 1 or not (rows or kinds[0] == "pointwise-prefetch" and op.extent_list):
+        return [], []
+    row_loops = _row_loops(op)
+    innermost = [o["extent"] for o in row_loops] if rows else op.extent_list[-1:]
+    if any(isinstance(e, int) and e % hw.vector_width for e in innermost):
+        return [], []
+    accesses = row_vector_accesses(row_loops) if rows else pointwise_vector_accesses(op.body)
+    return accesses, list(dict.fromkeys(e for e in innermost if isinstance(e, str)))
+
+
 def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Namer,
-                values_per_thread: int) -> KernelCode:
+                hw: Target) -> KernelCode:
     """The kernel(s) of ``op`` and what their launch must pass; records the helpers they
     call. ``names``: the module's namer (kernel names; locals must not shadow them)."""
     schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
     if schedule == "contraction":  # tiled: a factory of kernels, one per tile shape
         from .emit_contraction import emit_contraction, factory_name
         helpers.add("_TiledKernel")
-        text = emit_contraction(op, name, target, helpers, names.taken)
+        text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
         text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"
-        return KernelCode(op, schedule, kernel_interface(op), [], {"contraction": name}, text)
-    kinds = row_variants(op, values_per_thread) if schedule == "row" else [pointwise_variant(op)]
+        return KernelCode(op, schedule, kernel_interface(op), [], {"contraction": name}, text,
+                          vector_sides=vector_sides)
+    kinds = row_variants(op, hw) if schedule == "row" else [pointwise_variant(op)]
+    accesses, vector_extents = _vector_variant(op, kinds, hw)
+    if accesses:  # right after the scalar kernel it stands in for
+        kinds.insert(1, kinds[0].split("-")[0] + "-vector")
     # the first variant keeps the op's name; a second is named after what it is for
-    variants = {kind: name if n == 0 else names.fresh(f"{name}_{kind}")
+    variants = {kind: name if n == 0 else names.fresh(f"{name}_{kind.split('-')[-1]}")
                 for n, kind in enumerate(kinds)}
-    texts = [KernelEmitter(op, kname, kind, target, helpers, names.taken).emit()
+    texts = [KernelEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     return KernelCode(op, schedule, kernel_interface(op), [o["extent"] for o in _row_loops(op)],
-                      variants, "\n\n".join(texts))
+                      variants, "\n\n".join(texts), vector_buffers(accesses), vector_extents)

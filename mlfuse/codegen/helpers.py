@@ -7,6 +7,7 @@ launch geometry. Every helper is text with no dependency beyond numpy/numba/math
 from __future__ import annotations
 
 from .emit_scalar import combine
+from .vector import vector_helper_sources
 
 WARP = 32
 # Shared-memory slots per block reduction: one per thread (tree) or one per warp (shuffles).
@@ -82,8 +83,8 @@ def _pointwise_blocks(points, per_thread):
 
 _ROW_BLOCKS = '''\
 def _row_blocks(points):
-    """One block per point, up to MAX_BLOCKS (blocks stride over the rest)."""
-    return min(points, MAX_BLOCKS)
+    """One block per point, up to MAX_ROW_BLOCKS (blocks stride over the rest)."""
+    return min(points, MAX_ROW_BLOCKS)
 '''
 
 _ROW_THREADS = '''\
@@ -95,70 +96,6 @@ def _row_threads(extent, most=1024):
     return threads
 '''
 
-
-# 16-byte loads: Numba has no float4, so an intrinsic emits LLVM's <4 x float> load
-# (ld.global.v4.f32 / ld.shared.v4.f32). Only the "cuda" target uses it.
-_INTRINSIC_IMPORTS = '''\
-from llvmlite import ir as _llvm_ir  # noqa: E402  (numba's own code generator)
-from numba.core import cgutils as _cgutils  # noqa: E402
-from numba.core import types as _types  # noqa: E402
-from numba.core.extending import intrinsic as _intrinsic  # noqa: E402
-'''
-
-_LOAD4 = '''\
-@_intrinsic
-def _load4(typingctx, array, index):
-    """array[index] and the 3 float32 after it (along the last axis) as one 16-byte
-    load; the caller guarantees the address is a multiple of 16."""
-    if not (isinstance(array, _types.Array) and array.dtype == _types.float32
-            and isinstance(index, _types.BaseTuple) and len(index) == array.ndim):
-        return None
-    signature = _types.UniTuple(_types.float32, 4)(array, index)
-
-    def codegen(context, builder, sig, args):
-        array_type, index_type = sig.args
-        data = context.make_array(array_type)(context, builder, args[0])
-        indices = [context.cast(builder, i, t, _types.intp) for i, t in
-                   zip(_cgutils.unpack_tuple(builder, args[1], len(index_type)), index_type)]
-        pointer = _cgutils.get_item_pointer(context, builder, array_type, data, indices,
-                                            wraparound=False)
-        vector_type = _llvm_ir.VectorType(_llvm_ir.FloatType(), 4)
-        vector = builder.load(builder.bitcast(pointer, vector_type.as_pointer()), align=16)
-        items = [builder.extract_element(vector, _llvm_ir.Constant(_llvm_ir.IntType(32), i))
-                 for i in range(4)]
-        return context.make_tuple(builder, sig.return_type, items)
-
-    return signature, codegen
-'''
-
-_STORE4 = '''\
-@_intrinsic
-def _store4(typingctx, array, index, a, b, c, d):
-    """a, b, c, d into array[index] and the 3 elements after it (along the last axis)
-    as one 16-byte store; the caller guarantees the address is a multiple of 16."""
-    if not (isinstance(array, _types.Array) and array.dtype == _types.float32
-            and isinstance(index, _types.BaseTuple) and len(index) == array.ndim):
-        return None
-    signature = _types.void(array, index, _types.float32, _types.float32, _types.float32,
-                            _types.float32)
-
-    def codegen(context, builder, sig, args):
-        array_type, index_type = sig.args[:2]
-        data = context.make_array(array_type)(context, builder, args[0])
-        indices = [context.cast(builder, i, t, _types.intp) for i, t in
-                   zip(_cgutils.unpack_tuple(builder, args[1], len(index_type)), index_type)]
-        pointer = _cgutils.get_item_pointer(context, builder, array_type, data, indices,
-                                            wraparound=False)
-        vector_type = _llvm_ir.VectorType(_llvm_ir.FloatType(), 4)
-        vector = _llvm_ir.Constant(vector_type, _llvm_ir.Undefined)
-        for i, (value, value_type) in enumerate(zip(args[2:], sig.args[2:])):
-            value = context.cast(builder, value, value_type, _types.float32)
-            vector = builder.insert_element(vector, value, _llvm_ir.Constant(_llvm_ir.IntType(32), i))
-        builder.store(vector, builder.bitcast(pointer, vector_type.as_pointer()), align=16)
-        return context.get_dummy_value()
-
-    return signature, codegen
-'''
 
 _TILED_KERNEL = '''\
 class _TiledKernel:
@@ -179,12 +116,6 @@ class _TiledKernel:
 # 32768 / (BM * BN) blocks resident; a tile's K loop costs in proportion to the
 # shared-memory reads per FMA, (BM + BN) / (BM * BN); time ~ waves of resident blocks
 # times that. Ties go to the smaller tile (less work wasted past the edges).
-_ALIGNED16 = '''\
-def _aligned16(array):
-    """Whether a device array's data starts on a 16-byte boundary."""
-    return array.__cuda_array_interface__["data"][0] % 16 == 0
-'''
-
 _CONTRACTION_GEOMETRY = '''\
 def _contraction_geometry(m_size, n_size, batch_size):
     """(BM, BN), grid and threads of a contraction over m_size x n_size outputs per
@@ -219,13 +150,12 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
 
 
 _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_pointwise_blocks": _POINTWISE_BLOCKS,
-          "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS, "_intrinsic": _INTRINSIC_IMPORTS, "_load4": _LOAD4, "_store4": _STORE4,
-          "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
-          "_aligned16": _ALIGNED16}
+          "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
+          "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY}
 # The order helpers appear in a module: device helpers before those that call them.
-_NEEDS = {"_load4": ("_intrinsic",), "_store4": ("_intrinsic",)}  # helpers a helper uses
-ORDER = ["_intrinsic", "_load4", "_store4", "_maximum", "_minimum"] + [block_reduce_name(c) for c in ("add", "max", "min")] + [
-    "_pointwise_blocks", "_row_blocks", "_row_threads", "_TiledKernel", "_contraction_geometry", "_aligned16"]
+ORDER = ["_maximum", "_minimum"] + [block_reduce_name(c) for c in ("add", "max", "min")] + [
+    "_vector_access", "_pointwise_blocks", "_row_blocks", "_row_threads", "_vector_ready",
+    "_TiledKernel", "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:
@@ -233,10 +163,10 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     texts = {}
     for name in [n for n in ORDER if n.startswith("_block_reduce_") and n in used]:
         texts[name] = _block_reduce(name.removeprefix("_block_reduce_"), target, used)
-    used = used | {dep for name in used for dep in _NEEDS.get(name, ())}
+    fixed = {**_FIXED, **vector_helper_sources(target)}
     for name in used:
-        if name in _FIXED:
-            texts[name] = _FIXED[name]
+        if name in fixed:
+            texts[name] = fixed[name]
     unknown = used - set(ORDER)
     assert not unknown, f"undefined helpers {unknown}"
     return [texts[n] for n in ORDER if n in texts]

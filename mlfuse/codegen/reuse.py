@@ -1,6 +1,6 @@
-"""Which loads a kernel may issue early or keep in registers.
+"""Which loads a kernel may issue early or keep in registers, and which values.
 
-Two analyses behind the fast schedules of ``emit_kernel``:
+Three analyses behind the fast schedules of ``emit_kernel``:
 
 - :func:`prefetchable_loads`: in a loop-free pointwise body, the loads whose indices
   come from the loop indices through arith alone. The kernel issues them for several
@@ -10,6 +10,8 @@ Two analyses behind the fast schedules of ``emit_kernel``:
 - :func:`row_held_loads`: in a row kernel, the same for each top-level row loop, and
   the loads of the same row element that several row loops repeat: the registers
   variant loads each once into a per-thread local array and later loops read it there.
+- :func:`row_reused_values`: the same for costly values several row loops compute
+  (softmax's exp(x - max)): the first loop keeps them, later loops read them.
 """
 from __future__ import annotations
 
@@ -64,6 +66,13 @@ def prefetchable_loads(body: Block) -> tuple[list[Operation], list[Operation]]:
     return loads, index_ops[::-1]
 
 
+def defined_inside(loops: list[Operation]) -> set[int]:
+    """Ids of the values ``loops`` define (results and loop indices, nested ones too):
+    what changes from one iteration to the next."""
+    return {id(v) for loop in loops for o in loop.walk()
+            for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
+
+
 def row_held_loads(row_loops: list[Operation]) -> tuple[list[Held], dict[int, list]]:
     """The registers variant's plan for a row kernel's top-level reduces and fors:
     every load a row loop can issue early gets a local array, and loads of the same
@@ -71,8 +80,7 @@ def row_held_loads(row_loops: list[Operation]) -> tuple[list[Held], dict[int, li
     loop's own index or values from outside the loops, in the same places) share one,
     filled by the first loop. Also each loop's index ops (by id of the loop).
     A load directly in a loop's body runs on every iteration, so it fills every slot."""
-    inside = {id(v) for loop in row_loops for o in loop.walk()
-              for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
+    inside = defined_inside(row_loops)
     groups: dict[object, Held] = {}
     index_ops = {}
     for loop in row_loops:
@@ -86,3 +94,75 @@ def row_held_loads(row_loops: list[Operation]) -> tuple[list[Held], dict[int, li
                        tuple("k" if v is k else id(v) for v in indices))
             groups.setdefault(key, Held()).loads.append(o)
     return list(groups.values()), index_ops
+
+
+# Ops that cost many instructions (libdevice calls, IEEE division): worth a register per
+# slot to compute once per row instead of in every row loop that needs them.
+COSTLY = frozenset(f"arith.{name}" for name in (
+    "exp", "log", "tanh", "sigmoid", "gelu", "silu", "sin", "cos", "erf", "div", "pow",
+    "sqrt", "rsqrt"))
+
+
+@dataclass
+class Reuse:
+    """The registers variant's plan for values that several row loops compute: ``kept``
+    (id of the op in the first loop -> its op), ``again`` (id of a later loop's op ->
+    the op whose kept value it reads instead of computing), ``dead`` (ids of later ops
+    whose only uses were the ops that now read a kept value: not emitted)."""
+
+    kept: dict[int, Operation] = field(default_factory=dict)
+    again: dict[int, Operation] = field(default_factory=dict)
+    dead: set[int] = field(default_factory=set)
+
+
+def _value_keys(loop: Operation, keys: dict[int, object], inside: set[int]) -> list[Operation]:
+    """Key each top-level load and arith result of ``loop`` by what it computes (equal
+    keys: equal values in the same slot of loops of one extent); returns those ops."""
+    def key(v):
+        return keys.get(id(v), ("own", id(v)) if id(v) in inside else ("outside", id(v)))
+    keys[id(loop.body.args[0])] = ("index",)
+    ops = [o for o in loop.body.ops if o.results and (isinstance(o, LoadOp)
+                                                      or o.name.startswith("arith."))]
+    for o in ops:
+        attributes = repr(sorted(o.attributes.items()))
+        keys[id(o.result)] = (o.name, attributes, tuple(key(v) for v in o.operands))
+    return ops
+
+
+def _costly(op: Operation, again: dict[int, Operation]) -> bool:
+    """Whether computing ``op`` again would run a COSTLY op (its own or an operand's)."""
+    return op.name in COSTLY or any(
+        id(getattr(v, "op", None)) in again and _costly(v.op, again) for v in op.operands)
+
+
+def row_reused_values(row_loops: list[Operation]) -> Reuse:
+    """Which arith values a later row loop takes from an earlier one of the same extent
+    instead of computing them again: those some op of the later loop still needs,
+    where computing them would cost a COSTLY op (softmax's exp(x - max) in its sum
+    and in its output loop). A later loop's ops that only fed them are dead."""
+    inside = defined_inside(row_loops)
+    keys: dict[int, object] = {}
+    computed: dict[object, Operation] = {}  # (extent, key) -> the first op computing it
+    plan = Reuse()
+    for loop in row_loops:
+        ops = _value_keys(loop, keys, inside)
+        same = {id(o): computed[(loop["extent"], keys[id(o.result)])] for o in ops
+                if (loop["extent"], keys[id(o.result)]) in computed and o.name != "loops.load"}
+        users = [o for o in loop.walk() if o is not loop]
+        needed = {id(v) for o in users if id(o) not in same for v in o.operands}
+        for o in ops:
+            if (id(o) in same and id(o.result) in needed and _costly(o, same)
+                    and COMPUTE_TYPE[o.result.type.dtype] in SHARED_TYPE):
+                plan.kept[id(same[id(o)])] = same[id(o)]
+                plan.again[id(o)] = same[id(o)]
+        top = {id(o) for o in ops}
+        live = {id(v) for o in users if id(o) not in top for v in o.operands}
+        for o in reversed(ops):  # backwards: which of them a live op still needs
+            if id(o.result) not in live:
+                plan.dead.add(id(o))
+            elif id(o) not in plan.again:  # one that reads a kept value needs nothing
+                live.update(id(v) for v in o.operands)
+        for o in ops:
+            if o.name.startswith("arith.") and o.operands:  # constants: nothing to save
+                computed.setdefault((loop["extent"], keys[id(o.result)]), o)
+    return plan

@@ -1,0 +1,103 @@
+"""The phases of a vector kernel: a thread's values as vectors of VECTOR_WIDTH neighbours.
+
+A mixin of ``emit_kernel.KernelEmitter`` for its "-vector" variants. Each phase runs
+over the thread's vectors (``vec``); within a vector, over its lanes (``lane``), whose
+``slot`` in the thread's local arrays is ``vec * VECTOR_WIDTH + lane``. The loops have
+constant trip counts, so Numba unrolls them and the local arrays become registers.
+
+The host launches a vector kernel only where VECTOR_WIDTH divides the innermost
+extent, so every vector is whole: no lane needs a bounds check.
+
+- fill: one ``_load_vector`` per vector access; the other early loads value by value
+  in the vector's lanes.
+- compute: the body in every lane; a store that is a vector access writes its value
+  into a local array instead, and the drain then stores the whole vector at once.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from dialects.loops import LoadOp, StoreOp
+from mlfuse.ir.core import Operation, Value
+
+from .emit_scalar import COMPUTE_TYPE
+
+VECTOR_WIDTH = "VECTOR_WIDTH"
+
+
+@dataclass
+class Lanes:
+    """The innermost loop index of a vector loop: its value, the name its lanes give it,
+    the name of its value at the vector's first lane, and its extent."""
+
+    arg: Value
+    index: str
+    first: str
+    limit: str
+
+
+class VectorPhases:
+    """Needs from its host class: w, local, namer, held, fills, staged, vector_loads,
+    lanes, helpers, local_array, statement, fill_line, index."""
+
+    def plan_vectors(self, accesses: list[Operation], size: str) -> None:
+        """Record which loads fill a vector at a time, and give each store that is a
+        vector access a local array of ``size`` slots to wait in."""
+        self.helpers.add("_vector_access")
+        self.vector_loads = {id(o) for o in accesses if isinstance(o, LoadOp)}
+        for o in accesses:
+            if isinstance(o, StoreOp):
+                buf = o.operands[1]
+                self.staged[id(o)] = self.local_array(
+                    f"{self.namer(buf)}_vals", COMPUTE_TYPE[buf.type.dtype], size)
+
+    @contextmanager
+    def each_vector(self, count: str, first: str, limit: str):
+        """``vec`` over ``count`` vectors, with ``first`` (the innermost or flat index of
+        its first value) for each vector that starts before ``limit``."""
+        w, loc = self.w, self.local
+        with w.indented(f"for {loc['vec']} in range({count}):"):
+            w.line(f"{loc['first']} = {first}")
+            with w.indented(f"if {loc['first']} < {limit}:"):
+                yield
+
+    @contextmanager
+    def each_lane(self):
+        """``lane`` over the current vector's values, with their ``slot`` and innermost
+        loop index (a vector kernel's vectors are whole: VECTOR_WIDTH divides the
+        innermost extent)."""
+        w, loc, lanes = self.w, self.local, self.lanes
+        with w.indented(f"for {loc['lane']} in range({VECTOR_WIDTH}):"):
+            w.line(f"{loc['slot']} = {loc['vec']} * {VECTOR_WIDTH} + {loc['lane']}")
+            w.line(f"{lanes.index} = {lanes.first} + {loc['lane']}")
+            yield
+
+    def vector_index(self, indices: list[Value]) -> str:
+        """The index tuple of a vector access's first value."""
+        names = [self.lanes.first if v is self.lanes.arg else self.namer(v) for v in indices]
+        return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+
+    def vector_fill(self, owner: Operation) -> None:
+        """The current vector's fill phase of the loads ``owner`` issues early."""
+        w, loc = self.w, self.local
+        index_ops, loads = self.fills[id(owner)]
+        for o in loads:
+            if id(o) in self.vector_loads:
+                w.line(f"_load_vector({self.namer(o.operands[0])}, "
+                       f"{self.vector_index(o.operands[1:])}, {self.held[id(o)]}, "
+                       f"{loc['vec']} * {VECTOR_WIDTH})")
+        single = [o for o in loads if id(o) not in self.vector_loads]
+        if single:
+            with self.each_lane():
+                for o in index_ops:
+                    self.statement(o, shared=False)
+                for o in single:
+                    self.fill_line(o)
+
+    def vector_drain(self, stores: list[Operation]) -> None:
+        """The current vector's stores, once its lanes have computed their values."""
+        for o in stores:
+            self.w.line(f"_store_vector({self.namer(o.operands[1])}, "
+                        f"{self.vector_index(o.operands[2:])}, {self.staged[id(o)]}, "
+                        f"{self.local['vec']} * {VECTOR_WIDTH})")

@@ -1,0 +1,247 @@
+"""Vector accesses: VECTOR_WIDTH neighbouring 4-byte values in one load or store.
+
+A GPU thread that loads 4 floats with one ``ld.global.v4.f32`` (16 bytes) keeps one
+address instead of four and issues a quarter of the instructions. Numba has no float4,
+so on the "cuda" target the generated module defines two small intrinsics that emit
+the PTX vector load and store themselves (inline PTX through llvmlite, which Numba
+brings); on the "simulator" target the same two names are plain device functions
+that move the values one by one and raise where the GPU would fault on a misaligned
+address, so CI runs the vector kernels' index math as they are.
+
+Which accesses qualify (:func:`pointwise_vector_accesses`, :func:`row_vector_accesses`):
+plain loads and stores of 4-byte values whose last index is the innermost loop index
+itself and whose other indices stay fixed while it steps. A vector kernel reads and
+writes those VECTOR_WIDTH at a time and every other access one by one. The host
+launches it only when ``_vector_ready`` finds every such buffer's rows starting on a
+vector boundary, and falls back on the scalar kernel otherwise.
+"""
+from __future__ import annotations
+
+from dialects.loops import LoadOp, StoreOp
+from mlfuse.ir.core import Block, Operation, Value
+
+from .reuse import defined_inside, prefetchable_loads
+
+VECTOR_DTYPES = ("f32", "i32")  # 4 bytes each: VECTOR_WIDTH 4 makes a 16-byte access
+
+
+def _buffer_and_indices(op: Operation) -> tuple[Value, list[Value]]:
+    if isinstance(op, LoadOp):
+        return op.operands[0], list(op.operands[1:])
+    return op.operands[1], list(op.operands[2:])
+
+
+def vectorizable(op: Operation, index: Value, fixed) -> bool:
+    """Whether the load or store ``op`` touches neighbouring values of its buffer as
+    ``index`` steps: ``index`` is its last index and appears nowhere else, and every
+    other index is ``fixed`` (does not change while ``index`` steps)."""
+    if not isinstance(op, (LoadOp, StoreOp)):
+        return False
+    buf, indices = _buffer_and_indices(op)
+    return (buf.type.dtype in VECTOR_DTYPES and bool(indices) and indices[-1] is index
+            and all(v is not index and fixed(v) for v in indices[:-1]))
+
+
+def pointwise_vector_accesses(body: Block) -> list[Operation]:
+    """The early loads and the stores of a loop-free pointwise body that vectors of
+    neighbouring points (along the last loop index) may share."""
+    *outer, last = body.args
+    made_here = {id(r) for o in body.ops for r in o.results}
+
+    def fixed(v):  # another loop index, or a value from outside the body
+        return any(v is a for a in outer) or id(v) not in made_here
+    candidates = prefetchable_loads(body)[0] + [o for o in body.ops if isinstance(o, StoreOp)]
+    return [o for o in candidates if vectorizable(o, last, fixed)]
+
+
+def row_vector_accesses(row_loops: list[Operation]) -> list[Operation]:
+    """The early loads and the stores of a row kernel's top-level reduces and fors
+    that vectors of neighbouring row values may share."""
+    inside = defined_inside(row_loops)
+    accesses = []
+    for loop in row_loops:
+        candidates = prefetchable_loads(loop.body)[0] + [
+            o for o in loop.body.ops if isinstance(o, StoreOp)]
+        accesses += [o for o in candidates
+                     if vectorizable(o, loop.body.args[0], lambda v: id(v) not in inside)]
+    return accesses
+
+
+def vector_buffers(accesses: list[Operation]) -> list[Value]:
+    """The buffers of ``accesses``, each once: the host checks their alignment."""
+    buffers: list[Value] = []
+    for o in accesses:
+        buf = _buffer_and_indices(o)[0]
+        if not any(buf is b for b in buffers):
+            buffers.append(buf)
+    return buffers
+
+
+# -- helpers the generated module defines --------------------------------------------
+
+# The "cuda" target's intrinsics: PTX vector loads and stores between a buffer and a
+# per-thread local array (whose slots Numba keeps in registers once its loops unroll).
+_CUDA_INTRINSICS = '''\
+# PTX type and register class of each element type a vector access may move.
+_VECTOR_PTX = {types.float32: ("f32", "f"), types.int32: ("s32", "r")}
+
+
+def _vector_operands(context, builder, sig, args):
+    """LLVM pointers to array[index] (a vector's first value) and to values[slot + lane]
+    for each lane: what a vector load or store moves between."""
+    array_type, index_type, values_type, slot_type = sig.args
+    array, index, values, slot = args
+    indices = [context.cast(builder, i, t, types.intp)
+               for i, t in zip(cgutils.unpack_tuple(builder, index, index_type.count),
+                               index_type)]
+    first = cgutils.get_item_pointer(
+        context, builder, array_type, context.make_array(array_type)(context, builder, array),
+        indices)
+    local = context.make_array(values_type)(context, builder, values)
+    slot = context.cast(builder, slot, slot_type, types.intp)
+    lanes = [cgutils.get_item_pointer(context, builder, values_type, local,
+                                      [builder.add(slot, ir.Constant(slot.type, lane))])
+             for lane in range(VECTOR_WIDTH)]
+    return first, lanes
+
+
+def _vector_intrinsic(move):
+    """An intrinsic ``(array, index, values, slot)`` whose code ``move`` emits, given
+    the element type, its PTX type and register class, and the operands' pointers."""
+    @intrinsic
+    def access(typingctx, array, index, values, slot):
+        if values.dtype != array.dtype or array.dtype not in _VECTOR_PTX:
+            return None
+
+        def codegen(context, builder, sig, args):
+            element = context.get_value_type(array.dtype)
+            move(builder, element, *_VECTOR_PTX[array.dtype],
+                 *_vector_operands(context, builder, sig, args))
+        return types.void(array, index, values, slot), codegen
+    return access
+
+
+def _vector_load(builder, element, ptx, register, first, lanes):
+    """values[slot + lane] = the lane-th value from array[index] on along the last axis,
+    for each of the VECTOR_WIDTH lanes, in one PTX vector load. array[index] must be
+    aligned to the vector (the host checks before it launches a vector kernel)."""
+    outputs = ", ".join(f"${lane}" for lane in range(VECTOR_WIDTH))
+    load = ir.InlineAsm(
+        ir.FunctionType(ir.LiteralStructType([element] * VECTOR_WIDTH), [first.type]),
+        f"ld.global{LOAD_CACHE}.v{VECTOR_WIDTH}.{ptx} {{{outputs}}}, [${VECTOR_WIDTH}];",
+        ",".join([f"={register}"] * VECTOR_WIDTH + ["l"]))
+    loaded = builder.call(load, [first])
+    for lane, pointer in enumerate(lanes):
+        builder.store(builder.extract_value(loaded, lane), pointer)
+
+
+def _vector_store(builder, element, ptx, register, first, lanes):
+    """The lane-th value from array[index] on along the last axis = values[slot + lane],
+    for each of the VECTOR_WIDTH lanes, in one PTX vector store (aligned, as above)."""
+    inputs = ", ".join(f"${lane + 1}" for lane in range(VECTOR_WIDTH))
+    store = ir.InlineAsm(
+        ir.FunctionType(ir.VoidType(), [first.type] + [element] * VECTOR_WIDTH),
+        f"st.global{STORE_CACHE}.v{VECTOR_WIDTH}.{ptx} [$0], {{{inputs}}};",
+        ",".join(["l"] + [register] * VECTOR_WIDTH) + ",~{memory}")
+    builder.call(store, [first] + [builder.load(p) for p in lanes])
+
+
+def _shared_load(builder, element, ptx, register, first, lanes):
+    """As _vector_load, from shared memory: an LLVM vector load, which the compiler
+    turns into ld.shared.v4 (it knows the address is in a shared array)."""
+    vector_type = ir.VectorType(element, VECTOR_WIDTH)
+    vector = builder.load(builder.bitcast(first, vector_type.as_pointer()),
+                          align=VECTOR_WIDTH * 4)
+    for lane, pointer in enumerate(lanes):
+        builder.store(builder.extract_element(vector, ir.Constant(ir.IntType(32), lane)),
+                      pointer)
+
+
+def _shared_store(builder, element, ptx, register, first, lanes):
+    """As _vector_store, into shared memory (st.shared.v4)."""
+    vector_type = ir.VectorType(element, VECTOR_WIDTH)
+    vector = ir.Constant(vector_type, ir.Undefined)
+    for lane, pointer in enumerate(lanes):
+        vector = builder.insert_element(vector, builder.load(pointer),
+                                        ir.Constant(ir.IntType(32), lane))
+    builder.store(vector, builder.bitcast(first, vector_type.as_pointer()),
+                  align=VECTOR_WIDTH * 4)
+
+
+_load_vector = _vector_intrinsic(_vector_load)
+_store_vector = _vector_intrinsic(_vector_store)
+_load_shared = _vector_intrinsic(_shared_load)  # contraction tiles: see emit_contraction.py
+_store_shared = _vector_intrinsic(_shared_store)
+'''
+
+# The simulator's stand-ins: the same signatures, one value at a time, and the fault a
+# misaligned vector access would raise on the GPU.
+_SIMULATOR_ACCESSES = '''\
+@cuda.jit(device=True)
+def _vector_row(array, index):
+    """The last-axis view of ``array`` that holds array[index], and the position of
+    array[index] in it; raises where a GPU vector access there would fault."""
+    row, first = array[index[:-1]], index[-1]
+    address = row[first:].__array_interface__["data"][0]
+    if address % (VECTOR_WIDTH * row.dtype.itemsize):
+        raise RuntimeError("misaligned vector access: the host launched a vector kernel "
+                           "on a buffer whose rows do not start on a vector boundary")
+    return row, first
+
+
+@cuda.jit(device=True)
+def _load_vector(array, index, values, slot):
+    """values[slot + lane] = the lane-th value from array[index] on along the last axis,
+    for each of the VECTOR_WIDTH lanes (one vector load on the GPU)."""
+    row, first = _vector_row(array, index)
+    for lane in range(VECTOR_WIDTH):
+        values[slot + lane] = row[first + lane]
+
+
+@cuda.jit(device=True)
+def _store_vector(array, index, values, slot):
+    """The lane-th value from array[index] on along the last axis = values[slot + lane],
+    for each of the VECTOR_WIDTH lanes (one vector store on the GPU)."""
+    row, first = _vector_row(array, index)
+    for lane in range(VECTOR_WIDTH):
+        row[first + lane] = values[slot + lane]
+'''
+
+_VECTOR_READY = '''\
+def _vector_ready(*arrays):
+    """Whether a vector kernel may take ``arrays``: each has contiguous rows that start
+    on a vector boundary (VECTOR_WIDTH values), so every vector access is aligned."""
+    for array in arrays:
+        align = VECTOR_WIDTH * array.dtype.itemsize
+        if (_address(array) % align or array.strides[-1] != array.dtype.itemsize
+                or any(stride % align for stride in array.strides[:-1])):
+            return False
+    return True
+'''
+
+_ADDRESS = {
+    "cuda": '''\
+def _address(array):
+    """The device address of a Numba device array's first element."""
+    return array.device_ctypes_pointer.value or 0
+''',
+    "simulator": '''\
+def _address(array):
+    """The address of a simulated device array's first element (host memory)."""
+    return array.ctypes.data
+'''}
+
+# What the "cuda" target's intrinsics import beyond the module's usual imports.
+CUDA_IMPORTS = ("from llvmlite import ir", "from numba import types",
+                "from numba.cuda import cgutils", "from numba.cuda.extending import intrinsic")
+# Module-level names the vector helpers define or import: generated names avoid them.
+VECTOR_NAMES = ("_VECTOR_PTX", "_vector_operands", "_vector_intrinsic", "_vector_load",
+                "_vector_store", "_vector_row", "_load_vector", "_store_vector", "_address",
+                "_shared_load", "_shared_store", "_load_shared", "_store_shared",
+                "ir", "types", "cgutils", "intrinsic")
+
+
+def vector_helper_sources(target: str) -> dict[str, str]:
+    """Source of each vector helper on ``target``, by the name a module uses."""
+    device = _CUDA_INTRINSICS if target == "cuda" else _SIMULATOR_ACCESSES
+    return {"_vector_access": device, "_vector_ready": _ADDRESS[target] + "\n\n" + _VECTOR_READY}

@@ -1,0 +1,256 @@
+"""Vector variants (VECTOR_WIDTH values per load or store): the host launches one only
+for whole, aligned vectors and the scalar kernel otherwise; both agree with NumPy
+under the simulator, whose stand-in for a vector access faults on a misaligned
+address as the GPU does, so a wrong choice by the host cannot pass unseen."""
+import ast
+import dataclasses
+import glob
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlfuse.dialects_loaded  # noqa: F401
+from mlfuse.codegen import generate
+from mlfuse.ir import parse_ir
+from mlfuse.runtime import load_source
+from mlfuse.target import get_target
+
+from helpers import assert_close, record_launches
+from test_codegen import BROADCAST, CHAIN, NORM, SOFTMAX, _kernel_text, rng_array, row_reduce
+
+ROOT = Path(__file__).resolve().parent.parent
+# two vectors per pointwise thread, so the vector loop runs more than once
+HW = dataclasses.replace(get_target(), pointwise_per_thread=8)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFUSE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def kernel_names(source: str) -> list[str]:
+    return re.findall(r"^@cuda\.jit\ndef (\w+)\(", source, flags=re.M)
+
+
+def launch(text: str, *arrays, hw=HW):
+    """The program's first function on device copies of ``arrays`` (or device arrays
+    as given): its result(s) on the host, and the kernels it launched."""
+    from numba import cuda
+    source = generate(parse_ir(text), "simulator", hw)
+    module = load_source(source, "vector_test")
+    launched = record_launches(module, kernel_names(source))
+    args = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in arrays]
+    out = next(iter(module.ENTRY_POINTS.values()))(*args)
+    got = tuple(o.copy_to_host() for o in out) if isinstance(out, tuple) else out.copy_to_host()
+    return got, launched
+
+
+def offset_by_one(array: np.ndarray):
+    """A device array holding ``array`` one element past a 16-byte boundary."""
+    from numba import cuda
+    flat = np.concatenate([np.zeros(1, array.dtype), array.ravel()])
+    return cuda.to_device(flat)[1:].reshape(array.shape)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+# -- pointwise -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [4, 1032])
+def test_chain_takes_the_vector_kernel_for_whole_aligned_vectors(n):
+    x, b = rng_array(n, seed=1), rng_array(n, seed=2)
+    got, launched = launch(CHAIN, x, b)
+    assert_close(got, np.maximum(x * np.float32(2) + b, np.float32(0)), n_ops=3)
+    assert launched == ["chain_0_vector"]
+
+
+@pytest.mark.parametrize("n", [1, 37, 1030])
+def test_chain_off_the_vector_width_takes_the_scalar_kernel(n):
+    x, b = rng_array(n, seed=1), rng_array(n, seed=2)
+    got, launched = launch(CHAIN, x, b)
+    assert_close(got, np.maximum(x * np.float32(2) + b, np.float32(0)), n_ops=3)
+    assert launched == ["chain_0"]
+
+
+def test_chain_with_a_misaligned_input_takes_the_scalar_kernel():
+    x, b = rng_array(64, seed=1), rng_array(64, seed=2)
+    got, launched = launch(CHAIN, offset_by_one(x), b)
+    assert_close(got, np.maximum(x * np.float32(2) + b, np.float32(0)), n_ops=3)
+    assert launched == ["chain_0"]
+
+
+def test_the_simulated_vector_access_faults_on_a_misaligned_address_like_the_gpu():
+    from numba import cuda
+    module = load_source(generate(parse_ir(CHAIN), "simulator", HW), "misaligned")
+    x = offset_by_one(rng_array(8))
+    out = cuda.device_array(8, np.float32)
+    with pytest.raises(Exception, match="misaligned vector access"):
+        module.chain_0_vector[1, 2](x, cuda.to_device(rng_array(8)), out, 8)
+
+
+MIXED = """\
+func @mix(%x: buf<f32[N, M]>, %y: buf<f32[N]>) -> (buf<f32[N, M]>, buf<f32[M, N]>) {
+  %t = loops.alloc : buf<f32[N, M]>
+  %u = loops.alloc : buf<f32[M, N]>
+  loops.parallel {extents = [N, M]} (%i: index, %j: index) {
+    %a = loops.load %x, %i, %j : f32
+    %b = loops.load %y, %i : f32
+    %s = arith.add %a, %b : f32
+    loops.store %s, %t, %i, %j
+    loops.store %a, %u, %j, %i
+  }
+  return %t, %u
+}
+"""
+
+
+@pytest.mark.parametrize("m,kernel", [(8, "mix_0_vector"), (6, "mix_0")])
+def test_two_dim_space_takes_vectors_only_where_they_stay_within_a_row(m, kernel):
+    """x and t move as vectors along j; y[i] and the transposed store u[j, i] are not
+    vector accesses and go value by value in the same kernel."""
+    x, y = rng_array((5, m)), rng_array(5, seed=4)
+    (t, u), launched = launch(MIXED, x, y)
+    assert_close(t, x + y[:, None])
+    np.testing.assert_array_equal(u, x.T)
+    assert launched == [kernel]
+
+
+def test_vector_accesses_are_the_last_axis_neighbours_and_the_rest_go_value_by_value():
+    kernel = _kernel_text(generate(parse_ir(MIXED), "simulator", HW), "mix_0_vector")
+    assert "_load_vector(x, (i, j_first), x_vals, vec * VECTOR_WIDTH)" in kernel
+    assert "y_vals[slot] = y[i]" in kernel
+    assert "_store_vector(t, (i, j_first), t_vals, vec * VECTOR_WIDTH)" in kernel
+    assert "u[j, i] = a" in kernel
+
+
+def test_constant_innermost_extent_decides_the_vector_variant_when_generating():
+    assert "def bias_0_vector(" in generate(parse_ir(BROADCAST), "simulator")
+    six = BROADCAST.replace("4]", "6]").replace(", 4]", ", 6]")
+    assert "_vector" not in generate(parse_ir(six), "simulator")
+    x, y = rng_array((7, 4)), rng_array(4, seed=3)
+    got, launched = launch(BROADCAST, x, y)
+    assert_close(got, x + y)
+    assert launched == ["bias_0_vector"]
+
+
+# -- rows ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,kernel", [((3, 48), "softmax_0_vector"),
+                                          ((3, 50), "softmax_0"),
+                                          ((2, 4), "softmax_0_vector")])
+def test_softmax_rows_take_the_vector_kernel_when_their_length_allows(shape, kernel):
+    x = rng_array(shape)
+    got, launched = launch(SOFTMAX, x)
+    assert_close(got, softmax(x), n_ops=shape[1] + 4)
+    assert launched == [kernel]
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # inf - inf, as in NumPy
+def test_vector_softmax_propagates_nan_and_inf_like_numpy():
+    x = rng_array((4, 40))
+    x[0, 17] = np.nan   # a NaN anywhere makes the whole row NaN
+    x[1, 39] = np.inf   # inf - inf in the last vector of the row
+    x[2, 0] = -np.inf   # exp(-inf) = 0
+    x[3, :] = -np.inf   # max = -inf: every value NaN
+    with np.errstate(invalid="ignore"):
+        want = softmax(x)
+    got, launched = launch(SOFTMAX, x)
+    assert_close(got, want, n_ops=44)
+    assert np.isnan(got[0]).all() and np.isnan(got[3]).all() and not np.isnan(got[2]).any()
+    assert launched == ["softmax_0_vector"]
+
+
+@pytest.mark.parametrize("combiner,init,numpy", [("max", "-inf", np.max), ("min", "inf", np.min)])
+def test_vector_row_max_and_min_propagate_nan(combiner, init, numpy):
+    x = rng_array((3, 40))
+    x[0, 17] = np.nan
+    x[2, 39] = np.nan
+    got, launched = launch(row_reduce(combiner, init, "row"), x)
+    assert_close(got, numpy(x, axis=1))
+    assert np.isnan(got[0]) and np.isnan(got[2]) and not np.isnan(got[1])
+    assert launched == ["reduce_0_vector"]
+
+
+def test_vector_i32_row_sum_stays_exact():
+    x = np.random.default_rng(0).integers(-1000, 1000, (3, 64)).astype(np.int32)
+    got, launched = launch(row_reduce("add", "0", "row", "i32"), x)
+    np.testing.assert_array_equal(got, x.sum(axis=1, dtype=np.int32))
+    assert launched == ["reduce_0_vector"]
+
+
+@pytest.mark.parametrize("misaligned", [None, "x", "g"])
+def test_row_kernel_takes_the_scalar_kernel_when_any_vector_buffer_is_misaligned(misaligned):
+    x, g = rng_array((4, 24)), rng_array(24, seed=5)
+    args = [offset_by_one(a) if name == misaligned else a for name, a in (("x", x), ("g", g))]
+    got, launched = launch(NORM, *args)
+    assert_close(got, (x - x.sum(axis=1, keepdims=True)) * g, n_ops=26)
+    assert launched == ["norm_0" if misaligned else "norm_0_vector"]
+
+
+def test_vector_row_loads_each_vector_once_and_stores_it_whole():
+    kernel = _kernel_text(generate(parse_ir(NORM), "simulator"), "norm_0_vector")
+    assert kernel.count("_load_vector(x, (i, first), x_vals, vec * VECTOR_WIDTH)") == 1
+    assert "_load_vector(g, (first,), g_vals, vec * VECTOR_WIDTH)" in kernel
+    assert "_store_vector(out, (i, first), out_vals, vec * VECTOR_WIDTH)" in kernel
+    assert not re.search(r"\b(x|g|out)\[", kernel)  # nothing value by value
+
+
+# -- the generated module ------------------------------------------------------------
+
+def test_cuda_module_defines_the_vector_intrinsics_and_imports_only_numba_and_llvmlite():
+    source = generate(parse_ir(SOFTMAX), "cuda")
+    modules = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            modules.add(node.module.split(".")[0])
+    assert modules == {"math", "numpy", "numba", "llvmlite"}
+    assert "_load_vector = _vector_intrinsic(_vector_load)" in source
+    assert "_store_vector = _vector_intrinsic(_vector_store)" in source
+    assert 'f"ld.global{LOAD_CACHE}.v{VECTOR_WIDTH}.{ptx}' in source
+    assert 'f"st.global{STORE_CACHE}.v{VECTOR_WIDTH}.{ptx}' in source
+    assert "llvmlite" not in generate(parse_ir(SOFTMAX), "simulator")
+
+
+def test_vector_width_one_generates_no_vector_variant():
+    hw = dataclasses.replace(get_target(), vector_width=1)
+    for text in (CHAIN, SOFTMAX):
+        source = generate(parse_ir(text), "cuda", hw)
+        assert "_vector" not in source and "llvmlite" not in source
+
+
+def test_points_per_thread_must_be_a_multiple_of_the_vector_width():
+    with pytest.raises(ValueError, match="pointwise_per_thread must be a multiple"):
+        dataclasses.replace(get_target(), pointwise_per_thread=6)
+
+
+def _cuda_home() -> str | None:
+    found = [os.environ.get("CUDA_HOME", "")] + sorted(glob.glob("/usr/local/cuda*"))
+    return next((h for h in found if h and os.path.exists(f"{h}/bin/ptxas")), None)
+
+
+@pytest.mark.skipif(_cuda_home() is None, reason="needs the CUDA toolkit (libNVVM, ptxas)")
+def test_vector_kernels_compile_to_16_byte_accesses_without_spills():
+    """For the H100, with no GPU: PTX through Numba, registers and spills from ptxas."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(CUDA_HOME=_cuda_home(), PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ptx_report.py"),
+                           "--case", "ew_chain", "--case", "layernorm"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {line.split()[1]: line for line in done.stdout.splitlines()}
+    assert "ld.v4 0" not in rows["ew_chain_0_vector"] and "st.v4 0" not in rows[
+        "ew_chain_0_vector"]
+    layernorm = rows["layernorm_0_vector"]
+    assert "ld 0 / ld.v4 " in layernorm and "st 0 / st.v4 " in layernorm  # all vectors
+    for line in rows.values():
+        assert "0 B spilled, 0 B stack" in line, line
