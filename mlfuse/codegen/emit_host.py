@@ -187,8 +187,8 @@ class HostEmitter:
             flags.append(" and ".join(checks + [f"_address({self.namer(buffer)}) % 16 == 0"]))
         self.helpers.add("_contraction_geometry")
         tiles, grid, threads = (self.namer.fresh(n) for n in ("tiles", "grid", "threads"))
-        lines = [f"{tiles}, {grid}, {threads} = _contraction_geometry({sizes['m']}, "
-                 f"{sizes['n']}, {sizes['batch']})"]
+        lines = [f"{tiles}, {grid}, {threads} = _contraction_geometry({kernel.name}, "
+                 f"{sizes['m']}, {sizes['n']}, {k_size}, {sizes['batch']})"]
         config = self.namer.fresh("config")
         lines.append(f"{config} = {tiles} + ({flags[0]}, {flags[1]})  # BM, BN, VECTOR_A, VECTOR_B")
         lines.append(self.call(f"{kernel.name}[{config}]", f"{grid}, {threads}", args))

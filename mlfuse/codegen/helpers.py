@@ -100,10 +100,13 @@ def _row_threads(extent, most=1024):
 _TILED_KERNEL = '''\
 class _TiledKernel:
     """A contraction's kernels, one per configuration (BM, BN, VECTOR_A, VECTOR_B) of
-    its factory, each made (and compiled by Numba) on first use."""
+    its factory, each made (and compiled by Numba) on first use. ``tuned`` maps sizes
+    (m, n, k, batch) to the tile a search on the device found best (mlfuse fills it
+    from its tuning cache); ``last_shape`` is the latest launch's, for that search."""
 
     def __init__(self, factory):
         self.factory, self.kernels = factory, {}
+        self.tuned, self.last_shape = {}, None
 
     def __getitem__(self, config):
         if config not in self.kernels:
@@ -117,18 +120,23 @@ class _TiledKernel:
 # shared-memory reads per FMA, (BM + BN) / (BM * BN); time ~ waves of resident blocks
 # times that. Ties go to the smaller tile (less work wasted past the edges).
 _CONTRACTION_GEOMETRY = '''\
-def _contraction_geometry(m_size, n_size, batch_size):
-    """(BM, BN), grid and threads of a contraction over m_size x n_size outputs per
-    batch: the tile of CONTRACTION_TILES with the fewest waves of resident blocks,
-    weighted by its shared-memory reads per FMA (ties: the smaller tile)."""
-    best = None
-    for bm, bn in CONTRACTION_TILES:
-        blocks = -(-m_size // bm) * -(-n_size // bn) * batch_size
-        resident = SM_COUNT * max(1, 32768 // (bm * bn))
-        cost = (-(-blocks // resident)) * (bm + bn) / (bm * bn)
-        if best is None or cost <= best[0]:
-            best = (cost, bm, bn)
-    _, bm, bn = best
+def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
+    """(BM, BN), grid and threads of ``kernel`` (a _TiledKernel) over m_size x n_size
+    outputs per batch: the tuned tile for these sizes if a search found one, else the
+    tile of CONTRACTION_TILES with the fewest waves of resident blocks, weighted by its
+    shared-memory reads per FMA (ties: the smaller tile)."""
+    shape = (m_size, n_size, k_size, batch_size)
+    kernel.last_shape = shape
+    best = kernel.tuned.get(shape)
+    if best is None:
+        cost = None
+        for bm, bn in CONTRACTION_TILES:
+            blocks = -(-m_size // bm) * -(-n_size // bn) * batch_size
+            resident = SM_COUNT * max(1, 32768 // (bm * bn))
+            tile_cost = (-(-blocks // resident)) * (bm + bn) / (bm * bn)
+            if cost is None or tile_cost <= cost:
+                cost, best = tile_cost, (bm, bn)
+    bm, bn = best
     grid = (-(-m_size // bm) * -(-n_size // bn), 1, min(batch_size, 65535))
     return (bm, bn), grid, (bm // 8) * (bn // 8)
 '''
