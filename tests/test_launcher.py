@@ -113,11 +113,14 @@ def _plan_launches(plan):
     return [(la.kernel, la.grid, la.block, [describe(s) for s in la.args]) for la in plan.launches]
 
 
-@pytest.mark.parametrize("case", ["pointwise", "unfused", "registers", "streaming", "two"])
-def test_a_plan_launches_what_the_host_function_launches(case):
+@pytest.mark.parametrize("case,columns", [("pointwise", 0), ("unfused", 0), ("registers", 50),
+                                          ("registers", 20), ("streaming", 70), ("two", 0)])
+def test_a_plan_launches_what_the_host_function_launches(case, columns):
+    """Launches, grids, blocks and arguments as the host function makes them; the row
+    constants are small so that 50 values fit in registers (2 x 32) and 70 do not."""
     if case in ("registers", "streaming"):
-        python_module = small_rows_module(2 if case == "registers" else 1, 32)
-        name, args = "softmax", [device(3, 50)]
+        python_module = small_rows_module(2, 32)
+        name, args = "softmax", [device(3, columns)]
     elif case == "two":
         python_module = mlfuse.compile_source(TWO_RESULTS, "two.fuse", fuse=False).python_module
         name, args = "two", [device(3, 40), device(40, seed=1)]
@@ -131,22 +134,12 @@ def test_a_plan_launches_what_the_host_function_launches(case):
     assert trace.refused is None and trace.plan is not None
     assert _plan_launches(trace.plan) == expected
     kernels = [la.kernel for la in trace.plan.launches]
-    assert {"pointwise": ["chain_0"], "unfused": [f"chain_{i}" for i in range(5)],
-            "registers": ["softmax_0"], "streaming": ["softmax_0_streaming"]}.get(
-                case, kernels) == kernels
+    assert len(kernels) == {"pointwise": 1, "unfused": 5, "registers": 1, "streaming": 1,
+                            "two": 2}[case]  # two: y = x * b, then sum(y)
+    if case in ("registers", "streaming"):
+        assert ("streaming" in kernels[0]) == (case == "streaming")
     if case == "two":
         assert [s.kind for s in trace.plan.results] == ["buffer", "buffer"]
-
-
-def test_a_row_plan_has_the_thread_count_the_dims_give():
-    python_module = small_rows_module(2, 32)
-    for columns, threads in ((50, 32), (20, 32)):
-        _, trace = trace_call(python_module.softmax, [device(2, columns)], 1)
-        assert trace.plan.launches[0].block == (threads, 1, 1)
-        assert trace.plan.launches[0].grid == (2, 1, 1)
-    _, trace = trace_call(python_module.softmax, [device(2, 70)], 1)  # 70 > 2 * 32
-    assert trace.plan.launches[0].kernel == "softmax_0_streaming"
-    assert trace.plan.launches[0].block == (128, 1, 1)
 
 
 def test_an_empty_space_plans_no_launch():
