@@ -169,7 +169,7 @@ def section_cases(rows):
                         plans = fn.fast_path.plans
                         bound = [p for p in plans.values() if p is not None]
                         log(f"{name} {kind} {mode}: {len(bound)}/{len(plans)} plans bound, "
-                            f"launches per call {[len(p._launches) for p in bound]}, "
+                            f"kernels {[[la[0].name for la in p._launches] for p in bound]}, "
                             f"refused {list(fn.fast_path.refused.values())}")
                     args = to_kind([np.random.default_rng(9).standard_normal(s)
                                     .astype(np.float32) for s in shapes], kind)

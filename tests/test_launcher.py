@@ -434,7 +434,8 @@ class _FakeLaunch:
     """cuLaunchKernel as the driver does it: parameters read from the packed words."""
 
     def __init__(self, name, kernel, grid, block, shared_bytes, params):
-        self.kernel, self.grid, self.block, self.params = kernel, grid, block, params
+        self.name, self.kernel, self.grid, self.block, self.params = name, kernel, grid, block, \
+            params
 
     def __call__(self):
         words, values, at = list(self.params.words), [], 0
