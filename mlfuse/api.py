@@ -11,23 +11,38 @@ from pathlib import Path
 from .errors import MlfuseError
 from .ir.builtin import ModuleOp
 from .runtime import default_target, load_source, simulator_enabled
-from .runtime_args import Signature, bind_arguments, convert_result
+from .launcher import FastPath, fast_path
+from .runtime_args import HOST, Signature, bind_arguments, convert_result
 
 
 class CompiledFunction:
-    """One compiled func: checks its arguments, launches its kernels, returns results."""
+    """One compiled func: checks its arguments, launches its kernels, returns results.
 
-    def __init__(self, signature: Signature, host):
+    A call whose arguments match a plan (``fast_path``, see mlfuse/launcher.py) is
+    launched from it; any other takes the normal path: checks, the host function,
+    Numba's launches (and may leave a plan for the next call like it)."""
+
+    def __init__(self, signature: Signature, host, fast_path: FastPath | None = None):
         self.signature = signature
         self.host = host  # the generated host function (device arrays in and out)
+        self.fast_path = fast_path
 
     @property
     def name(self) -> str:
         return self.signature.func
 
     def __call__(self, *args):
+        fast = self.fast_path
+        if fast is not None:
+            key, pointers = fast.read(args)
+            planned = fast.plans.get(key)
+            if planned is not None:
+                return planned(args, pointers)
         call = bind_arguments(self.signature, args)
-        results = self.host(*call.device_args)
+        if fast is not None and call.kind != HOST:
+            results = fast.call_and_plan(self.host, args, call)
+        else:
+            results = self.host(*call.device_args)
         if self.signature.num_results == 1:
             return convert_result(results, call.kind)
         return tuple(convert_result(r, call.kind) for r in results)
@@ -45,9 +60,11 @@ class CompiledModule:
         self.source = source
         self.target = target
         self.python_module = python_module
-        self.functions = {f.sym_name: CompiledFunction(Signature.of(f),
-                                                       python_module.ENTRY_POINTS[f.sym_name])
-                          for f in ir.funcs}
+        self.functions = {}
+        for f in ir.funcs:
+            signature = Signature.of(f)
+            self.functions[f.sym_name] = CompiledFunction(
+                signature, python_module.ENTRY_POINTS[f.sym_name], fast_path(target, signature))
 
     def kernels(self, name: str) -> list:
         """The kernels function ``name`` launches, in order (fused.kernel or loops.parallel ops)."""
