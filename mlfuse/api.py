@@ -10,8 +10,8 @@ from pathlib import Path
 
 from .errors import MlfuseError
 from .ir.builtin import ModuleOp
-from .runtime import default_target, load_source, simulator_enabled
 from .launcher import FastPath, fast_path
+from .runtime import default_target, load_source, simulator_enabled
 from .runtime_args import HOST, Signature, bind_arguments, convert_result
 
 
@@ -110,7 +110,12 @@ def compile_ir(module: ModuleOp, target: str | None = None, name: str = "module"
         from .runtime_memory import install
         install()  # results are allocated on every call: reuse freed buffers
     source = generate(module, target)
-    return CompiledModule(module, source, target, load_source(source, name))
+    python_module = load_source(source, name)
+    if target == "cuda":  # tile shapes an earlier `mlfuse bench --tune` found on this GPU
+        from .device import device_name
+        from .tuning import apply_cached
+        apply_cached(python_module, source, device_name())
+    return CompiledModule(module, source, target, python_module)
 
 
 def compile_source(text: str, filename: str = "<string>", fuse: bool = True,

@@ -201,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     fusing(b)
     b.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
     b.add_argument("--json", help="write the numbers here as JSON")
+    b.add_argument("--tune", action="store_true",
+                   help="first search each contraction kernel's tile shape for these sizes on "
+                        "this GPU and remember it (later compiles use it)")
     b.set_defaults(fn=cmd_bench)
     return p
 

@@ -36,8 +36,10 @@ def measure_copy_bandwidth() -> float:
     return 2 * n * 4 / (best_ms * 1e-3)
 
 
-def bench_function(text, path, func, dims, seed=0, fuse_options=None) -> dict:
-    """Compile ``func`` fused and unfused, check both, time both; return the numbers."""
+def bench_function(text, path, func, dims, seed=0, fuse_options=None, tune=False) -> dict:
+    """Compile ``func`` fused and unfused, check both, time both; return the numbers.
+    ``tune``: first search the tile shape of each contraction kernel (mlfuse.tuning)
+    and remember it."""
     from numba import cuda
     from .api import compile_source
     from .benchmark import rotations, time_gpu
@@ -56,6 +58,8 @@ def bench_function(text, path, func, dims, seed=0, fuse_options=None) -> dict:
         status(f"{name}: compiling and checking {label}")
         mod = compile_source(text, path, fuse=fuse, target="cuda", fuse_options=fuse_options)
         f = mod[name]
+        if tune:
+            out.setdefault("tuned", {})[label] = tune_tiles(mod, f, sets[0])
         got = f(*[cuda.to_device(a) for a in inputs])
         got = got if isinstance(got, tuple) else (got,)
         checks = [compare(e, g.copy_to_host(), ops, reduced) for e, g in zip(expected, got)]
@@ -66,6 +70,26 @@ def bench_function(text, path, func, dims, seed=0, fuse_options=None) -> dict:
                       "max_abs_error": max(c.max_abs_error for c in checks)}
     status("")
     return out
+
+
+def tune_tiles(mod, f, args) -> dict:
+    """Search and remember the tile shape of each contraction kernel of ``f`` for
+    these sizes; returns {kernel: {"shape", "best", "model", "ms"}} for --json."""
+    from .benchmark import time_gpu
+    from .device import device_name
+    from .tuning import remember, tune
+
+    def timer(call):
+        return time_gpu(lambda i: call(), repeats=5, budget_ms=300).median_ms
+    choices = tune(f, mod.python_module, args, timer, progress=status)
+    remember(mod.source, device_name(), choices)
+    for c in choices:
+        times = ", ".join(f"{bm}x{bn} {ms:.3f}" for (bm, bn), ms in c.times_ms.items())
+        sys.stderr.write(f"\r\033[Ktuned {c.kernel} at (m, n, k, batch) = {c.shape}: "
+                         f"{c.best[0]}x{c.best[1]} (model: {c.model[0]}x{c.model[1]}); ms: {times}\n")
+    return {c.kernel: {"shape": list(c.shape), "best": list(c.best), "model": list(c.model),
+                       "ms": {f"{bm}x{bn}": ms for (bm, bn), ms in c.times_ms.items()}}
+            for c in choices}
 
 
 def bytes_moved(func, dims: dict) -> tuple[int, int]:
@@ -102,7 +126,7 @@ def bench_command(args) -> int:
     rows = []
     for func in module.funcs:
         dims = bind_dims(func, parse_dims(args.dim), default=None)
-        r = bench_function(text, args.file, func, dims)
+        r = bench_function(text, args.file, func, dims, tune=args.tune)
         results.append(r)
         fused, unfused = r["fused"], r["unfused"]
         bw = r["bytes_fused"] / (fused["median_ms"] * 1e-3)

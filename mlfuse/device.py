@@ -40,3 +40,10 @@ def choose_device(force_simulator: bool = False, announce: bool = True) -> str:
         sys.stderr.write(f"mlfuse: running on {'Numba CUDA simulator' if target == 'simulator' else 'GPU'}"
                          f" ({why})\n")
     return target
+
+
+def device_name() -> str:
+    """The current CUDA device's name (e.g. "NVIDIA H100 80GB HBM3")."""
+    from numba import cuda
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)

@@ -167,9 +167,38 @@ class _RecordingKernel:
         return getattr(self._kernel, name)
 
 
+class _RecordingTiles:
+    """A contraction's ``_TiledKernel`` as the host function sees it: ``tiles[config]``
+    is a recording kernel; the tile table and the last launch shape pass through (the
+    host's ``_contraction_geometry`` reads and writes them)."""
+
+    def __init__(self, name: str, tiles, trace: Trace):
+        self._name, self._tiles, self._trace = name, tiles, trace
+
+    def __getitem__(self, config):
+        return _RecordingKernel(f"{self._name}{list(config)}", self._tiles[config], self._trace)
+
+    @property
+    def tuned(self):
+        return self._tiles.tuned
+
+    @property
+    def last_shape(self):
+        return self._tiles.last_shape
+
+    @last_shape.setter
+    def last_shape(self, shape):
+        self._tiles.last_shape = shape
+
+
 def _is_kernel(value) -> bool:
     """A Numba CUDA kernel (or the simulator's): launched as ``kernel[grid, block](...)``."""
     return hasattr(value, "py_func") and callable(getattr(type(value), "__getitem__", None))
+
+
+def _is_tiled(value) -> bool:
+    """A contraction's kernels by tile configuration (``_TiledKernel``)."""
+    return type(value).__name__ == "_TiledKernel" and hasattr(value, "factory")
 
 
 def trace_call(host, device_args, num_results: int):
@@ -180,6 +209,8 @@ def trace_call(host, device_args, num_results: int):
     for name, value in host.__globals__.items():
         if _is_kernel(value):
             scope[name] = _RecordingKernel(name, value, trace)
+        elif _is_tiled(value):
+            scope[name] = _RecordingTiles(name, value, trace)
     if "cuda" in scope:
         scope["cuda"] = _RecordingCuda(scope["cuda"], trace)
     recording = types.FunctionType(host.__code__, scope, host.__name__, host.__defaults__,

@@ -142,6 +142,26 @@ def test_a_plan_launches_what_the_host_function_launches(case, columns):
         assert [s.kind for s in trace.plan.results] == ["buffer", "buffer"]
 
 
+MATMUL = ("func mm(x: f32[M, K], w: f32[K, N], b: f32[N]) -> f32[M, N] {\n"
+          "    return relu(matmul(x, w) + b)\n}\n")
+
+
+def test_a_plan_holds_the_tiled_launch_of_a_contraction():
+    """A contraction's kernel is one of a _TiledKernel's configurations: the plan must
+    launch it too (a plan without it would return an unwritten result)."""
+    module = mlfuse.compile_source(MATMUL, "mm.fuse")
+    python_module, host = module.python_module, module.mm.host
+    args = [device(20, 12), device(12, 24, seed=1), device(24, seed=2)]
+    results, trace = trace_call(host, args, 1)
+    assert trace.refused is None
+    (launch,) = trace.plan.launches
+    tiles, grid, threads = python_module._contraction_geometry(python_module.mm_0, 20, 24, 12, 1)
+    assert launch.kernel.startswith("mm_0[")
+    assert (launch.grid, launch.block) == (_dim3(grid), _dim3(threads))
+    x, w, b = (a.copy_to_host() for a in args)
+    assert_close(results.copy_to_host(), np.maximum(x @ w + b, 0), 3, "matmul", reduced=12)
+
+
 def test_an_empty_space_plans_no_launch():
     module = mlfuse.compile_source(CHAIN, "chain.fuse")
     x = cuda.device_array(0, np.float32)

@@ -1,0 +1,73 @@
+"""Tile tuning of contraction kernels (mlfuse.tuning) on the CPU: the search times
+each tile shape at the call's sizes and keeps the fastest, calls then launch that
+tile and still compute the right result, and the choice survives in the cache file
+for a later compile of the same source on the same device."""
+import numpy as np
+import pytest
+
+import mlfuse
+from mlfuse.tuning import apply_cached, remember, tiled_kernels, tune
+
+from helpers import assert_close
+
+MATMUL = ("func mm(x: f32[M, K], w: f32[K, N]) -> f32[M, N] {\n"
+          "    return matmul(x, w) + 1.0\n}\n")
+TILES = ((16, 16), (32, 16))  # both run on the simulator (4 and 8 threads a block)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFUSE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def compiled():
+    module = mlfuse.compile_source(MATMUL, "mm.fuse", target="simulator")
+    module.python_module.CONTRACTION_TILES = TILES
+    return module
+
+
+def args(m=33, k=10, n=18):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+
+
+def test_the_search_keeps_the_fastest_tile_and_calls_use_it():
+    module = compiled()
+    x, w = args()
+    launched = []
+
+    def timer(call):  # a stand-in clock: the 32 x 16 tile is "fastest"
+        call()
+        (kernel,) = tiled_kernels(module.python_module).values()
+        tile = kernel.tuned[kernel.last_shape]
+        launched.append(tile)
+        return {(16, 16): 2.0, (32, 16): 1.0}[tile]
+
+    (choice,) = tune(module.mm, module.python_module, [x, w], timer)
+    assert choice.kernel == "mm_0" and choice.shape == (33, 18, 10, 1)
+    assert sorted(launched) == sorted(TILES) and choice.best == (32, 16)
+    kernel = module.python_module.mm_0
+    assert module.python_module._contraction_geometry(kernel, 33, 18, 10, 1)[0] == (32, 16)
+    assert_close(module.mm(x, w), x @ w + 1.0, 2, "tuned", reduced=10)
+    assert (32, 16, False, False) in kernel.kernels  # the tuned tile really ran
+
+
+def test_a_remembered_choice_reaches_a_later_compile_of_the_same_source():
+    module = compiled()
+    x, w = args()
+    (choice,) = tune(module.mm, module.python_module, [x, w],
+                     lambda call: {(16, 16): 1.0, (32, 16): 3.0}[
+                         module.python_module.mm_0.tuned[(33, 18, 10, 1)]])
+    remember(module.source, "Some GPU", [choice])
+    later = compiled()
+    assert apply_cached(later.python_module, later.source, "Other GPU") == 0
+    assert apply_cached(later.python_module, later.source, "Some GPU") == 1
+    assert later.python_module.mm_0.tuned == {(33, 18, 10, 1): (16, 16)}
+
+
+def test_without_tuning_the_model_picks_the_tile():
+    module = compiled()
+    geometry = module.python_module._contraction_geometry
+    tiles, grid, threads = geometry(module.python_module.mm_0, 33, 18, 10, 1)
+    assert tiles in TILES
+    assert grid[0] == -(-33 // tiles[0]) * -(-18 // tiles[1]) and threads == tiles[0] * tiles[1] // 64
