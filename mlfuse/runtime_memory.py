@@ -45,7 +45,9 @@ def _manager_class():
             super().__init__(*args, **kwargs)
             self.cached = defaultdict(list)  # rounded size -> owned pointers not in use
             self.hits = self.misses = 0
-            self._context = weakref.proxy(self.context)
+            # Numba first builds a dummy manager with context=None (set_memory_manager
+            # checks the plugin's interface): it allocates nothing
+            self._context = weakref.proxy(self.context) if self.context is not None else None
 
         def memalloc(self, size):
             rounded = _rounded(size)

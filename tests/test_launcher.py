@@ -411,6 +411,13 @@ def test_a_cached_block_comes_back_when_the_last_array_on_it_dies():
     _run_plain(_LENDING)
 
 
+def test_numba_accepts_the_caching_allocator():
+    """set_memory_manager first builds the plugin with context=None to check it (a
+    crash there once broke every compiled call on the GPU)."""
+    _run_plain("from numba import cuda\nfrom mlfuse.runtime_memory import _manager_class\n"
+               "cuda.set_memory_manager(_manager_class())\nprint('ok')\n")
+
+
 # -- DriverCall, with the simulator's kernels behind a stand-in driver ----------------
 
 class _FakeDevice:
