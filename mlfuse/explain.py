@@ -183,6 +183,9 @@ def attach_compiled_resources(reports: list[FunctionReport], python_module) -> N
     for r in reports:
         for k in r.kernels:
             dispatcher = getattr(python_module, k.name, None)
+            if hasattr(dispatcher, "factory"):  # a contraction: its tile configurations
+                compiled = list(dispatcher.kernels.values())  # in the order they ran
+                dispatcher = compiled[-1] if compiled else None
             if dispatcher is None or not getattr(dispatcher, "overloads", None):
                 continue
             k.registers = _one(dispatcher.get_regs_per_thread())
