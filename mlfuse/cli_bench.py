@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import sys
 
-from .cli import _read, _select_func, parse_dims
+from .cli import parse_dims
+from .cli_program import load_program
 from .device import gpu_present
 
 
@@ -36,25 +37,26 @@ def measure_copy_bandwidth() -> float:
     return 2 * n * 4 / (best_ms * 1e-3)
 
 
-def bench_function(text, path, func, dims, seed=0, fuse_options=None) -> dict:
-    """Compile ``func`` fused and unfused, check both, time both; return the numbers."""
+def bench_function(program, func, dims, seed=0, fuse_options=None) -> dict:
+    """Compile ``func`` of ``program`` (a cli_program.Program) fused and unfused, check
+    both, time both; return the numbers."""
     from numba import cuda
-    from .api import compile_source
     from .benchmark import rotations, time_gpu
     from .interp import run_tensor
-    from .testing import compare, program_size, random_inputs
+    from .testing import compare, program_size
 
     name = func.sym_name
-    inputs = random_inputs(func, dims, seed)
+    inputs = program.inputs(func, dims, seed)
     expected = run_tensor(func, inputs)
     ops, reduced = program_size(func)
     bytes_unfused, bytes_fused = bytes_moved(func, dims)
     n_sets = rotations(sum(a.nbytes for a in inputs))
-    sets = [[cuda.to_device(a) for a in random_inputs(func, dims, seed + k)] for k in range(n_sets)]
+    sets = [[cuda.to_device(a) for a in program.inputs(func, dims, seed + k)]
+            for k in range(n_sets)]
     out = {"func": name, "dims": dims, "bytes_fused": bytes_fused, "bytes_unfused": bytes_unfused}
     for label, fuse in (("fused", True), ("unfused", False)):
         status(f"{name}: compiling and checking {label}")
-        mod = compile_source(text, path, fuse=fuse, target="cuda", fuse_options=fuse_options)
+        mod = program.compile(fuse=fuse, target="cuda", fuse_options=fuse_options)
         f = mod[name]
         got = f(*[cuda.to_device(a) for a in inputs])
         got = got if isinstance(got, tuple) else (got,)
@@ -92,17 +94,15 @@ def bench_command(args) -> int:
     from .runtime_memory import install
     install()  # before any Numba CUDA call: compiled functions allocate their results per call
     from .benchmark import markdown_table
-    from .driver import parse_program
     from .testing import bind_dims
-    text = _read(args.file)
-    module = _select_func(parse_program(text, args.file), args.func)
+    program = load_program(args.file, args.func)
     status("measuring copy bandwidth")
     copy = measure_copy_bandwidth()
     results = []
     rows = []
-    for func in module.funcs:
+    for func in program.module.funcs:
         dims = bind_dims(func, parse_dims(args.dim), default=None)
-        r = bench_function(text, args.file, func, dims)
+        r = bench_function(program, func, dims)
         results.append(r)
         fused, unfused = r["fused"], r["unfused"]
         bw = r["bytes_fused"] / (fused["median_ms"] * 1e-3)

@@ -6,29 +6,27 @@ import warnings
 
 import numpy as np
 
-from .cli import _fuse_options, _read, _select_func, parse_dims
+from .cli import _fuse_options, parse_dims
+from .cli_program import load_program
 from .device import choose_device
 
 DEFAULT_DIM = 64
 
 
 def run_command(args) -> int:
+    program = load_program(args.file, args.func)  # a mistake in it is the only message
+    dims = parse_dims(args.dim)
     target = choose_device(force_simulator=args.simulator)
-    from .api import compile_source
-    from .driver import parse_program
     from .interp import run_tensor
-    from .testing import bind_dims, compare, program_size, random_inputs
+    from .testing import bind_dims, compare, program_size
     from numba.core.errors import NumbaPerformanceWarning
 
-    text = _read(args.file)
-    module = _select_func(parse_program(text, args.file), args.func)
-    compiled = compile_source(text, args.file, fuse=not args.no_fuse, target=target,
-                              fuse_options=_fuse_options(args))
-    dims = parse_dims(args.dim)
+    compiled = program.compile(fuse=not args.no_fuse, target=target,
+                               fuse_options=_fuse_options(args))
     failures = 0
-    for func in module.funcs:
+    for func in program.module.funcs:
         bound = bind_dims(func, dims, default=DEFAULT_DIM)
-        inputs = random_inputs(func, bound, args.seed)
+        inputs = program.inputs(func, bound, args.seed)
         expected = run_tensor(func, inputs)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             # the simulator runs kernels through NumPy, which warns on inf/nan arithmetic
@@ -46,7 +44,8 @@ def run_command(args) -> int:
             status = "PASS" if c.ok else "FAIL"
             failures += not c.ok
             print(f"  result {i}: {ref.dtype}{list(ref.shape)} max abs error {c.max_abs_error:.3g}, "
-                  f"max rel error {c.max_rel_error:.3g} ({c.message}): {status}")
+                  f"max rel error {c.max_rel_error:.3g}; worst element at "
+                  f"{100 * c.allowance_used:.0f}% of its allowance ({c.message}): {status}")
     print("PASS" if not failures else f"FAIL ({failures} result(s) differ)")
     sys.stdout.flush()
     return 0 if not failures else 1

@@ -64,6 +64,36 @@ def test_user_errors_exit_1_with_position_and_no_traceback(capsys, tmp_path):
     assert code == 1 and "cannot read" in err
 
 
+@pytest.mark.parametrize("command", ["compile", "opt", "run", "explain"])
+def test_bytes_that_are_not_utf8_are_a_located_error(capsys, tmp_path, command):
+    junk = tmp_path / "junk.fuse"
+    junk.write_bytes(b"func f(x: f32[N]) -> f32[N] {\n  return x \xff\x00\x1b[2J\n}\n")
+    code, out, err = run(capsys, command, str(junk))
+    header, line, caret = err.splitlines()
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert header == f"mlfuse: {junk}:2:12: error: byte 0xff is not UTF-8 (is this a binary file?)"
+    assert line == "      return x \ufffd\ufffd\ufffd[2J"  # control characters not echoed
+    assert caret == " " * (4 + 11) + "^"
+
+
+def test_a_file_with_no_function_is_an_error(capsys, tmp_path):
+    empty = tmp_path / "empty.fuse"
+    empty.write_text("# nothing here yet\n")
+    for command in ("compile", "run"):
+        code, out, err = run(capsys, command, str(empty))
+        assert code == 1 and out == ""
+        assert err.startswith(f"mlfuse: {empty}:1:1: error: no function in the file")
+
+
+def test_an_output_that_cannot_be_written_is_an_error(capsys, tmp_path):
+    missing_dir = tmp_path / "no" / "such" / "dir" / "out.py"
+    for argv in (["compile", CHAIN, "-o", str(missing_dir)],
+                 ["explain", CHAIN, "-o", str(missing_dir)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 1 and err == f"mlfuse: error: cannot write {missing_dir}: " \
+                                    "No such file or directory\n"
+
+
 def test_unknown_pass_and_function_are_errors(capsys, tmp_path):
     _, loops, _ = run(capsys, "compile", CHAIN, "--emit", "loops")
     src = tmp_path / "c.mlir"

@@ -105,6 +105,13 @@ def test_error_names_the_offending_token(source, position, message):
     assert line == "    " + source.splitlines()[int(position.split(":")[0]) - 1]
 
 
+@pytest.mark.parametrize("source", ["", "\n\n", "# a comment, no function\n"])
+def test_a_file_without_functions_is_an_error_at_its_start(source):
+    with pytest.raises(MlfuseError, match="no function in the file") as info:
+        parse_source(source, "t.fuse")
+    assert (info.value.loc.line, info.value.loc.column) == (1, 1)
+
+
 def check_parse(text: str) -> None:
     """A module or an MlfuseError with a position: never any other exception."""
     try:
