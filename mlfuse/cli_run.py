@@ -43,8 +43,8 @@ def run_command(args) -> int:
             c = compare(ref, out, ops, reduced)
             status = "PASS" if c.ok else "FAIL"
             failures += not c.ok
-            print(f"  result {i}: {ref.dtype}{list(ref.shape)} max abs error {c.max_abs_error:.3g}, "
-                  f"max rel error {c.max_rel_error:.3g}; worst element at "
+            print(f"  result {i}: {ref.dtype}{list(ref.shape)} max abs error "
+                  f"{c.max_abs_error:.3g}, max rel error {c.max_rel_error:.3g}; worst element at "
                   f"{100 * c.allowance_used:.0f}% of its allowance ({c.message}): {status}")
     print("PASS" if not failures else f"FAIL ({failures} result(s) differ)")
     sys.stdout.flush()

@@ -125,6 +125,41 @@ def test_bench_without_a_gpu_says_so_and_exits_2(capsys):
     assert code == 2 and "no CUDA GPU" in err
 
 
+def test_bench_checks_and_reports_each_function_with_stand_ins_for_the_gpu(
+        capsys, tmp_path, monkeypatch):
+    """bench's plumbing on the simulator: the GPU check, the copy bandwidth and the
+    timer are stand-ins; compiling, checking against the interpreter, the table and
+    --json are the real thing (for a .fuse file and an ONNX model's bound initializers)."""
+    import mlfuse.benchmark
+    import mlfuse.cli_bench
+    import mlfuse.runtime_memory
+    from mlfuse.cli_program import Program
+    calls = []
+
+    def fake_timer(fn, n_sets=1, **kw):
+        fn(0)
+        calls.append(n_sets)
+        return mlfuse.benchmark.summarize([0.5, 0.5, 0.5])
+    compile_for_gpu = Program.compile
+    monkeypatch.setattr(mlfuse.cli_bench, "gpu_present", lambda: True)
+    monkeypatch.setattr(mlfuse.cli_bench, "measure_copy_bandwidth", lambda: 2.0e12)
+    monkeypatch.setattr(mlfuse.runtime_memory, "install", lambda: None)
+    monkeypatch.setattr(mlfuse.benchmark, "time_gpu", fake_timer)
+    monkeypatch.setattr(Program, "compile", lambda self, fuse=True, target=None, fuse_options=None:
+                        compile_for_gpu(self, fuse, "simulator", fuse_options))
+    out = tmp_path / "bench.json"
+    code, text, _ = run(capsys, "bench", CHAIN, "--dim", "N=1000", "--json", str(out))
+    assert code == 0 and "| chain | 0.500 | 0.500 |" in text and "| 1 / 5 | yes |" in text
+    (chain,) = json.loads(out.read_text())["functions"]
+    assert chain["fused"]["checked"] and chain["unfused"]["checked"] and len(calls) == 2
+    # fused: read x, b and write once (4000 bytes each); unfused: 5 kernels, 12 transfers
+    assert (chain["bytes_fused"], chain["bytes_unfused"]) == (12000, 48000)
+    onnx_model = ROOT / "examples" / "onnx" / "mlp.onnx"
+    pytest.importorskip("onnx")
+    code, text, _ = run(capsys, "bench", str(onnx_model))
+    assert code == 0 and "| main_graph |" in text and text.rstrip().endswith("| yes |")
+
+
 def test_version_and_bad_dim(capsys):
     with pytest.raises(SystemExit) as info:
         main(["--version"])
