@@ -143,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
     r.add_argument("--simulator", action="store_true", help="force Numba's CUDA simulator")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--inputs", metavar="NPZ", help="arrays by parameter name (np.savez) "
+                   "instead of random ones, e.g. a fuzz failure's inputs")
     r.set_defaults(fn=cmd_run)
 
     e = sub.add_parser("explain", help="report the fusion decisions")

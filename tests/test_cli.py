@@ -110,6 +110,19 @@ def test_run_checks_against_the_interpreter_on_the_simulator(capsys):
     assert "simulator" in err
 
 
+def test_run_takes_inputs_from_an_npz_file_and_leaves_out_undecided_elements(capsys, tmp_path):
+    case = ROOT / "tests" / "regressions" / "layernorm_inf_gamma_equal_values"
+    code, out, _ = run(capsys, "run", str(case.with_suffix(".fuse")),
+                       "--inputs", str(case.with_suffix(".npz")))
+    assert code == 0 and "8 undecided element(s) left out): PASS" in out
+    text = tmp_path / "not.npz"
+    text.write_text("x = 1\n")
+    for inputs, message in ((tmp_path / "missing.npz", "cannot read inputs"),
+                            (text, "is not an .npz file of arrays (np.savez)")):
+        code, out, err = run(capsys, "run", CHAIN, "--inputs", str(inputs))
+        assert code == 1 and message in err and out == ""
+
+
 def test_explain_text_json_and_dot(capsys):
     code, out, _ = run(capsys, "explain", SOFTMAX, "--dim", "R=16384", "--dim", "C=4096")
     assert code == 0 and "kernels:       5 -> 1" in out
