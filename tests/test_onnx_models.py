@@ -47,6 +47,19 @@ def test_fusion_report_of_the_encoder_block():
     assert report.bytes_after < report.bytes_before
 
 
+def test_device_arrays_in_give_device_arrays_out_with_initializers_copied_once():
+    from numba import cuda
+    model = compile_onnx(EXAMPLES / "mlp.onnx")
+    x = np.random.default_rng(2).standard_normal(MODELS["mlp"]).astype(np.float32)
+    (on_host,) = model(x)
+    (on_device,) = model(cuda.to_device(x))
+    constants = model._device_constants
+    (again,) = model(cuda.to_device(x))
+    assert not isinstance(on_device, np.ndarray) and model._device_constants is constants
+    np.testing.assert_array_equal(on_device.copy_to_host(), on_host)
+    np.testing.assert_array_equal(again.copy_to_host(), on_host)
+
+
 def test_compiled_model_launches_the_fused_kernels():
     model = compile_onnx(EXAMPLES / "mlp.onnx")
     unfused = compile_onnx(EXAMPLES / "mlp.onnx", fuse=False)
