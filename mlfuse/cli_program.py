@@ -23,7 +23,7 @@ def read_source(path: str) -> str:
     except OSError as e:
         raise MlfuseError(f"cannot read {path}: {e.strerror}") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte order mark (some Windows editors) is dropped
     except UnicodeDecodeError as e:
         line_start = data.rfind(b"\n", 0, e.start) + 1
         line = data[:e.start].count(b"\n") + 1

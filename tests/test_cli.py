@@ -76,6 +76,13 @@ def test_bytes_that_are_not_utf8_are_a_located_error(capsys, tmp_path, command):
     assert caret == " " * (4 + 11) + "^"
 
 
+def test_a_byte_order_mark_is_dropped(capsys, tmp_path):
+    src = tmp_path / "bom.fuse"
+    src.write_bytes(b"\xef\xbb\xbf" + Path(CHAIN).read_bytes())
+    code, out, _ = run(capsys, "compile", str(src), "--emit", "tensor")
+    assert code == 0 and out.startswith("func @chain")
+
+
 def test_a_file_with_no_function_is_an_error(capsys, tmp_path):
     empty = tmp_path / "empty.fuse"
     empty.write_text("# nothing here yet\n")
