@@ -151,8 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(e, output=True)
     fusing(e)
     e.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
-    e.add_argument("--json", action="store_true", help="machine-readable report")
-    e.add_argument("--dot", action="store_true", help="Graphviz graph of ops coloured by kernel")
+    form = e.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="machine-readable report")
+    form.add_argument("--dot", action="store_true", help="Graphviz graph of ops coloured by kernel")
     e.add_argument("--compile", action="store_true",
                    help="also compile on the GPU and report real registers, spills, shared memory")
     e.set_defaults(fn=cmd_explain)

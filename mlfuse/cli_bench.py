@@ -96,12 +96,13 @@ def bench_command(args) -> int:
     from .benchmark import markdown_table
     from .testing import bind_dims
     program = load_program(args.file, args.func)
+    given = program.dims(parse_dims(args.dim))
     status("measuring copy bandwidth")
     copy = measure_copy_bandwidth()
     results = []
     rows = []
     for func in program.module.funcs:
-        dims = bind_dims(func, parse_dims(args.dim), default=None)
+        dims = bind_dims(func, given, default=None)
         r = bench_function(program, func, dims)
         results.append(r)
         fused, unfused = r["fused"], r["unfused"]

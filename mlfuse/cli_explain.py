@@ -24,8 +24,8 @@ def _compile_and_measure(program, reports, dims, limit) -> None:
 
 
 def explain_command(args) -> int:
-    dims = parse_dims(args.dim)
     program = load_program(args.file, args.func)
+    dims = program.dims(parse_dims(args.dim))
     loops = lower(program.copy(), "loops")
     limit = 1 if args.no_fuse else args.fuse_limit
     reports = explain_module(loops, dims, limit)

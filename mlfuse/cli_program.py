@@ -78,6 +78,17 @@ class Program:
         from .driver import lower
         return compile_ir(lower(self.copy(), "fused", fuse, fuse_options), target, self.name)
 
+    def dims(self, given: dict) -> dict:
+        """``given`` (from --dim), checked: every name is a symbolic dim of some function
+        (a typo such as --dim n=5 would otherwise leave N at its default)."""
+        known = sorted({d for f in self.module.funcs for a in f.args for d in a.type.shape
+                        if isinstance(d, str)})
+        unknown = [name for name in given if name not in known]
+        if unknown:
+            raise MlfuseError(f"--dim {unknown[0]}: no such symbolic dim in {self.path} "
+                              f"(dims: {', '.join(known) or 'none'})")
+        return given
+
     def inputs(self, func, dims: dict, seed: int = 0) -> list:
         """Arguments for ``func``: random arrays, and the model's own arrays for the
         parameters it binds itself."""

@@ -21,7 +21,7 @@ DEFAULT_DIM = 64
 
 def run_command(args) -> int:
     program = load_program(args.file, args.func)  # a mistake in it is the only message
-    dims = parse_dims(args.dim)
+    dims = program.dims(parse_dims(args.dim))
     given = _load_arrays(args.inputs) if args.inputs else {}
     target = choose_device(force_simulator=args.simulator)
     from .interp import run_tensor

@@ -186,3 +186,13 @@ def test_version_and_bad_dim(capsys):
     assert info.value.code == 0 and __version__ in capsys.readouterr().out
     code, _, err = run(capsys, "run", CHAIN, "--dim", "N=ten")
     assert code == 1 and "--dim takes NAME=SIZE" in err
+    for command in ("run", "explain"):  # (bench checks the same, after finding a GPU)
+        code, out, err = run(capsys, command, CHAIN, "--dim", "n=5")  # a typo for N
+        assert (code, out) == (1, "")
+        assert err == f"mlfuse: error: --dim n: no such symbolic dim in {CHAIN} (dims: N)\n"
+
+
+def test_explain_prints_one_form(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["explain", CHAIN, "--json", "--dot"])
+    assert info.value.code == 2 and "not allowed with" in capsys.readouterr().err
