@@ -34,8 +34,13 @@ def run_command(args) -> int:
     failures = 0
     for func in program.module.funcs:
         bound = bind_dims(func, {**_dims_of(func, given), **dims}, default=DEFAULT_DIM)
-        inputs = [given.get(p.name_hint, a)
-                  for p, a in zip(func.args, program.inputs(func, bound, args.seed))]
+        try:
+            drawn = program.inputs(func, bound, args.seed)
+        except (MemoryError, ValueError) as e:  # NumPy: too large to allocate
+            raise MlfuseError(f"cannot make inputs for {func.sym_name} with "
+                              f"{', '.join(f'{k}={v}' for k, v in bound.items()) or 'its dims'}"
+                              f": {e}") from None
+        inputs = [given.get(p.name_hint, a) for p, a in zip(func.args, drawn)]
         with np.errstate(all="ignore"):
             expected = run_tensor(func, inputs)
             undecided = rounding_decided(func, inputs)

@@ -192,6 +192,12 @@ def test_version_and_bad_dim(capsys):
         assert err == f"mlfuse: error: --dim n: no such symbolic dim in {CHAIN} (dims: N)\n"
 
 
+def test_run_with_inputs_too_large_to_make_is_an_error(capsys):
+    code, out, err = run(capsys, "run", CHAIN, "--dim", f"N={2 ** 50}")
+    assert code == 1 and "Traceback" not in err
+    assert f"error: cannot make inputs for chain with N={2 ** 50}: " in err
+
+
 def test_explain_prints_one_form(capsys):
     with pytest.raises(SystemExit) as info:
         main(["explain", CHAIN, "--json", "--dot"])
