@@ -112,9 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--print-ir-after-all", action="store_true",
                         help="print the IR after each pass to stderr")
 
-    def fusing(sp):
+    def fusing(sp, no_fuse=True):
         sp.add_argument("--func", help="only this function")
-        sp.add_argument("--no-fuse", action="store_true", help="one kernel per op (the baseline)")
+        if no_fuse:  # (bench always measures both)
+            sp.add_argument("--no-fuse", action="store_true",
+                            help="one kernel per op (the baseline)")
         sp.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
 
     c = sub.add_parser("compile", help="compile .fuse files or ONNX models and print IR, "
@@ -160,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="time fused vs unfused on the GPU")
     common(b, output=False)
-    fusing(b)
+    fusing(b, no_fuse=False)
     b.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
     b.add_argument("--json", help="write the numbers here as JSON")
     b.set_defaults(fn=cmd_bench)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .cli import parse_dims
+from .cli import _fuse_options, parse_dims
 from .cli_program import load_program
 from .device import gpu_present
 
@@ -39,7 +39,8 @@ def measure_copy_bandwidth() -> float:
 
 def bench_function(program, func, dims, seed=0, fuse_options=None) -> dict:
     """Compile ``func`` of ``program`` (a cli_program.Program) fused and unfused, check
-    both, time both; return the numbers."""
+    both, time both; return the numbers. The fused kernels are planned at ``dims`` (and
+    ``fuse_options``' limit), as the bytes-moved figure is."""
     from numba import cuda
     from .benchmark import rotations, time_gpu
     from .interp import run_tensor
@@ -49,7 +50,8 @@ def bench_function(program, func, dims, seed=0, fuse_options=None) -> dict:
     inputs = program.inputs(func, dims, seed)
     expected = run_tensor(func, inputs)
     ops, reduced = program_size(func)
-    bytes_unfused, bytes_fused = bytes_moved(func, dims)
+    fuse_options = {**(fuse_options or {}), "dims": dims}
+    bytes_unfused, bytes_fused = bytes_moved(func, dims, fuse_options.get("limit"))
     n_sets = rotations(sum(a.nbytes for a in inputs))
     sets = [[cuda.to_device(a) for a in program.inputs(func, dims, seed + k)]
             for k in range(n_sets)]
@@ -70,12 +72,12 @@ def bench_function(program, func, dims, seed=0, fuse_options=None) -> dict:
     return out
 
 
-def bytes_moved(func, dims: dict) -> tuple[int, int]:
+def bytes_moved(func, dims: dict, limit: int | None = None) -> tuple[int, int]:
     """DRAM bytes (read + written) of one call unfused and fused, from the explain
     report's model: every kernel reads its inputs and writes its outputs once."""
     from .driver import lower
     from .explain import explain_module
-    report = explain_module(lower(_clone(func), "loops"), dims)[0]
+    report = explain_module(lower(_clone(func), "loops"), dims, limit)[0]
     return report.bytes_before, report.bytes_after
 
 
@@ -103,7 +105,7 @@ def bench_command(args) -> int:
     rows = []
     for func in program.module.funcs:
         dims = bind_dims(func, given, default=None)
-        r = bench_function(program, func, dims)
+        r = bench_function(program, func, dims, fuse_options=_fuse_options(args))
         results.append(r)
         fused, unfused = r["fused"], r["unfused"]
         bw = r["bytes_fused"] / (fused["median_ms"] * 1e-3)

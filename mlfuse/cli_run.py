@@ -29,8 +29,9 @@ def run_command(args) -> int:
     from .testing import bind_dims, compare, program_size
     from numba.core.errors import NumbaPerformanceWarning
 
+    # kernels planned at the sizes given, as `mlfuse explain --dim` reports them
     compiled = program.compile(fuse=not args.no_fuse, target=target,
-                               fuse_options=_fuse_options(args))
+                               fuse_options={**_fuse_options(args), "dims": dims})
     failures = 0
     for func in program.module.funcs:
         bound = bind_dims(func, {**_dims_of(func, given), **dims}, default=DEFAULT_DIM)

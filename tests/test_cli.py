@@ -174,6 +174,10 @@ def test_bench_checks_and_reports_each_function_with_stand_ins_for_the_gpu(
     assert chain["fused"]["checked"] and chain["unfused"]["checked"] and len(calls) == 2
     # fused: read x, b and write once (4000 bytes each); unfused: 5 kernels, 12 transfers
     assert (chain["bytes_fused"], chain["bytes_unfused"]) == (12000, 48000)
+    code, text, _ = run(capsys, "bench", CHAIN, "--dim", "N=1000", "--fuse-limit", "2",
+                        "--json", str(out))
+    (chain,) = json.loads(out.read_text())["functions"]
+    assert chain["fused"]["kernels"] == 3 and chain["bytes_fused"] == 32000  # as planned
     onnx_model = ROOT / "examples" / "onnx" / "mlp.onnx"
     pytest.importorskip("onnx")
     code, text, _ = run(capsys, "bench", str(onnx_model))
