@@ -2,10 +2,13 @@
 for the H100 (sm_90) by Numba and assembled by ptxas (tests/ptx_report.py). f32 programs
 have no f64 instruction (no silent promotion), no kernel spills or keeps a stack frame,
 and row kernels combine partial results with warp shuffles. Needs the CUDA toolkit
-(NVVM and ptxas; CUDA_HOME or /usr/local/cuda*): skipped where it is missing."""
+(NVVM, NVRTC and ptxas; CUDA_HOME or /usr/local/cuda*): skipped, with the reason,
+where a trivial kernel does not compile."""
+import functools
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,21 +29,46 @@ def cuda_home() -> str | None:
                 None)
 
 
-pytestmark = pytest.mark.skipif(cuda_home() is None or shutil.which("ptxas") is None,
-                                reason="needs the CUDA toolkit (NVVM and ptxas)")
+def environment() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(CUDA_HOME=cuda_home() or "", PYTHONPATH=os.pathsep.join([str(ROOT)] + sys.path))
+    return env
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain_problem() -> str | None:
+    """Why kernels cannot be compiled here (no NVVM, NVRTC or ptxas), or None."""
+    if cuda_home() is None or shutil.which("ptxas") is None:
+        return "needs the CUDA toolkit (NVVM and ptxas)"
+    probe = ("from numba import cuda\n"
+             "def k(x):\n    x[0] = 1.0\n"
+             "cuda.compile_ptx(k, 'void(float32[::1])', cc=(9, 0))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=environment(), timeout=300)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["?"]
+        error = [line for line in lines if re.match(r"[\w.]+(Error|Exception)\b", line)]
+        return "cannot compile for the GPU here: " + (error or lines)[-1][:200]
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _toolchain():
+    if toolchain_problem():
+        pytest.skip(toolchain_problem())
 
 
 def kernels(*argv) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env.update(CUDA_HOME=cuda_home(), PYTHONPATH=os.pathsep.join([str(ROOT)] + sys.path))
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "ptx_report.py"), *argv],
-                          capture_output=True, text=True, env=env, timeout=600)
+                          capture_output=True, text=True, env=environment(), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 @pytest.fixture(scope="module", params=["fused", "unfused"])
 def example_kernels(request):
+    if toolchain_problem():
+        pytest.skip(toolchain_problem())
     return kernels(*EXAMPLES, *DIMS, *(["--no-fuse"] if request.param == "unfused" else []))
 
 
