@@ -77,6 +77,16 @@ def test_an_element_minus_itself_is_exactly_zero_in_every_order():
     assert c.all() and np.isnan(r).all() and not uc.any() and not u.any()
 
 
+def test_functions_exact_at_an_exact_zero_and_exact_casts_stay_decided():
+    """exp(0) = cos(0) = 1 and sigmoid(0) = 0.5 in every libm; small integers cast exactly."""
+    body = ("g * (exp(x) - cos(x)), g * (sigmoid(x) - 0.5), "
+            "g * (cast(cast(x, dtype=i32), dtype=f32) - x)")
+    (a, b, c), undecided = decided(one(body, result="(f32[4], f32[4], f32[4])"),
+                                  np.zeros(4, F32), np.full(4, INF, F32))
+    assert np.isnan(a).all() and np.isnan(b).all() and np.isnan(c).all()
+    assert not any(u.any() for u in undecided)
+
+
 def test_a_clearly_nonzero_difference_stays_decided():
     (r,), (u,) = decided(one("g * (x - mean(x, axis=0, keepdims=true))"),
                          np.array([0.1, 0.2, 0.3, 0.7], F32), np.full(4, INF, F32))

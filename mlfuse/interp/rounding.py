@@ -186,8 +186,13 @@ def _smooth(slope: float, cancels: bool = False):
         err = slope * x.err + _rounding(out, LIBM)
         if cancels:
             err = err + LIBM * _eps(out) * x.mag
-        return err, x.undecided
+        return _exact_at_zero(x, err), x.undecided
     return rule
+
+
+def _exact_at_zero(x: Shadow, err) -> np.ndarray:
+    """exp, cos, sigmoid, ... of an exact 0 are 1, 1, 0.5, 0: exact in every libm."""
+    return np.where((x.err == 0) & (x.value == 0), 0.0, err)
 
 
 def _singular(grad, correctly_rounded: bool = False):
@@ -205,7 +210,7 @@ def _singular(grad, correctly_rounded: bool = False):
 
 def _exp(ins, out):
     (x,) = ins
-    return _spread(_finite_abs(out), x) + _rounding(out, LIBM), x.undecided
+    return _exact_at_zero(x, _spread(_finite_abs(out), x) + _rounding(out, LIBM)), x.undecided
 
 
 def _exact_select(ins, out):
@@ -342,7 +347,7 @@ def _cast(op, ins, out, dims):
         with np.errstate(invalid="ignore"):
             straddles = np.trunc(v - x.err) != np.trunc(v + x.err)
         return 0.0, x.undecided | (np.isfinite(v) & straddles)
-    return x.err + _rounding(out), x.undecided
+    return x.err + _inexact_rounding(ins, out), x.undecided  # one correct rounding
 
 
 def _reduce(op, ins, out, dims):
