@@ -31,7 +31,9 @@ class CompiledFunction:
     def name(self) -> str:
         return self.signature.func
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:  # by parameter name, as the .fuse file names them
+            args = self.signature.positional(args, kwargs)
         fast = self.fast_path
         if fast is not None:
             key, pointers = fast.read(args)
@@ -129,8 +131,5 @@ def compile_source(text: str, filename: str = "<string>", fuse: bool = True,
 def compile_file(path, fuse: bool = True, target: str | None = None,
                  fuse_options: dict | None = None) -> CompiledModule:
     """Compile a .fuse file (see :func:`compile_source`)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise MlfuseError(f"cannot read {path}: {e.strerror}") from None
-    return compile_source(text, str(path), fuse, target, fuse_options)
+    from .frontend.source_file import read_source
+    return compile_source(read_source(str(path)), str(path), fuse, target, fuse_options)

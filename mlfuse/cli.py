@@ -3,39 +3,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from . import __version__
+from .cli_program import load_program, read_source, write_output
 from .errors import MlfuseError
 
 EMIT_CHOICES = ("fuse", "tensor", "loops", "fused", "numba")
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise MlfuseError(f"cannot read {path}: {e.strerror}") from None
-
-
-def _write_or_print(text: str, out: str | None) -> None:
-    if out:
-        Path(out).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
-
-
-def _select_func(module, name: str | None):
-    """Keep only function ``name`` in the module (all when None)."""
-    if name is None:
-        return module
-    names = [f.sym_name for f in module.funcs]
-    if name not in names:
-        raise MlfuseError(f"no function '{name}' (have: {', '.join(names) or 'none'})")
-    for f in list(module.funcs):
-        if f.sym_name != name:
-            module.body.detach(f)
-    return module
 
 
 def parse_dims(items: list[str] | None) -> dict[str, int]:
@@ -64,29 +37,14 @@ def _print_after(enabled: bool):
     return show
 
 
-def _load_program(path: str):
-    """(tensor-level module, comment for --emit fuse) of a .fuse file or an .onnx model."""
-    if path.endswith(".onnx"):
-        from .onnx_import import import_onnx
-        imported = import_onnx(path)
-        header = f"Imported from {Path(path).name} by mlfuse."
-        if imported.constants:
-            names = ", ".join(name for name, _ in imported.constants)
-            header += (f"\nThe parameters after the graph inputs hold the model's initializers "
-                       f"({names});\nmlfuse.compile_onnx binds them on every call.")
-        return imported.module, header
-    from .driver import parse_program
-    return parse_program(_read(path), path), ""
-
-
 def _compile_one(path: str, args) -> str:
     from .driver import lower
     from .ir.printer import print_ir
-    module, header = _load_program(path)
-    module = _select_func(module, args.func)
+    program = load_program(path, args.func)
+    module = program.module
     if args.emit == "fuse":
         from .fuse_printer import print_fuse
-        return print_fuse(module, header)
+        return print_fuse(module, program.header)
     level = "fused" if args.emit == "numba" else args.emit
     show = _print_after(args.print_ir_after_all)
     if show:
@@ -109,7 +67,7 @@ def cmd_compile(args) -> int:
             comment = "#" if args.emit in ("numba", "fuse") else "//"
             text = f"{comment} ----- {path} -----\n{text}"
         outputs.append(text)
-    _write_or_print("\n".join(outputs), args.output)
+    write_output("\n".join(outputs), args.output)
     return 0
 
 
@@ -117,11 +75,11 @@ def cmd_opt(args) -> int:
     from .ir.parser import parse_ir
     from .ir.passes import PassManager, get_pass
     from .ir.printer import print_ir
-    module = parse_ir(_read(args.file), args.file)
+    module = parse_ir(read_source(args.file), args.file)
     names = [p.strip() for p in (args.passes or "").split(",") if p.strip()]
     passes = [get_pass(n) for n in names]
     PassManager(passes, verify_each=True, print_after=_print_after(args.print_ir_after_all)).run(module)
-    _write_or_print(print_ir(module), args.output)
+    write_output(print_ir(module), args.output)
     return 0
 
 
@@ -147,15 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp, output=True):
-        sp.add_argument("file", help="a .fuse program (or IR text for opt)")
+        sp.add_argument("file", help="IR text" if sp.prog.endswith(" opt") else
+                        "a .fuse program or an .onnx model (by extension)")
         if output:
             sp.add_argument("-o", "--output", help="write here instead of stdout")
         sp.add_argument("--print-ir-after-all", action="store_true",
                         help="print the IR after each pass to stderr")
 
-    def fusing(sp):
+    def fusing(sp, no_fuse=True):
         sp.add_argument("--func", help="only this function")
-        sp.add_argument("--no-fuse", action="store_true", help="one kernel per op (the baseline)")
+        if no_fuse:  # (bench always measures both)
+            sp.add_argument("--no-fuse", action="store_true",
+                            help="one kernel per op (the baseline)")
         sp.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
 
     c = sub.add_parser("compile", help="compile .fuse files or ONNX models and print IR, "
@@ -184,21 +145,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
     r.add_argument("--simulator", action="store_true", help="force Numba's CUDA simulator")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--inputs", metavar="NPZ", help="arrays by parameter name (np.savez) "
+                   "instead of random ones, e.g. a fuzz failure's inputs")
     r.set_defaults(fn=cmd_run)
 
     e = sub.add_parser("explain", help="report the fusion decisions")
     common(e, output=True)
     fusing(e)
     e.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
-    e.add_argument("--json", action="store_true", help="machine-readable report")
-    e.add_argument("--dot", action="store_true", help="Graphviz graph of ops coloured by kernel")
+    form = e.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="machine-readable report")
+    form.add_argument("--dot", action="store_true", help="Graphviz graph of ops coloured by kernel")
     e.add_argument("--compile", action="store_true",
                    help="also compile on the GPU and report real registers, spills, shared memory")
     e.set_defaults(fn=cmd_explain)
 
     b = sub.add_parser("bench", help="time fused vs unfused on the GPU")
     common(b, output=False)
-    fusing(b)
+    fusing(b, no_fuse=False)
     b.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
     b.add_argument("--json", help="write the numbers here as JSON")
     b.add_argument("--tune", action="store_true",

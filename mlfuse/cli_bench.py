@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import sys
 
-from .cli import _read, _select_func, parse_dims
+from .cli import _fuse_options, parse_dims
+from .cli_program import load_program
 from .device import gpu_present
 
 
@@ -36,27 +37,29 @@ def measure_copy_bandwidth() -> float:
     return 2 * n * 4 / (best_ms * 1e-3)
 
 
-def bench_function(text, path, func, dims, seed=0, fuse_options=None, tune=False) -> dict:
-    """Compile ``func`` fused and unfused, check both, time both; return the numbers.
-    ``tune``: first search the tile shape of each contraction kernel (mlfuse.tuning)
-    and remember it."""
+def bench_function(program, func, dims, seed=0, fuse_options=None, tune=False) -> dict:
+    """Compile ``func`` of ``program`` (a cli_program.Program) fused and unfused, check
+    both, time both; return the numbers. The fused kernels are planned at ``dims`` (and
+    ``fuse_options``' limit), as the bytes-moved figure is. ``tune``: first search the
+    tile shape of each contraction kernel (mlfuse.tuning) and remember it."""
     from numba import cuda
-    from .api import compile_source
     from .benchmark import rotations, time_gpu
     from .interp import run_tensor
-    from .testing import compare, program_size, random_inputs
+    from .testing import compare, program_size
 
     name = func.sym_name
-    inputs = random_inputs(func, dims, seed)
+    inputs = program.inputs(func, dims, seed)
     expected = run_tensor(func, inputs)
     ops, reduced = program_size(func)
-    bytes_unfused, bytes_fused = bytes_moved(func, dims)
+    fuse_options = {**(fuse_options or {}), "dims": dims}
+    bytes_unfused, bytes_fused = bytes_moved(func, dims, fuse_options.get("limit"))
     n_sets = rotations(sum(a.nbytes for a in inputs))
-    sets = [[cuda.to_device(a) for a in random_inputs(func, dims, seed + k)] for k in range(n_sets)]
+    sets = [[cuda.to_device(a) for a in program.inputs(func, dims, seed + k)]
+            for k in range(n_sets)]
     out = {"func": name, "dims": dims, "bytes_fused": bytes_fused, "bytes_unfused": bytes_unfused}
     for label, fuse in (("fused", True), ("unfused", False)):
         status(f"{name}: compiling and checking {label}")
-        mod = compile_source(text, path, fuse=fuse, target="cuda", fuse_options=fuse_options)
+        mod = program.compile(fuse=fuse, target="cuda", fuse_options=fuse_options)
         f = mod[name]
         if tune:
             out.setdefault("tuned", {})[label] = tune_tiles(mod, f, sets[0])
@@ -92,12 +95,12 @@ def tune_tiles(mod, f, args) -> dict:
             for c in choices}
 
 
-def bytes_moved(func, dims: dict) -> tuple[int, int]:
+def bytes_moved(func, dims: dict, limit: int | None = None) -> tuple[int, int]:
     """DRAM bytes (read + written) of one call unfused and fused, from the explain
     report's model: every kernel reads its inputs and writes its outputs once."""
     from .driver import lower
     from .explain import explain_module
-    report = explain_module(lower(_clone(func), "loops"), dims)[0]
+    report = explain_module(lower(_clone(func), "loops"), dims, limit)[0]
     return report.bytes_before, report.bytes_after
 
 
@@ -116,17 +119,17 @@ def bench_command(args) -> int:
     from .runtime_memory import install
     install()  # before any Numba CUDA call: compiled functions allocate their results per call
     from .benchmark import markdown_table
-    from .driver import parse_program
     from .testing import bind_dims
-    text = _read(args.file)
-    module = _select_func(parse_program(text, args.file), args.func)
+    program = load_program(args.file, args.func)
+    given = program.dims(parse_dims(args.dim))
     status("measuring copy bandwidth")
     copy = measure_copy_bandwidth()
     results = []
     rows = []
-    for func in module.funcs:
-        dims = bind_dims(func, parse_dims(args.dim), default=None)
-        r = bench_function(text, args.file, func, dims, tune=args.tune)
+    for func in program.module.funcs:
+        dims = bind_dims(func, given, default=None)
+        r = bench_function(program, func, dims, fuse_options=_fuse_options(args),
+                           tune=args.tune)
         results.append(r)
         fused, unfused = r["fused"], r["unfused"]
         bw = r["bytes_fused"] / (fused["median_ms"] * 1e-3)

@@ -48,6 +48,20 @@ class Signature:
                        for i, a in enumerate(func.args))
         return Signature(func.sym_name, params, len(func["result_types"]))
 
+    def positional(self, args: tuple, kwargs: dict) -> tuple:
+        """``args`` followed by the parameters ``kwargs`` names, in parameter order."""
+        names = [p.name for p in self.params]
+        for name in kwargs:
+            if name not in names:
+                raise self.error(f"has no parameter '{name}' (parameters: {', '.join(names)})")
+            if names.index(name) < len(args):
+                raise self.error(f"parameter '{name}' given by position and by name")
+        rest = names[len(args):]
+        missing = [n for n in rest if n not in kwargs]
+        if missing:
+            raise self.error(f"missing argument(s) {', '.join(missing)}")
+        return tuple(args) + tuple(kwargs[n] for n in rest)
+
     def error(self, message: str, param: Param | None = None) -> ArgumentError:
         where = f"parameter '{param.name}' of @{self.func}" if param else f"@{self.func}"
         return ArgumentError(f"{where}: {message}")

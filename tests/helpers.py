@@ -7,10 +7,12 @@ import numpy as np
 from mlfuse.testing import compare, random_inputs, tolerance  # noqa: F401
 
 
-def assert_close(actual, expected, n_ops: int = 1, what: str = "result", reduced: int = 1) -> None:
+def assert_close(actual, expected, n_ops: int = 1, what: str = "result", reduced: int = 1,
+                 undecided=None) -> None:
     """Same dtype and shape; NaN where and only where ``expected`` is NaN; infinities
-    equal; finite values within ``mlfuse.testing.tolerance(dtype, n_ops, reduced)``."""
-    c = compare(np.asarray(expected), np.asarray(actual), n_ops, reduced)
+    equal; finite values within ``mlfuse.testing.tolerance(dtype, n_ops, reduced)``;
+    elements of the ``undecided`` mask (mlfuse.interp.rounding) left out."""
+    c = compare(np.asarray(expected), np.asarray(actual), n_ops, reduced, undecided=undecided)
     assert c.ok, f"{what}: {c.message}; max abs error {c.max_abs_error:.3g}"
 
 

@@ -64,6 +64,43 @@ def test_user_errors_exit_1_with_position_and_no_traceback(capsys, tmp_path):
     assert code == 1 and "cannot read" in err
 
 
+@pytest.mark.parametrize("command", ["compile", "opt", "run", "explain"])
+def test_bytes_that_are_not_utf8_are_a_located_error(capsys, tmp_path, command):
+    junk = tmp_path / "junk.fuse"
+    junk.write_bytes(b"func f(x: f32[N]) -> f32[N] {\n  return x \xff\x00\x1b[2J\n}\n")
+    code, out, err = run(capsys, command, str(junk))
+    header, line, caret = err.splitlines()
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert header == f"mlfuse: {junk}:2:12: error: byte 0xff is not UTF-8 (is this a binary file?)"
+    assert line == "      return x \ufffd\ufffd\ufffd[2J"  # control characters not echoed
+    assert caret == " " * (4 + 11) + "^"
+
+
+def test_a_byte_order_mark_is_dropped(capsys, tmp_path):
+    src = tmp_path / "bom.fuse"
+    src.write_bytes(b"\xef\xbb\xbf" + Path(CHAIN).read_bytes())
+    code, out, _ = run(capsys, "compile", str(src), "--emit", "tensor")
+    assert code == 0 and out.startswith("func @chain")
+
+
+def test_a_file_with_no_function_is_an_error(capsys, tmp_path):
+    empty = tmp_path / "empty.fuse"
+    empty.write_text("# nothing here yet\n")
+    for command in ("compile", "run"):
+        code, out, err = run(capsys, command, str(empty))
+        assert code == 1 and out == ""
+        assert err.startswith(f"mlfuse: {empty}:1:1: error: no function in the file")
+
+
+def test_an_output_that_cannot_be_written_is_an_error(capsys, tmp_path):
+    missing_dir = tmp_path / "no" / "such" / "dir" / "out.py"
+    for argv in (["compile", CHAIN, "-o", str(missing_dir)],
+                 ["explain", CHAIN, "-o", str(missing_dir)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 1 and err == f"mlfuse: error: cannot write {missing_dir}: " \
+                                    "No such file or directory\n"
+
+
 def test_unknown_pass_and_function_are_errors(capsys, tmp_path):
     _, loops, _ = run(capsys, "compile", CHAIN, "--emit", "loops")
     src = tmp_path / "c.mlir"
@@ -78,6 +115,19 @@ def test_run_checks_against_the_interpreter_on_the_simulator(capsys):
     code, out, err = run(capsys, "run", SOFTMAX, "--dim", "R=3", "--dim", "C=40", "--simulator")
     assert code == 0 and "PASS" in out and "1 kernel(s)" in out
     assert "simulator" in err
+
+
+def test_run_takes_inputs_from_an_npz_file_and_leaves_out_undecided_elements(capsys, tmp_path):
+    case = ROOT / "tests" / "regressions" / "layernorm_inf_gamma_equal_values"
+    code, out, _ = run(capsys, "run", str(case.with_suffix(".fuse")),
+                       "--inputs", str(case.with_suffix(".npz")))
+    assert code == 0 and "8 undecided element(s) left out): PASS" in out
+    text = tmp_path / "not.npz"
+    text.write_text("x = 1\n")
+    for inputs, message in ((tmp_path / "missing.npz", "cannot read inputs"),
+                            (text, "is not an .npz file of arrays (np.savez)")):
+        code, out, err = run(capsys, "run", CHAIN, "--inputs", str(inputs))
+        assert code == 1 and message in err and out == ""
 
 
 def test_explain_text_json_and_dot(capsys):
@@ -95,9 +145,64 @@ def test_bench_without_a_gpu_says_so_and_exits_2(capsys):
     assert code == 2 and "no CUDA GPU" in err
 
 
+def test_bench_checks_and_reports_each_function_with_stand_ins_for_the_gpu(
+        capsys, tmp_path, monkeypatch):
+    """bench's plumbing on the simulator: the GPU check, the copy bandwidth and the
+    timer are stand-ins; compiling, checking against the interpreter, the table and
+    --json are the real thing (for a .fuse file and an ONNX model's bound initializers)."""
+    import mlfuse.benchmark
+    import mlfuse.cli_bench
+    import mlfuse.runtime_memory
+    from mlfuse.cli_program import Program
+    calls = []
+
+    def fake_timer(fn, n_sets=1, **kw):
+        fn(0)
+        calls.append(n_sets)
+        return mlfuse.benchmark.summarize([0.5, 0.5, 0.5])
+    compile_for_gpu = Program.compile
+    monkeypatch.setattr(mlfuse.cli_bench, "gpu_present", lambda: True)
+    monkeypatch.setattr(mlfuse.cli_bench, "measure_copy_bandwidth", lambda: 2.0e12)
+    monkeypatch.setattr(mlfuse.runtime_memory, "install", lambda: None)
+    monkeypatch.setattr(mlfuse.benchmark, "time_gpu", fake_timer)
+    monkeypatch.setattr(Program, "compile", lambda self, fuse=True, target=None, fuse_options=None:
+                        compile_for_gpu(self, fuse, "simulator", fuse_options))
+    out = tmp_path / "bench.json"
+    code, text, _ = run(capsys, "bench", CHAIN, "--dim", "N=1000", "--json", str(out))
+    assert code == 0 and "| chain | 0.500 | 0.500 |" in text and "| 1 / 5 | yes |" in text
+    (chain,) = json.loads(out.read_text())["functions"]
+    assert chain["fused"]["checked"] and chain["unfused"]["checked"] and len(calls) == 2
+    # fused: read x, b and write once (4000 bytes each); unfused: 5 kernels, 12 transfers
+    assert (chain["bytes_fused"], chain["bytes_unfused"]) == (12000, 48000)
+    code, text, _ = run(capsys, "bench", CHAIN, "--dim", "N=1000", "--fuse-limit", "2",
+                        "--json", str(out))
+    (chain,) = json.loads(out.read_text())["functions"]
+    assert chain["fused"]["kernels"] == 3 and chain["bytes_fused"] == 32000  # as planned
+    onnx_model = ROOT / "examples" / "onnx" / "mlp.onnx"
+    pytest.importorskip("onnx")
+    code, text, _ = run(capsys, "bench", str(onnx_model))
+    assert code == 0 and "| main_graph |" in text and text.rstrip().endswith("| yes |")
+
+
 def test_version_and_bad_dim(capsys):
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0 and __version__ in capsys.readouterr().out
     code, _, err = run(capsys, "run", CHAIN, "--dim", "N=ten")
     assert code == 1 and "--dim takes NAME=SIZE" in err
+    for command in ("run", "explain"):  # (bench checks the same, after finding a GPU)
+        code, out, err = run(capsys, command, CHAIN, "--dim", "n=5")  # a typo for N
+        assert (code, out) == (1, "")
+        assert err == f"mlfuse: error: --dim n: no such symbolic dim in {CHAIN} (dims: N)\n"
+
+
+def test_run_with_inputs_too_large_to_make_is_an_error(capsys):
+    code, out, err = run(capsys, "run", CHAIN, "--dim", f"N={2 ** 50}")
+    assert code == 1 and "Traceback" not in err
+    assert f"error: cannot make inputs for chain with N={2 ** 50}: " in err
+
+
+def test_explain_prints_one_form(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["explain", CHAIN, "--json", "--dot"])
+    assert info.value.code == 2 and "not allowed with" in capsys.readouterr().err

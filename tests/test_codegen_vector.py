@@ -5,6 +5,7 @@ address as the GPU does, so a wrong choice by the host cannot pass unseen."""
 import ast
 import dataclasses
 import glob
+import json
 import os
 import re
 import subprocess
@@ -240,17 +241,22 @@ def _cuda_home() -> str | None:
 
 @pytest.mark.skipif(_cuda_home() is None, reason="needs the CUDA toolkit (libNVVM, ptxas)")
 def test_vector_kernels_compile_to_16_byte_accesses_without_spills():
-    """For the H100, with no GPU: PTX through Numba, registers and spills from ptxas."""
+    """For the H100, with no GPU: PTX through Numba, registers and spills from ptxas
+    (mlfuse.ptx_report)."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(CUDA_HOME=_cuda_home(), PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ptx_report.py"),
-                           "--case", "ew_chain", "--case", "layernorm"],
+    done = subprocess.run([sys.executable, "-m", "mlfuse.ptx_report", "--json",
+                           str(ROOT / "examples" / "chain.fuse"),
+                           str(ROOT / "examples" / "layernorm.fuse")],
                           capture_output=True, text=True, env=env, timeout=300)
+    if done.returncode and "nvrtc" in done.stderr.lower():
+        pytest.skip("Numba cannot find NVRTC here")
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = {line.split()[1]: line for line in done.stdout.splitlines()}
-    assert "ld.v4 0" not in rows["ew_chain_0_vector"] and "st.v4 0" not in rows[
-        "ew_chain_0_vector"]
+    rows = {r["kernel"]: r for r in map(json.loads, done.stdout.splitlines())}
+    chain = rows["chain_0_vector"]
+    assert chain["global_v4_loads"] > 0 and chain["v4_stores"] > 0
     layernorm = rows["layernorm_0_vector"]
-    assert "ld 0 / ld.v4 " in layernorm and "st 0 / st.v4 " in layernorm  # all vectors
-    for line in rows.values():
-        assert "0 B spilled, 0 B stack" in line, line
+    assert layernorm["loads"] == 0 and layernorm["stores"] == 0  # all 16-byte accesses
+    assert layernorm["global_v4_loads"] > 0 and layernorm["v4_stores"] > 0
+    for r in rows.values():
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, r

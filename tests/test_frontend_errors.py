@@ -72,6 +72,10 @@ CASES = [
     ("zero dim", "func f(x: f32[0]) -> f32[0] {\n    return x\n}\n", "1:15", "dims must be positive integers, got 0"),
     ("fractional dim", "func f(x: f32[2.5]) -> f32[N] {\n    return x\n}\n", "1:15",
      "dims must be positive integers, got 2.5"),
+    ("huge dim", "func f(x: f32[99999999999999999999]) -> f32[N] {\n    return x\n}\n", "1:15",
+     "a tensor of more than 2**62 elements is too large to index"),
+    ("huge element count", "func f(x: f32[N, 4294967296, 4294967296]) -> f32[N] {\n    return x\n}\n",
+     "1:30", "concrete dims up to here: 18446744073709551616"),
     ("unbound result dim", "func f(x: f32[N]) -> f32[M] {\n    return x\n}\n", "1:26",
      "result dim 'M' is not a dim of any parameter"),
     ("unknown shape symbol", HEAD + "    r = reshape(x, [M, 3])\n    return x\n}\n", "2:21", "unknown dim 'M'"),
@@ -103,6 +107,13 @@ def test_error_names_the_offending_token(source, position, message):
     column = int(position.split(":")[1])
     assert caret == " " * (4 + column - 1) + "^"
     assert line == "    " + source.splitlines()[int(position.split(":")[0]) - 1]
+
+
+@pytest.mark.parametrize("source", ["", "\n\n", "# a comment, no function\n"])
+def test_a_file_without_functions_is_an_error_at_its_start(source):
+    with pytest.raises(MlfuseError, match="no function in the file") as info:
+        parse_source(source, "t.fuse")
+    assert (info.value.loc.line, info.value.loc.column) == (1, 1)
 
 
 def check_parse(text: str) -> None:

@@ -1,7 +1,8 @@
 """Property-based fuzzing of bad input: the compiler and compiled functions refuse it
 with an mlfuse error, never another exception.
 
-4. Mutated random programs (tokens deleted, duplicated, swapped; characters inserted)
+4. Mutated random programs (tokens deleted, duplicated, swapped; characters inserted;
+   numbers replaced by out-of-range or odd ones)
    give a module or an MlfuseError with a position, and a module that parses compiles.
    Mutated IR text, as `mlfuse opt` sees it (parse_ir, then passes verified after each),
    gives a module or an MlfuseError with a position. (Arbitrary text and mutations of
@@ -27,9 +28,11 @@ from mlfuse.ir.passes import PassManager, get_pass
 from mlfuse.testing import random_inputs
 
 TOKEN = re.compile(r"\*\*|[<>=!]=|%?[\w.]+|\S")
-MUTATION = st.tuples(st.sampled_from(["delete", "duplicate", "swap", "insert"]),
+MUTATION = st.tuples(st.sampled_from(["delete", "duplicate", "swap", "insert", "renumber"]),
                      st.integers(0, 10 ** 6), st.integers(0, 10 ** 6),
                      st.sampled_from(list("()[]{},:=-+*/<>%#.0123456789eNxf \n") + ["->", "**"]))
+# what "renumber" puts in place of a number: out-of-range axes, sizes, odd values
+NUMBERS = ["0", "1", "2", "3", "5", "-1", "-7", "64", "2.5", "1e40", "99999999999999999999"]
 
 
 def mutate(text: str, mutations) -> str:
@@ -42,6 +45,10 @@ def mutate(text: str, mutations) -> str:
             tokens.insert(i, tokens[i])
         elif kind == "swap":
             tokens[i], tokens[j] = tokens[j], tokens[i]
+        elif kind == "renumber":  # the b-th number of the text, if there is one
+            numbers = [k for k, t in enumerate(tokens) if re.fullmatch(r"-?\d[\w.]*", t)]
+            if numbers:
+                tokens[numbers[b % len(numbers)]] = NUMBERS[a % len(NUMBERS)]
         else:
             tokens.insert(i, new)
     return " ".join(tokens)

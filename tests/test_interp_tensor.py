@@ -105,6 +105,26 @@ def test_where_picks_by_condition():
     assert got.dtype == np.float32
 
 
+@pytest.mark.parametrize("src,dst,values,expected", [
+    ("f32", "i32", [2.7, -2.7, 0.0, -0.5], [2, -2, 0, 0]),            # truncates toward 0
+    ("f32", "bool", [0.0, -0.0, 1e-30, -3.0], [False, False, True, True]),
+    ("bool", "f32", [True, False, True, False], [1.0, 0.0, 1.0, 0.0]),
+    ("i32", "f64", [-7, 0, 2 ** 30, 3], [-7.0, 0.0, 2.0 ** 30, 3.0]),
+    ("f64", "f32", [0.1, 1e300, -1e-300, 2.5], [np.float32(0.1), np.inf, -0.0, 2.5]),
+    ("f32", "f16", [0.1, 70000.0, 1e-8, -2.0], [np.float16(0.1), np.inf, 0.0, -2.0]),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_cast_converts_like_numpy_astype(src, dst, values, expected):
+    text = (f"func @f(%x: {src}[4]) -> ({dst}[4]) {{\n"
+            f"  %0 = tensor.cast %x {{dtype = \"{dst}\"}} : {dst}[4]\n  return %0\n}}\n")
+    from mlfuse.ir.types import NUMPY_DTYPE
+    x = np.array(values, dtype=NUMPY_DTYPE[src])
+    with np.errstate(over="ignore"):
+        (got,) = run(text, [x])
+    assert got.dtype == np.dtype(NUMPY_DTYPE[dst])
+    np.testing.assert_array_equal(got, np.array(expected, dtype=NUMPY_DTYPE[dst]))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.array(expected, got.dtype)))
+
+
 def test_broadcasting_binds_symbolic_dims_from_arguments():
     text = """func @f(%x: f32[N, 4], %b: f32[4], %s: f32[], %col: f32[N, 1]) -> (f32[N, 4]) {
   %0 = tensor.add %x, %b : f32[N, 4]

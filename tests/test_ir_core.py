@@ -69,6 +69,9 @@ def test_erase_refuses_an_op_whose_result_is_used():
     ("%0 = tensor.nope %x : f32[N]\n  return %0", "unknown op 'tensor.nope'"),
     ("%0 = tensor.exp %x : f32[N]\n  %0 = tensor.exp %x : f32[N]\n  return %0", "defined twice"),
     ("%0 = tensor.exp %x : f32[N]\n  return %x, %0", "returns (f32[N], f32[N]) but declares"),
+    ("%0 = tensor.sum %x {axis = [5]} : f32[]\n  return %0", "axis 5 is out of range for rank 1"),
+    ("%0 = tensor.transpose %x {perm = [1]} : f32[N]\n  return %0", "not a permutation"),
+    ("%0 = tensor.reshape %x {shape = [3]} : f32[3]\n  return %0", "cannot reshape"),
 ])
 def test_verifier_rejects_malformed_ir_with_a_position(body, message):
     text = f"func @f(%x: f32[N]) -> (f32[N]) {{\n  {body}\n}}\n"

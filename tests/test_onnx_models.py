@@ -3,6 +3,7 @@ compiled by mlfuse, run under the simulator and compared with ONNX Runtime; the 
 report of the transformer block; the CLI on .onnx files; errors for what is unsupported."""
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,6 +45,19 @@ def test_fusion_report_of_the_encoder_block():
     # numbers quoted in docs/onnx.md
     assert (report.kernels_before, report.kernels_after) == (61, 9)
     assert report.bytes_after < report.bytes_before
+
+
+def test_device_arrays_in_give_device_arrays_out_with_initializers_copied_once():
+    from numba import cuda
+    model = compile_onnx(EXAMPLES / "mlp.onnx")
+    x = np.random.default_rng(2).standard_normal(MODELS["mlp"]).astype(np.float32)
+    (on_host,) = model(x)
+    (on_device,) = model(cuda.to_device(x))
+    constants = model._device_constants
+    (again,) = model(cuda.to_device(x))
+    assert not isinstance(on_device, np.ndarray) and model._device_constants is constants
+    np.testing.assert_array_equal(on_device.copy_to_host(), on_host)
+    np.testing.assert_array_equal(again.copy_to_host(), on_host)
 
 
 def test_compiled_model_launches_the_fused_kernels():
@@ -127,3 +141,48 @@ def test_missing_onnx_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(MlfuseError, match=r"pip install 'mlfuse\[onnx\]'"):
         require_onnx()
+
+
+@pytest.mark.parametrize("call", ["mlfuse.compile_onnx(PATH)",
+                                  "mlfuse.cli.main(['explain', PATH])"])
+def test_without_onnx_every_entry_point_says_what_to_install(call):
+    """In a fresh process where onnx cannot be imported (sys.modules blocks it)."""
+    script = ("import sys; sys.modules['onnx'] = None\n"
+              "import mlfuse, mlfuse.cli\n"
+              f"PATH = {str(EXAMPLES / 'mlp.onnx')!r}\n"
+              "try:\n"
+              f"    code = {call}\n"
+              "except mlfuse.errors.MlfuseError as e:\n"
+              "    print('MlfuseError:', e)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "pip install 'mlfuse[onnx]'" in done.stdout + done.stderr
+
+
+def test_run_and_explain_take_an_onnx_model(capsys):
+    """The model's initializers are bound to their own values, the graph inputs random."""
+    assert cli.main(["run", str(EXAMPLES / "mlp.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "func main_graph: 3 kernel(s)" in out and out.endswith("PASS\n")
+    assert cli.main(["explain", str(EXAMPLES / "encoder_block.onnx"), "--json"]) == 0
+    import json
+    report = json.loads(capsys.readouterr().out)["main_graph"]
+    assert (report["kernels_before"], report["kernels_after"]) == (61, 9)
+
+
+def test_a_graph_without_outputs_is_an_error(tmp_path, capsys):
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(b"")  # parses as an empty ModelProto
+    assert cli.main(["compile", str(path), "--emit", "fuse"]) == 1
+    assert "the ONNX graph has no outputs" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # simulated 1 / 0
+def test_an_initializer_of_mixed_signed_zeros_keeps_each_sign():
+    zeros = numpy_helper.from_array(np.array([0.0, -0.0, 0.0], np.float32), "zeros")
+    model = _model([helper.make_node("Add", ["x", "zeros"], ["s"]),
+                    helper.make_node("Reciprocal", ["s"], ["y"])],
+                   [_info("x", [3])], [_info("y", [3])], [zeros])
+    (y,) = compile_onnx(model)(np.array([-0.0, -0.0, 0.0], np.float32))
+    np.testing.assert_array_equal(y, [np.inf, -np.inf, np.inf])

@@ -207,3 +207,24 @@ def test_import_mlfuse_is_lazy():
 def test_compile_file_reads_errors_as_mlfuse_errors(tmp_path):
     with pytest.raises(MlfuseError, match="cannot read .*missing.fuse"):
         mlfuse.compile_file(tmp_path / "missing.fuse")
+
+
+def test_compile_file_reports_bytes_that_are_not_utf8_as_an_mlfuse_error(tmp_path):
+    junk = tmp_path / "junk.fuse"
+    junk.write_bytes(b"func f(x: f32[N]) -> f32[N] {\n  return x \xff\n}\n")
+    with pytest.raises(MlfuseError, match="junk.fuse:2:12: error: byte 0xff is not UTF-8"):
+        mlfuse.compile_file(junk)
+
+
+def test_arguments_may_be_given_by_parameter_name():
+    m = mlfuse.compile_source("func f(x: f32[N], b: f32[N]) -> f32[N] {\n    return x - b\n}\n",
+                              target="simulator")
+    x, b = np.arange(5, dtype=np.float32), np.ones(5, np.float32)
+    np.testing.assert_array_equal(m.f(x, b=b), x - b)
+    np.testing.assert_array_equal(m.f(b=b, x=x), x - b)
+    with pytest.raises(ArgumentError, match="has no parameter 'y'"):
+        m.f(x, y=b)
+    with pytest.raises(ArgumentError, match="'x' given by position and by name"):
+        m.f(x, x=x)
+    with pytest.raises(ArgumentError, match="missing argument"):
+        m.f(x=x)

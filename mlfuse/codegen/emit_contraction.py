@@ -138,8 +138,9 @@ class ContractionEmitter(KernelEmitter):
                    "outputs")
             w.line(f"SHARED = max(A_TILES + 2 * {BK} * BN, BM // 2 * BN)")
             w.line()
-            w.line("MIN_BLOCKS = 65536 // (THREADS * 128)  # per SM: at most 128 registers a "
-                   "thread")
+            w.line("# per SM: 2 blocks of 256 threads (at most 128 registers a thread); 64-thread "
+                   "tiles would spill under that cap")
+            w.line("MIN_BLOCKS = 65536 // (THREADS * 128) if THREADS >= 128 else 1")
             bounds = "(launch_bounds=(THREADS, MIN_BLOCKS))" if self.target == "cuda" else ""
             w.line(f"@cuda.jit{bounds}")
             with w.indented(f"def {self.name}({', '.join(params)}):"):

@@ -252,6 +252,11 @@ class KernelEmitter(VectorPhases):
         bound = _LAUNCH_BOUND[self.variant]
         if self.schedule == "row" and self.hw.row_min_blocks and bound != str(MAX_THREADS):
             bound = f"({bound}, ROW_MIN_BLOCKS)"  # so many blocks resident per SM, at least
+        elif self.variant == "registers":
+            # the scalar fallback of a vector row kernel (rows not 16-byte aligned) keeps an
+            # address per value: at 16 values a thread, ptxas would cap it at 128 registers
+            # for 2 blocks per SM and spill; one block per SM asked lets it keep them
+            bound = f"({bound}, 1)"
         w.line(f"@cuda.jit(launch_bounds={bound})"
                if self.target == "cuda" else "@cuda.jit")  # the simulator takes no bounds
         with w.indented(f"def {self.name}({', '.join(params)}):"):

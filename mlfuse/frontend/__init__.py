@@ -12,6 +12,7 @@ from lark.exceptions import UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 
 from mlfuse import dialects_loaded  # noqa: F401  (registers the tensor ops)
+from mlfuse.errors import Location, MlfuseError
 from mlfuse.grammar_files import grammar_text
 from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.verifier import verify
@@ -45,5 +46,8 @@ def parse_source(text: str, filename: str = "<string>") -> ModuleOp:
         _readable_expected(e)
         raise convert_lark_error(e, filename, text) from None
     module = build_module(tree, ctx)
+    if not module.funcs:  # blank, or only comments: nothing a command could compile or run
+        raise MlfuseError("no function in the file; a .fuse file holds one or more "
+                          "'func NAME(...) -> TYPE { ... }'", Location(filename, 1, 1, text))
     verify(module)
     return module

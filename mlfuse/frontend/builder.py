@@ -22,6 +22,9 @@ from .calls import SIGNATURES, bind
 from .literals import Literal, constant_op, fold, parse_number
 from .static import Name, convert_static
 
+# Kernels index with int64: a tensor's element count must leave room for index arithmetic.
+MAX_ELEMENTS = 2 ** 62
+
 
 class SourceContext:
     """The file being compiled: turns tree nodes into Locations."""
@@ -87,9 +90,14 @@ class FunctionBuilder:
             raise self.ctx.error(f"unknown dtype '{dtype_tok}'{_suggest(str(dtype_tok), DTYPES)}"
                                  f" (dtypes: {', '.join(DTYPES)})", dtype_tok)
         dims = [] if shape is None else [d for d in shape.children if d is not None]
+        elements = 1
         for d in dims:
             if d.type == "NUMBER" and not (d.isdigit() and int(d) >= 1):
                 raise self.ctx.error(f"dims must be positive integers, got {d}", d)
+            elements *= int(d) if d.type == "NUMBER" else 1
+            if elements > MAX_ELEMENTS:
+                raise self.ctx.error(f"a tensor of more than 2**62 elements is too large to "
+                                     f"index (concrete dims up to here: {elements})", d)
             if d.type == "NAME" and result and str(d) not in self.symbols:
                 raise self.ctx.error(f"result dim '{d}' is not a dim of any parameter", d)
         shape_dims = tuple(int(d) if d.type == "NUMBER" else str(d) for d in dims)

@@ -10,6 +10,17 @@ def _fmt(types) -> str:
     return ", ".join(map(str, types))
 
 
+def _at_op(op: Operation, check, *args):
+    """Run one of the op's own checks; a VerifyError it raises without a position (the
+    shape helpers know no ops) gets the op's."""
+    try:
+        return check(*args)
+    except VerifyError as e:
+        if e.loc is None and op.loc is not None:
+            raise VerifyError(e.message, op.loc) from None
+        raise
+
+
 def verify_declaration(op: Operation) -> None:
     names = op.operand_names
     variadic = bool(names) and names[-1].startswith("*")
@@ -31,7 +42,7 @@ def verify_declaration(op: Operation) -> None:
             raise VerifyError(f"{op.name} has no attribute '{key}'", op.loc)
     if len(op.regions) != op.num_regions:
         raise VerifyError(f"{op.name} takes {op.num_regions} region(s), got {len(op.regions)}", op.loc)
-    inferred = op.infer_types([v.type for v in op.operands], op.attributes)
+    inferred = _at_op(op, op.infer_types, [v.type for v in op.operands], op.attributes)
     if inferred is not None:
         got = [r.type for r in op.results]
         if list(inferred) != got:
@@ -56,7 +67,7 @@ def _verify_block(block, visible: set[int]) -> None:
             if len(r.blocks) != 1:
                 raise VerifyError(f"{op.name}: regions hold exactly one block", op.loc)
             _verify_block(r.block, visible)
-        op.verify_op()
+        _at_op(op, op.verify_op)
         visible.update(id(r) for r in op.results)
 
 

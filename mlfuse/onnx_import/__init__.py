@@ -37,5 +37,6 @@ def compile_onnx(model, fuse: bool = True, target: str | None = None,
     """Import, lower, fuse, generate and load an ONNX model; returns an
     :class:`OnnxModel` called with the graph inputs (NumPy or device arrays) that
     returns a tuple of the graph outputs."""
+    require_onnx()  # before importing the modules that import onnx
     from .compiled import compile_imported
     return compile_imported(import_onnx(model, static_inputs), fuse, target, fuse_options)

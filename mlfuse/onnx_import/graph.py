@@ -124,6 +124,8 @@ class GraphImporter:
     # -- the whole graph ------------------------------------------------------------
     def run(self) -> ImportedGraph:
         from .ops import CONVERTERS
+        if not self.graph.output:  # e.g. an empty ModelProto: nothing to compute or print
+            raise MlfuseError("the ONNX graph has no outputs")
         func_name = sanitize(self.graph.name or "main", "graph")
         types = [self._input_type(i) for i in self.inputs]
         self.func = FuncOp.build(func_name, types, [sanitize(i.name) for i in self.inputs], [])
@@ -275,7 +277,9 @@ class GraphImporter:
         if array.size == 0:
             raise self.error(f"constant '{name}' is empty; mlfuse needs positive sizes")
         first = array.reshape(-1)[0]
-        if ir != "bool" and np.all(array == first):
+        # a splat: equal elements, signs of zeros included (1 / x tells -0 from +0)
+        splat = np.all(array == first) and np.all(np.signbit(array) == np.signbit(first))
+        if ir != "bool" and splat:
             value = self.scalar(first, ir)
             if array.ndim:
                 value = self.emit(T.BroadcastToOp, [value], {"shape": list(array.shape)})

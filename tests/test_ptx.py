@@ -1,0 +1,100 @@
+"""What the GPU would run, checked without a GPU: every kernel of every example compiled
+for the H100 (sm_90) by Numba and assembled by ptxas (mlfuse.ptx_report). f32 programs
+have no f64 instruction (no silent promotion), no kernel spills or keeps a stack frame,
+and row kernels combine partial results with warp shuffles. Needs the CUDA toolkit
+(NVVM, NVRTC and ptxas; CUDA_HOME or /usr/local/cuda*): skipped, with the reason,
+where a trivial kernel does not compile."""
+import functools
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(str(p) for p in (ROOT / "examples").glob("*.fuse"))
+# libdevice's sinf/cosf reduce huge arguments (Payne-Hanek) with these, in a slow path
+TRIG_REDUCTION = ["cvt.rn.f32.f64", "cvt.rn.f64.s64", "mul.f64"]
+
+
+def cuda_home() -> str | None:
+    candidates = [os.environ.get("CUDA_HOME")] + sorted(glob.glob("/usr/local/cuda*"))[::-1]
+    return next((c for c in candidates if c and glob.glob(f"{c}/**/libnvvm.so*", recursive=True)),
+                None)
+
+
+def environment() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(CUDA_HOME=cuda_home() or "", PYTHONPATH=os.pathsep.join([str(ROOT)] + sys.path))
+    return env
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain_problem() -> str | None:
+    """Why kernels cannot be compiled here (no NVVM, NVRTC or ptxas), or None."""
+    if cuda_home() is None or shutil.which("ptxas") is None:
+        return "needs the CUDA toolkit (NVVM and ptxas)"
+    probe = ("from numba import cuda\n"
+             "def k(x):\n    x[0] = 1.0\n"
+             "cuda.compile_ptx(k, 'void(float32[::1])', cc=(9, 0))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=environment(), timeout=300)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["?"]
+        error = [line for line in lines if re.match(r"[\w.]+(Error|Exception)\b", line)]
+        return "cannot compile for the GPU here: " + (error or lines)[-1][:200]
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _toolchain():
+    if toolchain_problem():
+        pytest.skip(toolchain_problem())
+
+
+def kernels(*argv) -> list[dict]:
+    done = subprocess.run([sys.executable, "-m", "mlfuse.ptx_report", "--json", *argv],
+                          capture_output=True, text=True, env=environment(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.fixture(scope="module", params=["fused", "unfused"])
+def example_kernels(request):
+    if toolchain_problem():
+        pytest.skip(toolchain_problem())
+    return kernels(*EXAMPLES, *(["--no-fuse"] if request.param == "unfused" else []))
+
+
+def test_every_example_compiles_for_sm90_in_f32_without_spills(example_kernels):
+    assert {Path(k["file"]).name for k in example_kernels} == {Path(p).name for p in EXAMPLES}
+    for k in example_kernels:
+        assert k["f64"] == [], k
+        assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
+def test_row_kernels_combine_with_warp_shuffles(example_kernels):
+    rows = [k for k in example_kernels if k["schedule"] == "row"]
+    assert rows and all(k["shuffles"] for k in rows)
+    assert {Path(k["file"]).stem for k in rows} >= {"softmax", "layernorm", "sumsq"}
+
+
+def test_every_float_op_stays_f32_but_for_libdevice_trig_reduction(tmp_path):
+    ops = ("neg abs exp log sqrt rsqrt tanh sigmoid relu gelu silu erf").split()
+    body = " + ".join(f"{op}(x)" for op in ops)
+    source = tmp_path / "ops.fuse"
+    source.write_text(
+        "func ops(x: f32[N], y: f32[N], c: bool[N]) -> (f32[N], f32[N], f32[N]) {\n"
+        f"    a = {body}\n"
+        "    b = maximum(x, y) - minimum(x, y) + x ** y + x / y + where(c, x, y)\n"
+        "    return a, b, sin(x) * cos(y)\n}\n")
+    found = kernels(str(source))  # the kernel and its 16-byte twin
+    assert found and all(k["f64"] == TRIG_REDUCTION for k in found)  # only from sin and cos
+    source.write_text(source.read_text().replace("sin(x) * cos(y)", "x * y"))
+    found = kernels(str(source))
+    assert found and all(k["f64"] == [] for k in found)
