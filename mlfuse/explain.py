@@ -177,16 +177,29 @@ def _one(value):
     return value
 
 
+def _compiled_kernel(python_module, name: str):
+    """The compiled kernel that ran for the kernel op ``name``: one of its variants
+    (``name``, ``name_vector``, ``name_streaming``) or of a contraction's tile shapes,
+    the last compiled; None if none ran."""
+    ran = []
+    for attr, value in vars(python_module).items():
+        if attr != name and not attr.startswith(name + "_"):
+            continue
+        if hasattr(value, "factory"):  # a contraction: its tile configurations, in order
+            ran += list(value.kernels.values())
+        elif getattr(value, "overloads", None):
+            ran.append(value)
+    ran = [k for k in ran if getattr(k, "overloads", None)]
+    return ran[-1] if ran else None
+
+
 def attach_compiled_resources(reports: list[FunctionReport], python_module) -> None:
     """Fill each kernel's real registers, local memory (spills) and shared memory from
     the dispatchers of a module compiled and run on the GPU."""
     for r in reports:
         for k in r.kernels:
-            dispatcher = getattr(python_module, k.name, None)
-            if hasattr(dispatcher, "factory"):  # a contraction: its tile configurations
-                compiled = list(dispatcher.kernels.values())  # in the order they ran
-                dispatcher = compiled[-1] if compiled else None
-            if dispatcher is None or not getattr(dispatcher, "overloads", None):
+            dispatcher = _compiled_kernel(python_module, k.name)
+            if dispatcher is None:
                 continue
             k.registers = _one(dispatcher.get_regs_per_thread())
             k.local_memory_bytes = _one(dispatcher.get_local_mem_per_thread())

@@ -101,3 +101,33 @@ def test_every_level_agrees_with_the_tensor_interpreter(path):
         for what, got in results.items():
             for g, w in zip(got, want):
                 assert_close(g, w, ops, f"{func.sym_name} {what}", reduced)
+
+
+class _FakeKernel:
+    def __init__(self, regs):
+        self.overloads = {("sig",): object()} if regs else {}
+        self.regs = regs
+
+    def get_regs_per_thread(self):
+        return {"sig": self.regs}
+
+    def get_local_mem_per_thread(self):
+        return {"sig": 0}
+
+    def get_shared_mem_per_block(self):
+        return {"sig": 128}
+
+
+def test_explain_compile_reports_the_variant_that_ran():
+    """A row kernel's vector twin, or a contraction's tile shape, is what compiled."""
+    import types
+    from mlfuse.explain import KernelReport, attach_compiled_resources
+    tiles = types.SimpleNamespace(factory=object(), kernels={(128, 128, True, True): _FakeKernel(96)})
+    module = types.SimpleNamespace(f_0=_FakeKernel(0), f_0_vector=_FakeKernel(40), f_1=tiles,
+                                   f_10=_FakeKernel(7))
+    kernels = [KernelReport("f_0", "row", ["R"], [], 0, 0, 0, 0.0),
+               KernelReport("f_1", "contraction", ["M"], [], 0, 0, 0, 0.0)]
+    report = types.SimpleNamespace(kernels=kernels)  # the FunctionReport's part read here
+    attach_compiled_resources([report], module)
+    assert [k.registers for k in kernels] == [40, 96]
+    assert kernels[0].shared_memory_bytes == 128
