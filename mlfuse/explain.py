@@ -14,6 +14,7 @@ from dialects.loops import AllocOp
 from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.ir.parser import parse_ir
 from mlfuse.ir.printer import print_ir
+from mlfuse.passes.contraction import ScheduleContractionsPass
 from mlfuse.passes.fuse import FusePass, NoFusePass
 from mlfuse.passes.fusion_cost import buffer_bytes, kernel_cost
 from mlfuse.target import Target, get_target
@@ -88,6 +89,8 @@ def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int 
     NoFusePass(dims=dims).run(base)
     fuse_pass = FusePass(limit=limit, dims=dims)
     fuse_pass.run(fused)
+    for module in (base, fused):  # as the pipeline does: matmul and conv kernels are tiled
+        ScheduleContractionsPass().run(module)
     reports = []
     for bf, ff, plan in zip(base.funcs, fused.funcs, fuse_pass.plans):
         kb, kf = _kernel_reports(bf, dims, target), _kernel_reports(ff, dims, target)
