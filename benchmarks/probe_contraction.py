@@ -18,7 +18,6 @@ from numba import cuda  # noqa: E402
 
 from cases import CASES  # noqa: E402
 from mlfuse.codegen import generate  # noqa: E402
-from mlfuse.codegen.emit_contraction import ContractionEmitter  # noqa: E402
 import sgemm_reference  # noqa: E402
 from mlfuse.driver import compile_text  # noqa: E402
 from mlfuse.runtime import load_source  # noqa: E402
@@ -68,9 +67,6 @@ def run_case(case, rows):
     rows.append((case.name, "torch (cuBLAS/cuDNN)", t, FLOPS[case.name] / t / 1e9, "-"))
     dargs = [cuda.as_cuda_array(a) for a in args]
     base = generate(ir, target="cuda")
-    ContractionEmitter.pipeline = "prologue"
-    prologue = generate(ir, target="cuda")
-    ContractionEmitter.pipeline = "merged"
     if OUT:
         open(os.path.join(OUT, f"{case.name}.py"), "w").write(base)
     if case.name == "matmul_bias_relu":  # the hand-written reference kernel, same run
@@ -83,7 +79,7 @@ def run_case(case, rows):
         err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
         t = events_ms(launch)
         rows.append((case.name, "hand-written reference", t, FLOPS[case.name] / t / 1e9, f"err {err:.1e}"))
-    for label, source in [*variants(base), ("prologue pipeline", prologue)]:
+    for label, source in variants(base):
         try:
             module = load_source(source, f"{case.name}_{label}")
             host = module.ENTRY_POINTS[func.sym_name]

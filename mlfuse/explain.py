@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from dialects.fused import KernelOp
 from dialects.loops import AllocOp
+from mlfuse.codegen.emit_contraction import is_tiled_kernel
 from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.ir.parser import parse_ir
 from mlfuse.ir.printer import print_ir
@@ -188,7 +189,7 @@ def _compiled_kernel(python_module, name: str):
     for attr, value in vars(python_module).items():
         if attr != name and not attr.startswith(name + "_"):
             continue
-        if hasattr(value, "factory"):  # a contraction: its tile configurations, in order
+        if is_tiled_kernel(value):  # a contraction: its tile configurations, in order
             ran += list(value.kernels.values())
         elif getattr(value, "overloads", None):
             ran.append(value)

@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .codegen.emit_contraction import is_tiled_kernel
+
 
 class Source(NamedTuple):
     """Where a launch argument or a result comes from."""
@@ -196,11 +198,6 @@ def _is_kernel(value) -> bool:
     return hasattr(value, "py_func") and callable(getattr(type(value), "__getitem__", None))
 
 
-def _is_tiled(value) -> bool:
-    """A contraction's kernels by tile configuration (``_TiledKernel``)."""
-    return type(value).__name__ == "_TiledKernel" and hasattr(value, "factory")
-
-
 def trace_call(host, device_args, num_results: int):
     """Call ``host(*device_args)`` and record it: (its results, the :class:`Trace`).
     ``trace.plan`` is the plan, or None with ``trace.refused`` saying why."""
@@ -209,7 +206,7 @@ def trace_call(host, device_args, num_results: int):
     for name, value in host.__globals__.items():
         if _is_kernel(value):
             scope[name] = _RecordingKernel(name, value, trace)
-        elif _is_tiled(value):
+        elif is_tiled_kernel(value):
             scope[name] = _RecordingTiles(name, value, trace)
     if "cuda" in scope:
         scope["cuda"] = _RecordingCuda(scope["cuda"], trace)

@@ -21,6 +21,8 @@ import sys
 import tempfile
 import types as pytypes
 
+from .codegen.emit_contraction import is_tiled_kernel
+
 _OPTIONS = ("fastmath", "lineinfo", "launch_bounds", "max_registers")
 
 
@@ -95,7 +97,7 @@ def _kernels_of(op, python_module):
     for attr, value in vars(python_module).items():
         if name is None or not (attr == name or attr.startswith(name + "_")):
             continue
-        if type(value).__name__ == "_TiledKernel":
+        if is_tiled_kernel(value):
             for bm, bn in python_module.CONTRACTION_TILES:
                 yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, True, True)
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):

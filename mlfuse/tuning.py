@@ -24,6 +24,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
+from .codegen.emit_contraction import is_tiled_kernel
 from .runtime import cache_dir
 
 
@@ -42,7 +43,7 @@ class TileChoice:
 def tiled_kernels(python_module) -> dict:
     """The contraction kernels (``_TiledKernel``s) of a generated module, by name."""
     return {name: value for name, value in vars(python_module).items()
-            if type(value).__name__ == "_TiledKernel"}
+            if is_tiled_kernel(value)}
 
 
 def source_key(source: str) -> str:

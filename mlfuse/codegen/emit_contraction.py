@@ -43,7 +43,7 @@ VECTOR = 4  # operand values a thread loads together (one 16-byte load when VECT
 
 _LOCALS = ("tid", "row", "col", "m_size", "n_size", "k_size", "batch_size", "n_tiles",
            "tile_m", "tile_n", "m0", "n0", "batch", "stage", "k0", "kk", "slot", "e",
-           "q", "m", "n", "k", "i", "j", "rest", "value", "a_base", "b_base",
+           "q", "m", "n", "k", "i", "j", "value", "a_base", "b_base",
            "tiles", "a_next", "b_next", "a_frag", "b_frag", "acc")
 
 
@@ -51,10 +51,14 @@ def factory_name(kernel_name: str) -> str:
     return f"_tiles_{kernel_name}"
 
 
+def is_tiled_kernel(value) -> bool:
+    """Whether a generated module's ``value`` is a contraction's ``_TiledKernel``: its
+    kernels by tile configuration (``kernels``), made by ``factory``."""
+    return hasattr(value, "factory") and isinstance(getattr(value, "kernels", None), dict)
+
+
 class ContractionEmitter(KernelEmitter):
     """The factory of one contraction kernel (see the module doc)."""
-
-    pipeline = "merged"  # or "prologue" (probe_contraction.py compares them)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, "pointwise", target, helpers, hw, taken)
@@ -72,23 +76,6 @@ class ContractionEmitter(KernelEmitter):
         self.zero = literal(0, c.acc.type.dtype)
 
     # -- pieces -------------------------------------------------------------------
-    def size(self, extents) -> str:
-        factors = extent_factors(extents, self.sym.get)
-        return " * ".join([f"numba.int64({factors[0]})"] + factors[1:])
-
-    def unravel_into(self, flat: str, values: list[Value], extents: list) -> None:
-        """Name each of ``values`` (loop indices) from the flat index ``flat`` over
-        ``extents`` (last fastest)."""
-        names = [self.define(v, f"i{n}") for n, v in enumerate(values)]
-        if len(names) == 1:
-            self.w.line(f"{names[0]} = {flat}")
-            return
-        rest = flat
-        for d in range(len(names) - 1, 0, -1):
-            quotient = names[0] if d == 1 else self.loc["rest"]
-            self.w.line(f"{quotient}, {names[d]} = divmod({rest}, {self.extent(extents[d])})")
-            rest = quotient
-
     def dims(self, positions: list[int]) -> tuple[list[Value], list]:
         extents = self.op.extent_list
         return [self.args[p] for p in positions], [extents[p] for p in positions]
@@ -179,9 +166,9 @@ class ContractionEmitter(KernelEmitter):
                "constant once loops unroll")
         m_ext, n_ext = self.dims(c.m_dims)[1], self.dims(c.n_dims)[1]
         b_vals, b_ext = self.dims(c.batch_dims)
-        w.line(f"{L['m_size']} = {self.size(m_ext)}")
-        w.line(f"{L['n_size']} = {self.size(n_ext)}")
-        w.line(f"{L['k_size']} = {self.size(c.k_extents)}")
+        w.line(f"{L['m_size']} = {self.points(m_ext)}")
+        w.line(f"{L['n_size']} = {self.points(n_ext)}")
+        w.line(f"{L['k_size']} = {self.points(c.k_extents)}")
         w.line(f"{L['tid']} = cuda.threadIdx.x")
         w.line(f"{L['row']}, {L['col']} = {L['tid']} // (BN // 8), {L['tid']} % (BN // 8)"
                "  # this thread's 8 x 8 block")
@@ -190,7 +177,7 @@ class ContractionEmitter(KernelEmitter):
                f"{L['n_tiles']})")
         w.line(f"{L['m0']}, {L['n0']} = {L['tile_m']} * BM, {L['tile_n']} * BN")
         if b_vals:
-            w.line(f"{L['batch_size']} = {self.size(b_ext)}")
+            w.line(f"{L['batch_size']} = {self.points(b_ext)}")
             header = (f"for {L['batch']} in range(numba.int64(cuda.blockIdx.z), "
                       f"{L['batch_size']}, cuda.gridDim.z):")
             with w.indented(header):
@@ -201,26 +188,9 @@ class ContractionEmitter(KernelEmitter):
 
     def tile(self) -> None:
         w, L = self.w, self.loc
-        zero = literal(0, self.c.acc.type.dtype)
         with w.indented(f"for {L['slot']} in range(64):"):
-            w.line(f"{L['acc']}[{L['slot']}] = {zero}")
+            w.line(f"{L['acc']}[{L['slot']}] = {self.zero}")
         w.line(f"{L['stage']} = 0")
-        if self.pipeline == "prologue":  # fetch the first tile, then fetch-ahead in the loop
-            self.fetch("a", "0")
-            self.fetch("b", "0")
-            with w.indented(f"for {L['k0']} in range(0, {L['k_size']}, {BK}):"):
-                w.line(f"{L['a_base']}, {L['b_base']} = {L['stage']} * {BK} * BM, "
-                       f"A_TILES + {L['stage']} * {BK} * BN")
-                self.stage_store()
-                w.line("cuda.syncthreads()")
-                with w.indented(f"if {L['k0']} + {BK} < {L['k_size']}:  # the next tile's "
-                                "loads are in flight during the math"):
-                    self.fetch("a", f"{L['k0']} + {BK}")
-                    self.fetch("b", f"{L['k0']} + {BK}")
-                self.multiply()
-                w.line(f"{L['stage']} = 1 - {L['stage']}")
-            self.epilogue()
-            return
         w.line(f"# step k0 fetches the tile at k0 into registers while it multiplies the "
                f"tile at k0 - {BK}")
         with w.indented(f"for {L['k0']} in range(0, {L['k_size']} + {BK}, {BK}):"):

@@ -400,8 +400,12 @@ class KernelEmitter(VectorPhases):
     def unravel(self, flat: str, last: str | None = None) -> None:
         """Loop indices from the flat index: divmod by the extents, last dim fastest
         (the last index into ``last`` instead, when given)."""
-        args, extents = self.op.body.args, self.op.extent_list
-        names = [self.define(a, f"i{d}") for d, a in enumerate(args)]
+        self.unravel_into(flat, self.op.body.args, self.op.extent_list, last)
+
+    def unravel_into(self, flat: str, values, extents, last: str | None = None) -> None:
+        """Name each of ``values`` (loop indices) from the flat index ``flat`` over
+        ``extents``, last fastest (the last into ``last`` instead, when given)."""
+        names = [self.define(a, f"i{d}") for d, a in enumerate(values)]
         if last and names:
             names[-1] = last
         if len(names) == 1 and names[0] != flat:
