@@ -6,7 +6,7 @@ import time
 sys.path.insert(0, ".")
 import numpy as np  # noqa: E402
 
-from mlfuse.runtime_memory import install  # noqa: E402
+from mlfuse.runtime.memory import install  # noqa: E402
 
 install()
 from numba import cuda  # noqa: E402

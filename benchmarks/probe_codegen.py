@@ -51,7 +51,7 @@ class LaunchRecorder:
 
 
 def load(source: str, name: str, constants: dict):
-    from mlfuse.runtime import load_source
+    from mlfuse.runtime.loader import load_source
     for key, value in constants.items():
         if re.fullmatch(r"[A-Z_]+", key):  # a module constant
             source, n = re.subn(rf"^{key} = \d+", f"{key} = {value}", source, flags=re.M)
@@ -78,10 +78,10 @@ def kernel_resources(kernels: dict) -> list[str]:
 def measure(case, func, inputs, expected, constants: dict) -> dict:
     from numba import cuda
 
-    from mlfuse.benchmark import time_gpu
+    from mlfuse.tools.benchmark import time_gpu
     from mlfuse.codegen import generate
-    from mlfuse.driver import compile_text
-    from mlfuse.testing import compare, program_size
+    from mlfuse.pipeline import compile_text
+    from mlfuse.tools.checking import compare, program_size
     source = generate(compile_text(case.source, f"{case.name}.fuse", level="fused"), "cuda")
     module = load(source, case.name, constants)
     host = module.ENTRY_POINTS[func.sym_name]
@@ -110,7 +110,7 @@ def measure(case, func, inputs, expected, constants: dict) -> dict:
 def peer_times(case, inputs) -> dict:
     import torch
 
-    from mlfuse.benchmark import time_gpu
+    from mlfuse.tools.benchmark import time_gpu
     torch.backends.cuda.matmul.allow_tf32 = False
     args = [torch.from_numpy(a).cuda() for a in inputs]
     out = {}
@@ -125,7 +125,7 @@ def copy_bandwidth() -> float:
     import numpy as np
     from numba import cuda
 
-    from mlfuse.benchmark import time_gpu
+    from mlfuse.tools.benchmark import time_gpu
     a = cuda.device_array(1 << 26, np.float32)
     b = cuda.device_array(1 << 26, np.float32)
     ms = time_gpu(lambda _: b.copy_to_device(a), repeats=11, budget_ms=600).median_ms
@@ -139,10 +139,10 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="write results.json there")
     opts = parser.parse_args()
 
-    from mlfuse.driver import parse_program
+    from mlfuse.pipeline import parse_program
     from mlfuse.interp import run_tensor
-    from mlfuse.runtime_memory import install
-    from mlfuse.testing import random_inputs
+    from mlfuse.runtime.memory import install
+    from mlfuse.tools.checking import random_inputs
     install()
     gbs = copy_bandwidth()
     rows, results = [], {"copy_gb_s": gbs, "cases": {}}

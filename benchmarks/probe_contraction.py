@@ -19,8 +19,8 @@ from numba import cuda  # noqa: E402
 from cases import CASES  # noqa: E402
 from mlfuse.codegen import generate  # noqa: E402
 import sgemm_reference  # noqa: E402
-from mlfuse.driver import compile_text  # noqa: E402
-from mlfuse.runtime import load_source  # noqa: E402
+from mlfuse.pipeline import compile_text  # noqa: E402
+from mlfuse.runtime.loader import load_source  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False

@@ -11,7 +11,7 @@ sys.path.insert(0, ".")
 import numpy as np  # noqa: E402
 
 import mlfuse  # noqa: E402
-from mlfuse.benchmark import time_gpu  # noqa: E402
+from mlfuse.tools.benchmark import time_gpu  # noqa: E402
 
 SRC = "func chain(x: f32[N], b: f32[N]) -> f32[N] {\n    return relu(x * 2.0 + b) * 0.5 + x\n}\n"
 
@@ -19,7 +19,7 @@ SRC = "func chain(x: f32[N], b: f32[N]) -> f32[N] {\n    return relu(x * 2.0 + b
 def main():
     mod = mlfuse.compile_source(SRC, "chain.fuse", target="cuda")
     from numba import cuda
-    from mlfuse.runtime_memory import active
+    from mlfuse.runtime.memory import active
     f = mod.chain
     for n in (1024, 1 << 26):
         x = cuda.to_device(np.random.default_rng(0).standard_normal(n).astype(np.float32))

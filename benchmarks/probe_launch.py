@@ -1,5 +1,5 @@
 """Probe: host time per call of compiled functions, Numba's launches ("numba") against
-the planned driver launches (mlfuse/launcher.py) through cuda-bindings ("bindings")
+the planned driver launches (mlfuse/runtime/launcher.py) through cuda-bindings ("bindings")
 and through ctypes ("ctypes"), with Numba device arrays and PyTorch tensors as inputs.
 
 Cases: the fused chain relu(x*2+b)*0.5+x (1 kernel), the same 3 first ops unfused
@@ -23,18 +23,18 @@ from functools import partial
 sys.path.insert(0, ".")
 import numpy as np  # noqa: E402
 
-from mlfuse.runtime_memory import install  # noqa: E402
+from mlfuse.runtime.memory import install  # noqa: E402
 
 install()  # before Numba's context exists
 from numba import cuda  # noqa: E402
 
 import mlfuse  # noqa: E402
 from mlfuse.api import CompiledFunction  # noqa: E402
-from mlfuse.benchmark import time_gpu  # noqa: E402
-from mlfuse.launch_driver import LAUNCHES  # noqa: E402
-from mlfuse.launcher import DriverCall, FastPath, launch_mode  # noqa: E402
-from mlfuse.runtime_memory import active  # noqa: E402
-from mlfuse.testing import compare  # noqa: E402
+from mlfuse.tools.benchmark import time_gpu  # noqa: E402
+from mlfuse.runtime.cuda_driver import LAUNCHES  # noqa: E402
+from mlfuse.runtime.launcher import DriverCall, FastPath, launch_mode  # noqa: E402
+from mlfuse.runtime.memory import active  # noqa: E402
+from mlfuse.tools.checking import compare  # noqa: E402
 
 OUT = os.environ.get("OUT")
 LOG = open(os.path.join(OUT, "probe_launch.log"), "w") if OUT else None

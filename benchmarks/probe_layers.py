@@ -8,7 +8,7 @@ sys.path.insert(0, ".")
 import numpy as np  # noqa: E402
 
 import mlfuse  # noqa: E402
-from mlfuse.benchmark import time_gpu  # noqa: E402
+from mlfuse.tools.benchmark import time_gpu  # noqa: E402
 
 SRC = "func chain(x: f32[N], b: f32[N]) -> f32[N] {\n    return relu(x * 2.0 + b) * 0.5 + x\n}\n"
 

@@ -4,12 +4,12 @@ Run on the GPU from the repository root (one process, under 3 minutes):
     python benchmarks/probe_memkern.py [--case NAME ...] [--no-sweep] [--dry-run]
 
 For ew_chain, ew_chain10, softmax, layernorm and sumsq at the benchmark sizes, each
-variant below is a set of ``mlfuse.target`` knobs (the generator's only parameters):
+variant below is a set of ``mlfuse.hardware`` knobs (the generator's only parameters):
 the module is generated with them, its host function runs once on fresh random
 inputs (recording the kernels it launches: the "kernels" column says whether the
 vector kernel was the one), the outputs are filled with NaN, the recorded launches
 are replayed alone, and the result is checked against the NumPy interpreter (on the
-GPU, with ``mlfuse.testing.compare`` through CuPy). The kernel time is the replayed
+GPU, with ``mlfuse.tools.checking.compare`` through CuPy). The kernel time is the replayed
 launches' (CUDA events, median). torch eager and torch.compile run on the same
 inputs, checked the same way. One failing variant does not stop the others; variants
 still waiting when the time budget runs out are listed as skipped. Writes
@@ -107,7 +107,7 @@ class Device:
     def time_ms(self, call) -> float:
         if self.dry_run:
             return float("nan")
-        from mlfuse.benchmark import time_gpu
+        from mlfuse.tools.benchmark import time_gpu
         return time_gpu(call, repeats=11, budget_ms=300).median_ms
 
 
@@ -129,9 +129,9 @@ class Prepared:
 def prepare(case, device: Device, seed: int, gbs: float) -> Prepared:
     from numba import cuda
 
-    from mlfuse.driver import parse_program
+    from mlfuse.pipeline import parse_program
     from mlfuse.interp import run_tensor
-    from mlfuse.testing import program_size, random_inputs
+    from mlfuse.tools.checking import program_size, random_inputs
     func = parse_program(case.source, f"{case.name}.fuse").funcs[0]
     inputs = random_inputs(func, case.dims_for(device.dry_run), seed=seed)
     (expected,) = run_tensor(func, inputs)
@@ -143,7 +143,7 @@ def prepare(case, device: Device, seed: int, gbs: float) -> Prepared:
 
 def check(p: Prepared, got) -> tuple[bool, float]:
     """``got`` (an array of the device's ``xp``) against the NumPy interpreter's result."""
-    from mlfuse.testing import compare
+    from mlfuse.tools.checking import compare
     c = compare(p.reference, got, p.ops, p.reduced, xp=p.device.xp)
     return c.ok, c.max_abs_error
 
@@ -160,9 +160,9 @@ def run_variant(p: Prepared, knobs: dict) -> dict:
     from numba import cuda
 
     from mlfuse.codegen import generate
-    from mlfuse.driver import compile_text
-    from mlfuse.runtime import load_source
-    from mlfuse.target import get_target
+    from mlfuse.pipeline import compile_text
+    from mlfuse.runtime.loader import load_source
+    from mlfuse.hardware import get_target
     hw = dataclasses.replace(get_target(), **knobs)
     source = generate(compile_text(p.case.source, f"{p.case.name}.fuse", level="fused"),
                       "simulator" if p.device.dry_run else "cuda", hw)
@@ -231,7 +231,7 @@ def main() -> None:
     import numba
     from numba import cuda
 
-    from mlfuse.runtime_memory import install
+    from mlfuse.runtime.memory import install
     install()
     device = Device(opts.dry_run)
     seed = int(time.time()) % 100000

@@ -9,7 +9,7 @@ import numpy as np
 from numba import cuda
 
 sys.path.insert(0, ".")
-from mlfuse.benchmark import time_gpu  # noqa: E402
+from mlfuse.tools.benchmark import time_gpu  # noqa: E402
 
 
 @cuda.jit(device=True, inline="always")

@@ -9,9 +9,9 @@ inputs and each checked against mlfuse's NumPy interpreter.
     python benchmarks/run.py --markdown-from benchmarks/results/latest.json --update-md BENCHMARKS.md
 
 Device times: CUDA events around back-to-back calls after a warm-up, median of
-repeats, inputs rotated when they fit in L2 (mlfuse.benchmark.time_gpu). The
+repeats, inputs rotated when they fit in L2 (mlfuse.tools.benchmark.time_gpu). The
 small_latency case reports host microseconds per call over 2000 calls instead.
-A peer passes its check when mlfuse.testing.compare accepts every element and
+A peer passes its check when mlfuse.tools.checking.compare accepts every element and
 ||out - ref|| / ||ref|| <= REL_ERROR_LIMIT (which TF32 would not meet).
 """
 from __future__ import annotations
@@ -74,11 +74,11 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
     ``timed``, time each one too. Returns the case's entry of the results JSON."""
     import numpy as np
     import mlfuse
-    from mlfuse.benchmark import relative_error, rotations
-    from mlfuse.cli_bench import bytes_moved
-    from mlfuse.driver import parse_program
+    from mlfuse.tools.benchmark import relative_error, rotations
+    from mlfuse.cli.bench import bytes_moved
+    from mlfuse.pipeline import parse_program
     from mlfuse.interp import run_tensor
-    from mlfuse.testing import compare, program_size, random_inputs
+    from mlfuse.tools.checking import compare, program_size, random_inputs
     module = parse_program(case.source, f"{case.name}.fuse")
     func = module.funcs[0]
     inputs = random_inputs(func, dims, seed=0)
@@ -177,7 +177,7 @@ def _to_numpy(x):
 
 def _device_time(fn, arg_sets) -> float:
     """Median ms per call, cycling through the input sets."""
-    from mlfuse.benchmark import time_gpu
+    from mlfuse.tools.benchmark import time_gpu
     t = time_gpu(lambda i: fn(*arg_sets[i]), n_sets=len(arg_sets), repeats=11,
                  budget_ms=TIMING_BUDGET_MS)
     return round(t.median_ms, 4)
@@ -228,7 +228,7 @@ def write_results(results: dict, out: Path) -> None:
 
 def markdown(results: dict) -> str:
     """The results as the Markdown table of BENCHMARKS.md."""
-    from mlfuse.benchmark import markdown_table
+    from mlfuse.tools.benchmark import markdown_table
     rows = []
     for name, r in results["cases"].items():
         latency = name == "small_latency"
@@ -294,11 +294,11 @@ def main(argv=None) -> int:
     timed = not args.dry_run
     device = "simulator"
     if timed:
-        from mlfuse.device import gpu_present
+        from mlfuse.runtime.device import gpu_present
         if not gpu_present():
             sys.stderr.write("benchmarks need a CUDA GPU (use --dry-run to check the script)\n")
             return 2
-        from mlfuse.runtime_memory import install
+        from mlfuse.runtime.memory import install
         install()  # before any Numba CUDA call, as `mlfuse bench` does
         from numba import cuda
         device = cuda.get_current_device().name
@@ -307,8 +307,8 @@ def main(argv=None) -> int:
                "command": "python benchmarks/run.py" + "".join(f" --only {o}" for o in args.only or []),
                "copy_GBps": None, "cases": {}}
     if timed:
-        from mlfuse.cli_bench import measure_copy_bandwidth
-        from mlfuse.runtime_memory import active
+        from mlfuse.cli.bench import measure_copy_bandwidth
+        from mlfuse.runtime.memory import active
         log("measuring copy bandwidth")
         results["copy_GBps"] = round(measure_copy_bandwidth() / 1e9, 1)
         results["mlfuse_caching_allocator"] = active()

@@ -6,11 +6,14 @@ Loop-index arithmetic uses the same ops on the ``index`` type, plus floordiv/mod
 """
 from __future__ import annotations
 
-from mlfuse.ir.core import ELEMENTWISE, Attr, Operation, VerifyError, register_op
+from mlfuse.ir.core import ELEMENTWISE, Attr, Operation, VerifyError
+from mlfuse.ir.registry import Dialect
 from mlfuse.ir.types import DTYPES, INDEX, ScalarType
 
-from .elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
-from .elementwise import check_dtypes
+from mlfuse.dialects.elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
+from mlfuse.dialects.elementwise import check_dtypes
+
+DIALECT = Dialect("arith", __doc__)
 
 
 def _scalars(op_name, types):
@@ -37,13 +40,13 @@ def _make(spec):
     names = {1: ("x",), 2: ("x", "y"), 3: ("cond", "x", "y")}[spec.arity]
     cls = type(f"Arith{spec.name.capitalize()}Op", (ScalarOp,), {
         "name": f"arith.{spec.name}", "operand_names": names, "spec": spec, "doc": spec.doc})
-    return register_op(cls)
+    return DIALECT.op(cls)
 
 
 SCALAR_OPS = {name: _make(spec) for name, spec in ELEMENTWISE_SPECS.items()}
 
 
-@register_op
+@DIALECT.op
 class ConstantOp(Operation):
     name = "arith.constant"
     attrs = {"value": Attr("float")}
@@ -69,13 +72,13 @@ class IndexBinaryOp(Operation):
         return [INDEX]
 
 
-@register_op
+@DIALECT.op
 class FloorDivOp(IndexBinaryOp):
     name = "arith.floordiv"
     doc = "Index floor division (operands are non-negative)."
 
 
-@register_op
+@DIALECT.op
 class ModOp(IndexBinaryOp):
     name = "arith.mod"
     doc = "Index remainder (operands are non-negative)."
@@ -92,17 +95,17 @@ class BoolBinaryOp(Operation):
         return [ScalarType("bool")]
 
 
-@register_op
+@DIALECT.op
 class AndOp(BoolBinaryOp):
     name = "arith.and"
 
 
-@register_op
+@DIALECT.op
 class OrOp(BoolBinaryOp):
     name = "arith.or"
 
 
-@register_op
+@DIALECT.op
 class CastOp(Operation):
     name = "arith.cast"
     operand_names = ("x",)

@@ -12,21 +12,24 @@ inner loops (``loops.for``).
 - "pointwise": one thread per point of ``extents``; inner loops run sequentially in it.
 - "row": one thread block per point of ``extents``; the reductions and loops at the
   top of the body are shared by the block's threads (block/warp reductions).
-- "contraction": a sum of products (matmul, conv2d; see mlfuse/passes/contraction.py):
+- "contraction": a sum of products (matmul, conv2d; see mlfuse/transforms/contraction.py):
   a block computes a tile of points, each thread a register block of them, from
   shared-memory tiles of the two operands; the rest of the body is the epilogue.
 ``sources`` names the tensor ops the kernel computes, for reports and comments.
 """
 from __future__ import annotations
 
-from mlfuse.ir.core import Attr, VerifyError, register_op
+from mlfuse.ir.core import Attr, VerifyError
+from mlfuse.ir.registry import Dialect
 
-from .loops import LoopOp
+from mlfuse.dialects.loops import LoopOp
 
 SCHEDULES = ("pointwise", "row", "contraction")
 
+DIALECT = Dialect("fused", __doc__)
 
-@register_op
+
+@DIALECT.op
 class KernelOp(LoopOp):
     name = "fused.kernel"
     attrs = {"extents": Attr("dims"), "schedule": Attr("str", "pointwise"),
@@ -43,7 +46,7 @@ class KernelOp(LoopOp):
             raise VerifyError("fused.kernel takes exactly one index per extent", self.loc)
         if self["schedule"] not in SCHEDULES:
             raise VerifyError(f"unknown schedule {self['schedule']!r}", self.loc)
-        from .loops import ParallelOp
+        from mlfuse.dialects.loops import ParallelOp
         for op in self.walk():
             if op is not self and isinstance(op, (KernelOp, ParallelOp)):
                 raise VerifyError(f"{op.name} cannot nest inside a kernel", op.loc)

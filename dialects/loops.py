@@ -16,10 +16,13 @@ An extent is an int or a symbolic dim name; ``loops.dim`` reads a symbol's value
 """
 from __future__ import annotations
 
-from mlfuse.ir.core import OPAQUE, Attr, Operation, VerifyError, register_op
+from mlfuse.ir.core import OPAQUE, Attr, Operation, VerifyError
+from mlfuse.ir.registry import Dialect
 from mlfuse.ir.types import BOOL, INDEX, BufferType, ScalarType
 
 COMBINERS = ("add", "max", "min")
+
+DIALECT = Dialect("loops", __doc__)
 
 
 def _check_indices(op, buf, indices):
@@ -40,7 +43,7 @@ def _check_extents(op, key="extents"):
             raise VerifyError(f"{op.name}: negative extent {e}", op.loc)
 
 
-@register_op
+@DIALECT.op
 class AllocOp(Operation):
     name = "loops.alloc"
     doc = "A fresh buffer (an intermediate or a function result)."
@@ -50,7 +53,7 @@ class AllocOp(Operation):
             raise VerifyError("loops.alloc yields a buffer", self.loc)
 
 
-@register_op
+@DIALECT.op
 class DimOp(Operation):
     name = "loops.dim"
     attrs = {"sym": Attr("str")}
@@ -80,7 +83,7 @@ class LoopOp(Operation):
             raise VerifyError(f"{self.name} body must take {n} index argument(s)", self.loc)
 
 
-@register_op
+@DIALECT.op
 class ParallelOp(LoopOp):
     name = "loops.parallel"
     attrs = {"extents": Attr("dims"), "source": Attr("str", "")}
@@ -97,7 +100,7 @@ class ParallelOp(LoopOp):
             raise VerifyError("loops.parallel takes exactly one index per extent", self.loc)
 
 
-@register_op
+@DIALECT.op
 class ForOp(LoopOp):
     name = "loops.for"
     attrs = {"extent": Attr("dim")}
@@ -113,7 +116,7 @@ class ForOp(LoopOp):
             raise VerifyError("loops.for takes one index argument", self.loc)
 
 
-@register_op
+@DIALECT.op
 class ReduceOp(LoopOp):
     name = "loops.reduce"
     operand_names = ("init",)
@@ -139,7 +142,7 @@ class ReduceOp(LoopOp):
             raise VerifyError("loops.reduce yields a value of another type than its init", self.loc)
 
 
-@register_op
+@DIALECT.op
 class YieldOp(Operation):
     name = "loops.yield"
     operand_names = ("*values",)
@@ -150,7 +153,7 @@ class YieldOp(Operation):
         return []
 
 
-@register_op
+@DIALECT.op
 class LoadOp(Operation):
     name = "loops.load"
     operand_names = ("buffer", "*indices")
@@ -166,7 +169,7 @@ class LoadOp(Operation):
         _check_indices(self, self.operands[0], self.operands[1:])
 
 
-@register_op
+@DIALECT.op
 class MaskedLoadOp(Operation):
     name = "loops.masked_load"
     operand_names = ("buffer", "mask", "*indices")
@@ -185,7 +188,7 @@ class MaskedLoadOp(Operation):
         _check_indices(self, self.operands[0], self.operands[2:])
 
 
-@register_op
+@DIALECT.op
 class StoreOp(Operation):
     name = "loops.store"
     operand_names = ("value", "buffer", "*indices")

@@ -7,13 +7,16 @@ Composite ops (softmax, layernorm, rmsnorm) exist only until the ``decompose`` p
 from __future__ import annotations
 
 from mlfuse.ir.core import (BROADCAST, ELEMENTWISE, INJECTIVE, OPAQUE, OUT_ELEMENTWISE_FUSABLE,
-                            REDUCTION, Attr, Operation, VerifyError, register_op)
+                            REDUCTION, Attr, Operation, VerifyError)
+from mlfuse.ir.registry import Dialect
 from mlfuse.ir.types import DTYPES, FLOAT_DTYPES, TensorType
 
-from .elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
-from .elementwise import check_dtypes
-from .shapes import (broadcast_shapes, conv_out_dim, fmt_shape, normalize_axes, reduced_shape,
+from mlfuse.dialects.elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
+from mlfuse.dialects.elementwise import check_dtypes
+from mlfuse.dialects.shapes import (broadcast_shapes, conv_out_dim, fmt_shape, normalize_axes, reduced_shape,
                      same_size)
+
+DIALECT = Dialect("tensor", __doc__)
 
 
 def _tensors(op_name, types) -> list[TensorType]:
@@ -50,13 +53,13 @@ def _make_elementwise(spec):
     names = {1: ("x",), 2: ("x", "y"), 3: ("cond", "x", "y")}[spec.arity]
     cls = type(f"{spec.name.capitalize()}Op", (ElementwiseOp,), {
         "name": f"tensor.{spec.name}", "operand_names": names, "spec": spec, "doc": spec.doc})
-    return register_op(cls)
+    return DIALECT.op(cls)
 
 
 ELEMENTWISE_OPS = {name: _make_elementwise(spec) for name, spec in ELEMENTWISE_SPECS.items()}
 
 
-@register_op
+@DIALECT.op
 class ConstantOp(TensorOp):
     name = "tensor.constant"
     attrs = {"value": Attr("float")}
@@ -72,7 +75,7 @@ class ConstantOp(TensorOp):
             raise VerifyError(f"constant {v} is not a whole number for {t.dtype}", self.loc)
 
 
-@register_op
+@DIALECT.op
 class CastOp(TensorOp):
     name = "tensor.cast"
     operand_names = ("x",)
@@ -114,7 +117,7 @@ class ReduceOp(TensorOp):
 def _reduction(op, combiner, doc):
     cls = type(f"{op.capitalize()}Op", (ReduceOp,),
                {"name": f"tensor.{op}", "combiner": combiner, "doc": doc})
-    return register_op(cls)
+    return DIALECT.op(cls)
 
 
 SumOp = _reduction("sum", "add", "Sum over axes (NumPy sum).")
@@ -124,7 +127,7 @@ MeanOp = _reduction("mean", "add", "Mean over axes (sum / count).")
 REDUCE_OPS = {"sum": SumOp, "max": MaxOp, "min": MinOp, "mean": MeanOp}
 
 
-@register_op
+@DIALECT.op
 class ReshapeOp(TensorOp):
     name = "tensor.reshape"
     operand_names = ("x",)
@@ -144,7 +147,7 @@ class ReshapeOp(TensorOp):
         return [t.with_shape(shape)]
 
 
-@register_op
+@DIALECT.op
 class TransposeOp(TensorOp):
     name = "tensor.transpose"
     operand_names = ("x",)
@@ -161,7 +164,7 @@ class TransposeOp(TensorOp):
         return [t.with_shape(t.shape[p] for p in perm)]
 
 
-@register_op
+@DIALECT.op
 class BroadcastToOp(TensorOp):
     name = "tensor.broadcast_to"
     operand_names = ("x",)
@@ -178,7 +181,7 @@ class BroadcastToOp(TensorOp):
         return [t.with_shape(shape)]
 
 
-@register_op
+@DIALECT.op
 class MatmulOp(TensorOp):
     name = "tensor.matmul"
     operand_names = ("a", "b")
@@ -203,7 +206,7 @@ class MatmulOp(TensorOp):
         return [TensorType(a.dtype, a.shape[:-1] + (b.shape[-1],))]
 
 
-@register_op
+@DIALECT.op
 class Conv2dOp(TensorOp):
     name = "tensor.conv2d"
     operand_names = ("x", "w")
@@ -235,7 +238,7 @@ class Conv2dOp(TensorOp):
 
 
 # -- composites: rewritten into the ops above by the decompose pass ---------------
-@register_op
+@DIALECT.op
 class SoftmaxOp(TensorOp):
     name = "tensor.softmax"
     operand_names = ("x",)
@@ -251,7 +254,7 @@ class SoftmaxOp(TensorOp):
         return [t]
 
 
-@register_op
+@DIALECT.op
 class LayernormOp(TensorOp):
     name = "tensor.layernorm"
     operand_names = ("x", "gamma", "beta")
@@ -272,7 +275,7 @@ class LayernormOp(TensorOp):
         return [x]
 
 
-@register_op
+@DIALECT.op
 class RmsnormOp(TensorOp):
     name = "tensor.rmsnorm"
     operand_names = ("x", "gamma")

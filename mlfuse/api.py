@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import MlfuseError
-from .ir.builtin import ModuleOp
-from .launcher import FastPath, fast_path
-from .runtime import default_target, load_source, simulator_enabled
-from .runtime_args import HOST, Signature, bind_arguments, convert_result
+from mlfuse.errors import MlfuseError
+from mlfuse.ir.builtin import ModuleOp
+from mlfuse.runtime.launcher import FastPath, fast_path
+from mlfuse.runtime.loader import default_target, load_source, simulator_enabled
+from mlfuse.runtime.arguments import HOST, Signature, bind_arguments, convert_result
 
 
 class CompiledFunction:
     """One compiled func: checks its arguments, launches its kernels, returns results.
 
-    A call whose arguments match a plan (``fast_path``, see mlfuse/launcher.py) is
+    A call whose arguments match a plan (``fast_path``, see mlfuse/runtime/launcher.py) is
     launched from it; any other takes the normal path: checks, the host function,
     Numba's launches (and may leave a plan for the next call like it)."""
 
@@ -106,16 +106,16 @@ def _check_target(target: str | None) -> str:
 def compile_ir(module: ModuleOp, target: str | None = None, name: str = "module") -> CompiledModule:
     """Generate, load and wrap ``module`` (loops or fused level). ``target`` None picks
     "cuda" when a GPU is usable and the simulator is off, else "simulator"."""
-    from .codegen import generate
+    from mlfuse.codegen import generate
     target = _check_target(target)
     if target == "cuda":
-        from .runtime_memory import install
+        from mlfuse.runtime.memory import install
         install()  # results are allocated on every call: reuse freed buffers
     source = generate(module, target)
     python_module = load_source(source, name)
     if target == "cuda":  # tile shapes an earlier `mlfuse bench --tune` found on this GPU
-        from .device import device_name
-        from .tuning import apply_cached
+        from mlfuse.runtime.device import device_name
+        from mlfuse.tools.tuning import apply_cached
         apply_cached(python_module, source, device_name())
     return CompiledModule(module, source, target, python_module)
 
@@ -123,7 +123,7 @@ def compile_ir(module: ModuleOp, target: str | None = None, name: str = "module"
 def compile_source(text: str, filename: str = "<string>", fuse: bool = True,
                    target: str | None = None, fuse_options: dict | None = None) -> CompiledModule:
     """Compile .fuse source text: parse, lower, fuse, generate, load."""
-    from .driver import compile_text
+    from mlfuse.pipeline import compile_text
     module = compile_text(text, filename, level="fused", fuse=fuse, fuse_options=fuse_options)
     return compile_ir(module, target, name=Path(filename).stem or "module")
 
@@ -131,5 +131,5 @@ def compile_source(text: str, filename: str = "<string>", fuse: bool = True,
 def compile_file(path, fuse: bool = True, target: str | None = None,
                  fuse_options: dict | None = None) -> CompiledModule:
     """Compile a .fuse file (see :func:`compile_source`)."""
-    from .frontend.source_file import read_source
+    from mlfuse.syntax.source_file import read_source
     return compile_source(read_source(str(path)), str(path), fuse, target, fuse_options)

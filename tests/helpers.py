@@ -1,16 +1,16 @@
-"""Shared test helpers. The inputs and the tolerance rule live in mlfuse.testing
+"""Shared test helpers. The inputs and the tolerance rule live in mlfuse.tools.checking
 (``mlfuse run`` and ``mlfuse bench`` use the same); this adds a pytest assertion."""
 from __future__ import annotations
 
 import numpy as np
 
-from mlfuse.testing import compare, random_inputs, tolerance  # noqa: F401
+from mlfuse.tools.checking import compare, random_inputs, tolerance  # noqa: F401
 
 
 def assert_close(actual, expected, n_ops: int = 1, what: str = "result", reduced: int = 1,
                  undecided=None) -> None:
     """Same dtype and shape; NaN where and only where ``expected`` is NaN; infinities
-    equal; finite values within ``mlfuse.testing.tolerance(dtype, n_ops, reduced)``;
+    equal; finite values within ``mlfuse.tools.checking.tolerance(dtype, n_ops, reduced)``;
     elements of the ``undecided`` mask (mlfuse.interp.rounding) left out."""
     c = compare(np.asarray(expected), np.asarray(actual), n_ops, reduced, undecided=undecided)
     assert c.ok, f"{what}: {c.message}; max abs error {c.max_abs_error:.3g}"

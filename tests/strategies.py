@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dialects.shapes import broadcast_shapes
+from mlfuse.dialects.shapes import broadcast_shapes
 from mlfuse.ir.core import VerifyError
 
 # -- profiles (MLFUSE_FUZZ): examples per property, sizes and target -----------------

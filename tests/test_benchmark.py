@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlfuse.benchmark import (markdown_table, plan_repeats, relative_error, rotations,
+from mlfuse.tools.benchmark import (markdown_table, plan_repeats, relative_error, rotations,
                               summarize, time_gpu)
-from mlfuse.testing import compare
+from mlfuse.tools.checking import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -52,8 +52,8 @@ def test_slow_calls_get_fewer_repeats_and_fast_ones_are_batched():
 
 def test_bytes_moved_counts_each_kernels_reads_and_writes_once():
     from cases import CASES
-    from mlfuse.cli_bench import bytes_moved
-    from mlfuse.driver import parse_program
+    from mlfuse.cli.bench import bytes_moved
+    from mlfuse.pipeline import parse_program
     chain = next(c for c in CASES if c.name == "ew_chain")
     (func,) = parse_program(chain.source, "ew_chain").funcs
     n = 1024
@@ -121,7 +121,7 @@ def test_a_dry_run_case_checks_every_peer_and_fits_the_schema():
 
 def test_every_case_compiles_and_names_its_function_after_the_case():
     from cases import CASES
-    from mlfuse.driver import parse_program
+    from mlfuse.pipeline import parse_program
     assert {c.name for c in CASES} == {"ew_chain", "ew_chain10", "softmax", "layernorm", "sumsq",
                                        "matmul_bias_relu", "conv_bias_relu", "mlp", "small_latency"}
     for case in CASES:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from mlfuse import __version__
-from mlfuse.cli import main
+from mlfuse.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAIN = str(ROOT / "examples" / "chain.fuse")
@@ -150,21 +150,21 @@ def test_bench_checks_and_reports_each_function_with_stand_ins_for_the_gpu(
     """bench's plumbing on the simulator: the GPU check, the copy bandwidth and the
     timer are stand-ins; compiling, checking against the interpreter, the table and
     --json are the real thing (for a .fuse file and an ONNX model's bound initializers)."""
-    import mlfuse.benchmark
-    import mlfuse.cli_bench
-    import mlfuse.runtime_memory
-    from mlfuse.cli_program import Program
+    import mlfuse.tools.benchmark
+    import mlfuse.cli.bench
+    import mlfuse.runtime.memory
+    from mlfuse.cli.program import Program
     calls = []
 
     def fake_timer(fn, n_sets=1, **kw):
         fn(0)
         calls.append(n_sets)
-        return mlfuse.benchmark.summarize([0.5, 0.5, 0.5])
+        return mlfuse.tools.benchmark.summarize([0.5, 0.5, 0.5])
     compile_for_gpu = Program.compile
-    monkeypatch.setattr(mlfuse.cli_bench, "gpu_present", lambda: True)
-    monkeypatch.setattr(mlfuse.cli_bench, "measure_copy_bandwidth", lambda: 2.0e12)
-    monkeypatch.setattr(mlfuse.runtime_memory, "install", lambda: None)
-    monkeypatch.setattr(mlfuse.benchmark, "time_gpu", fake_timer)
+    monkeypatch.setattr(mlfuse.cli.bench, "gpu_present", lambda: True)
+    monkeypatch.setattr(mlfuse.cli.bench, "measure_copy_bandwidth", lambda: 2.0e12)
+    monkeypatch.setattr(mlfuse.runtime.memory, "install", lambda: None)
+    monkeypatch.setattr(mlfuse.tools.benchmark, "time_gpu", fake_timer)
     monkeypatch.setattr(Program, "compile", lambda self, fuse=True, target=None, fuse_options=None:
                         compile_for_gpu(self, fuse, "simulator", fuse_options))
     out = tmp_path / "bench.json"

@@ -9,13 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-import mlfuse.dialects_loaded  # noqa: F401
-from dialects.elementwise import ELEMENTWISE
+from mlfuse.dialects.elementwise import ELEMENTWISE
 from mlfuse.api import compile_ir
 from mlfuse.codegen import generate
 from mlfuse.errors import MlfuseError
-from mlfuse.ir import parse_ir
-from mlfuse.target import get_target
+from mlfuse.dialects import parse_ir
+from mlfuse.hardware import get_target
 
 from helpers import assert_close, record_launches
 
@@ -290,7 +289,7 @@ def test_cuda_kernels_declare_their_launch_bounds():
 def test_softmax_long_and_short_rows_take_their_variant_and_match_numpy(
         values_per_thread, row_threads, variant):
     """Small launch constants put a 50-value row in either variant on the simulator."""
-    from mlfuse.runtime import load_source
+    from mlfuse.runtime.loader import load_source
     hw = dataclasses.replace(get_target(), vector_width=1, row_values_per_thread=values_per_thread,
                              row_threads=row_threads)
     module = load_source(generate(parse_ir(SOFTMAX), "simulator", hw), "softmax_variants")
@@ -528,7 +527,7 @@ def test_softmax_rows_compute_exp_once_per_value_when_reuse_is_on(reuse):
     assert kernel.count("exp(") == (1 if reuse else 2)
     assert ("e_vals[slot] = e" in kernel and "e2 = e_vals[slot]" in kernel) == reuse
     assert ("v2 = x_vals[slot]" not in kernel) == reuse  # the output loop needs no x
-    from mlfuse.runtime import load_source
+    from mlfuse.runtime.loader import load_source
     from numba import cuda
     module = load_source(generate(parse_ir(SOFTMAX), "simulator", hw), "softmax_reuse")
     x = rng_array((3, 50))

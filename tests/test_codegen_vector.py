@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import mlfuse.dialects_loaded  # noqa: F401
 from mlfuse.codegen import generate
-from mlfuse.ir import parse_ir
-from mlfuse.runtime import load_source
-from mlfuse.target import get_target
+from mlfuse.dialects import parse_ir
+from mlfuse.runtime.loader import load_source
+from mlfuse.hardware import get_target
 
 from helpers import assert_close, record_launches
 from test_codegen import BROADCAST, CHAIN, NORM, SOFTMAX, _kernel_text, rng_array, row_reduce
@@ -242,10 +241,10 @@ def _cuda_home() -> str | None:
 @pytest.mark.skipif(_cuda_home() is None, reason="needs the CUDA toolkit (libNVVM, ptxas)")
 def test_vector_kernels_compile_to_16_byte_accesses_without_spills():
     """For the H100, with no GPU: PTX through Numba, registers and spills from ptxas
-    (mlfuse.ptx_report)."""
+    (mlfuse.tools.ptx_report)."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(CUDA_HOME=_cuda_home(), PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "mlfuse.ptx_report", "--json",
+    done = subprocess.run([sys.executable, "-m", "mlfuse.tools.ptx_report", "--json",
                            str(ROOT / "examples" / "chain.fuse"),
                            str(ROOT / "examples" / "layernorm.fuse")],
                           capture_output=True, text=True, env=env, timeout=300)

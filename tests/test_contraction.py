@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 import mlfuse
-from dialects.fused import KernelOp
+from mlfuse.dialects.fused import KernelOp
 from mlfuse.api import compile_ir
-from mlfuse.ir import parse_ir
-from mlfuse.ir.passes import get_pass
-from mlfuse.driver import compile_text, parse_program
+from mlfuse.dialects import parse_ir
+from mlfuse.transforms import get_pass
+from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.interp import run_tensor
-from mlfuse.passes.contraction import match_contraction
-from mlfuse.testing import program_size, random_inputs
+from mlfuse.transforms.contraction import match_contraction
+from mlfuse.tools.checking import program_size, random_inputs
 
 from helpers import assert_close
 

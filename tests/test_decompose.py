@@ -4,12 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dialects import tensor as T
-from dialects.elementwise import ELEMENTWISE
+from mlfuse.dialects import tensor as T
+from mlfuse.dialects.elementwise import ELEMENTWISE
 from mlfuse.frontend import parse_source
-from mlfuse.ir import OP_REGISTRY, OPAQUE, parse_ir, print_ir, verify
-from mlfuse.ir.passes import get_pass
-from mlfuse.passes.decompose import PATTERNS
+from mlfuse.ir import OPAQUE, print_ir, verify
+from mlfuse.dialects import default_registry, parse_ir
+from mlfuse.transforms import get_pass
+from mlfuse.transforms.decompose import PATTERNS
 
 COMPOSITES = ("tensor.softmax", "tensor.layernorm", "tensor.rmsnorm")
 
@@ -43,7 +44,7 @@ def evaluate(func, args: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def test_every_composite_op_has_a_pattern():
-    composites = {cls for name, cls in OP_REGISTRY.items()
+    composites = {cls for name, cls in default_registry().items()
                   if name.startswith("tensor.") and cls.fusion == OPAQUE}
     assert composites == set(PATTERNS)
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 import mlfuse
-from dialects.elementwise import ELEMENTWISE
-from mlfuse.driver import compile_text, parse_program
+from mlfuse.dialects.elementwise import ELEMENTWISE
+from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.interp import run_loops, run_tensor
-from mlfuse.ir import OP_REGISTRY
-from mlfuse.testing import program_size, random_inputs
+from mlfuse.dialects import default_registry
+from mlfuse.tools.checking import program_size, random_inputs
 
 from helpers import assert_close
 
@@ -88,5 +88,5 @@ def test_op_agrees_with_the_interpreter_at_every_level(op):
 def test_the_cases_cover_every_tensor_op():
     covered = {op.name for source in CASES.values()
                for op in parse_program(source, "t.fuse").funcs[0].body.ops}
-    assert covered | {"func.return"} >= {n for n in OP_REGISTRY if n.startswith("tensor.")}
+    assert covered | {"func.return"} >= {n for n in default_registry() if n.startswith("tensor.")}
     assert {f"tensor.{n}" for n in ELEMENTWISE} <= covered

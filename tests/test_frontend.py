@@ -8,7 +8,8 @@ import pytest
 from mlfuse.frontend import parse_source
 from mlfuse.frontend.calls import SIGNATURES
 from mlfuse.frontend.reference import op_reference
-from mlfuse.ir import OP_REGISTRY, TensorType, parse_ir, print_ir
+from mlfuse.ir import TensorType, print_ir
+from mlfuse.dialects import default_registry, parse_ir
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.fuse"))
@@ -172,6 +173,6 @@ def test_docs_hold_the_current_generated_op_reference():
 
 def test_every_tensor_op_is_documented():
     docs = (ROOT / "docs" / "language.md").read_text()
-    tensor_ops = [name for name in OP_REGISTRY if name.startswith("tensor.")]
+    tensor_ops = [name for name in default_registry() if name.startswith("tensor.")]
     missing = [name for name in tensor_ops if f"`{name}`" not in docs]
     assert len(tensor_ops) > 30 and missing == []

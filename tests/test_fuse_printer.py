@@ -1,4 +1,4 @@
-"""mlfuse.fuse_printer: tensor IR -> .fuse source that parses back to the same program."""
+"""mlfuse.frontend.fuse_printer: tensor IR -> .fuse source that parses back to the same program."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mlfuse.frontend import parse_source
-from mlfuse.fuse_printer import print_fuse
+from mlfuse.frontend.fuse_printer import print_fuse
 from mlfuse.interp import run_tensor
 from mlfuse.ir.printer import print_ir
 
@@ -61,7 +61,7 @@ def test_literals_operators_and_constants_survive_the_round_trip():
 
 def test_an_imported_onnx_model_prints_as_equivalent_fuse_source():
     pytest.importorskip("onnx")
-    from mlfuse.onnx_import import import_onnx
+    from mlfuse.frontend.onnx_import import import_onnx
     imported = import_onnx(ROOT / "examples" / "onnx" / "encoder_block.onnx")
     text = print_fuse(imported.module, "from encoder_block.onnx")
     assert text.startswith("# from encoder_block.onnx\nfunc main_graph(x: f32[2, 8, 16], ")
@@ -74,7 +74,7 @@ def test_an_imported_onnx_model_prints_as_equivalent_fuse_source():
 
 
 def test_loop_level_ops_have_no_fuse_form():
-    from mlfuse.driver import lower
+    from mlfuse.pipeline import lower
     from mlfuse.errors import MlfuseError
     module = lower(parse_source(SOURCE, "edge.fuse"), "loops")
     with pytest.raises(MlfuseError, match="has no .fuse form"):

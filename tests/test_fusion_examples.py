@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import mlfuse
-from mlfuse.driver import compile_text, parse_program
-from mlfuse.explain import explain_module, format_json, format_text
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.tools.explain import explain_module, format_json, format_text
 from mlfuse.interp import run_loops, run_tensor
-from mlfuse.testing import program_size, random_inputs
+from mlfuse.tools.checking import program_size, random_inputs
 
 from helpers import assert_close
 
@@ -121,7 +121,7 @@ class _FakeKernel:
 def test_explain_compile_reports_the_variant_that_ran():
     """A row kernel's vector twin, or a contraction's tile shape, is what compiled."""
     import types
-    from mlfuse.explain import KernelReport, attach_compiled_resources
+    from mlfuse.tools.explain import KernelReport, attach_compiled_resources
     tiles = types.SimpleNamespace(factory=object(), kernels={(128, 128, True, True): _FakeKernel(96)})
     module = types.SimpleNamespace(f_0=_FakeKernel(0), f_0_vector=_FakeKernel(40), f_1=tiles,
                                    f_10=_FakeKernel(7))

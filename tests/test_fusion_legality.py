@@ -1,10 +1,10 @@
 """Fusion legality and grouping on hand-built loop-nest graphs (IR text in, IR out)."""
-import mlfuse.dialects_loaded  # noqa: F401
-from mlfuse.ir import parse_ir, print_ir, verify
-from mlfuse.ir.passes import get_pass
-from mlfuse.passes.fuse import Group, Planner
-from mlfuse.passes.fusion_graph import NestGraph
-from mlfuse.target import get_target
+from mlfuse.ir import print_ir, verify
+from mlfuse.dialects import parse_ir
+from mlfuse.transforms import get_pass
+from mlfuse.transforms.fusion.fuse import Group, Planner
+from mlfuse.transforms.fusion.graph import NestGraph
+from mlfuse.hardware import get_target
 
 from fusion_ir import func, pointwise, row_sum
 
@@ -164,7 +164,7 @@ def test_no_fuse_keeps_one_kernel_per_nest():
 
 
 def fuse_source(text, dims=None):
-    from mlfuse.driver import compile_text
+    from mlfuse.pipeline import compile_text
     loops = compile_text(text, "t.fuse", level="loops")
     return fuse(print_ir(loops), dims=dims or {})
 
@@ -190,8 +190,8 @@ def test_independent_nests_over_one_space_share_a_launch():
 
 
 def test_register_budget_refuses_a_group_that_would_spill():
-    from mlfuse.passes.fuse import Planner
-    from mlfuse.passes.fusion_kernel import CannotFuse
+    from mlfuse.transforms.fusion.fuse import Planner
+    from mlfuse.transforms.fusion.kernel_builder import CannotFuse
     import dataclasses
     graph = NestGraph(parse_ir(DIAMOND).funcs[0])
     tiny = dataclasses.replace(get_target(), register_budget=1)

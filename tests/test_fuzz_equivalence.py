@@ -2,7 +2,7 @@
 
 1. The tensor-level NumPy interpreter, the loops and fused-level interpreters (fused and
    unfused) and the generated kernels (fused and unfused; the simulator in CI, the GPU
-   with MLFUSE_FUZZ=gpu) agree within mlfuse.testing's tolerance, NaN where and only
+   with MLFUSE_FUZZ=gpu) agree within mlfuse.tools.checking's tolerance, NaN where and only
    where the reference has NaN.
 2. Every level verifies and its IR text round-trips.
 3. Fusion never adds kernels or bytes moved (explain model) over --no-fuse.
@@ -23,13 +23,14 @@ from strategies import (
 )
 
 import mlfuse
-from mlfuse.driver import compile_text, parse_program
-from mlfuse.explain import explain_module
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.tools.explain import explain_module
 from mlfuse.interp import run_loops, run_tensor
 from mlfuse.interp.rounding import rounding_decided
-from mlfuse.ir import parse_ir, print_ir, verify
+from mlfuse.ir import print_ir, verify
+from mlfuse.dialects import parse_ir
 from mlfuse.ir.types import NUMPY_DTYPE
-from mlfuse.testing import compare, program_size, tolerance
+from mlfuse.tools.checking import compare, program_size, tolerance
 
 LEVELS = {"tensor": ("tensor", True), "loops": ("loops", True), "fused": ("fused", True),
           "unfused": ("fused", False)}

@@ -21,11 +21,13 @@ from strategies import SMALL_DIMS, TARGET, fuzz_settings, programs
 from test_frontend_errors import check_parse
 
 import mlfuse
-from mlfuse.driver import compile_text, lower, parse_program
+from mlfuse.pipeline import compile_text, lower, parse_program
 from mlfuse.errors import ArgumentError, MlfuseError
-from mlfuse.ir import parse_ir, print_ir
-from mlfuse.ir.passes import PassManager, get_pass
-from mlfuse.testing import random_inputs
+from mlfuse.ir import print_ir
+from mlfuse.dialects import parse_ir
+from mlfuse.ir.pass_manager import PassManager
+from mlfuse.transforms import get_pass
+from mlfuse.tools.checking import random_inputs
 
 TOKEN = re.compile(r"\*\*|[<>=!]=|%?[\w.]+|\S")
 MUTATION = st.tuples(st.sampled_from(["delete", "duplicate", "swap", "insert", "renumber"]),

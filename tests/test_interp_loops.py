@@ -2,10 +2,9 @@
 import numpy as np
 import pytest
 
-import mlfuse.dialects_loaded  # noqa: F401
 from mlfuse.errors import MlfuseError
 from mlfuse.interp import run_loops
-from mlfuse.ir import parse_ir
+from mlfuse.dialects import parse_ir
 
 from helpers import assert_close, random_inputs
 

@@ -4,10 +4,9 @@ import math
 import numpy as np
 import pytest
 
-import mlfuse.dialects_loaded  # noqa: F401
 from mlfuse.errors import ArgumentError, MlfuseError
 from mlfuse.interp import run_tensor
-from mlfuse.ir import parse_ir
+from mlfuse.dialects import parse_ir
 
 from helpers import assert_close, random_inputs
 

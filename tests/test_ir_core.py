@@ -2,11 +2,11 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import mlfuse.dialects_loaded  # noqa: F401
-from dialects import tensor
+from mlfuse.dialects import tensor
 from mlfuse.errors import MlfuseError
-from mlfuse.ir import (FuncOp, ModuleOp, ReturnOp, TensorType, VerifyError, parse_ir, print_ir,
+from mlfuse.ir import (FuncOp, ModuleOp, ReturnOp, TensorType, VerifyError, print_ir,
                        verify)
+from mlfuse.dialects import parse_ir
 
 CHAIN = """\
 func @chain(%x: f32[N], %b: f32[N]) -> (f32[N]) {

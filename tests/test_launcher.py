@@ -1,4 +1,4 @@
-"""The launch fast path (mlfuse/launcher.py and its parts) on the CPU: plans recorded
+"""The launch fast path (mlfuse/runtime/launcher.py and its parts) on the CPU: plans recorded
 from generated host functions launch what the host function launches (pointwise, both
 row variants, several kernels); a function with plans checks its arguments exactly as
 one without (same errors, same messages); parameters are packed in Numba's own layout;
@@ -16,14 +16,13 @@ import pytest
 from numba import cuda
 
 import mlfuse
-import mlfuse.dialects_loaded  # noqa: F401
 from mlfuse import api
 from mlfuse.api import CompiledFunction, compile_ir
 from mlfuse.errors import ArgumentError, MlfuseError
-from mlfuse.ir import parse_ir
-from mlfuse.launch_plan import _dim3, trace_call
-from mlfuse.launcher import FastPath
-from mlfuse.runtime import load_source
+from mlfuse.dialects import parse_ir
+from mlfuse.runtime.launch_plan import _dim3, trace_call
+from mlfuse.runtime.launcher import FastPath
+from mlfuse.runtime.loader import load_source
 
 from helpers import assert_close
 
@@ -318,7 +317,7 @@ from numba.cuda import types
 from numba.cuda.dispatcher import _Kernel
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 from numba.cuda.cudadrv.driver import MemoryPointer
-from mlfuse.launch_driver import pack_arguments, Unpackable
+from mlfuse.runtime.cuda_driver import pack_arguments, Unpackable
 
 class Stub:  # the state _Kernel._prepare_args reads
     extensions = []
@@ -362,7 +361,7 @@ def _run_plain(code: str) -> None:
 
 def test_the_ctypes_launch_hands_the_driver_the_patched_words():
     import ctypes
-    from mlfuse.launch_driver import CtypesLaunch, ParamBlock
+    from mlfuse.runtime.cuda_driver import CtypesLaunch, ParamBlock
     received = []
     prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7,
                                  *[ctypes.c_void_p] * 3)
@@ -388,7 +387,7 @@ def test_the_ctypes_launch_hands_the_driver_the_patched_words():
 _LENDING = """
 import weakref
 from numba.cuda.cudadrv import driver as drv
-from mlfuse.runtime_memory import _manager_class
+from mlfuse.runtime.memory import _manager_class
 
 class Context:
     pass
@@ -414,7 +413,7 @@ def test_a_cached_block_comes_back_when_the_last_array_on_it_dies():
 def test_numba_accepts_the_caching_allocator():
     """set_memory_manager first builds the plugin with context=None to check it (a
     crash there once broke every compiled call on the GPU)."""
-    _run_plain("from numba import cuda\nfrom mlfuse.runtime_memory import _manager_class\n"
+    _run_plain("from numba import cuda\nfrom mlfuse.runtime.memory import _manager_class\n"
                "cuda.set_memory_manager(_manager_class())\nprint('ok')\n")
 
 
@@ -481,16 +480,16 @@ class _FakeLaunch:
                                                 (TWO_RESULTS, True, [(4, 40), (40,)])])
 def test_driver_calls_write_each_pointer_where_its_kernel_reads_it(monkeypatch, source, fuse,
                                                                    shapes):
-    import mlfuse.launch_driver
-    import mlfuse.launcher as launcher
-    from mlfuse.launcher import DriverCall
+    import mlfuse.runtime.cuda_driver
+    import mlfuse.runtime.launcher as launcher
+    from mlfuse.runtime.launcher import DriverCall
     fake = _FakeDevice()
     monkeypatch.setattr(launcher, "READERS", {"numba": lambda a: (
         (type(a), a.dtype, a.shape, a.strides), fake.pointer(a))})
     monkeypatch.setattr(launcher, "allocator", fake.allocator)
     monkeypatch.setattr(launcher, "_overload", lambda d, values: _FakeKernel(d, values, fake))
     monkeypatch.setattr(launcher, "function_handle", lambda kernel: kernel)
-    monkeypatch.setattr(mlfuse.launch_driver, "device_pointer", fake.pointer)
+    monkeypatch.setattr(mlfuse.runtime.cuda_driver, "device_pointer", fake.pointer)
     module = mlfuse.compile_source(source, "f.fuse", fuse=fuse)
     function = next(iter(module.functions.values()))
     bound = []

@@ -4,16 +4,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import mlfuse.dialects_loaded  # noqa: F401
-from dialects import tensor
-from dialects.elementwise import ELEMENTWISE
-from dialects.loops import AllocOp, LoadOp, ParallelOp, ReduceOp, StoreOp
-from dialects.shapes import broadcast_shapes
+from mlfuse.dialects import tensor
+from mlfuse.dialects.elementwise import ELEMENTWISE
+from mlfuse.dialects.loops import AllocOp, LoadOp, ParallelOp, ReduceOp, StoreOp
+from mlfuse.dialects.shapes import broadcast_shapes
 from mlfuse.errors import MlfuseError
 from mlfuse.interp import run_loops, run_tensor
-from mlfuse.ir import (FuncOp, ModuleOp, ReturnOp, TensorType, VerifyError, parse_ir, print_ir,
+from mlfuse.ir import (FuncOp, ModuleOp, ReturnOp, TensorType, VerifyError, print_ir,
                        verify)
-from mlfuse.ir.passes import get_pass
+from mlfuse.dialects import parse_ir
+from mlfuse.transforms import get_pass
 
 from helpers import assert_close, random_inputs
 

@@ -25,8 +25,8 @@ onnx = pytest.importorskip("onnx")
 
 from mlfuse.errors import MlfuseError  # noqa: E402
 from mlfuse.interp import run_loops  # noqa: E402
-from mlfuse.onnx_import import compile_onnx, import_onnx  # noqa: E402
-from mlfuse.onnx_import.ops import CONVERTERS  # noqa: E402
+from mlfuse.frontend.onnx_import import compile_onnx, import_onnx  # noqa: E402
+from mlfuse.frontend.onnx_import.ops import CONVERTERS  # noqa: E402
 
 SIMULATOR_LIMIT = 1024  # elements of the largest input or output (test_erf has 3072)
 
@@ -81,7 +81,7 @@ def _run(case, inputs):
                   default=0)
     if largest <= SIMULATOR_LIMIT:
         return list(compile_onnx(case.model, static_inputs=static)(*dynamic))
-    from mlfuse.driver import lower
+    from mlfuse.pipeline import lower
     imported = import_onnx(case.model, static_inputs=static)
     fused = lower(imported.module, "fused")
     return run_loops(fused.func(imported.func_name),

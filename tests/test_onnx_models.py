@@ -14,11 +14,11 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from mlfuse import cli  # noqa: E402
-from mlfuse.driver import lower  # noqa: E402
+from mlfuse.pipeline import lower  # noqa: E402
 from mlfuse.errors import MlfuseError  # noqa: E402
-from mlfuse.explain import explain_module  # noqa: E402
-from mlfuse.onnx_import import compile_onnx, import_onnx, require_onnx  # noqa: E402
-from mlfuse.testing import program_size  # noqa: E402
+from mlfuse.tools.explain import explain_module  # noqa: E402
+from mlfuse.frontend.onnx_import import compile_onnx, import_onnx, require_onnx  # noqa: E402
+from mlfuse.tools.checking import program_size  # noqa: E402
 from helpers import assert_close  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "onnx"

@@ -1,5 +1,5 @@
 """What the GPU would run, checked without a GPU: every kernel of every example compiled
-for the H100 (sm_90) by Numba and assembled by ptxas (mlfuse.ptx_report). f32 programs
+for the H100 (sm_90) by Numba and assembled by ptxas (mlfuse.tools.ptx_report). f32 programs
 have no f64 instruction (no silent promotion), no kernel spills or keeps a stack frame,
 and row kernels combine partial results with warp shuffles. Needs the CUDA toolkit
 (NVVM, NVRTC and ptxas; CUDA_HOME or /usr/local/cuda*): skipped, with the reason,
@@ -58,7 +58,7 @@ def _toolchain():
 
 
 def kernels(*argv) -> list[dict]:
-    done = subprocess.run([sys.executable, "-m", "mlfuse.ptx_report", "--json", *argv],
+    done = subprocess.run([sys.executable, "-m", "mlfuse.tools.ptx_report", "--json", *argv],
                           capture_output=True, text=True, env=environment(), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads(line) for line in done.stdout.splitlines()]

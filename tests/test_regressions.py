@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import mlfuse
-from mlfuse.driver import compile_text, parse_program
-from mlfuse.explain import explain_module
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.tools.explain import explain_module
 from mlfuse.interp import run_loops, run_tensor
 from mlfuse.interp.rounding import rounding_decided
-from mlfuse.testing import program_size, random_inputs
+from mlfuse.tools.checking import program_size, random_inputs
 
 from helpers import assert_close
 

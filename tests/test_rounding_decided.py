@@ -5,12 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import mlfuse.dialects_loaded  # noqa: F401
-from mlfuse.driver import compile_text, parse_program
+from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.interp import run_loops, run_tensor
 from mlfuse.interp.rounding import _ELEMENTWISE, _RULES, rounding_decided
-from mlfuse.ir import OP_REGISTRY
-from mlfuse.testing import compare, program_size
+from mlfuse.dialects import default_registry
+from mlfuse.tools.checking import compare, program_size
 
 REGRESSION = Path(__file__).resolve().parent / "regressions" / "layernorm_inf_gamma_equal_values"
 F32 = np.float32
@@ -143,9 +142,9 @@ def test_a_sum_that_reaches_the_largest_float_may_overflow():
 
 
 def test_every_primitive_tensor_op_has_a_rule():
-    from dialects.elementwise import ELEMENTWISE
+    from mlfuse.dialects.elementwise import ELEMENTWISE
     composites = {"tensor.softmax", "tensor.layernorm", "tensor.rmsnorm"}
-    primitives = {n for n in OP_REGISTRY if n.startswith("tensor.")} - composites
+    primitives = {n for n in default_registry() if n.startswith("tensor.")} - composites
     elementwise = {f"tensor.{name}" for name in ELEMENTWISE}
     assert set(_ELEMENTWISE) == set(ELEMENTWISE)
     assert primitives - elementwise == set(_RULES)

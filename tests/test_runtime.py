@@ -10,11 +10,10 @@ import pytest
 from numba import cuda
 
 import mlfuse
-import mlfuse.dialects_loaded  # noqa: F401
 from mlfuse.api import compile_ir
 from mlfuse.errors import ArgumentError, MlfuseError
-from mlfuse.ir import parse_ir
-from mlfuse.runtime import default_target, load_source
+from mlfuse.dialects import parse_ir
+from mlfuse.runtime.loader import default_target, load_source
 
 PROGRAM = """\
 func @axpy(%a: buf<f32[]>, %x: buf<f32[N, 3]>, %y: buf<f32[N, 3]>) -> (buf<f32[N, 3]>, buf<f32[N, 3]>) {

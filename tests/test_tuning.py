@@ -1,4 +1,4 @@
-"""Tile tuning of contraction kernels (mlfuse.tuning) on the CPU: the search times
+"""Tile tuning of contraction kernels (mlfuse.tools.tuning) on the CPU: the search times
 each tile shape at the call's sizes and keeps the fastest, calls then launch that
 tile and still compute the right result, and the choice survives in the cache file
 for a later compile of the same source on the same device."""
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import mlfuse
-from mlfuse.tuning import apply_cached, remember, tiled_kernels, tune
+from mlfuse.tools.tuning import apply_cached, remember, tiled_kernels, tune
 
 from helpers import assert_close
 

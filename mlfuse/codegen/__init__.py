@@ -11,19 +11,19 @@ Targets: "cuda" (a real GPU: block reductions use warp shuffles) and "simulator"
 """
 from __future__ import annotations
 
-from dialects.fused import KernelOp
-from dialects.loops import ParallelOp
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.loops import ParallelOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ModuleOp
-from mlfuse.target import Target, get_target
+from mlfuse.hardware import Target, get_target
 
-from .emit_contraction import CUDA_TILES, SIMULATOR_TILES
-from .emit_host import emit_host
-from .emit_kernel import KernelCode, emit_kernel
-from .helpers import ORDER as HELPER_NAMES
-from .helpers import helper_sources
-from .names import Namer
-from .vector import CUDA_IMPORTS, VECTOR_NAMES
+from mlfuse.codegen.contraction import CUDA_TILES, SIMULATOR_TILES
+from mlfuse.codegen.host import emit_host
+from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel
+from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
+from mlfuse.codegen.helpers import helper_sources
+from mlfuse.codegen.names import Namer
+from mlfuse.codegen.vector import CUDA_IMPORTS, VECTOR_NAMES
 
 TARGETS = ("cuda", "simulator")
 _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",

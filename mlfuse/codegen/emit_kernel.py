@@ -40,27 +40,27 @@ import textwrap
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from dialects.arith import ConstantOp
-from dialects.fused import KernelOp
-from dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
+from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.types import BufferType
-from mlfuse.target import Target
+from mlfuse.hardware import Target
 
-from .emit_scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
-from .emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
-from .helpers import SCRATCH_SLOTS, block_reduce_name
-from .names import Namer
-from .reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
-from .vector import pointwise_vector_accesses, row_vector_accesses, vector_buffers
-from .writer import Writer
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
+from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
+from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
+from mlfuse.codegen.names import Namer
+from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
+from mlfuse.codegen.vector import pointwise_vector_accesses, row_vector_accesses, vector_buffers
+from mlfuse.codegen.writer import Writer
 
 # Locals every kernel may define; IR names are kept off them.
 _KERNEL_LOCALS = ("n_points", "n_vectors", "start", "stride", "step", "base", "flat", "point",
                   "rest", "tid", "nthreads", "slot", "vec", "lane", "first")
 
-# Module constants (from mlfuse.target) that kernels read as compile-time constants.
+# Module constants (from mlfuse.hardware) that kernels read as compile-time constants.
 POINTS_PER_THREAD = "POINTS_PER_THREAD"
 VALUES_PER_THREAD = "VALUES_PER_THREAD"
 MAX_THREADS = 1024  # per block, on every CUDA GPU
@@ -580,7 +580,7 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     call. ``names``: the module's namer (kernel names; locals must not shadow them)."""
     schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
     if schedule == "contraction":  # tiled: a factory of kernels, one per tile shape
-        from .emit_contraction import emit_contraction, factory_name
+        from mlfuse.codegen.contraction import emit_contraction, factory_name
         helpers.add("_TiledKernel")
         text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
         text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"

@@ -18,10 +18,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from dialects.loops import LoadOp, StoreOp
+from mlfuse.dialects.loops import LoadOp, StoreOp
 from mlfuse.ir.core import Operation, Value
 
-from .emit_scalar import COMPUTE_TYPE
+from mlfuse.codegen.scalar import COMPUTE_TYPE
 
 VECTOR_WIDTH = "VECTOR_WIDTH"
 

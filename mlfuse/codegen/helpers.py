@@ -6,8 +6,8 @@ launch geometry. Every helper is text with no dependency beyond numpy/numba/math
 """
 from __future__ import annotations
 
-from .emit_scalar import combine
-from .vector import vector_helper_sources
+from mlfuse.codegen.scalar import combine
+from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
 # Shared-memory slots per block reduction: one per thread (tree) or one per warp (shuffles).

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dialects.loops import DimOp, LoadOp, MaskedLoadOp
+from mlfuse.dialects.loops import DimOp, LoadOp, MaskedLoadOp
 from mlfuse.ir.core import Block, Operation
 
-from .emit_scalar import COMPUTE_TYPE, SHARED_TYPE
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 
 LOADS = (LoadOp, MaskedLoadOp)
 

@@ -17,10 +17,10 @@ vector boundary, and falls back on the scalar kernel otherwise.
 """
 from __future__ import annotations
 
-from dialects.loops import LoadOp, StoreOp
+from mlfuse.dialects.loops import LoadOp, StoreOp
 from mlfuse.ir.core import Block, Operation, Value
 
-from .reuse import defined_inside, prefetchable_loads
+from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 
 VECTOR_DTYPES = ("f32", "i32")  # 4 bytes each: VECTOR_WIDTH 4 makes a 16-byte access
 

@@ -11,14 +11,13 @@ from lark import Lark
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 
-from mlfuse import dialects_loaded  # noqa: F401  (registers the tensor ops)
 from mlfuse.errors import Location, MlfuseError
-from mlfuse.grammar_files import grammar_text
+from mlfuse.syntax.grammars import grammar_text
 from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.verifier import verify
-from mlfuse.lark_errors import convert_lark_error
+from mlfuse.syntax.lark_errors import convert_lark_error
 
-from .builder import SourceContext, build_module
+from mlfuse.frontend.builder import SourceContext, build_module
 
 __all__ = ["parse_source"]
 

@@ -10,17 +10,17 @@ import difflib
 
 from lark import Token, Tree
 
-from dialects.elementwise import BINARY_OPERATORS, ELEMENTWISE
-from dialects.tensor import ELEMENTWISE_OPS
+from mlfuse.dialects.elementwise import BINARY_OPERATORS, ELEMENTWISE
+from mlfuse.dialects.tensor import ELEMENTWISE_OPS
 from mlfuse.errors import Location, MlfuseError
-from mlfuse.lark_errors import location_of
+from mlfuse.syntax.lark_errors import location_of
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Value, VerifyError
 from mlfuse.ir.types import DTYPES, TensorType
 
-from .calls import SIGNATURES, bind
-from .literals import Literal, constant_op, fold, parse_number
-from .static import Name, convert_static
+from mlfuse.frontend.calls import SIGNATURES, bind
+from mlfuse.frontend.literals import Literal, constant_op, fold, parse_number
+from mlfuse.frontend.static import Name, convert_static
 
 # Kernels index with int64: a tensor's element count must leave room for index arithmetic.
 MAX_ELEMENTS = 2 ** 62

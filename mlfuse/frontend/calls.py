@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from dialects import tensor as T
-from dialects.elementwise import ELEMENTWISE
-from dialects.shapes import normalize_axes
+from mlfuse.dialects import tensor as T
+from mlfuse.dialects.elementwise import ELEMENTWISE
+from mlfuse.dialects.shapes import normalize_axes
 from mlfuse.errors import Location, MlfuseError
 from mlfuse.ir.core import VerifyError
 
-from .literals import Literal
-from .static import convert_static
+from mlfuse.frontend.literals import Literal
+from mlfuse.frontend.static import convert_static
 
 REQUIRED = object()
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialects.elementwise import ElementwiseSpec
-from dialects.tensor import ConstantOp
+from mlfuse.dialects.elementwise import ElementwiseSpec
+from mlfuse.dialects.tensor import ConstantOp
 from mlfuse.errors import Location, MlfuseError
 from mlfuse.ir.types import FLOAT_DTYPES, NUMPY_DTYPE, TensorType
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dialects.elementwise import ElementwiseSpec
+from mlfuse.dialects.elementwise import ElementwiseSpec
 from mlfuse.errors import ArgumentError, MlfuseError
 from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.core import Operation

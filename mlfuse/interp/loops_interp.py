@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from dialects.arith import SCALAR_OPS
-from dialects.loops import COMBINERS
+from mlfuse.dialects.arith import SCALAR_OPS
+from mlfuse.dialects.loops import COMBINERS
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.core import Block, Operation
 
-from .common import (apply_elementwise, bind_arguments, numpy_dtype, resolve_shape,
+from mlfuse.interp.common import (apply_elementwise, bind_arguments, numpy_dtype, resolve_shape,
                      scalar)
 
 # How loops.reduce combines partial results; maximum/minimum propagate NaN, as NumPy.

@@ -7,7 +7,7 @@ ulps. That is harmless, with one exception: an op that jumps at zero. Nine equal
 f32 values have a mean that NumPy's pairwise sum hits exactly and a running sum
 misses by one ulp, so ``x - mean`` is 0 in one and ±1 ulp in the other; multiplied by
 an infinite gamma that is NaN against ±inf. No tolerance can bridge that, and no order
-is the right one. The tolerance rule (``mlfuse.testing.compare``: NaN where and only
+is the right one. The tolerance rule (``mlfuse.tools.checking.compare``: NaN where and only
 where the reference has NaN) holds everywhere else; this module finds the elements
 where it cannot, by checking the reference computation itself, element by element:
 
@@ -45,11 +45,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialects import tensor
+from mlfuse.dialects import tensor
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 
-from .common import bind_arguments
-from .tensor_interp import _conv2d, _evaluate
+from mlfuse.interp.common import bind_arguments
+from mlfuse.interp.tensor_interp import _conv2d, _evaluate
 
 BASIC = 1.0   # ulps two correctly rounded results of one op may differ by
 LIBM = 4.0    # ulps for transcendental functions (CUDA's libm: 1-2 ulp each side, and more)
@@ -112,8 +112,9 @@ def _as_lowered(func: FuncOp) -> FuncOp:
     """A copy of ``func`` as every lower level computes it: composite ops (softmax,
     layernorm, rmsnorm) spelled out, and common subexpressions computed once (so
     ``m - m`` is one value minus itself, exactly 0 in every order)."""
-    from mlfuse.ir.parser import parse_ir
-    from mlfuse.ir.passes import PassManager, get_pass
+    from mlfuse.dialects import parse_ir
+    from mlfuse.ir.pass_manager import PassManager
+    from mlfuse.transforms import get_pass
     from mlfuse.ir.printer import print_ir
     module = parse_ir(print_ir(func))
     PassManager([get_pass("decompose"), get_pass("cse")]).run(module)

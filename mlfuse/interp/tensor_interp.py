@@ -11,13 +11,13 @@ from typing import Callable
 
 import numpy as np
 
-from dialects import tensor
-from dialects.shapes import normalize_axes
+from mlfuse.dialects import tensor
+from mlfuse.dialects.shapes import normalize_axes
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.core import Operation
 
-from .common import apply_elementwise, bind_arguments, numpy_dtype, resolve_shape, scalar
+from mlfuse.interp.common import apply_elementwise, bind_arguments, numpy_dtype, resolve_shape, scalar
 
 
 def run_tensor(func: FuncOp, args: list) -> list[np.ndarray]:

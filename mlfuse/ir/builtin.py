@@ -1,10 +1,13 @@
 """Ops every level shares: the module, functions and return."""
 from __future__ import annotations
 
-from .core import Attr, Block, Operation, Region, VerifyError, register_op
+from mlfuse.ir.core import Attr, Block, Operation, Region, VerifyError
+from mlfuse.ir.registry import Dialect
+
+DIALECT = Dialect("builtin", __doc__)
 
 
-@register_op
+@DIALECT.op
 class ModuleOp(Operation):
     name = "builtin.module"
     num_regions = 1
@@ -30,7 +33,7 @@ class ModuleOp(Operation):
             seen.add(op["sym_name"])
 
 
-@register_op
+@DIALECT.op
 class FuncOp(Operation):
     name = "builtin.func"
     num_regions = 1
@@ -67,7 +70,7 @@ class FuncOp(Operation):
                 f"({', '.join(map(str, want))})", ops[-1].loc)
 
 
-@register_op
+@DIALECT.op
 class ReturnOp(Operation):
     name = "builtin.return"
     operand_names = ("*values",)

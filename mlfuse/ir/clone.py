@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .core import Block, Operation, Region, Value
+from mlfuse.ir.core import Block, Operation, Region, Value
 
 # A hook may take over cloning of one op: given the op and its already-mapped
 # operands, it returns the values that replace the op's results, or None to clone.

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Iterator
 
-from ..errors import Location, MlfuseError
-from .types import Type
+from mlfuse.errors import Location, MlfuseError
+from mlfuse.ir.types import Type
 
 
 class VerifyError(MlfuseError):
@@ -109,16 +109,6 @@ class Attr:
             return isinstance(value, list) and all(
                 (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, str) for v in value)
         return True
-
-
-OP_REGISTRY: dict[str, type["Operation"]] = {}
-
-
-def register_op(cls: type["Operation"]) -> type["Operation"]:
-    """Class decorator: make an op known to the parser and verifier by its name."""
-    assert cls.name not in OP_REGISTRY, f"op {cls.name} declared twice"
-    OP_REGISTRY[cls.name] = cls
-    return cls
 
 
 class Operation:

@@ -7,12 +7,13 @@ from functools import lru_cache
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from ..errors import Location, MlfuseError
-from ..grammar_files import grammar_text
-from ..lark_errors import convert_lark_error, location_of
-from .builtin import FuncOp, ModuleOp, ReturnOp
-from .core import OP_REGISTRY, Block, Region, VerifyError
-from .types import BufferType, ScalarType, TensorType
+from mlfuse.errors import Location, MlfuseError
+from mlfuse.syntax.grammars import grammar_text
+from mlfuse.syntax.lark_errors import convert_lark_error, location_of
+from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
+from mlfuse.ir.core import Block, Region, VerifyError
+from mlfuse.ir.registry import OpRegistry
+from mlfuse.ir.types import BufferType, ScalarType, TensorType
 
 
 @lru_cache(maxsize=None)
@@ -36,7 +37,8 @@ class _Scope:
 
 
 class IRParser:
-    def __init__(self, source: str, filename: str):
+    def __init__(self, source: str, filename: str, registry: OpRegistry):
+        self.registry = registry
         self.source = source
         self.filename = filename
 
@@ -158,7 +160,7 @@ class IRParser:
                 types.append(self.type(c))
             elif c.data == "region":
                 regions.append(c)
-        cls = OP_REGISTRY.get(str(opname))
+        cls = self.registry.get(str(opname))
         if cls is None:
             raise self.error(f"unknown op '{opname}'", opname)
         result_toks = [] if results_tree is None else list(results_tree.children)
@@ -188,11 +190,12 @@ class IRParser:
         return op
 
 
-def parse_ir(source: str, filename: str = "<ir>", verify: bool = True) -> ModuleOp:
-    """Parse IR text into a module; verify it unless ``verify`` is False."""
-    from .. import dialects_loaded  # noqa: F401  (registers every dialect's ops)
-    module = IRParser(source, filename).parse()
+def parse_ir(source: str, registry: OpRegistry, filename: str = "<ir>",
+             verify: bool = True) -> ModuleOp:
+    """Parse IR text into a module of the ops ``registry`` knows; verify it unless
+    ``verify`` is False. (``mlfuse.dialects.parse_ir`` hands it every mlfuse dialect.)"""
+    module = IRParser(source, filename, registry).parse()
     if verify:
-        from .verifier import verify as run_verify
+        from mlfuse.ir.verifier import verify as run_verify
         run_verify(module)
     return module

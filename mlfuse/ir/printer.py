@@ -18,8 +18,8 @@ import json
 import math
 import re
 
-from .builtin import FuncOp, ModuleOp, ReturnOp
-from .core import Operation, Value
+from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
+from mlfuse.ir.core import Operation, Value
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -2,8 +2,8 @@
 types, SSA dominance), then each op's own ``verify_op``."""
 from __future__ import annotations
 
-from .builtin import FuncOp, ModuleOp
-from .core import Attr, Operation, VerifyError
+from mlfuse.ir.builtin import FuncOp, ModuleOp
+from mlfuse.ir.core import Attr, Operation, VerifyError
 
 
 def _fmt(types) -> str:

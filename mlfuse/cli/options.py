@@ -1,0 +1,65 @@
+"""What the verbs share: their common arguments and how they are read.
+
+Each verb module (compile, opt, run, explain, bench) imports from here and from
+``program``; ``main`` builds the parser from these helpers and imports a verb's
+module only when that verb runs, so no module of this package imports another
+that imports it back.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mlfuse.errors import MlfuseError
+
+
+def add_input(sp: argparse.ArgumentParser, output: bool = True, ir: bool = False) -> None:
+    """The input file, -o and --print-ir-after-all (every verb but compile, which takes many)."""
+    sp.add_argument("file", help="IR text" if ir else "a .fuse program or an .onnx model (by extension)")
+    if output:
+        add_output(sp)
+
+
+def add_output(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("-o", "--output", help="write here instead of stdout")
+    sp.add_argument("--print-ir-after-all", action="store_true",
+                    help="print the IR after each pass to stderr")
+
+
+def add_fusing(sp: argparse.ArgumentParser, no_fuse: bool = True) -> None:
+    sp.add_argument("--func", help="only this function")
+    if no_fuse:  # (bench always measures both)
+        sp.add_argument("--no-fuse", action="store_true", help="one kernel per op (the baseline)")
+    sp.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
+
+
+def add_dims(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
+
+
+def parse_dims(items: list[str] | None) -> dict[str, int]:
+    dims = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier() or not value.strip().isdigit():
+            raise MlfuseError(f"--dim takes NAME=SIZE, got {item!r}")
+        dims[name] = int(value)
+    return dims
+
+
+def fuse_options(args) -> dict:
+    """The fuse pass's options from the command line (--fuse-limit)."""
+    opts = {}
+    if getattr(args, "fuse_limit", None) is not None:
+        opts["limit"] = args.fuse_limit
+    return opts
+
+
+def print_after(enabled: bool):
+    """A pass-manager hook printing the IR after each pass to stderr, or None."""
+    if not enabled:
+        return None
+
+    def show(pass_name: str, text: str) -> None:
+        sys.stderr.write(f"// ----- IR after {pass_name} -----\n{text}\n")
+    return show

@@ -1,0 +1,216 @@
+"""The host function of a ``func``: binds dims, allocates buffers, launches kernels.
+
+It takes device arrays and checks nothing (``mlfuse.runtime.arguments`` checks arguments
+before calling it): symbolic dims are read from the first parameter that has them.
+"""
+from __future__ import annotations
+
+import math
+
+from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.loops import AllocOp, DimOp, ParallelOp
+from mlfuse.errors import MlfuseError
+from mlfuse.ir.builtin import FuncOp, ReturnOp
+from mlfuse.ir.types import BufferType, symbols_of
+from mlfuse.transforms.contraction import match_contraction
+
+from mlfuse.codegen.emit_kernel import KernelCode, extent_factors
+from mlfuse.codegen.scalar import STORAGE_TYPE
+from mlfuse.codegen.names import Namer
+from mlfuse.codegen.writer import Writer
+
+
+def _tuple(items: list[str]) -> str:
+    """Python tuple syntax: ``()``, ``(a,)``, ``(a, b)``."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+class HostEmitter:
+    def __init__(self, func: FuncOp, host_name: str, kernels: dict[int, KernelCode],
+                 helpers: set[str], taken=(), target: str = "cuda"):
+        self.func, self.host_name, self.kernels, self.helpers = func, host_name, kernels, helpers
+        self.target = target
+        self.namer = Namer(taken)
+        self.dims: dict[str, str] = {}  # symbol -> host variable holding its size
+        self.points_var: str | None = None  # holds a launch's number of points
+        self.w = Writer()
+
+    def dim(self, d, where) -> str:
+        if isinstance(d, int):
+            return str(d)
+        if d not in self.dims:
+            raise MlfuseError(f"codegen: dim {d} of @{self.func.sym_name} is not the size of any "
+                              "parameter, so no call can bind it", where.loc)
+        return self.dims[d]
+
+    def emit(self) -> str:
+        w, func = self.w, self.func
+        params = [self.namer.define(a, f"arg{i}") for i, a in enumerate(func.args)]
+        with w.indented(f"def {self.host_name}({', '.join(params)}):"):
+            w.line(f'"""Host side of @{func.sym_name}: takes and returns device arrays."""')
+            self.bind_dims()
+            for op in func.body.ops:
+                self.statement(op)
+        return w.text()
+
+    def bind_dims(self) -> None:
+        for arg in self.func.args:
+            if not isinstance(arg.type, BufferType):
+                raise MlfuseError(f"codegen: parameter of @{self.func.sym_name} is {arg.type}, "
+                                  "not a buffer", self.func.loc)
+            for axis, d in enumerate(arg.type.shape):
+                if isinstance(d, str) and d not in self.dims:
+                    self.dims[d] = self.namer.fresh(d)
+                    self.w.line(f"{self.dims[d]} = {self.namer(arg)}.shape[{axis}]")
+
+    def statement(self, op) -> None:
+        w = self.w
+        if isinstance(op, AllocOp):
+            t = op.result.type
+            shape = _tuple([self.dim(d, op) for d in t.shape])
+            w.line(f"{self.namer.define(op.result, 'buf')} = cuda.device_array("
+                   f"{shape}, dtype=np.{STORAGE_TYPE[t.dtype]})")
+        elif isinstance(op, DimOp):
+            self.namer.bind(op.result, self.dim(op["sym"], op))
+        elif isinstance(op, ConstantOp):
+            pass  # each kernel that uses it defines it itself
+        elif isinstance(op, (ParallelOp, KernelOp)):
+            self.launch(self.kernels[id(op)])
+        elif isinstance(op, ReturnOp):
+            names = [self.namer(v) for v in op.operands]
+            w.line(f"return {names[0]}" if len(names) == 1 else f"return {_tuple(names)}")
+        else:
+            raise MlfuseError(f"codegen: {op.name} cannot appear outside a kernel", op.loc)
+
+    def launch(self, kernel: KernelCode) -> None:
+        op = kernel.op
+        args = [self.namer(b) for b in kernel.interface.buffers]
+        args += [self.dim(s, op) for s in kernel.interface.symbols]
+        for s in symbols_of(op.extent_list):
+            self.dim(s, op)  # raises if unbound
+        factors = extent_factors(op.extent_list, lambda s: self.dims[s])
+        if len(factors) == 1:
+            points = factors[0]
+        else:
+            if self.points_var is None:
+                self.points_var = self.namer.fresh("n_points")
+            points = self.points_var
+            self.w.line(f"{points} = {' * '.join(factors)}")
+        if kernel.schedule == "row":
+            self.row_launch(kernel, points, args)
+        elif kernel.schedule == "contraction":
+            self.contraction_launch(kernel, points, args)
+        else:
+            self.helpers.add("_pointwise_blocks")
+            per_thread = "POINTS_PER_THREAD" if "pointwise-prefetch" in kernel.variants else "1"
+            grid = f"_pointwise_blocks({points}, {per_thread}), THREADS_PER_BLOCK"
+            calls = {kind: self.call(name, grid, args) for kind, name in kernel.variants.items()}
+            self.guarded(op, points, self.vector_choice(kernel, calls, "pointwise-vector"))
+
+    def vector_choice(self, kernel: KernelCode, calls: dict[str, str], vector: str) -> list[str]:
+        """The launch lines of the scalar kernel (the first variant), or, when ``vector``
+        is a variant, of it where the buffers are aligned for it and of the scalar one
+        elsewhere."""
+        scalar = calls[next(iter(kernel.variants))]
+        if vector not in calls:
+            return [scalar]
+        self.helpers.add("_vector_ready")
+        buffers = ", ".join(self.namer(b) for b in kernel.vector_buffers)
+        tests = [f"{self.dim(e, kernel.op)} % VECTOR_WIDTH == 0" for e in kernel.vector_extents]
+        tests.append(f"_vector_ready({buffers})")
+        unit = self.w.unit
+        return [f"if {' and '.join(tests)}:  # whole vectors, aligned", unit + calls[vector],
+                "else:", unit + scalar]
+
+    def call(self, kernel: str, grid: str, args: list[str]) -> str:
+        return f"{kernel}[{grid}]({', '.join(args)})"
+
+    def launch_line(self, line: str) -> None:
+        """A line of a launch; a long kernel call gets its arguments on a line of their own."""
+        w = self.w
+        head, _, args = line.partition("](")
+        indent = len(line) - len(line.lstrip())
+        if args and len(w.unit * w.depth) + len(line) > 92:
+            w.line(f"{head}](")
+            w.line(f"{line[:indent]}{w.unit * 2}{args}")
+        else:
+            w.line(line)
+
+    def row_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
+        """One block per point; the registers variant when the rows fit in it."""
+        self.helpers.update({"_row_blocks", "_row_threads"})
+        extents = list(dict.fromkeys(self.dim(e, kernel.op) for e in kernel.row_extents)) or ["1"]
+        row = extents[0] if len(extents) == 1 else f"max({', '.join(extents)})"
+        threads = {"registers": f"-(-{row} // VALUES_PER_THREAD), REGISTER_ROW_THREADS",
+                   "streaming": row}
+        threads["registers-vector"] = threads["registers"]
+        calls = {kind: self.call(name, f"_row_blocks({points}), _row_threads({threads[kind]})",
+                                 args) for kind, name in kernel.variants.items()}
+        if "registers" not in calls:
+            lines = [calls["streaming"]]
+        else:
+            lines = self.vector_choice(kernel, calls, "registers-vector")
+            if "streaming" in calls:
+                unit = self.w.unit
+                lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "
+                         "registers"] + [unit + line for line in lines] + [
+                         "else:", unit + calls["streaming"]]
+        self.guarded(kernel.op, points, lines)
+
+    def contraction_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
+        """Tile shape and grid from the sizes; the 16-byte operand reads where the
+        operand's rows are whole groups of 4 floats from a 16-byte aligned start."""
+        c = match_contraction(kernel.op)
+        extents = kernel.op.extent_list
+        name_of = lambda s: self.dims[s]  # noqa: E731
+        sizes = {}
+        for side, dims in (("m", c.m_dims), ("n", c.n_dims), ("batch", c.batch_dims)):
+            sizes[side] = " * ".join(extent_factors([extents[d] for d in dims], name_of))
+        k_size = " * ".join(extent_factors(c.k_extents, name_of))
+        flags = []
+        for side, along in (("a", k_size), ("b", sizes["n"])):
+            buffer = kernel.vector_sides.get(side)
+            if buffer is None:
+                flags.append("False")
+                continue
+            # whole 16-byte groups: along the tile axis, and in each row of the buffer (A
+            # side: a row is the flattened K, the load's trailing dims being the
+            # reduction's; B side: the buffer's last dim); and an aligned start
+            row = k_size if side == "a" else self.dim(buffer.type.shape[-1], kernel.op)
+            sizes_4 = list(dict.fromkeys((along, row)))
+            if any(n.isdigit() and int(n) % 4 for n in sizes_4):
+                flags.append("False")
+                continue
+            self.helpers.add("_vector_ready")  # brings _address
+            checks = [f"({n}) % 4 == 0" for n in sizes_4 if not n.isdigit()]
+            flags.append(" and ".join(checks + [f"_address({self.namer(buffer)}) % 16 == 0"]))
+        self.helpers.add("_contraction_geometry")
+        tiles, grid, threads = (self.namer.fresh(n) for n in ("tiles", "grid", "threads"))
+        lines = [f"{tiles}, {grid}, {threads} = _contraction_geometry({kernel.name}, "
+                 f"{sizes['m']}, {sizes['n']}, {k_size}, {sizes['batch']})"]
+        config = self.namer.fresh("config")
+        lines.append(f"{config} = {tiles} + ({flags[0]}, {flags[1]})  # BM, BN, VECTOR_A, VECTOR_B")
+        lines.append(self.call(f"{kernel.name}[{config}]", f"{grid}, {threads}", args))
+        self.guarded(kernel.op, points, lines)
+
+    def guarded(self, op, points: str, lines: list[str]) -> None:
+        """``lines`` (a launch), unless the iteration space is empty."""
+        if not symbols_of(op.extent_list):
+            if math.prod(op.extent_list) > 0:
+                for line in lines:
+                    self.launch_line(line)
+            else:
+                self.w.line("# empty iteration space, not launched")
+            return
+        with self.w.indented(f"if {points} > 0:  # an empty iteration space launches nothing"):
+            for line in lines:
+                self.launch_line(line)
+
+
+def emit_host(func: FuncOp, host_name: str, kernels: dict[int, KernelCode], helpers: set[str],
+              taken=(), target: str = "cuda") -> str:
+    """Source of the host function ``host_name`` for ``func``; ``kernels`` maps each
+    kernel op (by id) to its emitted code; ``taken``: module-level names (kernels,
+    helpers) its locals must not shadow."""
+    return HostEmitter(func, host_name, kernels, helpers, taken, target).emit()

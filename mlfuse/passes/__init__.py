@@ -1,1 +1,0 @@
-"""Transformation passes, each registered by name (see mlfuse.ir.passes)."""

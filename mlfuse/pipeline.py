@@ -1,0 +1,49 @@
+"""The pipeline: .fuse text -> tensor IR -> loops IR -> fused IR (kernels).
+
+Each step is a named pass, so ``mlfuse opt --passes`` can run any of them on IR text.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from mlfuse.ir.builtin import ModuleOp
+from mlfuse.ir.pass_manager import PassManager
+from mlfuse.transforms import get_pass
+
+LEVELS = ("tensor", "loops", "fused")
+
+
+def parse_program(text: str, filename: str = "<string>") -> ModuleOp:
+    """Parse .fuse source into the tensor dialect (verified, with source locations)."""
+    from mlfuse.frontend import parse_source
+    return parse_source(text, filename)
+
+
+def pass_names(level: str, fuse: bool = True) -> list[str]:
+    """The passes that take a freshly parsed tensor module down to ``level``."""
+    names = ["decompose", "cse"]
+    if level in ("loops", "fused"):
+        names.append("lower-tensor-to-loops")
+    if level == "fused":
+        names += ["fuse" if fuse else "no-fuse", "schedule-contractions"]
+    return names
+
+
+def lower(module: ModuleOp, level: str = "fused", fuse: bool = True, fuse_options: dict | None = None,
+          print_after: Callable[[str, str], None] | None = None) -> ModuleOp:
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}; choose one of {', '.join(LEVELS)}")
+    passes = []
+    for name in pass_names(level, fuse):
+        passes.append(get_pass(name, **(fuse_options or {})) if name == "fuse" else get_pass(name))
+    return PassManager(passes, verify_each=True, print_after=print_after).run(module)
+
+
+def compile_text(text: str, filename: str = "<string>", level: str = "fused", fuse: bool = True,
+                 fuse_options: dict | None = None, print_after=None) -> ModuleOp:
+    """Parse .fuse source and lower it to ``level``."""
+    module = parse_program(text, filename)
+    if print_after is not None:
+        from mlfuse.ir.printer import print_ir
+        print_after("parse", print_ir(module))
+    return lower(module, level, fuse, fuse_options, print_after)

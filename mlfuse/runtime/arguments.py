@@ -1,0 +1,182 @@
+"""Checking a compiled function's arguments, moving them to the device and results back.
+
+Every check runs before anything is copied or launched; each failure is one
+:class:`ArgumentError` naming the function and the parameter. Arguments are never
+cast: a float64 array for an f32 parameter is an error, not a silent copy.
+
+Kinds of argument: NumPy arrays (copied to the device; results come back as NumPy),
+Numba device arrays, and objects with ``__cuda_array_interface__`` (PyTorch, CuPy:
+wrapped without a copy; results come back as the same library's arrays). Python and
+NumPy scalars are accepted for rank-0 parameters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlfuse.errors import ArgumentError
+from mlfuse.ir.builtin import FuncOp
+from mlfuse.ir.types import NUMPY_DTYPE, Dim
+
+HOST = "numpy"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    dtype: str                 # IR dtype: f16 f32 f64 i32 bool
+    shape: tuple[Dim, ...]
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(NUMPY_DTYPE[self.dtype])
+
+    def describe(self) -> str:
+        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True)
+class Signature:
+    func: str
+    params: tuple[Param, ...]
+    num_results: int
+
+    @staticmethod
+    def of(func: FuncOp) -> "Signature":
+        params = tuple(Param(a.name_hint or f"arg{i}", a.type.dtype, tuple(a.type.shape))
+                       for i, a in enumerate(func.args))
+        return Signature(func.sym_name, params, len(func["result_types"]))
+
+    def positional(self, args: tuple, kwargs: dict) -> tuple:
+        """``args`` followed by the parameters ``kwargs`` names, in parameter order."""
+        names = [p.name for p in self.params]
+        for name in kwargs:
+            if name not in names:
+                raise self.error(f"has no parameter '{name}' (parameters: {', '.join(names)})")
+            if names.index(name) < len(args):
+                raise self.error(f"parameter '{name}' given by position and by name")
+        rest = names[len(args):]
+        missing = [n for n in rest if n not in kwargs]
+        if missing:
+            raise self.error(f"missing argument(s) {', '.join(missing)}")
+        return tuple(args) + tuple(kwargs[n] for n in rest)
+
+    def error(self, message: str, param: Param | None = None) -> ArgumentError:
+        where = f"parameter '{param.name}' of @{self.func}" if param else f"@{self.func}"
+        return ArgumentError(f"{where}: {message}")
+
+
+def kind_of(value) -> str | None:
+    """"numpy", "numba", "torch", "cupy", "cuda_array" (another device array),
+    "scalar", or None for anything else."""
+    if isinstance(value, np.ndarray):
+        return HOST
+    if getattr(value, "__cuda_ndarray__", False):
+        return "numba"
+    if hasattr(value, "__cuda_array_interface__"):
+        library = type(value).__module__.split(".")[0]
+        return library if library in ("torch", "cupy") else "cuda_array"
+    if isinstance(value, (bool, int, float, np.generic)):
+        return "scalar"
+    return None
+
+
+def _scalar(sig: Signature, p: Param, value) -> np.ndarray:
+    """A 0-d array of ``p``'s dtype holding ``value``; no lossy conversion."""
+    if p.shape:
+        raise sig.error(f"expects an array of shape {p.describe()}, got a scalar", p)
+    if isinstance(value, np.generic):
+        if value.dtype != p.np_dtype:
+            raise sig.error(f"expects {p.dtype} ({p.np_dtype}), got a {value.dtype} scalar", p)
+        return np.array(value)
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if p.dtype == "bool":
+        fits = isinstance(value, bool)
+    elif p.dtype == "i32":
+        fits = is_int and np.iinfo(np.int32).min <= value <= np.iinfo(np.int32).max
+    else:  # a float parameter takes Python ints and floats
+        fits = is_int or isinstance(value, float)
+    if not fits:
+        raise sig.error(f"expects {p.dtype}, got {type(value).__name__} {value!r}", p)
+    return np.array(value, dtype=p.np_dtype)
+
+
+def _as_numba(sig: Signature, p: Param, value):
+    from numba import cuda
+    if not hasattr(cuda, "as_cuda_array"):
+        raise sig.error(f"a {type(value).__module__} device array needs a GPU; the CUDA "
+                        "simulator only takes NumPy and Numba arrays", p)
+    return cuda.as_cuda_array(value)
+
+
+def _contiguous(array) -> bool:
+    if isinstance(array, np.ndarray):
+        return array.flags.c_contiguous
+    return array.is_c_contiguous()
+
+
+def _check_array(sig: Signature, p: Param, array, dims: dict[str, tuple[int, str]]) -> None:
+    if array.ndim != len(p.shape):
+        raise sig.error(f"expects rank {len(p.shape)} ({p.describe()}), got an array of rank "
+                        f"{array.ndim} (shape {tuple(array.shape)})", p)
+    if array.dtype != p.np_dtype:
+        raise sig.error(f"expects dtype {p.np_dtype} ({p.dtype}), got {array.dtype}; "
+                        "arguments are never cast", p)
+    for axis, (want, got) in enumerate(zip(p.shape, array.shape)):
+        if isinstance(want, int) and want != got:
+            raise sig.error(f"dim {axis} must be {want} ({p.describe()}), got {got} "
+                            f"(shape {tuple(array.shape)})", p)
+        if isinstance(want, str):
+            bound = dims.setdefault(want, (got, p.name))
+            if bound[0] != got:
+                raise sig.error(f"dim {want} is {bound[0]} from {bound[1]} but {got} from {p.name}")
+    if not _contiguous(array):
+        raise sig.error("must be C-contiguous (pass np.ascontiguousarray(...) or a copy)", p)
+
+
+@dataclass
+class BoundCall:
+    device_args: list
+    kind: str            # the kind results come back as
+
+
+def bind_arguments(sig: Signature, args: tuple) -> BoundCall:
+    """Check ``args`` against ``sig`` and put them on the device."""
+    from numba import cuda
+    if len(args) != len(sig.params):
+        names = ", ".join(p.name for p in sig.params)
+        raise sig.error(f"takes {len(sig.params)} argument(s) ({names}), got {len(args)}")
+    values, kinds, dims = [], [], {}
+    for p, value in zip(sig.params, args):
+        kind = kind_of(value)
+        if kind is None:
+            raise sig.error(f"expects a NumPy or device array, got {type(value).__name__}", p)
+        if kind == "scalar":
+            value = _scalar(sig, p, value)
+        elif kind not in (HOST, "numba"):
+            value = _as_numba(sig, p, value)
+        _check_array(sig, p, value, dims)
+        values.append(value)
+        kinds.append(kind)
+    arrays = [(p, k) for p, k in zip(sig.params, kinds) if k != "scalar"]
+    host = [p for p, k in arrays if k == HOST]
+    device = [(p, k) for p, k in arrays if k != HOST]
+    if host and device:
+        raise sig.error(f"parameter '{host[0].name}' is a NumPy array but '{device[0][0].name}' is "
+                        "a device array: pass all arguments on the host or all on the device")
+    moved = [v if getattr(v, "__cuda_ndarray__", False) else cuda.to_device(v) for v in values]
+    return BoundCall(moved, device[0][1] if device else HOST)
+
+
+def convert_result(array, kind: str):
+    """A device result as the kind of array the call was given."""
+    if kind == HOST:
+        return array.copy_to_host()
+    if kind == "torch":
+        import torch
+        return torch.as_tensor(array, device="cuda")
+    if kind == "cupy":
+        import cupy
+        return cupy.asarray(array)
+    return array

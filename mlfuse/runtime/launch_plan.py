@@ -1,0 +1,217 @@
+"""What one call of a generated host function does, recorded as a plan.
+
+A host function (``mlfuse/codegen/host.py``) binds dims from its arguments'
+shapes, allocates buffers with ``cuda.device_array`` and launches kernels with
+``kernel[grid, block](args)``. Every choice it makes (blocks per grid, the row
+variant and its thread count, the launches an empty space skips) follows from the
+shapes alone, so calls with arguments of the same shapes do the same thing.
+
+``trace_call`` runs the host function once with stand-ins for ``cuda`` and for its
+kernels that record each allocation and launch and then do it (the call's results are
+real), and turns the record into a :class:`CallPlan`: the buffers, each launch with
+the source of every argument (a parameter, a buffer, a constant), and the results.
+A launcher may replay that plan for later calls without running the host function.
+
+The plan is read off the host function itself rather than rebuilt from the IR, so it
+is exact by construction and follows the code generator as that changes. The
+stand-ins live in a copy of the function's globals: the generated module is left
+untouched and stays standalone. Anything the record cannot account for (an array from
+elsewhere, a launch on a stream of its own, another ``cuda`` call) leaves the call
+as it is and gives no plan, with the reason.
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from mlfuse.codegen.contraction import is_tiled_kernel
+
+
+class Source(NamedTuple):
+    """Where a launch argument or a result comes from."""
+
+    kind: str      # "param" (index into the call's arguments), "buffer" (index into
+    value: object  # CallPlan.buffers) or "constant" (the value itself)
+
+
+@dataclass(frozen=True)
+class Buffer:
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str                     # the kernel's name in the generated module
+    dispatcher: object              # the kernel object the host function launched
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    args: tuple[Source, ...]
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    buffers: tuple[Buffer, ...]
+    launches: tuple[Launch, ...]
+    results: tuple[Source, ...]
+
+
+class Untraceable(Exception):
+    """The host function did something a plan cannot replay."""
+
+
+def _dim3(value) -> tuple[int, int, int]:
+    """A grid or block size as Numba takes it (an int or a tuple of up to 3) -> 3 ints."""
+    dims = tuple(value) if isinstance(value, tuple) else (value,)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) for d in dims):
+        raise Untraceable(f"launch dimensions {value!r}")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+class Trace:
+    """The record of one host call. ``launch_values`` holds the objects each launch was
+    passed (what a launcher packs parameters from); it keeps the call's arrays alive, so
+    drop the trace once the plan is bound."""
+
+    def __init__(self, params):
+        self._params = {id(p): i for i, p in enumerate(params)}
+        self._buffers: dict[int, int] = {}
+        self._keep = list(params)  # ids stay unique while the objects live
+        self.buffers: list[Buffer] = []
+        self.launches: list[Launch] = []
+        self.launch_values: list[tuple] = []
+        self.refused: str | None = None
+        self.plan: CallPlan | None = None
+
+    def refuse(self, reason: str) -> None:
+        self.refused = self.refused or reason
+
+    def source(self, value) -> Source:
+        if id(value) in self._params:
+            return Source("param", self._params[id(value)])
+        if id(value) in self._buffers:
+            return Source("buffer", self._buffers[id(value)])
+        if isinstance(value, (bool, int, float, np.integer, np.floating)):
+            return Source("constant", value)  # a dim or a constant: fixed by the shapes
+        raise Untraceable(f"a {type(value).__name__} that is neither a parameter nor a buffer")
+
+    def buffer(self, array, shape, dtype) -> None:
+        shape = tuple(shape) if isinstance(shape, tuple) else (shape,)
+        self._buffers[id(array)] = len(self.buffers)
+        self._keep.append(array)
+        self.buffers.append(Buffer(tuple(int(d) for d in shape), np.dtype(dtype)))
+
+    def launch(self, name: str, dispatcher, config, args) -> None:
+        try:
+            config = config if isinstance(config, tuple) else (config,)
+            if len(config) not in (2, 3, 4):
+                raise Untraceable(f"launch configuration {config!r}")
+            grid, block, stream, shared = (config + (0, 0))[:4]
+            if stream:
+                raise Untraceable("a launch on a stream other than the default")
+            sources = tuple(self.source(a) for a in args)
+            self.launches.append(Launch(name, dispatcher, _dim3(grid), _dim3(block), int(shared),
+                                        sources))
+            self.launch_values.append(tuple(args))
+        except Untraceable as e:
+            self.refuse(f"kernel {name}: {e}")
+
+    def finish(self, results: tuple) -> None:
+        if self.refused:
+            return
+        try:
+            sources = tuple(self.source(r) for r in results)
+        except Untraceable as e:
+            self.refuse(f"result: {e}")
+            return
+        self.plan = CallPlan(tuple(self.buffers), tuple(self.launches), sources)
+
+
+class _RecordingCuda:
+    """``cuda`` as the host function sees it: allocations are recorded."""
+
+    def __init__(self, real, trace: Trace):
+        self._real, self._trace = real, trace
+
+    def device_array(self, shape, dtype=np.float64, strides=None, order="C", stream=0):
+        array = self._real.device_array(shape, dtype=dtype, strides=strides, order=order,
+                                        stream=stream)
+        if strides is not None or order != "C" or stream:
+            self._trace.refuse("an allocation with strides, order or a stream")
+        self._trace.buffer(array, shape, dtype)
+        return array
+
+    def __getattr__(self, name):
+        self._trace.refuse(f"calls cuda.{name}")
+        return getattr(self._real, name)
+
+
+class _RecordingKernel:
+    """A kernel as the host function sees it: each launch is recorded, then done."""
+
+    def __init__(self, name: str, kernel, trace: Trace):
+        self._name, self._kernel, self._trace = name, kernel, trace
+
+    def __getitem__(self, config):
+        configured = self._kernel[config]
+
+        def launch(*args):
+            self._trace.launch(self._name, self._kernel, config, args)
+            return configured(*args)
+        return launch
+
+    def __getattr__(self, name):
+        self._trace.refuse(f"uses {self._name}.{name}")
+        return getattr(self._kernel, name)
+
+
+class _RecordingTiles:
+    """A contraction's ``_TiledKernel`` as the host function sees it: ``tiles[config]``
+    is a recording kernel; the tile table and the last launch shape pass through (the
+    host's ``_contraction_geometry`` reads and writes them)."""
+
+    def __init__(self, name: str, tiles, trace: Trace):
+        self._name, self._tiles, self._trace = name, tiles, trace
+
+    def __getitem__(self, config):
+        return _RecordingKernel(f"{self._name}{list(config)}", self._tiles[config], self._trace)
+
+    @property
+    def tuned(self):
+        return self._tiles.tuned
+
+    @property
+    def last_shape(self):
+        return self._tiles.last_shape
+
+    @last_shape.setter
+    def last_shape(self, shape):
+        self._tiles.last_shape = shape
+
+
+def _is_kernel(value) -> bool:
+    """A Numba CUDA kernel (or the simulator's): launched as ``kernel[grid, block](...)``."""
+    return hasattr(value, "py_func") and callable(getattr(type(value), "__getitem__", None))
+
+
+def trace_call(host, device_args, num_results: int):
+    """Call ``host(*device_args)`` and record it: (its results, the :class:`Trace`).
+    ``trace.plan`` is the plan, or None with ``trace.refused`` saying why."""
+    trace = Trace(device_args)
+    scope = dict(host.__globals__)
+    for name, value in host.__globals__.items():
+        if _is_kernel(value):
+            scope[name] = _RecordingKernel(name, value, trace)
+        elif is_tiled_kernel(value):
+            scope[name] = _RecordingTiles(name, value, trace)
+    if "cuda" in scope:
+        scope["cuda"] = _RecordingCuda(scope["cuda"], trace)
+    recording = types.FunctionType(host.__code__, scope, host.__name__, host.__defaults__,
+                                   host.__closure__)
+    results = recording(*device_args)
+    trace.finish((results,) if num_results == 1 else tuple(results))
+    return results, trace

@@ -1,0 +1,210 @@
+"""Fusion reports: what was fused, what was not and why, and what it saves.
+
+Runs ``no-fuse`` and ``fuse`` on copies of one loops-level module and compares
+kernels, bytes moved and intermediate buffers (sizes from ``--dim``; unbound
+symbolic dims count as the target's default size).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.loops import AllocOp
+from mlfuse.codegen.contraction import is_tiled_kernel
+from mlfuse.ir.builtin import FuncOp, ModuleOp
+from mlfuse.dialects import parse_ir
+from mlfuse.ir.printer import print_ir
+from mlfuse.transforms.contraction import ScheduleContractionsPass
+from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
+from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost
+from mlfuse.hardware import Target, get_target
+
+
+@dataclass
+class KernelReport:
+    name: str
+    schedule: str
+    extents: list
+    sources: list
+    bytes: int
+    flops: int
+    registers_estimate: int
+    estimated_us: float
+    registers: int | None = None       # from the real compile, when there was one
+    local_memory_bytes: int | None = None
+    shared_memory_bytes: int | None = None
+
+
+@dataclass
+class FunctionReport:
+    func: str
+    kernels_before: int
+    kernels_after: int
+    bytes_before: int
+    bytes_after: int
+    intermediates_before: int
+    intermediates_after: int
+    intermediate_bytes_before: int
+    intermediate_bytes_after: int
+    estimated_us_before: float
+    estimated_us_after: float
+    kernels: list[KernelReport] = field(default_factory=list)
+    decisions: list[dict] = field(default_factory=list)
+    dims: dict = field(default_factory=dict)  # the symbolic sizes the numbers assume
+    groups: dict[str, str] = field(default_factory=dict)  # op name -> kernel (for --dot)
+    edges: list[tuple[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["kernels"] = [dict(k.__dict__) for k in self.kernels]
+        d.pop("groups")
+        d.pop("edges")
+        return d
+
+
+def _intermediates(func: FuncOp, dims, target) -> tuple[int, int]:
+    returned = {id(v) for v in func.return_op.operands}
+    bufs = [op.result for op in func.body.ops if isinstance(op, AllocOp) and id(op.result) not in returned]
+    return len(bufs), sum(buffer_bytes(b.type, dims, target) for b in bufs)
+
+
+def _kernels(func: FuncOp) -> list[KernelOp]:
+    return [op for op in func.body.ops if isinstance(op, KernelOp)]
+
+
+def _kernel_reports(func, dims, target) -> list[KernelReport]:
+    out = []
+    for k in _kernels(func):
+        c = kernel_cost(k, dims, target)
+        out.append(KernelReport(k["kernel_name"], k["schedule"], list(k["extents"]), list(k["sources"]),
+                                c.bytes, c.flops, c.registers, round(c.seconds(target) * 1e6, 3)))
+    return out
+
+
+def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int | None = None,
+                   target: Target | None = None) -> list[FunctionReport]:
+    dims, target = dims or {}, target or get_target()
+    text = print_ir(loops_module)
+    base, fused = parse_ir(text), parse_ir(text)
+    NoFusePass(dims=dims).run(base)
+    fuse_pass = FusePass(limit=limit, dims=dims)
+    fuse_pass.run(fused)
+    for module in (base, fused):  # as the pipeline does: matmul and conv kernels are tiled
+        ScheduleContractionsPass().run(module)
+    reports = []
+    for bf, ff, plan in zip(base.funcs, fused.funcs, fuse_pass.plans):
+        kb, kf = _kernel_reports(bf, dims, target), _kernel_reports(ff, dims, target)
+        ib, ibb = _intermediates(bf, dims, target)
+        ia, iab = _intermediates(ff, dims, target)
+        report = FunctionReport(
+            bf.sym_name, len(kb), len(kf), sum(k.bytes for k in kb), sum(k.bytes for k in kf),
+            ib, ia, ibb, iab, round(sum(k.estimated_us for k in kb), 3),
+            round(sum(k.estimated_us for k in kf), 3), kf,
+            [d.as_dict() for d in plan.decisions],
+            {d: dims.get(d, target.default_dim) for a in bf.args for d in a.type.shape
+             if isinstance(d, str)})
+        for kernel_name, g in zip((k.name for k in kf), plan.groups):
+            for n in g.members:
+                report.groups.setdefault(n.name, kernel_name)
+            for n in g.members:
+                for p in n.reads:
+                    if p.name_hint:
+                        report.edges.append((p.name_hint, n.name))
+        reports.append(report)
+    return reports
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def format_text(reports: list[FunctionReport]) -> str:
+    lines = []
+    for r in reports:
+        lines.append(f"func {r.func}" + (f"  (dims: {', '.join(f'{k}={v}' for k, v in r.dims.items())})"
+                                          if r.dims else ""))
+        lines.append(f"  kernels:       {r.kernels_before} -> {r.kernels_after}")
+        lines.append(f"  bytes moved:   {_fmt_bytes(r.bytes_before)} -> {_fmt_bytes(r.bytes_after)}")
+        lines.append(f"  intermediates: {r.intermediates_before} ({_fmt_bytes(r.intermediate_bytes_before)})"
+                     f" -> {r.intermediates_after} ({_fmt_bytes(r.intermediate_bytes_after)})")
+        lines.append(f"  estimated time: {r.estimated_us_before:.2f} us -> {r.estimated_us_after:.2f} us")
+        for k in r.kernels:
+            regs = f"~{k.registers_estimate} live values"
+            if k.registers is not None:
+                regs += f"; compiled: {k.registers} registers, {k.local_memory_bytes} B local, " \
+                        f"{k.shared_memory_bytes} B shared"
+            lines.append(f"  kernel {k.name} [{k.schedule} over {k.extents}] ({regs}):")
+            for s in k.sources:
+                lines.append(f"    {s}")
+        if r.decisions:
+            lines.append("  decisions (producer -> consumers):")
+        for d in r.decisions:
+            lines.append(f"    {d['producer']} -> {', '.join(d['consumers'])}: {d['action']}: {d['reason']}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def format_json(reports: list[FunctionReport]) -> str:
+    return json.dumps({r.func: r.as_dict() for r in reports}, indent=2)
+
+
+_COLORS = ["lightblue", "lightgoldenrod", "palegreen", "lightpink", "lightsalmon", "plum",
+           "lightcyan", "khaki", "thistle", "wheat"]
+
+
+def format_dot(reports: list[FunctionReport]) -> str:
+    lines = ["digraph mlfuse {", "  node [shape=box, style=filled];"]
+    for r in reports:
+        kernels = list(dict.fromkeys(r.groups.values()))
+        lines.append(f'  subgraph "cluster_{r.func}" {{')
+        lines.append(f'    label="{r.func}: {r.kernels_before} -> {r.kernels_after} kernels";')
+        for op, kernel in r.groups.items():
+            color = _COLORS[kernels.index(kernel) % len(_COLORS)]
+            lines.append(f'    "{r.func}.{op}" [label="{op}\\n{kernel}", fillcolor={color}];')
+        for a, b in dict.fromkeys(r.edges):
+            if a in r.groups:
+                lines.append(f'    "{r.func}.{a}" -> "{r.func}.{b}";')
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _one(value):
+    """Numba answers per signature (a dict) or for the only one (a number)."""
+    if isinstance(value, dict):
+        return max(value.values()) if value else None
+    return value
+
+
+def _compiled_kernel(python_module, name: str):
+    """The compiled kernel that ran for the kernel op ``name``: one of its variants
+    (``name``, ``name_vector``, ``name_streaming``) or of a contraction's tile shapes,
+    the last compiled; None if none ran."""
+    ran = []
+    for attr, value in vars(python_module).items():
+        if attr != name and not attr.startswith(name + "_"):
+            continue
+        if is_tiled_kernel(value):  # a contraction: its tile configurations, in order
+            ran += list(value.kernels.values())
+        elif getattr(value, "overloads", None):
+            ran.append(value)
+    ran = [k for k in ran if getattr(k, "overloads", None)]
+    return ran[-1] if ran else None
+
+
+def attach_compiled_resources(reports: list[FunctionReport], python_module) -> None:
+    """Fill each kernel's real registers, local memory (spills) and shared memory from
+    the dispatchers of a module compiled and run on the GPU."""
+    for r in reports:
+        for k in r.kernels:
+            dispatcher = _compiled_kernel(python_module, k.name)
+            if dispatcher is None:
+                continue
+            k.registers = _one(dispatcher.get_regs_per_thread())
+            k.local_memory_bytes = _one(dispatcher.get_local_mem_per_thread())
+            k.shared_memory_bytes = _one(dispatcher.get_shared_mem_per_block())

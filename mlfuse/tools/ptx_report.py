@@ -1,0 +1,143 @@
+"""What the GPU would run, without a GPU: every kernel of a program compiled for the
+H100 (sm_90) by Numba and assembled by ptxas, with what they report.
+
+    CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json] FILE.fuse...
+
+Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
+supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
+argument types its launch passes, which follow from the IR (C-contiguous arrays of the
+buffers' dtypes and ranks, int64 dims); every variant is compiled (vector and scalar,
+both row variants) and every tile shape of a contraction. One line per kernel: its
+registers, spilled and stack bytes, shared memory, the f64 instructions in its PTX (a
+silent f64 promotion shows here), whether it uses warp shuffles, and its 16-byte loads.
+tests/test_ptx.py runs it on every example.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import types as pytypes
+
+from mlfuse.codegen.contraction import is_tiled_kernel
+
+_OPTIONS = ("fastmath", "lineinfo", "launch_bounds", "max_registers")
+
+
+def _patch_device_lookup() -> None:
+    """Typing a call to a device function asks for the current device's compute
+    capability; with no GPU there is none, so answer for the H100 compiled for."""
+    import numba.cuda.dispatcher as dispatcher
+    dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
+
+
+def signature(op):
+    """The Numba signature of the kernel ``op`` (a fused.kernel or loops.parallel) as its
+    host function launches it."""
+    from numba.core import types
+
+    from mlfuse.codegen.emit_kernel import kernel_interface
+    from mlfuse.codegen.scalar import STORAGE_TYPE
+    iface = kernel_interface(op)
+    args = [types.Array(getattr(types, STORAGE_TYPE[b.type.dtype].rstrip("_") if
+                                STORAGE_TYPE[b.type.dtype] != "bool_" else "boolean"),
+                        b.type.rank, "C") for b in iface.buffers]
+    args += [types.int64] * len(iface.symbols)
+    return types.void(*args)
+
+
+def compile_kernel(kernel, sig) -> dict:
+    """PTX for sm_90 and what ptxas says of it."""
+    from numba import cuda
+    options = {k: v for k, v in kernel.targetoptions.items() if k in _OPTIONS}
+    ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0), **options)
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx)
+        f.flush()
+        info = subprocess.run(["ptxas", "-arch=sm_90", "-v", f.name, "-o", "/dev/null"],
+                              capture_output=True, text=True, check=True).stderr
+
+    def number(pattern):
+        m = re.search(pattern, info)
+        return int(m.group(1)) if m else 0
+    lines = [line.split() for line in ptx.splitlines()
+             if line.strip() and not line.strip().startswith(("//", ".", "{", "}", "$"))]
+    code = [words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
+            for words in lines]  # the opcode, after a predicate such as @%p1
+    return {"f64": sorted({op for op in code if ".f64" in op}),
+            "registers": number(r"Used (\d+) registers"),
+            "spill_bytes": number(r"(\d+) bytes spill stores") + number(r"(\d+) bytes spill loads"),
+            "stack_bytes": number(r"(\d+) bytes stack frame"),
+            "shared_bytes": number(r"(\d+) bytes smem"),
+            "shuffles": any(op.startswith("shfl.sync") for op in code),
+            **_memory_counts(code),
+            "fma": sum(op.startswith("fma.") for op in code)}
+
+
+def _memory_counts(code: list[str]) -> dict:
+    """Loads and stores of global memory (a kernel's buffers), scalar and 16-byte, and
+    16-byte loads of any space (shared-memory tiles too)."""
+    def global_(op):
+        return not any(space in op for space in (".shared", ".local", ".param", ".const"))
+    loads = [op for op in code if op.startswith("ld.") and global_(op)]
+    stores = [op for op in code if op.startswith("st.") and global_(op)]
+    return {"loads": sum(".v4." not in op for op in loads),
+            "v4_loads": sum(".v4." in op for op in code if op.startswith("ld.")),
+            "global_v4_loads": sum(".v4." in op for op in loads),
+            "stores": sum(".v4." not in op for op in stores),
+            "v4_stores": sum(".v4." in op for op in stores)}
+
+
+def _kernels_of(op, python_module):
+    """(label, dispatcher) of every kernel the module has for ``op``: its variants, or
+    every tile shape (with 16-byte operand reads where it has them) of a contraction."""
+    name = op["kernel_name"] if op.name == "fused.kernel" else None
+    for attr, value in vars(python_module).items():
+        if name is None or not (attr == name or attr.startswith(name + "_")):
+            continue
+        if is_tiled_kernel(value):
+            for bm, bn in python_module.CONTRACTION_TILES:
+                yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, True, True)
+        elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
+            yield attr, value
+
+
+def report(path: str, text: str, fuse: bool = True):
+    """Yield one dict per kernel of the program at ``path``."""
+    _patch_device_lookup()
+    from mlfuse.codegen import generate
+    from mlfuse.pipeline import compile_text
+    from mlfuse.runtime.loader import load_source
+    module = compile_text(text, path, fuse=fuse)
+    python_module = load_source(generate(module, "cuda"), "ptx_report")
+    for func in module.funcs:
+        for op in func.body.ops:
+            if op.name not in ("fused.kernel", "loops.parallel"):
+                continue
+            sig = signature(op)
+            for label, kernel in _kernels_of(op, python_module):
+                yield {"file": path, "func": func.sym_name, "kernel": label,
+                       "schedule": op.attributes.get("schedule", "pointwise"),
+                       **compile_kernel(kernel, sig)}
+
+
+def main(argv: list[str]) -> int:
+    fuse, as_json = "--no-fuse" not in argv, "--json" in argv
+    for path in (a for a in argv if not a.startswith("--")):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for r in report(path, text, fuse):
+            if as_json:
+                print(json.dumps(r), flush=True)
+            else:
+                print(f"{r['kernel']}: {r['registers']} registers, {r['spill_bytes']} B spilled, "
+                      f"{r['stack_bytes']} B stack, {r['shared_bytes']} B shared; "
+                      f"{r['v4_loads']} 16-byte loads, {r['fma']} fma, shuffles {r['shuffles']}, "
+                      f"f64 {r['f64'] or 'none'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,29 @@
+"""The passes that take a module from one level to the next, and the table of them
+by name (``mlfuse opt --passes``, the pipeline): the one place that lists them.
+
+tensor -> tensor: ``decompose`` (composites into primitives), ``cse``;
+tensor -> loops:  ``lower-tensor-to-loops`` (one loop nest per op);
+loops -> fused:   ``fuse`` / ``no-fuse`` (kernels), then ``schedule-contractions``.
+"""
+from __future__ import annotations
+
+from mlfuse.errors import MlfuseError
+from mlfuse.ir.pass_manager import Pass
+from mlfuse.transforms.contraction import ScheduleContractionsPass
+from mlfuse.transforms.cse import CSEPass
+from mlfuse.transforms.decompose import Decompose
+from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
+from mlfuse.transforms.lower_to_loops import LowerTensorToLoops
+
+PASSES: dict[str, type[Pass]] = {cls.name: cls for cls in (
+    Decompose, CSEPass, LowerTensorToLoops, FusePass, NoFusePass, ScheduleContractionsPass)}
+
+
+def get_pass(name: str, **options) -> Pass:
+    """A new instance of the pass called ``name``, built with ``options``."""
+    try:
+        cls = PASSES[name]
+    except KeyError:
+        known = ", ".join(sorted(PASSES))
+        raise MlfuseError(f"unknown pass '{name}' (known: {known})") from None
+    return cls(**options)

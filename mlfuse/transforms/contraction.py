@@ -1,0 +1,189 @@
+"""Contractions: kernels that are a sum of products over a reduction space, such as
+matmul and conv2d with whatever fused before and after them.
+
+A ``fused.kernel`` is a contraction when its body is
+
+    <ops computing from the kernel indices>            (e.g. conv's window origin)
+    %acc = loops.reduce %zero {combiner = "add"} (%k0) {   (possibly nested: k0, k1, k2)
+        <ops>  ...  loops.yield (arith.mul %a, %b)
+    }
+    <epilogue ops and stores using %acc>
+
+where ``%a`` depends on some kernel indices and ``%b`` on others. Then the output
+points split into an "M" side (indices only ``a`` reads), an "N" side (only ``b``)
+and batch indices (both, or neither), and the reduction indices flatten into one K
+axis: C[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n], where A and B are
+whatever expressions ``a`` and ``b`` are (plain loads for matmul, a masked im2col
+gather for conv, a prologue such as relu(x) fused into the operand). Codegen tiles
+such a kernel (shared-memory tiles, a register block of outputs per thread) and
+runs the epilogue on the accumulators before the single store.
+
+The pass ``schedule-contractions`` marks such kernels ``schedule = "contraction"``;
+``match_contraction`` gives codegen the parts. Sums are reassociated (blocked over
+K), as every tiled matmul does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.loops import DimOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
+from mlfuse.ir.builtin import ModuleOp
+from mlfuse.ir.core import BlockArgument, Operation, Value
+from mlfuse.ir.pass_manager import Pass
+
+
+@dataclass
+class Contraction:
+    kernel: KernelOp
+    reduces: list[ReduceOp]   # the nested reduce chain, outermost first
+    a: Value                  # the operand read on the M side
+    b: Value                  # the operand read on the N side
+    m_dims: list[int]         # positions in the kernel's extents, in order
+    n_dims: list[int]
+    batch_dims: list[int]
+
+    @property
+    def acc(self) -> Value:
+        return self.reduces[0].result
+
+    @property
+    def k_extents(self) -> list:
+        return [r["extent"] for r in self.reduces]
+
+    def direct_load(self, side: str) -> LoadOp | None:
+        """The operand's load when it is one plain load whose trailing indices are
+        exactly the reduction indices over the buffer's trailing dims (M side: the
+        flattened K is then contiguous, e.g. conv2d's OIHW weights), or whose last
+        index is the only N index (N side), and no other index depends on them: then
+        consecutive K (resp. N) positions are consecutive in memory, and tiles can be
+        read 16 bytes at a time."""
+        value = self.a if side == "a" else self.b
+        op = getattr(value, "op", None)
+        if not isinstance(op, LoadOp):
+            return None
+        indices, shape = op.operands[1:], op.operands[0].type.shape
+        if side == "a":
+            fast = [r.body.args[0] for r in self.reduces]
+            if list(shape[len(shape) - len(fast):]) != self.k_extents:
+                return None
+        else:
+            if len(self.n_dims) != 1:
+                return None
+            fast = [self.kernel.body.args[self.n_dims[0]]]
+        lead = len(indices) - len(fast)
+        if lead < 0 or any(a is not b for a, b in zip(indices[lead:], fast)):
+            return None
+        if any(f in _arg_deps(v) for v in indices[:lead] for f in fast):
+            return None
+        return op
+
+
+def _arg_deps(value: Value, memo: dict | None = None) -> frozenset:
+    """The block arguments (loop indices) ``value`` is computed from."""
+    memo = {} if memo is None else memo
+    key = id(value)
+    if key in memo:
+        return memo[key]
+    if isinstance(value, BlockArgument):
+        deps = frozenset([value])
+    else:
+        op = value.op
+        operands = op.operands[1:] if isinstance(op, (LoadOp, MaskedLoadOp)) else op.operands
+        deps = frozenset().union(*(_arg_deps(v, memo) for v in operands)) if operands else frozenset()
+    memo[key] = deps
+    return deps
+
+
+def _is_zero(value: Value) -> bool:
+    op = getattr(value, "op", None)
+    return isinstance(op, ConstantOp) and op["value"] == 0
+
+
+_PURE = (LoadOp, MaskedLoadOp, ConstantOp, DimOp)
+
+
+def _pure(op: Operation) -> bool:
+    return isinstance(op, _PURE) or op.name.startswith("arith.")
+
+
+def _reduce_chain(top: ReduceOp) -> tuple[list[ReduceOp], Operation] | None:
+    """The nested add-reduces from ``top`` inward, and the product the innermost
+    yields; None unless each level holds pure ops and at most the next reduce,
+    whose result it yields."""
+    chain, r = [], top
+    while True:
+        if r["combiner"] != "add" or not _is_zero(r.operands[0]):
+            return None
+        chain.append(r)
+        ops = r.body.ops
+        inner = [o for o in ops[:-1] if isinstance(o, ReduceOp)]
+        if any(not _pure(o) for o in ops[:-1] if not isinstance(o, ReduceOp)):
+            return None
+        yielded = ops[-1].operands[0]
+        if not inner:
+            product = getattr(yielded, "op", None)
+            if product is None or product.name != "arith.mul" or product.parent is not r.body:
+                return None
+            return chain, product
+        if len(inner) != 1 or yielded is not inner[0].result:
+            return None
+        r = inner[0]
+
+
+def match_contraction(kernel: KernelOp) -> Contraction | None:
+    """The contraction structure of ``kernel`` (see the module doc), or None."""
+    if not isinstance(kernel, KernelOp) or kernel["schedule"] not in ("pointwise", "contraction"):
+        return None
+    body = kernel.body.ops
+    reduces = [o for o in body if isinstance(o, ReduceOp)]
+    if len(reduces) != 1:
+        return None
+    if any(not (_pure(o) or isinstance(o, (StoreOp, YieldOp, ReduceOp))) for o in body):
+        return None
+    found = _reduce_chain(reduces[0])
+    if found is None:
+        return None
+    chain, product = found
+    if chain[0].result.type.dtype not in ("f32", "f64"):
+        return None
+    memo: dict = {}
+    kernel_args = list(kernel.body.args)
+    x, y = product.operands
+    dx = {kernel_args.index(a) for a in _arg_deps(x, memo) if a in kernel_args}
+    dy = {kernel_args.index(a) for a in _arg_deps(y, memo) if a in kernel_args}
+    if not (dx - dy) or not (dy - dx):
+        return None  # one side has no dims of its own: a row reduction, not a product
+    c = Contraction(kernel, chain, x, y, sorted(dx - dy), sorted(dy - dx),
+                    sorted(set(range(len(kernel_args))) - (dx ^ dy)))
+    return _orient(c)
+
+
+def _orient(c: Contraction) -> Contraction:
+    """Put the output's fastest-varying index on the N side: codegen's threads run
+    fastest along N, so the stores (and the N-side tile reads) coalesce. For NCHW
+    conv2d that makes the weights the M side and the im2col gather the N side."""
+    stores = [o for o in c.kernel.body.ops if isinstance(o, StoreOp)]
+    args = list(c.kernel.body.args)
+    for store in stores:
+        last = store.operands[-1] if len(store.operands) > 2 else None
+        if isinstance(last, BlockArgument) and last in args and args.index(last) in c.m_dims:
+            return Contraction(c.kernel, c.reduces, c.b, c.a, c.n_dims, c.m_dims, c.batch_dims)
+    return c
+
+
+class ScheduleContractionsPass(Pass):
+    name = "schedule-contractions"
+    doc = ("Mark kernels that are a sum of products (matmul, conv2d, with their fused "
+           "prologues and epilogues) schedule = \"contraction\", for tiled codegen.")
+
+    def run(self, module: ModuleOp) -> None:
+        for func in module.funcs:
+            for op in func.body.ops:
+                if isinstance(op, KernelOp) and op["schedule"] == "pointwise" \
+                        and match_contraction(op) is not None:
+                    op.attributes["schedule"] = "contraction"
+
+
+__all__ = ["Contraction", "match_contraction", "ScheduleContractionsPass"]

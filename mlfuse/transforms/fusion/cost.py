@@ -1,0 +1,126 @@
+"""The fusion cost model: bytes moved, flops, launches and live registers of a kernel.
+
+time(kernel) = max(bytes / bandwidth, flops / peak) + launch cost. A fusion is taken
+when the fused kernels' time is below the separate kernels' time, which counts the
+intermediates' round trips through memory and the launches saved:
+cost(fused) < sum(cost(ops)) + traffic(intermediates) + launches saved x launch cost.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
+from mlfuse.ir.core import Block, Operation
+from mlfuse.ir.types import INDEX, itemsize
+from mlfuse.hardware import Target
+
+
+def resolve(dim, dims: dict, target: Target) -> int:
+    return dims.get(dim, target.default_dim) if isinstance(dim, str) else dim
+
+
+def buffer_bytes(buf_type, dims: dict, target: Target) -> int:
+    n = 1
+    for d in buf_type.shape:
+        n *= resolve(d, dims, target)
+    return n * itemsize(buf_type.dtype)
+
+
+@dataclass
+class KernelCost:
+    bytes_read: int
+    bytes_written: int
+    flops: int
+    registers: int
+    threads: int = 0            # threads that can run at once (the kernel's parallelism)
+    launches: int = 1
+    seconds_total: float = 0.0  # filled by with_time: sum over the kernels added up
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    def with_time(self, target: Target) -> "KernelCost":
+        # a kernel with fewer threads than the device holds gets that share of its throughput
+        full = target.sm_count * 2048
+        share = min(1.0, max(self.threads, 1) / full)
+        busy = max(self.bytes / target.dram_bytes_per_s, self.flops / target.flops_per_s)
+        self.seconds_total = busy / share + self.launches * target.launch_s
+        return self
+
+    def seconds(self, target: Target) -> float:
+        return self.seconds_total
+
+    def __add__(self, other: "KernelCost") -> "KernelCost":
+        return KernelCost(self.bytes_read + other.bytes_read, self.bytes_written + other.bytes_written,
+                          self.flops + other.flops, max(self.registers, other.registers),
+                          self.threads + other.threads, self.launches + other.launches,
+                          self.seconds_total + other.seconds_total)
+
+
+ZERO = KernelCost(0, 0, 0, 0, 0, 0)
+
+
+def _flops(block: Block, trips: int, dims, target) -> int:
+    total = 0
+    for op in block.ops:
+        if op.name.startswith("arith.") and op.name != "arith.constant" and op.results \
+                and op.results[0].type != INDEX:
+            total += trips
+        for region in op.regions:
+            inner = trips
+            if isinstance(op, (ForOp, ReduceOp)):
+                inner *= resolve(op["extent"], dims, target)
+            total += _flops(region.block, inner, dims, target)
+    return total
+
+
+def live_registers(block: Block) -> int:
+    """Most scalar values alive at once in ``block`` (nested blocks included): a
+    linear-scan estimate of the registers a thread needs."""
+    last_use: dict[int, int] = {}
+    position = {id(op): i for i, op in enumerate(block.ops)}
+
+    def top_level(op: Operation) -> Operation:
+        while op.parent is not block:
+            op = op.parent.parent.parent
+        return op
+
+    for i, op in enumerate(block.ops):
+        for inner in op.walk():
+            for v in inner.operands:
+                last_use[id(v)] = max(last_use.get(id(v), -1), position[id(top_level(inner))])
+    live, peak = set(), len(block.args)
+    for i, op in enumerate(block.ops):
+        nested = max((live_registers(r.block) for r in op.regions), default=0)
+        peak = max(peak, len(live) + len(block.args) + nested)
+        for r in op.results:
+            if last_use.get(id(r), -1) > i:
+                live.add(id(r))
+        live = {v for v in live if last_use.get(v, -1) > i}
+    return peak
+
+
+def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
+    """Cost of one kernel (fused.kernel or loops.parallel): each buffer it reads or
+    writes counts once at its full size (re-reads of a row or of a broadcast operand
+    are assumed to hit in cache)."""
+    read, written = {}, {}
+    for op in kernel.walk():
+        if isinstance(op, (LoadOp, MaskedLoadOp)):
+            read[id(op.operands[0])] = op.operands[0].type
+        elif isinstance(op, StoreOp):
+            written[id(op.operands[1])] = op.operands[1].type
+    points = 1
+    for e in kernel["extents"]:
+        points *= resolve(e, dims, target)
+    threads = points
+    if kernel.attributes.get("schedule") == "row":
+        inner = max((resolve(op["extent"], dims, target) for op in kernel.body.ops
+                     if isinstance(op, (ForOp, ReduceOp))), default=1)
+        threads = points * min(inner, 1024)
+    return KernelCost(
+        bytes_read=sum(buffer_bytes(t, dims, target) for t in read.values()),
+        bytes_written=sum(buffer_bytes(t, dims, target) for t in written.values()),
+        flops=_flops(kernel.body, points, dims, target),
+        registers=live_registers(kernel.body), threads=threads).with_time(target)

@@ -1,0 +1,129 @@
+"""The dataflow graph of loop nests that the fusion pass decides on.
+
+Each ``loops.parallel`` from lowering is a :class:`Nest`: it writes one buffer at
+its identity index and reads others. The graph knows, for each buffer, which nest
+writes it and which nests read it, and which buffers the function returns.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ParallelOp, ReduceOp, StoreOp
+from mlfuse.ir.builtin import FuncOp
+from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.types import num_elements
+
+
+@dataclass(eq=False)
+class Nest:
+    op: ParallelOp
+    index: int                      # position in program order
+    out: Value | None               # the buffer it writes (None if it is not a simple nest)
+    reads: list[Value] = field(default_factory=list)
+    reduces: list[ReduceOp] = field(default_factory=list)  # top-level reductions in the body
+    row_extent: object = None       # C when this is a reduction over the last axis of rows
+    n_ops: int = 0                  # scalar ops per point (flops estimate)
+
+    @property
+    def extents(self) -> list:
+        return list(self.op["extents"])
+
+    @property
+    def is_pointwise(self) -> bool:
+        """No reduction inside: cheap to recompute at any index (inlinable)."""
+        return not self.reduces
+
+    @property
+    def name(self) -> str:
+        return (self.out.name_hint if self.out is not None and self.out.name_hint else
+                f"nest{self.index}")
+
+    @property
+    def source(self) -> str:
+        return self.op.attributes.get("source") or "loops.parallel"
+
+    def points(self, dims: dict) -> int:
+        return num_elements(self.extents, dims) or 0
+
+    def __repr__(self) -> str:
+        return f"<Nest {self.index} {self.name}>"
+
+
+def _buffers_loaded(op: Operation) -> list[Value]:
+    seen = []
+    for inner in op.walk():
+        if isinstance(inner, (LoadOp, MaskedLoadOp)) and inner.operands[0] not in seen:
+            seen.append(inner.operands[0])
+    return seen
+
+
+def _identity_store(nest_op: ParallelOp) -> Value | None:
+    """The buffer a nest writes if it has one store, at its own indices, at top level."""
+    stores = [op for op in nest_op.walk() if isinstance(op, StoreOp)]
+    if len(stores) != 1 or stores[0].parent is not nest_op.body:
+        return None
+    store = stores[0]
+    idx = list(store.operands[2:])
+    args = list(nest_op.body.args)
+    if idx != args:
+        return None
+    return store.operands[1]
+
+
+def _row_extent(nest: Nest):
+    """C if the nest reduces over the last axis of rows indexed by its own indices:
+    one top-level reduce whose loads use its index only in the last position,
+    after the nest's (non-keepdims) indices in order."""
+    if len(nest.reduces) != 1:
+        return None
+    red = nest.reduces[0]
+    k = red.body.args[0]
+    args = list(nest.op.body.args)
+    n_outer = len(args)
+    if nest.extents and nest.extents[-1] == 1:
+        n_outer -= 1  # keepdims: the trailing size-1 dim is the reduced one
+    for op in red.walk():
+        if op is red:
+            continue
+        if isinstance(op, ReduceOp):
+            return None  # a multi-axis reduction
+        if isinstance(op, (LoadOp, MaskedLoadOp)):
+            idx = list(op.operands[2:] if isinstance(op, MaskedLoadOp) else op.operands[1:])
+            if k in idx:
+                if idx[-1] is not k or idx[:-1] != args[:n_outer] or k in idx[:-1]:
+                    return None
+    return red["extent"]
+
+
+def _count_ops(op: Operation) -> int:
+    return sum(1 for inner in op.walk() if inner.name.startswith("arith.")
+               and inner.name != "arith.constant")
+
+
+class NestGraph:
+    """Nests of one function with their producer/consumer relations."""
+
+    def __init__(self, func: FuncOp):
+        self.func = func
+        self.nests: list[Nest] = []
+        for op in func.body.ops:
+            if isinstance(op, ParallelOp):
+                nest = Nest(op, len(self.nests), _identity_store(op))
+                nest.reads = [b for b in _buffers_loaded(op) if b is not nest.out]
+                nest.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
+                nest.row_extent = _row_extent(nest)
+                nest.n_ops = _count_ops(op)
+                self.nests.append(nest)
+        self.writer: dict[int, Nest] = {id(n.out): n for n in self.nests if n.out is not None}
+        self.returned: set[int] = {id(v) for v in func.return_op.operands}
+
+    def producers(self, nest: Nest) -> list[Nest]:
+        return [self.writer[id(b)] for b in nest.reads if id(b) in self.writer]
+
+    def consumers(self, nest: Nest) -> list[Nest]:
+        if nest.out is None:
+            return []
+        return [n for n in self.nests if any(b is nest.out for b in n.reads)]
+
+    def is_returned(self, nest: Nest) -> bool:
+        return nest.out is not None and id(nest.out) in self.returned

@@ -1,0 +1,157 @@
+"""Building loop-nest bodies: an emitter that appends scalar, index and memory ops to
+one block, used by every op lowering of ``lower-tensor-to-loops``.
+
+Constants and ``loops.dim`` reads go to the top block of the nest (they depend on
+nothing, so they are hoisted out of inner reductions and shared); loads of the
+same element in one block are shared too (``x * x`` loads x once).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from mlfuse.dialects.arith import DIALECT as ARITH
+from mlfuse.dialects.arith import SCALAR_OPS
+from mlfuse.dialects.arith import ConstantOp as ArithConstant
+from mlfuse.dialects.loops import DimOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
+from mlfuse.dialects.tensor import ConstantOp as TensorConstant
+from mlfuse.ir.core import Block, Operation, Region, Value
+from mlfuse.ir.types import INDEX, Dim, ScalarType
+
+# What a tensor value is once lowered: a buffer, or a constant that every reader
+# materializes in its own nest.
+Source = Value | TensorConstant
+
+
+class Emitter:
+    """Appends ops to ``block``; ``sources`` maps id(tensor value) -> its Source."""
+
+    def __init__(self, block: Block, sources: dict[int, Source], parent: "Emitter | None" = None):
+        self.block = block
+        self.sources = sources
+        self.parent = parent
+        self._shared: dict[tuple, Value] = {}  # constants and dims (root) or loads (any block)
+
+    @property
+    def root(self) -> "Emitter":
+        return self if self.parent is None else self.parent.root
+
+    def emit(self, op: Operation) -> Value | None:
+        self.block.append(op)
+        return op.results[0] if op.results else None
+
+    def _shared_value(self, key: tuple, make: Callable[[], Operation]) -> Value:
+        if key not in self._shared:
+            self._shared[key] = self.emit(make())
+        return self._shared[key]
+
+    # -- values that depend on nothing (hoisted to the nest's top block) ---------
+    def constant(self, value, dtype: str) -> Value:
+        value = float(value) if ScalarType(dtype).is_float else int(value)
+        return self.root._shared_value(("const", dtype, repr(value)), lambda: ArithConstant(
+            result_types=[ScalarType(dtype)], attributes={"value": value}))
+
+    def index(self, n: int) -> Value:
+        return self.constant(n, "index")
+
+    def size(self, d: Dim) -> Value:
+        """A dim's size as an index: a constant, or ``loops.dim`` for a symbol."""
+        if isinstance(d, int):
+            return self.index(d)
+        return self.root._shared_value(("dim", d), lambda: DimOp(attributes={"sym": d},
+                                                                 result_names=[d]))
+
+    # -- scalar arithmetic ----------------------------------------------------------
+    def arith(self, name: str, *args: Value, **attributes) -> Value:
+        """``arith.<name>`` on ``args``: an elementwise-table op, or floordiv/mod/and/or/cast."""
+        cls = SCALAR_OPS.get(name) or ARITH.ops[f"arith.{name}"]
+        return self.emit(cls(list(args), attributes=attributes))
+
+    def fold(self, name: str, values: list[Value]) -> Value:
+        """``arith.<name>`` folded left over ``values`` (a sum, product, conjunction)."""
+        out = values[0]
+        for v in values[1:]:
+            out = self.arith(name, out, v)
+        return out
+
+    def size_product(self, dims: list[Dim]) -> Value:
+        """The product of sizes as an index, with the constant factors folded."""
+        const, factors = 1, []
+        for d in dims:
+            if isinstance(d, int):
+                const *= d
+            else:
+                factors.append(self.size(d))
+        if const != 1 or not factors:
+            factors.insert(0, self.index(const))
+        return self.fold("mul", factors)
+
+    def linearize(self, indices: list[Value], shape: list[Dim]) -> Value:
+        """Row-major position of ``indices`` in ``shape`` (size-1 dims contribute nothing)."""
+        flat = None
+        for i, d in zip(indices, shape):
+            if d == 1:
+                continue
+            if flat is None:
+                flat = i
+            else:
+                flat = self.arith("add", self.arith("mul", flat, self.size(d)), i)
+        return self.index(0) if flat is None else flat
+
+    def unravel(self, flat: Value, shape: list[Dim]) -> list[Value]:
+        """The index of row-major position ``flat`` in ``shape``."""
+        outermost = next((j for j, d in enumerate(shape) if d != 1), None)
+        indices: list[Value] = []
+        for j in reversed(range(len(shape))):
+            if shape[j] == 1:
+                indices.append(self.index(0))
+            elif j == outermost:
+                indices.append(flat)  # what is left is already below this dim's size
+            else:
+                size = self.size(shape[j])
+                indices.append(self.arith("mod", flat, size))
+                flat = self.arith("floordiv", flat, size)
+        return indices[::-1]
+
+    # -- memory -------------------------------------------------------------------------
+    def load(self, buf: Value, indices: list[Value]) -> Value:
+        key = ("load", id(buf), *map(id, indices))
+        return self._shared_value(key, lambda: LoadOp([buf, *indices]))
+
+    def store(self, value: Value, buf: Value, indices: list[Value]) -> None:
+        self.emit(StoreOp([value, buf, *indices]))
+
+    def read(self, tensor_value: Value, indices: list[Value]) -> Value:
+        """The element of a lowered tensor value at ``indices`` (its own rank)."""
+        source = self.sources[id(tensor_value)]
+        if isinstance(source, TensorConstant):
+            return self.constant(source["value"], source.result.type.dtype)
+        return self.load(source, indices)
+
+    def read_masked(self, tensor_value: Value, mask: Value, indices: list[Value],
+                    other: float) -> Value:
+        """The element at ``indices`` where ``mask`` holds, else ``other`` (the indices
+        may be out of range where it does not)."""
+        return self.emit(MaskedLoadOp([self.sources[id(tensor_value)], mask, *indices],
+                                      attributes={"other": other}))
+
+    def read_broadcast(self, tensor_value: Value, out_shape: tuple,
+                       out_index: list[Value]) -> Value:
+        """Read an operand broadcast (NumPy rules, trailing alignment) to ``out_shape``:
+        a size-1 dim stretched to a larger one is read at index 0, other dims at the
+        matching output index."""
+        shape = tensor_value.type.shape
+        lead = len(out_shape) - len(shape)
+        indices = [self.index(0) if d == 1 and out_shape[lead + j] != 1 else out_index[lead + j]
+                   for j, d in enumerate(shape)]
+        return self.read(tensor_value, indices)
+
+    # -- loops ------------------------------------------------------------------------------
+    def reduce(self, init: Value, extent: Dim, combiner: str, index_name: str,
+               body: Callable[["Emitter", Value], Value]) -> Value:
+        """``loops.reduce`` over ``extent``: ``body(emitter, k)`` builds the value yielded
+        at iteration k, in the reduce's own block."""
+        block = Block([INDEX], [index_name])
+        inner = Emitter(block, self.sources, parent=self)
+        inner.emit(YieldOp([body(inner, block.args[0])]))
+        return self.emit(ReduceOp([init], attributes={"extent": extent, "combiner": combiner},
+                                  regions=[Region([block])]))

@@ -1,0 +1,259 @@
+"""The ``lower-tensor-to-loops`` pass: each tensor op becomes one loop nest.
+
+    %h = loops.alloc : buf<f32[N, 4]>
+    loops.parallel {extents = [N, 4], source = "tensor.add"} (%i0: index, %i1: index) {
+      ...loads of operands at index expressions, arith ops...
+      loops.store %r, %h, %i0, %i1
+    }
+
+Every nest is one ``loops.parallel`` over its op's result shape whose body stores
+only to the op's own fresh buffer, at the identity index (the parallel's block
+arguments in order): the fusion pass relies on that shape. Broadcasting, reshape
+and transpose are index arithmetic on loads, never copies. ``tensor.constant``
+makes no buffer: every nest reading it materializes an ``arith.constant``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from mlfuse.dialects import tensor
+from mlfuse.dialects.elementwise import ELEMENTWISE
+from mlfuse.dialects.loops import AllocOp, ParallelOp
+from mlfuse.errors import MlfuseError
+from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
+from mlfuse.ir.core import Block, Operation, Region, Value
+from mlfuse.ir.pass_manager import Pass
+from mlfuse.ir.types import INDEX, BufferType, TensorType
+
+from mlfuse.transforms.loop_emitter import Emitter, Source
+
+# An op lowering: (the tensor op, the nest body's emitter, the nest's output index)
+# -> the scalar value the nest stores at that index.
+Lowering = Callable[[Operation, Emitter, list[Value]], Value]
+
+COMPOSITES = ("tensor.softmax", "tensor.layernorm", "tensor.rmsnorm")
+
+
+class LowerTensorToLoops(Pass):
+    name = "lower-tensor-to-loops"
+    doc = "Rewrite tensor ops into loops.parallel nests over buffers, one nest per op."
+
+    def run(self, module: ModuleOp) -> None:
+        for func in module.funcs:
+            signature = [a.type for a in func.args] + list(func["result_types"])
+            if not any(isinstance(t, BufferType) for t in signature):  # not lowered yet
+                lowered = lower_function(func)
+                module.body.insert_before(func, lowered)
+                func.erase()
+
+
+def lower_function(func: FuncOp) -> FuncOp:
+    """A new function over buffers computing what ``func`` computes on tensors."""
+    ret = func.return_op
+    lowered = FuncOp.build(func.sym_name, [_buffer(a.type) for a in func.args],
+                           [a.name_hint for a in func.args],
+                           [_buffer(v.type) for v in ret.operands], loc=func.loc)
+    body = lowered.body
+    sources: dict[int, Source] = {id(a): b for a, b in zip(func.args, body.args)}
+    for op in func.body.ops[:-1]:
+        if isinstance(op, tensor.ConstantOp):
+            sources[id(op.result)] = op
+            continue
+        rule = _lowering_for(op)
+        hint = op.result.name_hint or op.name.split(".")[1]  # %0 = tensor.add -> %add
+        sources[id(op.result)] = _emit_nest(body, sources, op.result, hint, op.name, op.loc,
+                                            lambda em, idx, op=op: rule(op, em, idx))
+    results, owned = [], set()
+    for v in ret.operands:
+        buf = sources[id(v)]
+        if not _is_fresh_buffer(buf) or id(buf) in owned:
+            # a parameter, a constant or a value returned twice: each result gets its own buffer
+            hint = f"{v.name_hint}_copy" if v.name_hint else "copy"
+            buf = _emit_nest(body, sources, v, hint, "copy", ret.loc,
+                             lambda em, idx, v=v: em.read(v, idx))
+        owned.add(id(buf))
+        results.append(buf)
+    body.append(ReturnOp(results, loc=ret.loc))
+    return lowered
+
+
+def _buffer(t: TensorType) -> BufferType:
+    return BufferType(t.dtype, t.shape)
+
+
+def _is_fresh_buffer(source: Source) -> bool:
+    return isinstance(source, Value) and isinstance(source.owner, AllocOp)
+
+
+def _lowering_for(op: Operation) -> Lowering:
+    if op.name in COMPOSITES:
+        raise MlfuseError(f"{op.name} is a composite op: run decompose first", op.loc)
+    rule = LOWERINGS.get(op.name)
+    if rule is None:
+        raise MlfuseError(f"lower-tensor-to-loops does not know op '{op.name}'", op.loc)
+    return rule
+
+
+def _emit_nest(body: Block, sources, result: Value, hint: str, source_name: str, loc,
+               compute: Callable[[Emitter, list[Value]], Value]) -> Value:
+    """Append ``%buf = loops.alloc`` and the ``loops.parallel`` over the result's shape
+    that stores ``compute(emitter, index)`` at each index; returns the buffer."""
+    t: TensorType = result.type
+    alloc = AllocOp(result_types=[_buffer(t)], result_names=[hint], loc=loc)
+    body.append(alloc)
+    block = Block([INDEX] * t.rank, [f"i{k}" for k in range(t.rank)])
+    em = Emitter(block, sources)
+    em.store(compute(em, list(block.args)), alloc.result, list(block.args))
+    body.append(ParallelOp(attributes={"extents": list(t.shape), "source": source_name},
+                           regions=[Region([block])], loc=loc))
+    return alloc.result
+
+
+# -- one lowering per tensor op kind ---------------------------------------------------
+def lower_elementwise(op: tensor.ElementwiseOp, em: Emitter, idx: list[Value]) -> Value:
+    shape = op.result.type.shape
+    args = [em.read_broadcast(v, shape, idx) for v in op.operands]
+    return em.arith(op.spec.name, *args)
+
+
+def lower_cast(op: tensor.CastOp, em: Emitter, idx: list[Value]) -> Value:
+    return em.arith("cast", em.read(op.operand("x"), idx), dtype=op["dtype"])
+
+
+def _reduce_init(combiner: str, dtype: str) -> float:
+    """The identity of ``combiner``: 0, or the extreme value of ``dtype``."""
+    if combiner == "add":
+        return 0
+    if dtype == "i32":  # no infinity: the extreme i32 is the identity
+        return -2 ** 31 if combiner == "max" else 2 ** 31 - 1
+    return float("-inf") if combiner == "max" else float("inf")
+
+
+def lower_reduction(op: tensor.ReduceOp, em: Emitter, idx: list[Value]) -> Value:
+    """Nested loops.reduce, one per reduced axis (the first outermost), around a load
+    at the full input index: kept axes take output indices, reduced axes reduce indices."""
+    x, axes, keepdims = op.operand("x"), op["axis"], op["keepdims"]
+    dtype = op.result.type.dtype
+    in_shape = x.type.shape
+    # output index position of each kept input axis (keepdims keeps size-1 slots for reduced ones)
+    kept = [a for a in range(len(in_shape)) if a not in axes]
+    out_pos = {a: (a if keepdims else n) for n, a in enumerate(kept)}
+    init = em.constant(_reduce_init(op.combiner, dtype), dtype)
+
+    def level(inner: Emitter, depth: int, reduce_idx: list[Value]) -> Value:
+        if depth == len(axes):
+            full = [reduce_idx[axes.index(a)] if a in axes else idx[out_pos[a]]
+                    for a in range(len(in_shape))]
+            return inner.read(x, full)
+        return inner.reduce(init, in_shape[axes[depth]], op.combiner, f"k{depth}",
+                            lambda e, k: level(e, depth + 1, reduce_idx + [k]))
+
+    total = level(em, 0, [])
+    if op.name != "tensor.mean":
+        return total
+    counted = [in_shape[a] for a in axes]
+    if all(isinstance(d, int) for d in counted):
+        count = em.constant(math.prod(counted), dtype)
+    else:
+        count = em.arith("cast", em.size_product(counted), dtype=dtype)
+    return em.arith("div", total, count)  # sum / count, as NumPy's mean
+
+
+def lower_reshape(op: tensor.ReshapeOp, em: Emitter, idx: list[Value]) -> Value:
+    """Row-major order: dims the two shapes share at the front and at the back map
+    index to index; the output index of the dims between is linearized and then
+    unraveled into the input's."""
+    x = op.operand("x")
+    in_shape, out_shape = list(x.type.shape), list(op.result.type.shape)
+    front = _common_prefix(in_shape, out_shape)
+    back = _common_prefix(in_shape[front:][::-1], out_shape[front:][::-1])
+    out_end, in_end = len(out_shape) - back, len(in_shape) - back
+    flat = em.linearize(idx[front:out_end], out_shape[front:out_end])
+    middle = em.unravel(flat, in_shape[front:in_end])
+    return em.read(x, idx[:front] + middle + idx[out_end:])
+
+
+def _common_prefix(a: list, b: list) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def lower_transpose(op: tensor.TransposeOp, em: Emitter, idx: list[Value]) -> Value:
+    perm = op["perm"]
+    in_idx = [idx[perm.index(a)] for a in range(len(perm))]  # output dim i is input dim perm[i]
+    return em.read(op.operand("x"), in_idx)
+
+
+def lower_broadcast_to(op: tensor.BroadcastToOp, em: Emitter, idx: list[Value]) -> Value:
+    return em.read_broadcast(op.operand("x"), op.result.type.shape, idx)
+
+
+def lower_matmul(op: tensor.MatmulOp, em: Emitter, idx: list[Value]) -> Value:
+    a, b = op.operand("a"), op.operand("b")
+    *batch, i, j = idx
+    dtype = op.result.type.dtype
+
+    def product(inner: Emitter, k: Value) -> Value:
+        b_batch = batch if b.type.rank == 3 else []
+        return inner.arith("mul", inner.read(a, [*batch, i, k]), inner.read(b, [*b_batch, k, j]))
+
+    return em.reduce(em.constant(0, dtype), a.type.shape[-1], "add", "k0", product)
+
+
+def lower_conv2d(op: tensor.Conv2dOp, em: Emitter, idx: list[Value]) -> Value:
+    """Sum over c, kh, kw of x[n, c, ih, iw] * w[o, c, kh, kw] with
+    ih = oh*stride - pad + kh*dilation (iw alike); taps in the zero padding are masked."""
+    x, w = op.operand("x"), op.operand("w")
+    n, o, oh, ow = idx
+    _, channels, height, width = x.type.shape
+    _, _, kh_size, kw_size = w.type.shape
+    strides, pads, dilations = op["stride"], op["padding"], op["dilation"]
+    zero = em.constant(0, op.result.type.dtype)
+
+    def window_start(out: Value, axis: int) -> Value:  # oh*stride - pad, once per point
+        pos = out if strides[axis] == 1 else em.arith("mul", out, em.index(strides[axis]))
+        return em.arith("sub", pos, em.index(pads[axis])) if pads[axis] else pos
+
+    starts = [window_start(oh, 0), window_start(ow, 1)]
+
+    def tap_position(e: Emitter, tap: Value, axis: int, size) -> tuple[Value, Value | None]:
+        """The input position of ``tap`` and, with padding, whether it is inside the input."""
+        step = tap if dilations[axis] == 1 else e.arith("mul", tap, e.index(dilations[axis]))
+        pos = e.arith("add", starts[axis], step)
+        if not pads[axis]:
+            return pos, None  # the output size keeps every tap inside
+        inside = e.arith("and", e.arith("ge", pos, e.index(0)), e.arith("lt", pos, e.size(size)))
+        return pos, inside
+
+    def over_c(e: Emitter, c: Value) -> Value:
+        def over_kh(e2: Emitter, kh: Value) -> Value:
+            ih, row_ok = tap_position(e2, kh, 0, height)
+
+            def over_kw(e3: Emitter, kw: Value) -> Value:
+                iw, col_ok = tap_position(e3, kw, 1, width)
+                masks = [m for m in (row_ok, col_ok) if m is not None]
+                at = [n, c, ih, iw]
+                if not masks:
+                    pixel = e3.read(x, at)
+                else:
+                    pixel = e3.read_masked(x, e3.fold("and", masks), at, 0.0)
+                return e3.arith("mul", pixel, e3.read(w, [o, c, kh, kw]))
+            return e2.reduce(zero, kw_size, "add", "k2", over_kw)
+        return e.reduce(zero, kh_size, "add", "k1", over_kh)
+
+    return em.reduce(zero, channels, "add", "k0", over_c)
+
+
+LOWERINGS: dict[str, Lowering] = {
+    **{f"tensor.{name}": lower_elementwise for name in ELEMENTWISE},
+    "tensor.cast": lower_cast,
+    **{name: lower_reduction for name in ("tensor.sum", "tensor.max", "tensor.min", "tensor.mean")},
+    "tensor.reshape": lower_reshape,
+    "tensor.transpose": lower_transpose,
+    "tensor.broadcast_to": lower_broadcast_to,
+    "tensor.matmul": lower_matmul,
+    "tensor.conv2d": lower_conv2d,
+}
