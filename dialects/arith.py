@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from mlfuse.ir.core import ELEMENTWISE, Attr, Operation, VerifyError
 from mlfuse.ir.registry import Dialect
+from mlfuse.ir.traits import COSTLY, PURE, SCALAR_COMPUTE
 from mlfuse.ir.types import DTYPES, INDEX, ScalarType
 
 from mlfuse.dialects.elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
@@ -23,8 +24,12 @@ def _scalars(op_name, types):
     return types
 
 
+SCALAR = frozenset({PURE, SCALAR_COMPUTE})  # every arith op
+
+
 class ScalarOp(Operation):
     fusion = ELEMENTWISE
+    traits = SCALAR
     spec = None
 
     @classmethod
@@ -39,7 +44,8 @@ class ScalarOp(Operation):
 def _make(spec):
     names = {1: ("x",), 2: ("x", "y"), 3: ("cond", "x", "y")}[spec.arity]
     cls = type(f"Arith{spec.name.capitalize()}Op", (ScalarOp,), {
-        "name": f"arith.{spec.name}", "operand_names": names, "spec": spec, "doc": spec.doc})
+        "name": f"arith.{spec.name}", "operand_names": names, "spec": spec, "doc": spec.doc,
+        "traits": SCALAR | {COSTLY} if spec.costly else SCALAR})
     return DIALECT.op(cls)
 
 
@@ -49,6 +55,7 @@ SCALAR_OPS = {name: _make(spec) for name, spec in ELEMENTWISE_SPECS.items()}
 @DIALECT.op
 class ConstantOp(Operation):
     name = "arith.constant"
+    traits = SCALAR
     attrs = {"value": Attr("float")}
     fusion = ELEMENTWISE
     doc = "A scalar constant of the result type (index, a number dtype or bool)."
@@ -63,6 +70,7 @@ class ConstantOp(Operation):
 
 class IndexBinaryOp(Operation):
     operand_names = ("x", "y")
+    traits = SCALAR
     fusion = ELEMENTWISE
 
     @classmethod
@@ -86,6 +94,7 @@ class ModOp(IndexBinaryOp):
 
 class BoolBinaryOp(Operation):
     operand_names = ("x", "y")
+    traits = SCALAR
     fusion = ELEMENTWISE
 
     @classmethod
@@ -108,6 +117,7 @@ class OrOp(BoolBinaryOp):
 @DIALECT.op
 class CastOp(Operation):
     name = "arith.cast"
+    traits = SCALAR
     operand_names = ("x",)
     attrs = {"dtype": Attr("str")}
     fusion = ELEMENTWISE

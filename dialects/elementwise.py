@@ -52,10 +52,17 @@ class ElementwiseSpec:
     numpy: Callable
     doc: str
     result_bool: bool = False
+    costly: bool = False  # many instructions (libdevice call, IEEE division): the Costly trait
+
+
+# Ops that cost many instructions: codegen keeps their values rather than computing them again.
+_COSTLY = {"exp", "log", "tanh", "sigmoid", "gelu", "silu", "sin", "cos", "erf", "div", "pow",
+           "sqrt", "rsqrt"}
 
 
 def _spec(name, arity, accepts, fn, doc, result_bool=False):
-    return ElementwiseSpec(name, arity, accepts, _errstate(fn), doc, result_bool)
+    return ElementwiseSpec(name, arity, accepts, _errstate(fn), doc, result_bool,
+                           costly=name in _COSTLY)
 
 
 ELEMENTWISE = {s.name: s for s in [

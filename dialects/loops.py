@@ -18,9 +18,21 @@ from __future__ import annotations
 
 from mlfuse.ir.core import OPAQUE, Attr, Operation, VerifyError
 from mlfuse.ir.registry import Dialect
+from mlfuse.ir.traits import MEMORY_READ, MEMORY_WRITE, PURE
 from mlfuse.ir.types import BOOL, INDEX, BufferType, ScalarType
 
 COMBINERS = ("add", "max", "min")
+
+
+def combiner_identity(combiner: str, dtype: str) -> float | int:
+    """The neutral value of ``combiner`` on ``dtype``: what a reduction starts from and
+    what a thread with no elements holds (0, or the extreme value of the dtype; i32 has
+    no infinity, so its extreme integer)."""
+    if combiner == "add":
+        return 0 if dtype in ("i32", "index") else 0.0
+    if dtype == "i32":
+        return -2 ** 31 if combiner == "max" else 2 ** 31 - 1
+    return float("-inf") if combiner == "max" else float("inf")
 
 DIALECT = Dialect("loops", __doc__)
 
@@ -56,6 +68,7 @@ class AllocOp(Operation):
 @DIALECT.op
 class DimOp(Operation):
     name = "loops.dim"
+    traits = frozenset({PURE})
     attrs = {"sym": Attr("str")}
     doc = "The runtime size bound to a symbolic dim."
 
@@ -156,6 +169,7 @@ class YieldOp(Operation):
 @DIALECT.op
 class LoadOp(Operation):
     name = "loops.load"
+    traits = frozenset({PURE, MEMORY_READ})  # within a kernel no buffer is both read and written
     operand_names = ("buffer", "*indices")
     doc = "Read one element of a buffer."
 
@@ -172,6 +186,7 @@ class LoadOp(Operation):
 @DIALECT.op
 class MaskedLoadOp(Operation):
     name = "loops.masked_load"
+    traits = frozenset({PURE, MEMORY_READ})
     operand_names = ("buffer", "mask", "*indices")
     attrs = {"other": Attr("float", 0.0)}
     doc = "Read one element if mask is true, else yield ``other`` (indices may be out of range then)."
@@ -191,6 +206,7 @@ class MaskedLoadOp(Operation):
 @DIALECT.op
 class StoreOp(Operation):
     name = "loops.store"
+    traits = frozenset({MEMORY_WRITE})
     operand_names = ("value", "buffer", "*indices")
     doc = "Write one element of a buffer."
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from mlfuse.ir.core import (BROADCAST, ELEMENTWISE, INJECTIVE, OPAQUE, OUT_ELEMENTWISE_FUSABLE,
                             REDUCTION, Attr, Operation, VerifyError)
 from mlfuse.ir.registry import Dialect
+from mlfuse.ir.traits import COMPOSITE, PURE
 from mlfuse.ir.types import DTYPES, FLOAT_DTYPES, TensorType
 
 from mlfuse.dialects.elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
@@ -32,7 +33,17 @@ def _float(op_name, t: TensorType, what="operand"):
 
 
 class TensorOp(Operation):
-    """Base of tensor ops: results are inferred from operands and attributes."""
+    """Base of tensor ops: results are inferred from operands and attributes; values,
+    never memory, so every tensor op is pure."""
+
+    traits = frozenset({PURE})
+
+
+class CompositeOp(TensorOp):
+    """A tensor op the decompose pass rewrites into primitives before lowering."""
+
+    fusion = OPAQUE
+    traits = frozenset({PURE, COMPOSITE})
 
 
 class ElementwiseOp(TensorOp):
@@ -97,13 +108,14 @@ class ReduceOp(TensorOp):
              "keepdims": Attr("bool", False)}
     fusion = REDUCTION
     combiner = "add"  # how partial results combine
+    float_only = False  # mean divides by the count
 
     @classmethod
     def infer_types(cls, types, attributes):
         (t,) = _tensors(cls.name, types)
         if t.dtype == "bool":
             raise VerifyError(f"{cls.name} does not reduce bool tensors")
-        if cls.name == "tensor.mean":
+        if cls.float_only:
             _float(cls.name, t)
         axes = attributes.get("axis", [])
         if axes != normalize_axes(axes, t.rank):
@@ -114,16 +126,16 @@ class ReduceOp(TensorOp):
         return [t.with_shape(reduced_shape(t.shape, axes, attributes.get("keepdims", False)))]
 
 
-def _reduction(op, combiner, doc):
+def _reduction(op, combiner, doc, float_only=False):
     cls = type(f"{op.capitalize()}Op", (ReduceOp,),
-               {"name": f"tensor.{op}", "combiner": combiner, "doc": doc})
+               {"name": f"tensor.{op}", "combiner": combiner, "doc": doc, "float_only": float_only})
     return DIALECT.op(cls)
 
 
 SumOp = _reduction("sum", "add", "Sum over axes (NumPy sum).")
 MaxOp = _reduction("max", "max", "Maximum over axes; nan if any element is nan (NumPy max).")
 MinOp = _reduction("min", "min", "Minimum over axes; nan if any element is nan (NumPy min).")
-MeanOp = _reduction("mean", "add", "Mean over axes (sum / count).")
+MeanOp = _reduction("mean", "add", "Mean over axes (sum / count).", float_only=True)
 REDUCE_OPS = {"sum": SumOp, "max": MaxOp, "min": MinOp, "mean": MeanOp}
 
 
@@ -239,11 +251,10 @@ class Conv2dOp(TensorOp):
 
 # -- composites: rewritten into the ops above by the decompose pass ---------------
 @DIALECT.op
-class SoftmaxOp(TensorOp):
+class SoftmaxOp(CompositeOp):
     name = "tensor.softmax"
     operand_names = ("x",)
     attrs = {"axis": Attr("int", -1)}
-    fusion = OPAQUE
     doc = "exp(x - max(x)) / sum(exp(x - max(x))) along axis."
 
     @classmethod
@@ -255,11 +266,10 @@ class SoftmaxOp(TensorOp):
 
 
 @DIALECT.op
-class LayernormOp(TensorOp):
+class LayernormOp(CompositeOp):
     name = "tensor.layernorm"
     operand_names = ("x", "gamma", "beta")
     attrs = {"axis": Attr("int", -1), "eps": Attr("float", 1e-5)}
-    fusion = OPAQUE
     doc = ("(x - mean) / sqrt(var + eps) * gamma + beta, statistics over dims axis..last; "
            "gamma and beta have shape x.shape[axis:].")
 
@@ -276,11 +286,10 @@ class LayernormOp(TensorOp):
 
 
 @DIALECT.op
-class RmsnormOp(TensorOp):
+class RmsnormOp(CompositeOp):
     name = "tensor.rmsnorm"
     operand_names = ("x", "gamma")
     attrs = {"eps": Attr("float", 1e-6)}
-    fusion = OPAQUE
     doc = "x / sqrt(mean(x*x over the last dim) + eps) * gamma; gamma has shape [last dim]."
 
     @classmethod

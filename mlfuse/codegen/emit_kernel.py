@@ -55,6 +55,7 @@ from mlfuse.codegen.names import Namer
 from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
 from mlfuse.codegen.vector import pointwise_vector_accesses, row_vector_accesses, vector_buffers
 from mlfuse.codegen.writer import Writer
+from mlfuse.ir.traits import SCALAR_COMPUTE
 
 # Locals every kernel may define; IR names are kept off them.
 _KERNEL_LOCALS = ("n_points", "n_vectors", "start", "stride", "step", "base", "flat", "point",
@@ -427,7 +428,7 @@ class KernelEmitter(VectorPhases):
         w = self.w
         if id(op) in self.reuse.dead:  # fed only values that a kept array holds
             return
-        if op.name.startswith("arith."):
+        if op.has_trait(SCALAR_COMPUTE):
             kind = op.name.split(".", 1)[1]
             if id(op) in self.reuse.again:  # computed by an earlier row loop
                 text = f"{self.kept[id(self.reuse.again[id(op)])]}[{self.local['slot']}]"

@@ -21,6 +21,7 @@ from mlfuse.dialects.loops import DimOp, LoadOp, MaskedLoadOp
 from mlfuse.ir.core import Block, Operation
 
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
+from mlfuse.ir.traits import COSTLY, SCALAR_COMPUTE
 
 LOADS = (LoadOp, MaskedLoadOp)
 
@@ -53,7 +54,7 @@ def prefetchable_loads(body: Block) -> tuple[list[Operation], list[Operation]]:
 
     loads = []
     for o in body.ops:
-        if isinstance(o, DimOp) or (o.name.startswith("arith.") and ready(o.operands)):
+        if isinstance(o, DimOp) or (o.has_trait(SCALAR_COMPUTE) and ready(o.operands)):
             early.update(id(r) for r in o.results)
         elif isinstance(o, LOADS) and _holdable(o) and ready(o.operands[1:]):
             loads.append(o)
@@ -96,13 +97,6 @@ def row_held_loads(row_loops: list[Operation]) -> tuple[list[Held], dict[int, li
     return list(groups.values()), index_ops
 
 
-# Ops that cost many instructions (libdevice calls, IEEE division): worth a register per
-# slot to compute once per row instead of in every row loop that needs them.
-COSTLY = frozenset(f"arith.{name}" for name in (
-    "exp", "log", "tanh", "sigmoid", "gelu", "silu", "sin", "cos", "erf", "div", "pow",
-    "sqrt", "rsqrt"))
-
-
 @dataclass
 class Reuse:
     """The registers variant's plan for values that several row loops compute: ``kept``
@@ -122,7 +116,7 @@ def _value_keys(loop: Operation, keys: dict[int, object], inside: set[int]) -> l
         return keys.get(id(v), ("own", id(v)) if id(v) in inside else ("outside", id(v)))
     keys[id(loop.body.args[0])] = ("index",)
     ops = [o for o in loop.body.ops if o.results and (isinstance(o, LoadOp)
-                                                      or o.name.startswith("arith."))]
+                                                      or o.has_trait(SCALAR_COMPUTE))]
     for o in ops:
         attributes = repr(sorted(o.attributes.items()))
         keys[id(o.result)] = (o.name, attributes, tuple(key(v) for v in o.operands))
@@ -130,15 +124,16 @@ def _value_keys(loop: Operation, keys: dict[int, object], inside: set[int]) -> l
 
 
 def _costly(op: Operation, again: dict[int, Operation]) -> bool:
-    """Whether computing ``op`` again would run a COSTLY op (its own or an operand's)."""
-    return op.name in COSTLY or any(
+    """Whether computing ``op`` again would run a Costly op (its own or an operand's):
+    worth a register per slot to compute it once per row instead of in every row loop."""
+    return op.has_trait(COSTLY) or any(
         id(getattr(v, "op", None)) in again and _costly(v.op, again) for v in op.operands)
 
 
 def row_reused_values(row_loops: list[Operation]) -> Reuse:
     """Which arith values a later row loop takes from an earlier one of the same extent
     instead of computing them again: those some op of the later loop still needs,
-    where computing them would cost a COSTLY op (softmax's exp(x - max) in its sum
+    where computing them would cost a Costly op (softmax's exp(x - max) in its sum
     and in its output loop). A later loop's ops that only fed them are dead."""
     inside = defined_inside(row_loops)
     keys: dict[int, object] = {}
@@ -163,6 +158,6 @@ def row_reused_values(row_loops: list[Operation]) -> Reuse:
             elif id(o) not in plan.again:  # one that reads a kept value needs nothing
                 live.update(id(v) for v in o.operands)
         for o in ops:
-            if o.name.startswith("arith.") and o.operands:  # constants: nothing to save
+            if o.has_trait(SCALAR_COMPUTE) and o.operands:  # constants: nothing to save
                 computed.setdefault((loop["extent"], keys[id(o.result)]), o)
     return plan

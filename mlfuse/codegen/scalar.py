@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-import numpy as np
 
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Operation
+from mlfuse.dialects.loops import combiner_identity
 
 COMPUTE_TYPE = {"f16": "float32", "f32": "float32", "f64": "float64", "i32": "int32",
                 "bool": "bool_", "index": "int64"}
@@ -177,9 +177,4 @@ def combine(combiner: str, a: str, b: str, helpers: set[str], dtype: str = "f32"
 
 def identity(combiner: str, dtype: str) -> str:
     """The neutral value of ``combiner`` on ``dtype`` (what a thread with no elements holds)."""
-    if dtype == "i32":
-        info = np.iinfo(np.int32)
-        value = {"add": 0, "max": info.min, "min": info.max}[combiner]
-    else:
-        value = {"add": 0.0, "max": -math.inf, "min": math.inf}[combiner]
-    return literal(value, dtype)
+    return literal(combiner_identity(combiner, dtype), dtype)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Iterator
 
 from mlfuse.errors import Location, MlfuseError
+from mlfuse.ir.traits import Trait
 from mlfuse.ir.types import Type
 
 
@@ -119,6 +120,7 @@ class Operation:
     - ``attrs``: name -> :class:`Attr`;
     - ``num_regions``: how many regions (each holds one block);
     - ``fusion``: the fusion kind (one of FUSION_KINDS);
+    - ``traits``: the facts passes and codegen read (``mlfuse.ir.traits``);
     - ``infer_types(operand_types, attributes)``: result types, or None when the
       op's results are given explicitly;
     - ``verify_op()``: op-specific rules, raising :class:`VerifyError`.
@@ -129,6 +131,7 @@ class Operation:
     attrs: ClassVar[dict[str, Attr]] = {}
     num_regions: ClassVar[int] = 0
     fusion: ClassVar[str] = OPAQUE
+    traits: ClassVar[frozenset[Trait]] = frozenset()
     is_terminator: ClassVar[bool] = False
     doc: ClassVar[str] = ""
 
@@ -163,6 +166,10 @@ class Operation:
 
     def verify_op(self) -> None:
         pass
+
+    @classmethod
+    def has_trait(cls, trait: Trait) -> bool:
+        return trait in cls.traits
 
     # -- operands ------------------------------------------------------------
     def _add_operand(self, v: Value) -> None:

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.loops import DimOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
+from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.core import BlockArgument, Operation, Value
 from mlfuse.ir.pass_manager import Pass
+from mlfuse.ir.traits import PURE
 
 
 @dataclass
@@ -101,11 +102,8 @@ def _is_zero(value: Value) -> bool:
     return isinstance(op, ConstantOp) and op["value"] == 0
 
 
-_PURE = (LoadOp, MaskedLoadOp, ConstantOp, DimOp)
-
-
 def _pure(op: Operation) -> bool:
-    return isinstance(op, _PURE) or op.name.startswith("arith.")
+    return op.has_trait(PURE) and not op.regions
 
 
 def _reduce_chain(top: ReduceOp) -> tuple[list[ReduceOp], Operation] | None:

@@ -10,16 +10,12 @@ from __future__ import annotations
 from mlfuse.ir.core import Block
 from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.printer import format_attr_value
-
-# Ops without side effects whose result depends only on operands and attributes:
-# every tensor op (value semantics) and scalar op; loads too, since within one
-# kernel no buffer is both loaded and stored.
-_PURE_PREFIXES = ("arith.", "tensor.")
-_PURE_OPS = {"loops.load", "loops.masked_load", "loops.dim"}
-
+from mlfuse.ir.traits import PURE
 
 def _is_pure(op) -> bool:
-    return not op.regions and (op.name in _PURE_OPS or op.name.startswith(_PURE_PREFIXES))
+    """An op CSE may merge and DCE may drop: declared Pure (no side effects, the result
+    depends only on operands and attributes), with no region of its own."""
+    return not op.regions and op.has_trait(PURE)
 
 
 def _key(op):

@@ -19,7 +19,7 @@ from typing import Callable
 
 from mlfuse.dialects import tensor
 from mlfuse.dialects.elementwise import ELEMENTWISE
-from mlfuse.dialects.loops import AllocOp, ParallelOp
+from mlfuse.dialects.loops import AllocOp, ParallelOp, combiner_identity
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Block, Operation, Region, Value
@@ -27,13 +27,11 @@ from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.types import INDEX, BufferType, TensorType
 
 from mlfuse.transforms.loop_emitter import Emitter, Source
+from mlfuse.ir.traits import COMPOSITE
 
 # An op lowering: (the tensor op, the nest body's emitter, the nest's output index)
 # -> the scalar value the nest stores at that index.
 Lowering = Callable[[Operation, Emitter, list[Value]], Value]
-
-COMPOSITES = ("tensor.softmax", "tensor.layernorm", "tensor.rmsnorm")
-
 
 class LowerTensorToLoops(Pass):
     name = "lower-tensor-to-loops"
@@ -87,7 +85,7 @@ def _is_fresh_buffer(source: Source) -> bool:
 
 
 def _lowering_for(op: Operation) -> Lowering:
-    if op.name in COMPOSITES:
+    if op.has_trait(COMPOSITE):
         raise MlfuseError(f"{op.name} is a composite op: run decompose first", op.loc)
     rule = LOWERINGS.get(op.name)
     if rule is None:
@@ -121,15 +119,6 @@ def lower_cast(op: tensor.CastOp, em: Emitter, idx: list[Value]) -> Value:
     return em.arith("cast", em.read(op.operand("x"), idx), dtype=op["dtype"])
 
 
-def _reduce_init(combiner: str, dtype: str) -> float:
-    """The identity of ``combiner``: 0, or the extreme value of ``dtype``."""
-    if combiner == "add":
-        return 0
-    if dtype == "i32":  # no infinity: the extreme i32 is the identity
-        return -2 ** 31 if combiner == "max" else 2 ** 31 - 1
-    return float("-inf") if combiner == "max" else float("inf")
-
-
 def lower_reduction(op: tensor.ReduceOp, em: Emitter, idx: list[Value]) -> Value:
     """Nested loops.reduce, one per reduced axis (the first outermost), around a load
     at the full input index: kept axes take output indices, reduced axes reduce indices."""
@@ -139,7 +128,7 @@ def lower_reduction(op: tensor.ReduceOp, em: Emitter, idx: list[Value]) -> Value
     # output index position of each kept input axis (keepdims keeps size-1 slots for reduced ones)
     kept = [a for a in range(len(in_shape)) if a not in axes]
     out_pos = {a: (a if keepdims else n) for n, a in enumerate(kept)}
-    init = em.constant(_reduce_init(op.combiner, dtype), dtype)
+    init = em.constant(combiner_identity(op.combiner, dtype), dtype)
 
     def level(inner: Emitter, depth: int, reduce_idx: list[Value]) -> Value:
         if depth == len(axes):

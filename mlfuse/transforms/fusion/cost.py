@@ -13,6 +13,7 @@ from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, itemsize
 from mlfuse.hardware import Target
+from mlfuse.ir.traits import SCALAR_COMPUTE
 
 
 def resolve(dim, dims: dict, target: Target) -> int:
@@ -64,8 +65,7 @@ ZERO = KernelCost(0, 0, 0, 0, 0, 0)
 def _flops(block: Block, trips: int, dims, target) -> int:
     total = 0
     for op in block.ops:
-        if op.name.startswith("arith.") and op.name != "arith.constant" and op.results \
-                and op.results[0].type != INDEX:
+        if op.has_trait(SCALAR_COMPUTE) and op.operands and op.results[0].type != INDEX:
             total += trips
         for region in op.regions:
             inner = trips

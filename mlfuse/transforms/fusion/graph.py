@@ -12,6 +12,7 @@ from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ParallelOp, ReduceOp, St
 from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.types import num_elements
+from mlfuse.ir.traits import SCALAR_COMPUTE
 
 
 @dataclass(eq=False)
@@ -96,8 +97,7 @@ def _row_extent(nest: Nest):
 
 
 def _count_ops(op: Operation) -> int:
-    return sum(1 for inner in op.walk() if inner.name.startswith("arith.")
-               and inner.name != "arith.constant")
+    return sum(1 for inner in op.walk() if inner.has_trait(SCALAR_COMPUTE) and inner.operands)
 
 
 class NestGraph:
