@@ -1,16 +1,18 @@
-"""Common-subexpression elimination inside loop and kernel bodies.
+"""Common-subexpression elimination and dead-code removal, as two rewrite patterns.
 
 Fusion inlines producers at every use, so a diamond computes its shared producer
-twice until this pass merges identical pure ops (same name, operands and
-attributes), looking through enclosing blocks so a value computed once per
-kernel point is reused inside inner loops.
+twice until CSE merges identical pure ops (same name, operands and attributes),
+looking through enclosing blocks so a value computed once per kernel point is
+reused inside inner loops. Dead-code removal then erases pure ops nothing uses.
 """
 from __future__ import annotations
 
-from mlfuse.ir.core import Block
+from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.printer import format_attr_value
+from mlfuse.ir.rewrite import PatternRewriteWalker, Rewriter, RewritePattern
 from mlfuse.ir.traits import PURE
+
 
 def _is_pure(op) -> bool:
     """An op CSE may merge and DCE may drop: declared Pure (no side effects, the result
@@ -24,38 +26,57 @@ def _key(op):
             tuple(str(r.type) for r in op.results))
 
 
-def cse_block(block: Block, scopes: list[dict] | None = None) -> int:
+class MergeIdenticalOps(RewritePattern):
+    """A pure op identical to one already computed in this block or an enclosing one
+    is replaced by it. Keeps one table of seen ops per open block."""
+
+    traits = frozenset({PURE})
+
+    def __init__(self):
+        self.scopes: list[dict] = []
+        self.removed = 0
+
+    def enter_block(self, block: Block) -> None:
+        self.scopes.append({})
+
+    def exit_block(self, block: Block) -> None:
+        self.scopes.pop()
+
+    def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
+        if op.regions:
+            return False
+        key = _key(op)
+        found = next((s[key] for s in reversed(self.scopes) if key in s), None)
+        if found is None:
+            self.scopes[-1][key] = op
+            return False
+        rewriter.replace_op(op, found.results)
+        self.removed += 1
+        return True
+
+
+class EraseUnusedPureOps(RewritePattern):
+    traits = frozenset({PURE})
+
+    def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
+        if op.regions or any(r.uses for r in op.results):
+            return False
+        rewriter.erase_op(op)
+        return True
+
+
+def cse_block(block: Block) -> int:
     """Merge duplicate pure ops in ``block`` and nested blocks; returns how many were removed."""
-    scopes = (scopes or []) + [{}]
-    removed = 0
-    for op in list(block.ops):
-        if _is_pure(op):
-            key = _key(op)
-            found = next((s[key] for s in reversed(scopes) if key in s), None)
-            if found is not None:
-                op.replace_with(list(found.results))
-                removed += 1
-                continue
-            scopes[-1][key] = op
-        for region in op.regions:
-            removed += cse_block(region.block, scopes)
-    return removed
+    pattern = MergeIdenticalOps()
+    PatternRewriteWalker([pattern]).rewrite_block(block)
+    return pattern.removed
 
 
 def dead_code(block: Block) -> int:
-    """Erase pure ops whose results are unused (after CSE and inlining)."""
-    removed = 0
-    changed = True
-    while changed:
-        changed = False
-        for op in reversed(list(block.ops)):
-            for region in op.regions:
-                removed += dead_code(region.block)
-            if _is_pure(op) and all(not r.uses for r in op.results):
-                op.erase()
-                removed += 1
-                changed = True
-    return removed
+    """Erase pure ops whose results are unused (after CSE and inlining). Walking each
+    block backwards sees a use before its definition; repeated until nothing changes."""
+    return PatternRewriteWalker([EraseUnusedPureOps()], reverse=True,
+                                to_fixpoint=True).rewrite_block(block)
 
 
 class CSEPass(Pass):
