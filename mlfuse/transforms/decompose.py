@@ -2,8 +2,9 @@
 
 Later passes (lowering, fusion) only know primitives; fusion then re-forms the
 kernels a hand-written softmax or norm would use. Each composite has one small
-pattern function in ``PATTERNS``; new ops take the composite's location and
-name hints derived from its result's name (``y_max``, ``y_exp``, ...).
+rewrite pattern, applied by the shared walker to every op with the Composite
+trait; new ops take the composite's location and name hints derived from its
+result's name (``y_max``, ``y_exp``, ...).
 """
 from __future__ import annotations
 
@@ -12,22 +13,25 @@ from mlfuse.dialects.shapes import normalize_axes
 from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.pass_manager import Pass
+from mlfuse.ir.rewrite import PatternRewriteWalker, Rewriter, RewritePattern
+from mlfuse.ir.traits import COMPOSITE
 from mlfuse.ir.types import TensorType
 
 
-class Rewriter:
-    """Inserts new ops before the composite ``anchor``, with its location and name."""
+class Builder:
+    """Builds the primitive ops replacing the composite ``anchor``, inserted before it
+    with its location and names derived from its result's name."""
 
-    def __init__(self, anchor: Operation):
+    def __init__(self, anchor: Operation, rewriter: Rewriter):
         self.anchor = anchor
+        self.rewriter = rewriter
         self.prefix = anchor.result.name_hint or anchor.name.split(".")[1]
 
     def emit(self, cls, operands, attributes=None, hint: str | None = None,
              result_types=None) -> Value:
         op = cls(list(operands), result_types=result_types, attributes=attributes,
                  loc=self.anchor.loc, result_names=[f"{self.prefix}_{hint}"] if hint else None)
-        self.anchor.parent.insert_before(self.anchor, op)
-        return op.result
+        return self.rewriter.insert(op).result
 
     def ew(self, name: str, *operands: Value, hint: str | None = None) -> Value:
         return self.emit(T.ELEMENTWISE_OPS[name], operands, hint=hint)
@@ -40,7 +44,7 @@ class Rewriter:
                          result_types=[TensorType(dtype, ())])
 
 
-def _softmax(op: T.SoftmaxOp, rw: Rewriter) -> Value:
+def _softmax(op: T.SoftmaxOp, rw: Builder) -> Value:
     x = op.operand("x")
     axes = normalize_axes(op["axis"], x.type.rank)
     shifted = rw.ew("sub", x, rw.reduce("max", x, axes, "max"), hint="shifted")
@@ -48,13 +52,13 @@ def _softmax(op: T.SoftmaxOp, rw: Rewriter) -> Value:
     return rw.ew("div", e, rw.reduce("sum", e, axes, "sum"))
 
 
-def _normalize(x: Value, mean_square: Value, eps: float, rw: Rewriter) -> Value:
+def _normalize(x: Value, mean_square: Value, eps: float, rw: Builder) -> Value:
     """x * rsqrt(mean_square + eps): the step layernorm and rmsnorm share."""
     var_eps = rw.ew("add", mean_square, rw.constant(eps, x.type.dtype, "eps"))
     return rw.ew("mul", x, rw.ew("rsqrt", var_eps, hint="rstd"), hint="normed")
 
 
-def _layernorm(op: T.LayernormOp, rw: Rewriter) -> Value:
+def _layernorm(op: T.LayernormOp, rw: Builder) -> Value:
     x, gamma, beta = op.operands
     (axis,) = normalize_axes(op["axis"], x.type.rank)
     axes = list(range(axis, x.type.rank))
@@ -64,13 +68,28 @@ def _layernorm(op: T.LayernormOp, rw: Rewriter) -> Value:
     return rw.ew("add", scaled, beta)
 
 
-def _rmsnorm(op: T.RmsnormOp, rw: Rewriter) -> Value:
+def _rmsnorm(op: T.RmsnormOp, rw: Builder) -> Value:
     x, gamma = op.operands
     mean_square = rw.reduce("mean", rw.ew("mul", x, x), [x.type.rank - 1], "ms")
     return rw.ew("mul", _normalize(x, mean_square, op["eps"], rw), gamma)
 
 
-PATTERNS = {T.SoftmaxOp: _softmax, T.LayernormOp: _layernorm, T.RmsnormOp: _rmsnorm}
+class DecomposeComposite(RewritePattern):
+    """Any op declaring the Composite trait, by the function in ``EXPANSIONS``."""
+
+    traits = frozenset({COMPOSITE})
+
+    def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
+        expand = EXPANSIONS.get(type(op))
+        if expand is None:
+            return False  # lowering reports a composite it cannot take
+        new = expand(op, Builder(op, rewriter))
+        new.name_hint = op.result.name_hint
+        rewriter.replace_op(op, [new])
+        return True
+
+
+EXPANSIONS = {T.SoftmaxOp: _softmax, T.LayernormOp: _layernorm, T.RmsnormOp: _rmsnorm}
 
 
 class Decompose(Pass):
@@ -78,11 +97,6 @@ class Decompose(Pass):
     doc = "Rewrite composite tensor ops (softmax, layernorm, rmsnorm) into primitives."
 
     def run(self, module: ModuleOp) -> None:
+        walker = PatternRewriteWalker([DecomposeComposite()])
         for func in module.funcs:
-            for op in list(func.body.ops):
-                pattern = PATTERNS.get(type(op))
-                if pattern is None:
-                    continue
-                new = pattern(op, Rewriter(op))
-                new.name_hint = op.result.name_hint
-                op.replace_with([new])
+            walker.rewrite_block(func.body)
