@@ -6,7 +6,8 @@
       loops.store %r, %h, %i0, %i1
     }
 
-Every nest is one ``loops.parallel`` over its op's result shape whose body stores
+Each op kind has one conversion pattern (``LOWERINGS``), applied in program order
+by the shared walker. Every nest is one ``loops.parallel`` over its op's result shape whose body stores
 only to the op's own fresh buffer, at the identity index (the parallel's block
 arguments in order): the fusion pass relies on that shape. Broadcasting, reshape
 and transpose are index arithmetic on loads, never copies. ``tensor.constant``
@@ -18,12 +19,12 @@ import math
 from typing import Callable
 
 from mlfuse.dialects import tensor
-from mlfuse.dialects.elementwise import ELEMENTWISE
 from mlfuse.dialects.loops import AllocOp, ParallelOp, combiner_identity
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Block, Operation, Region, Value
 from mlfuse.ir.pass_manager import Pass
+from mlfuse.ir.rewrite import PatternRewriteWalker, Rewriter, RewritePattern
 from mlfuse.ir.types import INDEX, BufferType, TensorType
 
 from mlfuse.transforms.loop_emitter import Emitter, Source
@@ -46,6 +47,59 @@ class LowerTensorToLoops(Pass):
                 func.erase()
 
 
+class Conversion:
+    """The function being built, and where each tensor value of the source went."""
+
+    def __init__(self, body: Block, sources: dict[int, Source]):
+        self.body = body
+        self.sources = sources
+
+
+class LowerToNest(RewritePattern):
+    """A conversion pattern: one kind of tensor op becomes the loop nest computing it,
+    appended to the function being built (the tensor function is read, not changed,
+    so ``rewrite`` reports no change to it)."""
+
+    def __init__(self, op_types: tuple, compute: Lowering, conversion: Conversion):
+        self.op_types = op_types
+        self.compute = compute
+        self.conversion = conversion
+
+    def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
+        c = self.conversion
+        hint = op.result.name_hint or op.name.split(".")[1]  # %0 = tensor.add -> %add
+        c.sources[id(op.result)] = _emit_nest(c.body, c.sources, op.result, hint, op.name, op.loc,
+                                              lambda em, idx: self.compute(op, em, idx))
+        return False
+
+
+class ConstantSource(RewritePattern):
+    """``tensor.constant`` makes no buffer: each nest reading it materializes it."""
+
+    op_types = (tensor.ConstantOp,)
+
+    def __init__(self, conversion: Conversion):
+        self.conversion = conversion
+
+    def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
+        self.conversion.sources[id(op.result)] = op
+        return False
+
+
+class Unconvertible(RewritePattern):
+    """Matches whatever no conversion took (the walker offers patterns in order)."""
+
+    def __init__(self, conversion: Conversion):
+        self.conversion = conversion
+
+    def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
+        if isinstance(op, ReturnOp) or any(id(r) in self.conversion.sources for r in op.results):
+            return False
+        if op.has_trait(COMPOSITE):
+            raise MlfuseError(f"{op.name} is a composite op: run decompose first", op.loc)
+        raise MlfuseError(f"lower-tensor-to-loops does not know op '{op.name}'", op.loc)
+
+
 def lower_function(func: FuncOp) -> FuncOp:
     """A new function over buffers computing what ``func`` computes on tensors."""
     ret = func.return_op
@@ -54,14 +108,11 @@ def lower_function(func: FuncOp) -> FuncOp:
                            [_buffer(v.type) for v in ret.operands], loc=func.loc)
     body = lowered.body
     sources: dict[int, Source] = {id(a): b for a, b in zip(func.args, body.args)}
-    for op in func.body.ops[:-1]:
-        if isinstance(op, tensor.ConstantOp):
-            sources[id(op.result)] = op
-            continue
-        rule = _lowering_for(op)
-        hint = op.result.name_hint or op.name.split(".")[1]  # %0 = tensor.add -> %add
-        sources[id(op.result)] = _emit_nest(body, sources, op.result, hint, op.name, op.loc,
-                                            lambda em, idx, op=op: rule(op, em, idx))
+    conversion = Conversion(body, sources)
+    patterns = [ConstantSource(conversion)]
+    patterns += [LowerToNest(op_types, rule, conversion) for op_types, rule in LOWERINGS]
+    patterns.append(Unconvertible(conversion))
+    PatternRewriteWalker(patterns).rewrite_block(func.body)
     results, owned = [], set()
     for v in ret.operands:
         buf = sources[id(v)]
@@ -82,15 +133,6 @@ def _buffer(t: TensorType) -> BufferType:
 
 def _is_fresh_buffer(source: Source) -> bool:
     return isinstance(source, Value) and isinstance(source.owner, AllocOp)
-
-
-def _lowering_for(op: Operation) -> Lowering:
-    if op.has_trait(COMPOSITE):
-        raise MlfuseError(f"{op.name} is a composite op: run decompose first", op.loc)
-    rule = LOWERINGS.get(op.name)
-    if rule is None:
-        raise MlfuseError(f"lower-tensor-to-loops does not know op '{op.name}'", op.loc)
-    return rule
 
 
 def _emit_nest(body: Block, sources, result: Value, hint: str, source_name: str, loc,
@@ -236,13 +278,14 @@ def lower_conv2d(op: tensor.Conv2dOp, em: Emitter, idx: list[Value]) -> Value:
     return em.reduce(zero, channels, "add", "k0", over_c)
 
 
-LOWERINGS: dict[str, Lowering] = {
-    **{f"tensor.{name}": lower_elementwise for name in ELEMENTWISE},
-    "tensor.cast": lower_cast,
-    **{name: lower_reduction for name in ("tensor.sum", "tensor.max", "tensor.min", "tensor.mean")},
-    "tensor.reshape": lower_reshape,
-    "tensor.transpose": lower_transpose,
-    "tensor.broadcast_to": lower_broadcast_to,
-    "tensor.matmul": lower_matmul,
-    "tensor.conv2d": lower_conv2d,
-}
+# (op classes, lowering): the conversion patterns, by op class
+LOWERINGS: list[tuple[tuple, Lowering]] = [
+    ((tensor.ElementwiseOp,), lower_elementwise),
+    ((tensor.CastOp,), lower_cast),
+    ((tensor.ReduceOp,), lower_reduction),
+    ((tensor.ReshapeOp,), lower_reshape),
+    ((tensor.TransposeOp,), lower_transpose),
+    ((tensor.BroadcastToOp,), lower_broadcast_to),
+    ((tensor.MatmulOp,), lower_matmul),
+    ((tensor.Conv2dOp,), lower_conv2d),
+]
