@@ -77,9 +77,14 @@ def cmd_opt(args) -> int:
     from .ir.printer import print_ir
     module = parse_ir(read_source(args.file), args.file)
     names = [p.strip() for p in (args.passes or "").split(",") if p.strip()]
-    passes = [get_pass(n) for n in names]
+    fuse_options = dict(_fuse_options(args), dims=parse_dims(args.dim))
+    passes = [get_pass(n, **fuse_options) if n in ("fuse", "no-fuse") else get_pass(n)
+              for n in names]
     PassManager(passes, verify_each=True, print_after=_print_after(args.print_ir_after_all)).run(module)
-    write_output(print_ir(module), args.output)
+    text = print_ir(module)
+    if args.print_decisions:  # comments, so the output still parses as IR
+        text += "".join(f"// {p.name}: {remark}\n" for p in passes for remark in p.remarks())
+    write_output(text, args.output)
     return 0
 
 
@@ -137,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     o = sub.add_parser("opt", help="run named passes on IR text (like mlir-opt)")
     common(o)
     o.add_argument("--passes", default="", help="comma-separated pass names")
+    o.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
+    o.add_argument("--dim", action="append", metavar="N=SIZE",
+                   help="size of a symbolic dim for the fusion cost model")
+    o.add_argument("--print-decisions", action="store_true",
+                   help="after the IR, print each pass's decisions with their reasons as "
+                        "'// PASS: ...' comment lines (fuse: one per producer)")
     o.set_defaults(fn=cmd_opt)
 
     r = sub.add_parser("run", help="run on random inputs and check against the NumPy interpreter")
