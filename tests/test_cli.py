@@ -53,6 +53,18 @@ def test_opt_runs_passes_on_ir_text(capsys, tmp_path):
     assert code == 0 and out.count("fused.kernel") == 1 and "schedule = \"row\"" in out
 
 
+def test_opt_print_decisions_output_still_parses(capsys, tmp_path):
+    _, loops, _ = run(capsys, "compile", SOFTMAX, "--emit", "loops")
+    src, fused = tmp_path / "softmax.mlir", tmp_path / "fused.mlir"
+    src.write_text(loops)
+    code, _, _ = run(capsys, "opt", str(src), "--passes", "fuse", "--print-decisions",
+                     "-o", str(fused))
+    decisions = [line for line in fused.read_text().splitlines() if line.startswith("// fuse: ")]
+    assert code == 0 and len(decisions) == 4  # one per producer: m, sub, e, sum
+    code, again, _ = run(capsys, "opt", str(fused))  # the decisions are comments
+    assert code == 0 and again + "".join(d + "\n" for d in decisions) == fused.read_text()
+
+
 def test_user_errors_exit_1_with_position_and_no_traceback(capsys, tmp_path):
     bad = tmp_path / "bad.fuse"
     bad.write_text("func f(x: f32[N]) -> f32[N] {\n    return exp(x, x)\n}\n")

@@ -42,7 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     o = sub.add_parser("opt", help="run named passes on IR text (like mlir-opt)")
     add_input(o, ir=True)
-    o.add_argument("--passes", default="", help="comma-separated pass names")
+    from mlfuse.transforms import PASSES
+    o.add_argument("--passes", default="", help="comma-separated pass names: "
+                   + ", ".join(PASSES))
+    o.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
+    add_dims(o)
+    o.add_argument("--print-decisions", action="store_true",
+                   help="after the IR, print each pass's decisions with their reasons as "
+                        "'// PASS: ...' comment lines (fuse: one per producer)")
 
     r = sub.add_parser("run", help="run on random inputs and check against the NumPy interpreter")
     add_input(r, output=False)

@@ -1,7 +1,7 @@
 """``mlfuse opt``: run named passes on IR text of any level, like mlir-opt."""
 from __future__ import annotations
 
-from mlfuse.cli.options import print_after
+from mlfuse.cli.options import fuse_options, parse_dims, print_after
 from mlfuse.cli.program import read_source, write_output
 
 
@@ -12,7 +12,11 @@ def opt_command(args) -> int:
     from mlfuse.transforms import get_pass
     module = parse_ir(read_source(args.file), args.file)
     names = [p.strip() for p in (args.passes or "").split(",") if p.strip()]
-    passes = [get_pass(n) for n in names]
+    options = dict(fuse_options(args), dims=parse_dims(args.dim))
+    passes = [get_pass(n, **options) if n in ("fuse", "no-fuse") else get_pass(n) for n in names]
     PassManager(passes, verify_each=True, print_after=print_after(args.print_ir_after_all)).run(module)
-    write_output(print_ir(module), args.output)
+    text = print_ir(module)
+    if args.print_decisions:  # comments, so the output still parses as IR
+        text += "".join(f"// {p.name}: {remark}\n" for p in passes for remark in p.remarks())
+    write_output(text, args.output)
     return 0

@@ -19,6 +19,11 @@ class Pass:
     def run(self, module: ModuleOp) -> None:
         raise NotImplementedError
 
+    def remarks(self) -> list[str]:
+        """What the pass decided and why, one line each, after ``run`` (``mlfuse opt
+        --print-decisions`` prints them as comments after the IR, so tests can check them)."""
+        return []
+
 
 class PassManager:
     def __init__(self, passes: list[Pass], verify_each: bool = True,

@@ -47,6 +47,9 @@ class Decision:
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
+    def __str__(self) -> str:
+        return f"{self.action} {self.producer} -> {', '.join(self.consumers)}: {self.reason}"
+
 
 @dataclass
 class FusionPlan:
@@ -304,6 +307,9 @@ class FusePass(Pass):
             planner, groups = self.plan_for(func)
             kernels = rewrite(func, planner, groups)
             self.plans.append(FusionPlan(func.sym_name, groups, kernels, planner.decisions))
+
+    def remarks(self) -> list[str]:
+        return [f"@{plan.func}: {d}" for plan in self.plans for d in plan.decisions]
 
 
 class NoFusePass(FusePass):

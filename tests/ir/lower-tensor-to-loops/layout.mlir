@@ -1,0 +1,22 @@
+// RUN: mlfuse opt %s --passes lower-tensor-to-loops | filecheck %s
+
+// Transpose and reshape are index arithmetic on one load, never copies through a
+// temporary. Transpose: output dim i is input dim perm[i].
+// CHECK-LABEL: func @layout
+// CHECK:        loops.parallel {extents = [C, B, 6], source = "tensor.transpose"} ([[I0:%[a-z0-9_]+]]: index, [[I1:%[a-z0-9_]+]]: index, [[I2:%[a-z0-9_]+]]: index) {
+// CHECK-NEXT:     [[V:%[a-z0-9_]+]] = loops.load %x, [[I1]], [[I2]], [[I0]] : f32
+// CHECK-NEXT:     loops.store [[V]], %t, [[I0]], [[I1]], [[I2]]
+
+// Reshape [B, 6, C] -> [B, 2, 3, C]: the shared outer and inner dims map index to
+// index; the split middle is linearized (i1 * 3 + i2).
+// CHECK:        loops.parallel {extents = [B, 2, 3, C], source = "tensor.reshape"} ([[I0:%[a-z0-9_]+]]: index, [[I1:%[a-z0-9_]+]]: index, [[I2:%[a-z0-9_]+]]: index, [[I3:%[a-z0-9_]+]]: index) {
+// CHECK-NEXT:     [[THREE:%[a-z0-9_]+]] = arith.constant {value = 3} : index
+// CHECK-NEXT:     [[M:%[a-z0-9_]+]] = arith.mul [[I1]], [[THREE]] : index
+// CHECK-NEXT:     [[FLAT:%[a-z0-9_]+]] = arith.add [[M]], [[I2]] : index
+// CHECK-NEXT:     [[V:%[a-z0-9_]+]] = loops.load %x, [[I0]], [[FLAT]], [[I3]] : f32
+// CHECK-NEXT:     loops.store [[V]], %r, [[I0]], [[I1]], [[I2]], [[I3]]
+func @layout(%x: f32[B, 6, C]) -> (f32[C, B, 6], f32[B, 2, 3, C]) {
+  %t = tensor.transpose %x {perm = [2, 0, 1]} : f32[C, B, 6]
+  %r = tensor.reshape %x {shape = [B, 2, 3, C]} : f32[B, 2, 3, C]
+  return %t, %r
+}
