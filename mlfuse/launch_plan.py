@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .codegen.emit_contraction import is_tiled_kernel
+from .codegen.abi import is_tiled_kernel
 
 
 class Source(NamedTuple):

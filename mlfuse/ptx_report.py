@@ -21,7 +21,7 @@ import sys
 import tempfile
 import types as pytypes
 
-from .codegen.emit_contraction import is_tiled_kernel
+from .codegen.abi import is_tiled_kernel
 
 _OPTIONS = ("fastmath", "lineinfo", "launch_bounds", "max_registers")
 

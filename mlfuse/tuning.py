@@ -24,7 +24,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from .codegen.emit_contraction import is_tiled_kernel
+from .codegen.abi import is_tiled_kernel
 from .runtime import cache_dir
 
 

@@ -2,8 +2,8 @@
 matmul, conv2d as an implicit GEMM, each with its fused prologue and epilogue.
 
 The kernel computes C[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n]
-(``mlfuse.passes.contraction`` says which IR values A and B are and which kernel
-indices make m, n and batch). One block computes a BM x BN tile of outputs; each
+(the kernel's attributes, written by ``schedule-contractions``, say which IR values
+A and B are and which kernel indices make m, n and batch: dialects/contraction.py). One block computes a BM x BN tile of outputs; each
 thread an 8 x 8 register block of it (rows r..r+3 and BM/2 + r..+3, columns alike,
 so a warp's fragment reads are 16-byte and conflict-free). K runs BK = 8 at a time
 through two shared-memory stages: while the block multiplies one stage, each thread
@@ -29,8 +29,9 @@ import textwrap
 from dialects.loops import ReduceOp, StoreOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Operation, Value
-from mlfuse.passes.contraction import Contraction, match_contraction
+from dialects.contraction import Contraction, contraction_of
 
+from .abi import is_tiled_kernel  # noqa: F401  (its old home; callers import .abi)
 from .emit_kernel import KernelEmitter, extent_factors
 from .emit_scalar import COMPUTE_TYPE, SHARED_TYPE, literal
 
@@ -51,12 +52,6 @@ def factory_name(kernel_name: str) -> str:
     return f"_tiles_{kernel_name}"
 
 
-def is_tiled_kernel(value) -> bool:
-    """Whether a generated module's ``value`` is a contraction's ``_TiledKernel``: its
-    kernels by tile configuration (``kernels``), made by ``factory``."""
-    return hasattr(value, "factory") and isinstance(getattr(value, "kernels", None), dict)
-
-
 class ContractionEmitter(KernelEmitter):
     """The factory of one contraction kernel (see the module doc)."""
 
@@ -64,11 +59,8 @@ class ContractionEmitter(KernelEmitter):
         super().__init__(op, name, "pointwise", target, helpers, hw, taken)
         # 16-byte accesses (the module's vector intrinsics move VECTOR_WIDTH values)
         self.vectors = target == "cuda" and hw.vector_width == VECTOR
-        c = match_contraction(op)
-        if c is None:
-            raise MlfuseError("codegen: a kernel marked contraction is not a sum of products",
-                              op.loc)
-        self.c: Contraction = c
+        self.c: Contraction = contraction_of(op)
+        c = self.c
         self.loc = {n: self.namer.fresh(n) for n in _LOCALS}
         self.dtype = COMPUTE_TYPE[c.acc.type.dtype]
         self.args = list(op.body.args)

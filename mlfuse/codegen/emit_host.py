@@ -13,7 +13,7 @@ from dialects.loops import AllocOp, DimOp, ParallelOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.types import BufferType, symbols_of
-from mlfuse.passes.contraction import match_contraction
+from dialects.contraction import contraction_of
 
 from .emit_kernel import KernelCode, extent_factors
 from .emit_scalar import STORAGE_TYPE
@@ -161,7 +161,7 @@ class HostEmitter:
     def contraction_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
         """Tile shape and grid from the sizes; the 16-byte operand reads where the
         operand's rows are whole groups of 4 floats from a 16-byte aligned start."""
-        c = match_contraction(kernel.op)
+        c = contraction_of(kernel.op)
         extents = kernel.op.extent_list
         name_of = lambda s: self.dims[s]  # noqa: E731
         sizes = {}
