@@ -185,6 +185,13 @@ class _RecordingTiles:
         return self._tiles.tuned
 
     @property
+    def tiles(self):
+        return self._tiles.tiles
+
+    def threads(self, bm, bn):
+        return self._tiles.threads(bm, bn)
+
+    @property
     def last_shape(self):
         return self._tiles.last_shape
 

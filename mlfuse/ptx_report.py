@@ -98,7 +98,7 @@ def _kernels_of(op, python_module):
         if name is None or not (attr == name or attr.startswith(name + "_")):
             continue
         if is_tiled_kernel(value):
-            for bm, bn in python_module.CONTRACTION_TILES:
+            for bm, bn in value.tiles:
                 yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, True, True)
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
             yield attr, value

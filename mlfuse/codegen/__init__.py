@@ -21,8 +21,9 @@ from .emit_contraction import CUDA_TILES, SIMULATOR_TILES
 from .emit_host import emit_host
 from .emit_kernel import KernelCode, emit_kernel
 from .helpers import ORDER as HELPER_NAMES
-from .helpers import helper_sources
+from .helpers import MMA_GEOMETRY_NAMES, helper_sources
 from .names import Namer
+from .ptx_mma import MMA_NAMES
 from .vector import CUDA_IMPORTS, VECTOR_NAMES
 
 TARGETS = ("cuda", "simulator")
@@ -80,7 +81,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     if target not in TARGETS:
         raise MlfuseError(f"unknown codegen target {target!r}; choose one of {', '.join(TARGETS)}")
     hw = hw or get_target()
-    names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES))
+    names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES)
+                  + list(MMA_NAMES) + list(MMA_GEOMETRY_NAMES))
     host_names = {f.sym_name: names.fresh(f.sym_name) for f in module.funcs}
     helpers: set[str] = set()
     kernels: dict[int, KernelCode] = {}
@@ -93,7 +95,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     hosts = [emit_host(f, host_names[f.sym_name], kernels, helpers, names.taken, target)
              for f in module.funcs]
     threads = hw.threads_per_block if target == "cuda" else _SIMULATOR_THREADS_PER_BLOCK
-    intrinsics = target == "cuda" and "_vector_access" in helpers
+    intrinsics = target == "cuda" and bool({"_vector_access", "_mma_intrinsics"} & helpers)
     parts = [_HEADER.format(target=target, threads=threads,
                             imports="".join(f"{line}\n" for line in _imports(intrinsics)),
                             llvmlite_note=" (and llvmlite, which numba brings)" if intrinsics

@@ -107,19 +107,7 @@ class ContractionEmitter(KernelEmitter):
             w.line(f"# {line}")
         with w.indented(f"def {factory_name(self.name)}(BM, BN, VECTOR_A, VECTOR_B):"):
             self.docstring()
-            w.line("THREADS = (BM // 8) * (BN // 8)")
-            w.line(f"A_GROUPS = BM * {BK} // {VECTOR} // THREADS  # groups of {VECTOR} A values "
-                   "a thread loads per K step")
-            w.line(f"B_GROUPS = BN * {BK} // {VECTOR} // THREADS")
-            w.line(f"A_NEXT, B_NEXT = A_GROUPS * {VECTOR}, B_GROUPS * {VECTOR}  # values in "
-                   "registers per step")
-            w.line(f"A_TILES = 2 * {BK} * BM  # two stages of A, then two of B; later half the "
-                   "outputs")
-            w.line(f"SHARED = max(A_TILES + 2 * {BK} * BN, BM // 2 * BN)")
-            w.line()
-            w.line("# per SM: 2 blocks of 256 threads (at most 128 registers a thread); 64-thread "
-                   "tiles would spill under that cap")
-            w.line("MIN_BLOCKS = 65536 // (THREADS * 128) if THREADS >= 128 else 1")
+            self.factory_constants()
             bounds = "(launch_bounds=(THREADS, MIN_BLOCKS))" if self.target == "cuda" else ""
             w.line(f"@cuda.jit{bounds}")
             with w.indented(f"def {self.name}({', '.join(params)}):"):
@@ -129,20 +117,41 @@ class ContractionEmitter(KernelEmitter):
             w.line(f"return {self.name}")
         return w.text()
 
+    def factory_constants(self) -> None:
+        """The factory's constants, from its tile configuration: THREADS, MIN_BLOCKS and
+        what the kernel's shared and local arrays hold."""
+        w = self.w
+        w.line("THREADS = (BM // 8) * (BN // 8)")
+        w.line(f"A_GROUPS = BM * {BK} // {VECTOR} // THREADS  # groups of {VECTOR} A values "
+               "a thread loads per K step")
+        w.line(f"B_GROUPS = BN * {BK} // {VECTOR} // THREADS")
+        w.line(f"A_NEXT, B_NEXT = A_GROUPS * {VECTOR}, B_GROUPS * {VECTOR}  # values in "
+               "registers per step")
+        w.line(f"A_TILES = 2 * {BK} * BM  # two stages of A, then two of B; later half the "
+               "outputs")
+        w.line(f"SHARED = max(A_TILES + 2 * {BK} * BN, BM // 2 * BN)")
+        w.line()
+        w.line("# per SM: 2 blocks of 256 threads (at most 128 registers a thread); 64-thread "
+               "tiles would spill under that cap")
+        w.line("MIN_BLOCKS = 65536 // (THREADS * 128) if THREADS >= 128 else 1")
+
     def docstring(self) -> None:
         c, ext = self.c, self.op.extent_list
         side = lambda dims: "[" + ", ".join(str(ext[d]) for d in dims) + "]"  # noqa: E731
         k = " x ".join(map(str, c.k_extents))
         text = (f"Contraction over [{', '.join(map(str, ext))}]: M = {side(c.m_dims)}, "
-                f"N = {side(c.n_dims)}, batch = {side(c.batch_dims)}, K = {k}. A block "
-                "computes a BM x BN tile, each thread 8 x 8 outputs, from double-buffered "
-                f"shared tiles {BK} K deep; the epilogue runs on the accumulators, half a "
-                "tile at a time through shared memory (coalesced stores).")
+                f"N = {side(c.n_dims)}, batch = {side(c.batch_dims)}, K = {k}. "
+                + self.schedule_text())
         lines = textwrap.wrap(text, 84)
         self.w.line(f'"""{lines[0]}')
         for line in lines[1:]:
             self.w.line(line)
         self.w.line('"""')
+
+    def schedule_text(self) -> str:
+        return ("A block computes a BM x BN tile, each thread 8 x 8 outputs, from "
+                f"double-buffered shared tiles {BK} K deep; the epilogue runs on the "
+                "accumulators, half a tile at a time through shared memory (coalesced stores).")
 
     def body(self) -> None:
         w, L, c = self.w, self.loc, self.c

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from dialects.arith import ConstantOp
 from dialects.fused import KernelOp
 from dialects.loops import AllocOp, DimOp, ParallelOp
@@ -160,7 +162,8 @@ class HostEmitter:
 
     def contraction_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
         """Tile shape and grid from the sizes; the 16-byte operand reads where the
-        operand's rows are whole groups of 4 floats from a 16-byte aligned start."""
+        operand's rows are whole 16-byte groups (4 floats, 8 halves) from a 16-byte
+        aligned start."""
         c = contraction_of(kernel.op)
         extents = kernel.op.extent_list
         name_of = lambda s: self.dims[s]  # noqa: E731
@@ -178,12 +181,13 @@ class HostEmitter:
             # side: a row is the flattened K, the load's trailing dims being the
             # reduction's; B side: the buffer's last dim); and an aligned start
             row = k_size if side == "a" else self.dim(buffer.type.shape[-1], kernel.op)
+            group = 16 // np.dtype(STORAGE_TYPE[buffer.type.dtype]).itemsize
             sizes_4 = list(dict.fromkeys((along, row)))
-            if any(n.isdigit() and int(n) % 4 for n in sizes_4):
+            if any(n.isdigit() and int(n) % group for n in sizes_4):
                 flags.append("False")
                 continue
             self.helpers.add("_vector_ready")  # brings _address
-            checks = [f"({n}) % 4 == 0" for n in sizes_4 if not n.isdigit()]
+            checks = [f"({n}) % {group} == 0" for n in sizes_4 if not n.isdigit()]
             flags.append(" and ".join(checks + [f"_address({self.namer(buffer)}) % 16 == 0"]))
         self.helpers.add("_contraction_geometry")
         tiles, grid, threads = (self.namer.fresh(n) for n in ("tiles", "grid", "threads"))

@@ -582,8 +582,13 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     if schedule == "contraction":  # tiled: a factory of kernels, one per tile shape
         from .emit_contraction import emit_contraction, factory_name
         helpers.add("_TiledKernel")
-        text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
-        text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"
+        if op["variant"].startswith("mma"):  # tensor cores: their own tiles and threads
+            from .emit_mma import emit_mma_contraction
+            text, vector_sides = emit_mma_contraction(op, name, target, helpers, hw, names.taken)
+            text += f"\n\n{name} = _TiledKernel({factory_name(name)}, MMA_TILES, _mma_threads)\n"
+        else:
+            text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
+            text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"
         return KernelCode(op, schedule, kernel_interface(op), [], {"contraction": name}, text,
                           vector_sides=vector_sides)
     kinds = row_variants(op, hw) if schedule == "row" else [pointwise_variant(op)]
