@@ -73,7 +73,8 @@ def compile_kernel(kernel, sig) -> dict:
             "shared_bytes": number(r"(\d+) bytes smem"),
             "shuffles": any(op.startswith("shfl.sync") for op in code),
             **_memory_counts(code),
-            "fma": sum(op.startswith("fma.") for op in code)}
+            "fma": sum(op.startswith("fma.") for op in code),
+            "mma": sum(op.startswith("mma.sync") for op in code)}
 
 
 def _memory_counts(code: list[str]) -> dict:
