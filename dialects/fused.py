@@ -15,6 +15,8 @@ inner loops (``loops.for``).
 - "contraction": a sum of products (matmul, conv2d; see mlfuse/transforms/contraction.py):
   a block computes a tile of points, each thread a register block of them, from
   shared-memory tiles of the two operands; the rest of the body is the epilogue.
+  The pass records its analysis beside it (``m_dims``, ``n_dims``, ``batch_dims``,
+  ``a_operand``, ``variant``: dialects/contraction.py), and codegen reads only that.
 ``sources`` names the tensor ops the kernel computes, for reports and comments.
 """
 from __future__ import annotations
@@ -33,7 +35,10 @@ DIALECT = Dialect("fused", __doc__)
 class KernelOp(LoopOp):
     name = "fused.kernel"
     attrs = {"extents": Attr("dims"), "schedule": Attr("str", "pointwise"),
-             "kernel_name": Attr("str", "kernel"), "sources": Attr("any", [])}
+             "kernel_name": Attr("str", "kernel"), "sources": Attr("any", []),
+             # a contraction's analysis, written by schedule-contractions (dialects/contraction.py)
+             "m_dims": Attr("ints", []), "n_dims": Attr("ints", []), "batch_dims": Attr("ints", []),
+             "a_operand": Attr("int", 0), "variant": Attr("str", "")}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

@@ -98,3 +98,14 @@ def test_every_float_op_stays_f32_but_for_libdevice_trig_reduction(tmp_path):
     source.write_text(source.read_text().replace("sin(x) * cos(y)", "x * y"))
     found = kernels(str(source))
     assert found and all(k["f64"] == [] for k in found)
+
+
+def test_f16_matmul_runs_on_tensor_cores_without_spills(tmp_path):
+    path = tmp_path / "matmul_f16.fuse"
+    path.write_text("func f(x: f16[M, K], w: f16[K, N], b: f16[N]) -> f16[M, N] {\n"
+                    "    return relu(matmul(x, w) + b)\n}\n")
+    found = kernels(str(path))
+    assert len(found) == 4  # every tile shape of the tensor-core variant
+    for k in found:
+        assert k["mma"] > 0 and k["fma"] == 0, k
+        assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k

@@ -11,19 +11,20 @@ Targets: "cuda" (a real GPU: block reductions use warp shuffles) and "simulator"
 """
 from __future__ import annotations
 
+from mlfuse.codegen.contraction import CUDA_TILES, SIMULATOR_TILES, emit_contraction, factory_name
+from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel, kernel_interface
+from mlfuse.codegen.emit_mma import emit_mma_contraction
+from mlfuse.codegen.host import emit_host
+from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
+from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
+from mlfuse.codegen.names import Namer
+from mlfuse.codegen.ptx_mma import MMA_NAMES
+from mlfuse.codegen.vector import CUDA_IMPORTS, VECTOR_NAMES
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ParallelOp
 from mlfuse.errors import MlfuseError
-from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.hardware import Target, get_target
-
-from mlfuse.codegen.contraction import CUDA_TILES, SIMULATOR_TILES
-from mlfuse.codegen.host import emit_host
-from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel
-from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
-from mlfuse.codegen.helpers import helper_sources
-from mlfuse.codegen.names import Namer
-from mlfuse.codegen.vector import CUDA_IMPORTS, VECTOR_NAMES
+from mlfuse.ir.builtin import FuncOp, ModuleOp
 
 TARGETS = ("cuda", "simulator")
 _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
@@ -69,6 +70,21 @@ def _imports(intrinsics: bool) -> list[str]:
     return sorted(["from numba import cuda"] + (list(CUDA_IMPORTS) if intrinsics else []))
 
 
+def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], names: Namer,
+                       hw: Target) -> KernelCode:
+    """A tiled contraction: a factory of kernels, one per tile shape, on tensor cores
+    (``emit_mma``) or SIMT (``contraction``) as the kernel's ``variant`` says."""
+    helpers.add("_TiledKernel")
+    if op["variant"].startswith("mma"):  # tensor cores: their own tiles and threads
+        text, vector_sides = emit_mma_contraction(op, name, target, helpers, hw, names.taken)
+        text += f"\n\n{name} = _TiledKernel({factory_name(name)}, MMA_TILES, _mma_threads)\n"
+    else:
+        text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
+        text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"
+    return KernelCode(op, "contraction", kernel_interface(op), [], {"contraction": name}, text,
+                      vector_sides=vector_sides)
+
+
 def _kernel_ops(func: FuncOp) -> list:
     return [op for op in func.body.ops if isinstance(op, (ParallelOp, KernelOp))]
 
@@ -80,7 +96,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     if target not in TARGETS:
         raise MlfuseError(f"unknown codegen target {target!r}; choose one of {', '.join(TARGETS)}")
     hw = hw or get_target()
-    names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES))
+    names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES)
+                  + list(MMA_NAMES) + list(MMA_GEOMETRY_NAMES))
     host_names = {f.sym_name: names.fresh(f.sym_name) for f in module.funcs}
     helpers: set[str] = set()
     kernels: dict[int, KernelCode] = {}
@@ -89,11 +106,13 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
             named = isinstance(op, KernelOp) and "kernel_name" in op.attributes \
                 and op["kernel_name"] != KernelOp.attrs["kernel_name"].default
             name = names.fresh(op["kernel_name"] if named else f"{func.sym_name}_{n}")
-            kernels[id(op)] = emit_kernel(op, name, target, helpers, names, hw)
+            emit = contraction_kernel if op.attributes.get("schedule") == "contraction" \
+                else emit_kernel
+            kernels[id(op)] = emit(op, name, target, helpers, names, hw)
     hosts = [emit_host(f, host_names[f.sym_name], kernels, helpers, names.taken, target)
              for f in module.funcs]
     threads = hw.threads_per_block if target == "cuda" else _SIMULATOR_THREADS_PER_BLOCK
-    intrinsics = target == "cuda" and "_vector_access" in helpers
+    intrinsics = target == "cuda" and bool({"_vector_access", "_mma_intrinsics"} & helpers)
     parts = [_HEADER.format(target=target, threads=threads,
                             imports="".join(f"{line}\n" for line in _imports(intrinsics)),
                             llvmlite_note=" (and llvmlite, which numba brings)" if intrinsics

@@ -2,8 +2,8 @@
 matmul, conv2d as an implicit GEMM, each with its fused prologue and epilogue.
 
 The kernel computes C[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n]
-(``mlfuse.transforms.contraction`` says which IR values A and B are and which kernel
-indices make m, n and batch). One block computes a BM x BN tile of outputs; each
+(the kernel's attributes, written by ``schedule-contractions``, say which IR values
+A and B are and which kernel indices make m, n and batch: dialects/contraction.py). One block computes a BM x BN tile of outputs; each
 thread an 8 x 8 register block of it (rows r..r+3 and BM/2 + r..+3, columns alike,
 so a warp's fragment reads are 16-byte and conflict-free). K runs BK = 8 at a time
 through two shared-memory stages: while the block multiplies one stage, each thread
@@ -29,9 +29,10 @@ import textwrap
 from mlfuse.dialects.loops import ReduceOp, StoreOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Operation, Value
-from mlfuse.transforms.contraction import Contraction, match_contraction
+from mlfuse.dialects.contraction import Contraction, contraction_of
 
-from mlfuse.codegen.emit_kernel import KernelEmitter, extent_factors
+from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; callers import .abi)
+from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
 
 BK = 8  # K values per tile step (one shared-memory stage holds BK x BM and BK x BN)
@@ -51,12 +52,6 @@ def factory_name(kernel_name: str) -> str:
     return f"_tiles_{kernel_name}"
 
 
-def is_tiled_kernel(value) -> bool:
-    """Whether a generated module's ``value`` is a contraction's ``_TiledKernel``: its
-    kernels by tile configuration (``kernels``), made by ``factory``."""
-    return hasattr(value, "factory") and isinstance(getattr(value, "kernels", None), dict)
-
-
 class ContractionEmitter(KernelEmitter):
     """The factory of one contraction kernel (see the module doc)."""
 
@@ -64,11 +59,8 @@ class ContractionEmitter(KernelEmitter):
         super().__init__(op, name, "pointwise", target, helpers, hw, taken)
         # 16-byte accesses (the module's vector intrinsics move VECTOR_WIDTH values)
         self.vectors = target == "cuda" and hw.vector_width == VECTOR
-        c = match_contraction(op)
-        if c is None:
-            raise MlfuseError("codegen: a kernel marked contraction is not a sum of products",
-                              op.loc)
-        self.c: Contraction = c
+        self.c: Contraction = contraction_of(op)
+        c = self.c
         self.loc = {n: self.namer.fresh(n) for n in _LOCALS}
         self.dtype = COMPUTE_TYPE[c.acc.type.dtype]
         self.args = list(op.body.args)
@@ -115,19 +107,7 @@ class ContractionEmitter(KernelEmitter):
             w.line(f"# {line}")
         with w.indented(f"def {factory_name(self.name)}(BM, BN, VECTOR_A, VECTOR_B):"):
             self.docstring()
-            w.line("THREADS = (BM // 8) * (BN // 8)")
-            w.line(f"A_GROUPS = BM * {BK} // {VECTOR} // THREADS  # groups of {VECTOR} A values "
-                   "a thread loads per K step")
-            w.line(f"B_GROUPS = BN * {BK} // {VECTOR} // THREADS")
-            w.line(f"A_NEXT, B_NEXT = A_GROUPS * {VECTOR}, B_GROUPS * {VECTOR}  # values in "
-                   "registers per step")
-            w.line(f"A_TILES = 2 * {BK} * BM  # two stages of A, then two of B; later half the "
-                   "outputs")
-            w.line(f"SHARED = max(A_TILES + 2 * {BK} * BN, BM // 2 * BN)")
-            w.line()
-            w.line("# per SM: 2 blocks of 256 threads (at most 128 registers a thread); 64-thread "
-                   "tiles would spill under that cap")
-            w.line("MIN_BLOCKS = 65536 // (THREADS * 128) if THREADS >= 128 else 1")
+            self.factory_constants()
             bounds = "(launch_bounds=(THREADS, MIN_BLOCKS))" if self.target == "cuda" else ""
             w.line(f"@cuda.jit{bounds}")
             with w.indented(f"def {self.name}({', '.join(params)}):"):
@@ -137,20 +117,41 @@ class ContractionEmitter(KernelEmitter):
             w.line(f"return {self.name}")
         return w.text()
 
+    def factory_constants(self) -> None:
+        """The factory's constants, from its tile configuration: THREADS, MIN_BLOCKS and
+        what the kernel's shared and local arrays hold."""
+        w = self.w
+        w.line("THREADS = (BM // 8) * (BN // 8)")
+        w.line(f"A_GROUPS = BM * {BK} // {VECTOR} // THREADS  # groups of {VECTOR} A values "
+               "a thread loads per K step")
+        w.line(f"B_GROUPS = BN * {BK} // {VECTOR} // THREADS")
+        w.line(f"A_NEXT, B_NEXT = A_GROUPS * {VECTOR}, B_GROUPS * {VECTOR}  # values in "
+               "registers per step")
+        w.line(f"A_TILES = 2 * {BK} * BM  # two stages of A, then two of B; later half the "
+               "outputs")
+        w.line(f"SHARED = max(A_TILES + 2 * {BK} * BN, BM // 2 * BN)")
+        w.line()
+        w.line("# per SM: 2 blocks of 256 threads (at most 128 registers a thread); 64-thread "
+               "tiles would spill under that cap")
+        w.line("MIN_BLOCKS = 65536 // (THREADS * 128) if THREADS >= 128 else 1")
+
     def docstring(self) -> None:
         c, ext = self.c, self.op.extent_list
         side = lambda dims: "[" + ", ".join(str(ext[d]) for d in dims) + "]"  # noqa: E731
         k = " x ".join(map(str, c.k_extents))
         text = (f"Contraction over [{', '.join(map(str, ext))}]: M = {side(c.m_dims)}, "
-                f"N = {side(c.n_dims)}, batch = {side(c.batch_dims)}, K = {k}. A block "
-                "computes a BM x BN tile, each thread 8 x 8 outputs, from double-buffered "
-                f"shared tiles {BK} K deep; the epilogue runs on the accumulators, half a "
-                "tile at a time through shared memory (coalesced stores).")
+                f"N = {side(c.n_dims)}, batch = {side(c.batch_dims)}, K = {k}. "
+                + self.schedule_text())
         lines = textwrap.wrap(text, 84)
         self.w.line(f'"""{lines[0]}')
         for line in lines[1:]:
             self.w.line(line)
         self.w.line('"""')
+
+    def schedule_text(self) -> str:
+        return ("A block computes a BM x BN tile, each thread 8 x 8 outputs, from "
+                f"double-buffered shared tiles {BK} K deep; the epilogue runs on the "
+                "accumulators, half a tile at a time through shared memory (coalesced stores).")
 
     def body(self) -> None:
         w, L, c = self.w, self.loc, self.c

@@ -580,13 +580,7 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     """The kernel(s) of ``op`` and what their launch must pass; records the helpers they
     call. ``names``: the module's namer (kernel names; locals must not shadow them)."""
     schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
-    if schedule == "contraction":  # tiled: a factory of kernels, one per tile shape
-        from mlfuse.codegen.contraction import emit_contraction, factory_name
-        helpers.add("_TiledKernel")
-        text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
-        text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"
-        return KernelCode(op, schedule, kernel_interface(op), [], {"contraction": name}, text,
-                          vector_sides=vector_sides)
+    assert schedule != "contraction", "tiled contractions: codegen.contraction_kernel"
     kinds = row_variants(op, hw) if schedule == "row" else [pointwise_variant(op)]
     accesses, vector_extents = _vector_variant(op, kinds, hw)
     if accesses:  # right after the scalar kernel it stands in for

@@ -7,6 +7,7 @@ launch geometry. Every helper is text with no dependency beyond numpy/numba/math
 from __future__ import annotations
 
 from mlfuse.codegen.scalar import combine
+from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -102,11 +103,21 @@ class _TiledKernel:
     """A contraction's kernels, one per configuration (BM, BN, VECTOR_A, VECTOR_B) of
     its factory, each made (and compiled by Numba) on first use. ``tuned`` maps sizes
     (m, n, k, batch) to the tile a search on the device found best (mlfuse fills it
-    from its tuning cache); ``last_shape`` is the latest launch's, for that search."""
+    from its tuning cache); ``last_shape`` is the latest launch's, for that search.
+    ``tiles``: the (BM, BN) the factory takes (CONTRACTION_TILES unless given);
+    ``threads(BM, BN)``: a block's threads (8 x 8 outputs each unless given)."""
 
-    def __init__(self, factory):
+    def __init__(self, factory, tiles=None, threads=None):
         self.factory, self.kernels = factory, {}
         self.tuned, self.last_shape = {}, None
+        self._tiles, self._threads = tiles, threads
+
+    @property
+    def tiles(self):
+        return CONTRACTION_TILES if self._tiles is None else self._tiles
+
+    def threads(self, bm, bn):
+        return (bm // 8) * (bn // 8) if self._threads is None else self._threads(bm, bn)
 
     def __getitem__(self, config):
         if config not in self.kernels:
@@ -123,14 +134,14 @@ _CONTRACTION_GEOMETRY = '''\
 def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
     """(BM, BN), grid and threads of ``kernel`` (a _TiledKernel) over m_size x n_size
     outputs per batch: the tuned tile for these sizes if a search found one, else the
-    tile of CONTRACTION_TILES with the fewest waves of resident blocks, weighted by its
+    tile of its tiles with the fewest waves of resident blocks, weighted by its
     shared-memory reads per FMA (ties: the smaller tile)."""
     shape = (m_size, n_size, k_size, batch_size)
     kernel.last_shape = shape
     best = kernel.tuned.get(shape)
     if best is None:
         cost = None
-        for bm, bn in CONTRACTION_TILES:
+        for bm, bn in kernel.tiles:
             blocks = -(-m_size // bm) * -(-n_size // bn) * batch_size
             resident = SM_COUNT * max(1, 32768 // (bm * bn))
             tile_cost = (-(-blocks // resident)) * (bm + bn) / (bm * bn)
@@ -138,8 +149,28 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
                 cost, best = tile_cost, (bm, bn)
     bm, bn = best
     grid = (-(-m_size // bm) * -(-n_size // bn), 1, min(batch_size, 65535))
-    return (bm, bn), grid, (bm // 8) * (bn // 8)
+    return (bm, bn), grid, kernel.threads(bm, bn)
 '''
+
+
+# Tensor-core contractions (emit_mma.py), per target: (BM, BN) tiles, the largest warp
+# tile, K per stage. The simulator runs every thread (and every twin's barrier) in
+# Python: one warp.
+MMA_GEOMETRY = {
+    "cuda": {"tiles": ((128, 128), (128, 64), (64, 128), (64, 64)), "warp": (64, 32), "bk": 32},
+    "simulator": {"tiles": ((16, 16),), "warp": (16, 16), "bk": 16},
+}
+_MMA_GEOMETRY = '''\
+MMA_TILES = {tiles}  # (BM, BN) a tensor-core contraction's block tile may take
+MMA_WARP = {warp}  # (rows, columns) of a block tile one warp computes, at most
+MMA_BK = {bk}  # K values per shared-memory stage of a tensor-core contraction
+
+
+def _mma_threads(bm, bn):
+    """Threads of a tensor-core contraction's block: one warp per warp tile."""
+    return (bm // min(bm, MMA_WARP[0])) * (bn // min(bn, MMA_WARP[1])) * 32
+'''
+MMA_GEOMETRY_NAMES = ("MMA_TILES", "MMA_WARP", "MMA_BK", "_mma_threads")
 
 
 def block_reduce_name(combiner: str) -> str:
@@ -162,7 +193,7 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_pointwise_blocks": _POIN
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY}
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_maximum", "_minimum"] + [block_reduce_name(c) for c in ("add", "max", "min")] + [
-    "_vector_access", "_pointwise_blocks", "_row_blocks", "_row_threads", "_vector_ready",
+    "_vector_access", "_mma_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks", "_row_threads", "_vector_ready",
     "_TiledKernel", "_contraction_geometry"]
 
 
@@ -171,7 +202,9 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     texts = {}
     for name in [n for n in ORDER if n.startswith("_block_reduce_") and n in used]:
         texts[name] = _block_reduce(name.removeprefix("_block_reduce_"), target, used)
-    fixed = {**_FIXED, **vector_helper_sources(target)}
+    fixed = {**_FIXED, **vector_helper_sources(target),
+             "_mma_intrinsics": mma_helper_source(target),
+             "_mma_geometry": _MMA_GEOMETRY.format(**MMA_GEOMETRY[target])}
     for name in used:
         if name in fixed:
             texts[name] = fixed[name]

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import AllocOp, DimOp, ParallelOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.types import BufferType, symbols_of
-from mlfuse.transforms.contraction import match_contraction
+from mlfuse.dialects.contraction import contraction_of
 
 from mlfuse.codegen.emit_kernel import KernelCode, extent_factors
 from mlfuse.codegen.scalar import STORAGE_TYPE
@@ -160,8 +162,9 @@ class HostEmitter:
 
     def contraction_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:
         """Tile shape and grid from the sizes; the 16-byte operand reads where the
-        operand's rows are whole groups of 4 floats from a 16-byte aligned start."""
-        c = match_contraction(kernel.op)
+        operand's rows are whole 16-byte groups (4 floats, 8 halves) from a 16-byte
+        aligned start."""
+        c = contraction_of(kernel.op)
         extents = kernel.op.extent_list
         name_of = lambda s: self.dims[s]  # noqa: E731
         sizes = {}
@@ -178,12 +181,13 @@ class HostEmitter:
             # side: a row is the flattened K, the load's trailing dims being the
             # reduction's; B side: the buffer's last dim); and an aligned start
             row = k_size if side == "a" else self.dim(buffer.type.shape[-1], kernel.op)
+            group = 16 // np.dtype(STORAGE_TYPE[buffer.type.dtype]).itemsize
             sizes_4 = list(dict.fromkeys((along, row)))
-            if any(n.isdigit() and int(n) % 4 for n in sizes_4):
+            if any(n.isdigit() and int(n) % group for n in sizes_4):
                 flags.append("False")
                 continue
             self.helpers.add("_vector_ready")  # brings _address
-            checks = [f"({n}) % 4 == 0" for n in sizes_4 if not n.isdigit()]
+            checks = [f"({n}) % {group} == 0" for n in sizes_4 if not n.isdigit()]
             flags.append(" and ".join(checks + [f"_address({self.namer(buffer)}) % 16 == 0"]))
         self.helpers.add("_contraction_geometry")
         tiles, grid, threads = (self.namer.fresh(n) for n in ("tiles", "grid", "threads"))

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mlfuse.codegen.contraction import is_tiled_kernel
+from mlfuse.codegen.abi import is_tiled_kernel
 
 
 class Source(NamedTuple):
@@ -183,6 +183,13 @@ class _RecordingTiles:
     @property
     def tuned(self):
         return self._tiles.tuned
+
+    @property
+    def tiles(self):
+        return self._tiles.tiles
+
+    def threads(self, bm, bn):
+        return self._tiles.threads(bm, bn)
 
     @property
     def last_shape(self):

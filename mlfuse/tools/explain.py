@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import AllocOp
-from mlfuse.codegen.contraction import is_tiled_kernel
+from mlfuse.codegen.abi import is_tiled_kernel
 from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.dialects import parse_ir
 from mlfuse.ir.printer import print_ir

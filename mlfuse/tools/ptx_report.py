@@ -21,7 +21,7 @@ import sys
 import tempfile
 import types as pytypes
 
-from mlfuse.codegen.contraction import is_tiled_kernel
+from mlfuse.codegen.abi import is_tiled_kernel
 
 _OPTIONS = ("fastmath", "lineinfo", "launch_bounds", "max_registers")
 
@@ -73,7 +73,8 @@ def compile_kernel(kernel, sig) -> dict:
             "shared_bytes": number(r"(\d+) bytes smem"),
             "shuffles": any(op.startswith("shfl.sync") for op in code),
             **_memory_counts(code),
-            "fma": sum(op.startswith("fma.") for op in code)}
+            "fma": sum(op.startswith("fma.") for op in code),
+            "mma": sum(op.startswith("mma.sync") for op in code)}
 
 
 def _memory_counts(code: list[str]) -> dict:
@@ -98,7 +99,7 @@ def _kernels_of(op, python_module):
         if name is None or not (attr == name or attr.startswith(name + "_")):
             continue
         if is_tiled_kernel(value):
-            for bm, bn in python_module.CONTRACTION_TILES:
+            for bm, bn in value.tiles:
                 yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, True, True)
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
             yield attr, value

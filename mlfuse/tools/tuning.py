@@ -24,7 +24,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from mlfuse.codegen.contraction import is_tiled_kernel
+from mlfuse.codegen.abi import is_tiled_kernel
 from mlfuse.runtime.loader import cache_dir
 
 
@@ -109,7 +109,7 @@ def tune(compiled_function, python_module, args, timer, progress=None) -> list[T
         shape = kernel.last_shape
         model = python_module._contraction_geometry(kernel, *shape)[0]
         times = {}
-        for tile in python_module.CONTRACTION_TILES:
+        for tile in kernel.tiles:
             if progress:
                 progress(f"tuning {name} {shape}: tile {tile[0]}x{tile[1]}")
             kernel.tuned[shape] = tuple(tile)

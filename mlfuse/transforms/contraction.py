@@ -18,83 +18,23 @@ gather for conv, a prologue such as relu(x) fused into the operand). Codegen til
 such a kernel (shared-memory tiles, a register block of outputs per thread) and
 runs the epilogue on the accumulators before the single store.
 
-The pass ``schedule-contractions`` marks such kernels ``schedule = "contraction"``;
-``match_contraction`` gives codegen the parts. Sums are reassociated (blocked over
+The pass ``schedule-contractions`` marks such kernels ``schedule = "contraction"`` and
+writes the parts into the kernel's attributes (dialects/contraction.py), which codegen
+reads. f32/f64 sums are tiled on the SIMT cores ("simt"); f16 ones on tensor cores
+with f32 accumulation ("mma-f16"). Sums are reassociated (blocked over
 K), as every tiled matmul does.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.contraction import MMA_VARIANTS, Contraction, write_contraction
+from mlfuse.dialects.contraction import arg_deps as _arg_deps
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
+from mlfuse.dialects.loops import ReduceOp, StoreOp, YieldOp
 from mlfuse.ir.builtin import ModuleOp
-from mlfuse.ir.core import BlockArgument, Operation, Value
+from mlfuse.ir.core import BlockArgument, Operation
 from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.traits import PURE
-
-
-@dataclass
-class Contraction:
-    kernel: KernelOp
-    reduces: list[ReduceOp]   # the nested reduce chain, outermost first
-    a: Value                  # the operand read on the M side
-    b: Value                  # the operand read on the N side
-    m_dims: list[int]         # positions in the kernel's extents, in order
-    n_dims: list[int]
-    batch_dims: list[int]
-
-    @property
-    def acc(self) -> Value:
-        return self.reduces[0].result
-
-    @property
-    def k_extents(self) -> list:
-        return [r["extent"] for r in self.reduces]
-
-    def direct_load(self, side: str) -> LoadOp | None:
-        """The operand's load when it is one plain load whose trailing indices are
-        exactly the reduction indices over the buffer's trailing dims (M side: the
-        flattened K is then contiguous, e.g. conv2d's OIHW weights), or whose last
-        index is the only N index (N side), and no other index depends on them: then
-        consecutive K (resp. N) positions are consecutive in memory, and tiles can be
-        read 16 bytes at a time."""
-        value = self.a if side == "a" else self.b
-        op = getattr(value, "op", None)
-        if not isinstance(op, LoadOp):
-            return None
-        indices, shape = op.operands[1:], op.operands[0].type.shape
-        if side == "a":
-            fast = [r.body.args[0] for r in self.reduces]
-            if list(shape[len(shape) - len(fast):]) != self.k_extents:
-                return None
-        else:
-            if len(self.n_dims) != 1:
-                return None
-            fast = [self.kernel.body.args[self.n_dims[0]]]
-        lead = len(indices) - len(fast)
-        if lead < 0 or any(a is not b for a, b in zip(indices[lead:], fast)):
-            return None
-        if any(f in _arg_deps(v) for v in indices[:lead] for f in fast):
-            return None
-        return op
-
-
-def _arg_deps(value: Value, memo: dict | None = None) -> frozenset:
-    """The block arguments (loop indices) ``value`` is computed from."""
-    memo = {} if memo is None else memo
-    key = id(value)
-    if key in memo:
-        return memo[key]
-    if isinstance(value, BlockArgument):
-        deps = frozenset([value])
-    else:
-        op = value.op
-        operands = op.operands[1:] if isinstance(op, (LoadOp, MaskedLoadOp)) else op.operands
-        deps = frozenset().union(*(_arg_deps(v, memo) for v in operands)) if operands else frozenset()
-    memo[key] = deps
-    return deps
 
 
 def _is_zero(value: Value) -> bool:
@@ -144,7 +84,8 @@ def match_contraction(kernel: KernelOp) -> Contraction | None:
     if found is None:
         return None
     chain, product = found
-    if chain[0].result.type.dtype not in ("f32", "f64"):
+    dtype = chain[0].result.type.dtype
+    if dtype not in ("f32", "f64") and dtype not in MMA_VARIANTS:
         return None
     memo: dict = {}
     kernel_args = list(kernel.body.args)
@@ -154,7 +95,8 @@ def match_contraction(kernel: KernelOp) -> Contraction | None:
     if not (dx - dy) or not (dy - dx):
         return None  # one side has no dims of its own: a row reduction, not a product
     c = Contraction(kernel, chain, x, y, sorted(dx - dy), sorted(dy - dx),
-                    sorted(set(range(len(kernel_args))) - (dx ^ dy)))
+                    sorted(set(range(len(kernel_args))) - (dx ^ dy)),
+                    MMA_VARIANTS.get(dtype, "simt"))
     return _orient(c)
 
 
@@ -167,21 +109,25 @@ def _orient(c: Contraction) -> Contraction:
     for store in stores:
         last = store.operands[-1] if len(store.operands) > 2 else None
         if isinstance(last, BlockArgument) and last in args and args.index(last) in c.m_dims:
-            return Contraction(c.kernel, c.reduces, c.b, c.a, c.n_dims, c.m_dims, c.batch_dims)
+            return Contraction(c.kernel, c.reduces, c.b, c.a, c.n_dims, c.m_dims, c.batch_dims,
+                               c.variant)
     return c
 
 
 class ScheduleContractionsPass(Pass):
     name = "schedule-contractions"
     doc = ("Mark kernels that are a sum of products (matmul, conv2d, with their fused "
-           "prologues and epilogues) schedule = \"contraction\", for tiled codegen.")
+           "prologues and epilogues) schedule = \"contraction\", for tiled codegen, and "
+           "record the analysis (m_dims, n_dims, batch_dims, a_operand, variant: simt, or "
+           "mma-f16 for tensor cores) as the kernel's attributes.")
 
     def run(self, module: ModuleOp) -> None:
         for func in module.funcs:
             for op in func.body.ops:
-                if isinstance(op, KernelOp) and op["schedule"] == "pointwise" \
-                        and match_contraction(op) is not None:
-                    op.attributes["schedule"] = "contraction"
+                if isinstance(op, KernelOp) and op["schedule"] == "pointwise":
+                    c = match_contraction(op)
+                    if c is not None:
+                        write_contraction(c)
 
 
 __all__ = ["Contraction", "match_contraction", "ScheduleContractionsPass"]

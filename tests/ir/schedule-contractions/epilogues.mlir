@@ -5,7 +5,7 @@
 // accumulator and the result is stored once. The matmul's result is never stored.
 // CHECK-LABEL: func @matmul_bias_relu
 // CHECK-NEXT:   %r = loops.alloc : buf<f32[B, N]>
-// CHECK-NEXT:   fused.kernel {extents = [B, N], kernel_name = "matmul_bias_relu_0", schedule = "contraction", sources = ["m = tensor.matmul", "y = tensor.add", "r = tensor.relu"]} ([[I:%[a-z0-9_]+]]: index, [[J:%[a-z0-9_]+]]: index) {
+// CHECK-NEXT:   fused.kernel {extents = [B, N], kernel_name = "matmul_bias_relu_0", m_dims = [0], n_dims = [1], schedule = "contraction", sources = ["m = tensor.matmul", "y = tensor.add", "r = tensor.relu"], variant = "simt"} ([[I:%[a-z0-9_]+]]: index, [[J:%[a-z0-9_]+]]: index) {
 // CHECK-NEXT:     [[ZERO:%[a-z0-9_]+]] = arith.constant {value = 0.0} : f32
 // CHECK-NEXT:     [[ACC:%[a-z0-9_]+]] = loops.reduce [[ZERO]] {combiner = "add", extent = K} : f32 ([[K:%[a-z0-9_]+]]: index) {
 // CHECK-NEXT:       [[X:%[a-z0-9_]+]] = loops.load %x, [[I]], [[K]] : f32
@@ -30,7 +30,7 @@ func @matmul_bias_relu(%x: f32[B, K], %w: f32[K, N], %b: f32[N]) -> (f32[B, N]) 
 // masked im2col read, then the epilogue on the accumulator, in one contraction kernel.
 // CHECK-LABEL: func @conv_bias_relu
 // CHECK-NEXT:   %r = loops.alloc : buf<f32[N, 16, 16, 16]>
-// CHECK-NEXT:   fused.kernel {extents = [N, 16, 16, 16], {{.*}}schedule = "contraction", sources = ["c = tensor.conv2d", "y = tensor.add", "r = tensor.relu"]} ([[N:%[a-z0-9_]+]]: index, [[O:%[a-z0-9_]+]]: index, [[H:%[a-z0-9_]+]]: index, [[W:%[a-z0-9_]+]]: index) {
+// CHECK-NEXT:   fused.kernel {a_operand = 1, extents = [N, 16, 16, 16], {{.*}}m_dims = [1], n_dims = [0, 2, 3], schedule = "contraction", sources = ["c = tensor.conv2d", "y = tensor.add", "r = tensor.relu"], variant = "simt"} ([[N:%[a-z0-9_]+]]: index, [[O:%[a-z0-9_]+]]: index, [[H:%[a-z0-9_]+]]: index, [[W:%[a-z0-9_]+]]: index) {
 // CHECK:          [[ACC:%[a-z0-9_]+]] = loops.reduce {{.*}} {combiner = "add", extent = 8}
 // CHECK:              loops.masked_load %x,
 // CHECK:          [[B:%[a-z0-9_]+]] = loops.load %b, [[O]], {{%[a-z0-9_]+}}, {{%[a-z0-9_]+}} : f32

@@ -8,7 +8,7 @@
 // i2 only by %b (N side).
 // CHECK-LABEL: func @batched_matmul
 // CHECK-NEXT:   %c = loops.alloc
-// CHECK-NEXT:   fused.kernel {extents = [G, M, N], kernel_name = "bmm", schedule = "contraction", {{.*}}}
+// CHECK-NEXT:   fused.kernel {{{.*}}batch_dims = [0], extents = [G, M, N], kernel_name = "bmm", m_dims = [1], n_dims = [2], schedule = "contraction", {{.*}}variant = "simt"}
 func @batched_matmul(%a: buf<f32[G, M, K]>, %b: buf<f32[G, K, N]>) -> (buf<f32[G, M, N]>) {
   %c = loops.alloc : buf<f32[G, M, N]>
   fused.kernel {extents = [G, M, N], kernel_name = "bmm", sources = ["c = tensor.matmul"]} (%i0: index, %i1: index, %i2: index) {

@@ -1,0 +1,271 @@
+"""Tensor-core kernels for f16 contractions (``variant = "mma-f16"``): the same sum of
+products as emit_contraction.py, C[batch, m, n] = sum_k A[batch, m, k] B[batch, k, n],
+multiplied by ``mma.sync.m16n8k16`` with f32 accumulation (helpers: ptx_mma.py).
+
+A block computes a BM x BN tile; its warps each a WARP_M x WARP_N part of it, as
+MT x NT mma tiles of 16 x 8 (MT * NT * 4 f32 accumulators a lane). K runs MMA_BK at a
+time through STAGES shared-memory stages (as many as fit in 48 KB, at most 3): while
+the warps multiply one stage, the copies of the next STAGES - 1 are in flight. A stage
+holds A as BM rows of K (K contiguous) and B as MMA_BK rows of N (N contiguous), each
+row padded by 8 values (16 bytes), so that the 8 rows one ldmatrix phase reads fall in
+distinct banks; ``ldmatrix`` (A) and ``ldmatrix.trans`` (B) load the fragments.
+
+An operand that is one plain f16 load contiguous along the tile's fast axis (K for A,
+N for B) is copied 16 bytes at a time with ``cp.async`` (zero-filled past the sizes)
+when the host finds whole, aligned groups of 8 (VECTOR_A / VECTOR_B); any other operand
+(a prologue, an im2col gather, a transposed operand, odd sizes) is computed value by
+value, rounded to f16 and stored into the stage by the threads (zeros past the sizes).
+
+The epilogue (the ops after the reduction) runs on the f32 accumulators: half the
+tile's rows at a time go through shared memory, then consecutive threads take
+consecutive N (coalesced stores), and the single store rounds to the output dtype.
+"""
+from __future__ import annotations
+
+from mlfuse.dialects.loops import StoreOp
+
+from mlfuse.codegen.contraction import ContractionEmitter
+from mlfuse.codegen.ptx_mma import MMA_HELPER
+
+PAD = 8  # f16 values (16 bytes) after each row of a stage
+SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
+
+
+_LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
+           "b_at", "valid")
+
+
+class MmaContractionEmitter(ContractionEmitter):
+    """The factory of one tensor-core contraction kernel (see the module doc)."""
+
+    def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
+        super().__init__(op, name, target, helpers, hw, taken)
+        self.loc.update({n: self.namer.fresh(n) for n in _LOCALS})
+        operand = self.c.a.type.dtype
+        self.mma = MMA_HELPER[operand]
+        helpers.update({"_mma_intrinsics", "_mma_geometry"})
+
+    def schedule_text(self) -> str:
+        return ("Tensor cores: a block computes a BM x BN tile, each warp a WARP_M x WARP_N "
+                "part as 16 x 8 mma tiles (f32 accumulators), from STAGES cp.async stages "
+                "MMA_BK K deep; the epilogue runs on the accumulators, half a tile at a time "
+                "through shared memory (coalesced stores).")
+
+    def factory_constants(self) -> None:
+        w = self.w
+        w.line("WARP_M, WARP_N = min(BM, MMA_WARP[0]), min(BN, MMA_WARP[1])")
+        w.line("WARPS_N = BN // WARP_N")
+        w.line("THREADS = _mma_threads(BM, BN)")
+        w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
+        w.line("A_REGS, B_REGS, ACC = MT * 4, NT * 2, MT * NT * 4  # a lane's fragment registers")
+        w.line(f"A_STRIDE, B_STRIDE = MMA_BK + {PAD}, BN + {PAD}  # padded rows: conflict-free "
+               "ldmatrix")
+        w.line("A_STAGE, B_STAGE = BM * A_STRIDE, MMA_BK * B_STRIDE  # f16 values")
+        w.line(f"STAGES = min(3, {SHARED_BYTES} // (2 * (A_STAGE + B_STAGE)))")
+        w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
+        w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
+        w.line("SHARED = max(STAGES * (A_STAGE + B_STAGE) // 2, BM // 2 * C_STRIDE)  # f32 words")
+        w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
+
+    def body(self) -> None:
+        w, L, c = self.w, self.loc, self.c
+        align = ", alignment=16" if self.target == "cuda" else ""
+        w.line(f"{L['tiles32']} = cuda.shared.array(SHARED, numba.float32{align})")
+        w.line(f"{L['tiles']} = {L['tiles32']}.view(np.float16)  # the stages")
+        w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # f16 pairs")
+        w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
+        w.line(f"{L['acc']} = cuda.local.array(ACC, numba.float32)  # registers once "
+               "loops unroll")
+        m_ext, n_ext = self.dims(c.m_dims)[1], self.dims(c.n_dims)[1]
+        b_vals, b_ext = self.dims(c.batch_dims)
+        w.line(f"{L['m_size']} = {self.points(m_ext)}")
+        w.line(f"{L['n_size']} = {self.points(n_ext)}")
+        w.line(f"{L['k_size']} = {self.points(c.k_extents)}")
+        w.line(f"{L['tid']} = cuda.threadIdx.x")
+        w.line(f"{L['lane']}, {L['warp']} = {L['tid']} % 32, {L['tid']} // 32")
+        w.line(f"{L['wm0']} = ({L['warp']} // WARPS_N) * WARP_M  # this warp's part of the tile")
+        w.line(f"{L['wn0']} = ({L['warp']} % WARPS_N) * WARP_N")
+        w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
+        w.line(f"{L['tile_m']}, {L['tile_n']} = divmod(numba.int64(cuda.blockIdx.x), "
+               f"{L['n_tiles']})")
+        w.line(f"{L['m0']}, {L['n0']} = {L['tile_m']} * BM, {L['tile_n']} * BN")
+        w.line(f"{L['k_tiles']} = ({L['k_size']} + MMA_BK - 1) // MMA_BK")
+        if b_vals:
+            w.line(f"{L['batch_size']} = {self.points(b_ext)}")
+            header = (f"for {L['batch']} in range(numba.int64(cuda.blockIdx.z), "
+                      f"{L['batch_size']}, cuda.gridDim.z):")
+            with w.indented(header):
+                self.unravel_into(L["batch"], b_vals, b_ext)
+                self.tile()
+        else:
+            self.tile()
+
+    def tile(self) -> None:
+        w, L = self.w, self.loc
+        with w.indented(f"for {L['slot']} in range(ACC):"):
+            w.line(f"{L['acc']}[{L['slot']}] = np.float32(0)")
+        w.line("# step s copies tile s into its stage (one commit group per step) and multiplies "
+               "tile s - (STAGES - 1): STAGES - 1 tiles stay in flight")
+        with w.indented(f"for {L['ahead']} in range({L['k_tiles']} + STAGES - 1):"):
+            w.line(f"{L['kt']} = {L['ahead']} - (STAGES - 1)")
+            with w.indented(f"if {L['kt']} >= 0:"):
+                w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt landed")
+                w.line("cuda.syncthreads()  # everyone's; and no warp still reads the stage "
+                       "refilled next")
+            with w.indented(f"if {L['ahead']} < {L['k_tiles']}:"):
+                self.fetch_stage(L["ahead"])
+            w.line("_cp_async_commit()")
+            with w.indented(f"if {L['kt']} >= 0:"):
+                self.multiply()
+        self.epilogue()
+
+    # -- operands into a stage ---------------------------------------------------------
+    def fetch_stage(self, k_tile: str) -> None:
+        w, L = self.w, self.loc
+        w.line(f"{L['stage']} = ({k_tile} % STAGES) * (A_STAGE + B_STAGE)")
+        w.line(f"{L['k0']} = {k_tile} * MMA_BK")
+        for side in ("a", "b"):
+            if self.vector_side(side) is not None:
+                with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned 16 bytes"):
+                    self.copy_side(side)
+                with w.indented("else:"):
+                    self.gather_side(side)
+            else:
+                self.gather_side(side)
+
+    def vector_side(self, side: str):
+        """The operand's plain f16 load, which cp.async can copy 16 bytes at a time
+        (both targets: the simulator's twin checks the alignment the host promised)."""
+        load = self.c.direct_load(side)
+        return load if load is not None and load.operands[0].type.dtype == "f16" else None
+
+    def copy_side(self, side: str) -> None:
+        """The side's tile as 16-byte copies; a copy past the sizes reads a clamped
+        position and fills zeros."""
+        w, L, c = self.w, self.loc, self.c
+        load = self.vector_side(side)
+        if side == "a":  # BM rows of MMA_BK: 8-value groups along K
+            per_row, own, own_size = "MMA_BK // 8", "m", L["m_size"]
+        else:  # MMA_BK rows of BN: groups along N
+            per_row, own, own_size = "BN // 8", "n", L["n_size"]
+        count = "BM * MMA_BK // 8" if side == "a" else "MMA_BK * BN // 8"
+        with w.indented(f"for {L['e']} in range({L['tid']}, {count}, THREADS):"):
+            w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, {per_row})")
+            if side == "a":
+                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * 8")
+                at = f"{L['stage']} + {L['i']} * A_STRIDE + {L['j']} * 8"
+                w.line(f"{L['valid']} = {L['m']} < {own_size} and {L['k']} < {L['k_size']}")
+                w.line(f"{L['m']} = min({L['m']}, {own_size} - 1)")
+                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 8)")
+            else:
+                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * 8")
+                at = f"{L['stage']} + A_STAGE + {L['i']} * B_STRIDE + {L['j']} * 8"
+                w.line(f"{L['valid']} = {L['n']} < {own_size} and {L['k']} < {L['k_size']}")
+                w.line(f"{L['n']} = min({L['n']}, {own_size} - 8)")
+                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 1)")
+            self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
+            self.unravel_into(L["k"], self.k_vals, c.k_extents)
+            self.slice_of(list(load.operands[1:]))
+            index = ", ".join(self.namer(v) for v in load.operands[1:])
+            w.line(f"_cp_async16({L['tiles']}, {at}, {self.namer(load.operands[0])}, "
+                   f"({index},), {L['valid']})")
+
+    def gather_side(self, side: str) -> None:
+        """The side's tile value by value (consecutive threads on the tile's fast axis),
+        rounded to f16 by the store into the stage; zeros past the sizes."""
+        w, L, c = self.w, self.loc, self.c
+        value = c.a if side == "a" else c.b
+        if side == "a":
+            count, fast = "BM * MMA_BK", "MMA_BK"
+            at = f"{L['stage']} + {L['i']} * A_STRIDE + {L['j']}"
+        else:
+            count, fast = "MMA_BK * BN", "BN"
+            at = f"{L['stage']} + A_STAGE + {L['i']} * B_STRIDE + {L['j']}"
+        own = "m" if side == "a" else "n"
+        with w.indented(f"for {L['e']} in range({L['tid']}, {count}, THREADS):"):
+            w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, {fast})")
+            if side == "a":
+                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']}")
+            else:
+                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']}")
+            w.line(f"{L['value']} = {self.zero}")
+            with w.indented(f"if {L[own]} < {L[own + '_size']} and {L['k']} < {L['k_size']}:"):
+                self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
+                self.unravel_into(L["k"], self.k_vals, c.k_extents)
+                self.slice_of([value])
+                w.line(f"{L['value']} = {self.namer(value)}")
+            w.line(f"{L['tiles']}[{at}] = {L['value']}")
+
+    # -- the math --------------------------------------------------------------------
+    def multiply(self) -> None:
+        """The stage kt's MMA_BK // 16 steps: each warp's A fragments (ldmatrix: lane l
+        gives row l % 16, columns (l // 16) * 8 on, of a 16 x 16 tile), B fragments
+        (ldmatrix.trans of 16 K rows, two n8 tiles a load), then MT x NT mma."""
+        w, L = self.w, self.loc
+        w.line(f"{L['a_base']} = ({L['kt']} % STAGES) * (A_STAGE + B_STAGE)")
+        w.line(f"{L['b_base']} = {L['a_base']} + A_STAGE")
+        w.line(f"{L['row']} = {L['lane']} % 16  # the row this lane addresses")
+        w.line(f"{L['q']} = ({L['lane']} // 16) * 8  # and its column offset")
+        with w.indented(f"for {L['kk']} in range(0, MMA_BK, 16):"):
+            with w.indented(f"for {L['i']} in range(MT):"):
+                w.line(f"_ldmatrix_x4({L['a_frag']}, {L['i']} * 4, {L['tiles']}, {L['a_base']} + "
+                       f"({L['wm0']} + {L['i']} * 16 + {L['row']}) * A_STRIDE + {L['kk']} + "
+                       f"{L['q']})")
+            with w.indented(f"for {L['j']} in range(NT // 2):"):
+                w.line(f"_ldmatrix_x4_trans({L['b_frag']}, {L['j']} * 4, {L['tiles']}, "
+                       f"{L['b_base']} + ({L['kk']} + {L['row']}) * B_STRIDE + {L['wn0']} + "
+                       f"{L['j']} * 16 + {L['q']})")
+            with w.indented(f"for {L['i']} in range(MT):"):
+                with w.indented(f"for {L['j']} in range(NT):"):
+                    w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, "
+                           f"{L['a_frag']}, {L['i']} * 4, {L['b_frag']}, {L['j']} * 2)")
+
+    def epilogue(self) -> None:
+        """Half the tile's rows at a time: the accumulators (value q of mma tile (i, j)
+        is row 16 i + lane // 4 + 8 (q // 2), column 8 j + 2 (lane % 4) + q % 2 of the
+        warp's part) into shared memory, with constant register indices; then the
+        fused ops after the reduction and the store, consecutive threads on
+        consecutive N."""
+        w, L, c = self.w, self.loc, self.c
+        stores = [o for o in self.op.body.ops if isinstance(o, StoreOp)]
+        for half in (0, 1):
+            w.line(f"# epilogue, {('first', 'second')[half]} half of the tile's rows: the fused "
+                   "ops after the reduction")
+            w.line("cuda.syncthreads()  # the block is done with what the tiles held")
+            with w.indented(f"for {L['i']} in range(MT):"):
+                with w.indented(f"for {L['j']} in range(NT):"):
+                    with w.indented(f"for {L['q']} in range(4):"):
+                        w.line(f"{L['row']} = {L['wm0']} + {L['i']} * 16 + {L['lane']} // 4 + "
+                               f"8 * ({L['q']} // 2) - {half} * (BM // 2)")
+                        with w.indented(f"if 0 <= {L['row']} < BM // 2:"):
+                            w.line(f"{L['tiles32']}[{L['row']} * C_STRIDE + {L['wn0']} + "
+                                   f"{L['j']} * 8 + 2 * ({L['lane']} % 4) + {L['q']} % 2] = "
+                                   f"{L['acc']}[({L['i']} * NT + {L['j']}) * 4 + {L['q']}]")
+            w.line("cuda.syncthreads()")
+            with w.indented(f"for {L['e']} in range({L['tid']}, BM // 2 * BN, THREADS):"):
+                w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, BN)")
+                offset = " + BM // 2" if half else ""
+                w.line(f"{L['m']} = {L['m0']}{offset} + {L['i']}")
+                w.line(f"{L['n']} = {L['n0']} + {L['j']}")
+                with w.indented(f"if {L['m']} < {L['m_size']} and {L['n']} < {L['n_size']}:"):
+                    self.unravel_into(L["m"], *self.dims(c.m_dims))
+                    self.unravel_into(L["n"], *self.dims(c.n_dims))
+                    acc = self.define(c.acc, "acc_value")
+                    w.line(f"{acc} = {L['tiles32']}[{L['i']} * C_STRIDE + {L['j']}]")
+                    self.slice_of([v for s in stores for v in s.operands], stop=c.acc)
+                    for store in stores:
+                        self.statement(store, shared=False)
+        w.line("cuda.syncthreads()  # all stores read the tiles before they are refilled")
+
+
+def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, taken):
+    """The factory's source and the operand sides it may copy 16 bytes at a time (side ->
+    the buffer the host must find aligned), as emit_contraction."""
+    emitter = MmaContractionEmitter(op, name, target, helpers, hw, taken)
+    text = emitter.emit()
+    sides = {side: load.operands[0] for side in ("a", "b")
+             if (load := emitter.vector_side(side)) is not None}
+    return text, sides
+
+
+__all__ = ["PAD", "emit_mma_contraction"]

@@ -1,0 +1,304 @@
+"""Tensor-core helpers: the few PTX instructions a tensor-core contraction needs.
+
+Numba has no MMA API, so on the "cuda" target a generated module defines these as
+``numba.cuda.extending.intrinsic`` functions that inline PTX through llvmlite's
+``ir.InlineAsm`` (as numba-cuda does for ``activemask``). The set, by name:
+
+- ``_ldmatrix_x4(frag, slot, tiles, index)``: ``ldmatrix.sync.aligned.m8n8.x4.shared.b16``.
+  Four 8 x 8 matrices of 16-bit values from shared memory into frag[slot..slot+3]
+  (uint32 registers, two values each). Lane l gives the address of row l % 8 of
+  matrix l // 8 (``tiles[index]``, 16-byte aligned); register i of lane l then holds
+  row l // 4, columns 2 (l % 4) and 2 (l % 4) + 1 of matrix i (the lower column in
+  the lower 16 bits).
+- ``_ldmatrix_x4_trans``: the same with ``.trans``: register i of lane l holds rows
+  2 (l % 4) and 2 (l % 4) + 1 of column l // 4 (matrix i transposed on the way).
+- ``_mma_f16(acc, acc_slot, a, a_slot, b, b_slot)``:
+  ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``, D = A B + C in place on
+  acc[acc_slot..+3] (f32), A 16 x 16 in a[a_slot..+3], B 16 x 8 in b[b_slot..+1]
+  (packed f16 pairs). ``_mma_bf16`` is the bf16 twin (same layouts).
+  Fragment layouts, PTX ISA "Matrix Fragments for mma.m16n8k16" (g = lane // 4,
+  t = lane % 4): A register r holds row g + 8 (r % 2), columns 2t + 8 (r // 2) + {0, 1};
+  B register r holds rows 2t + 8r + {0, 1} of column g; C/D value q is row
+  g + 8 (q // 2), column 2t + q % 2.
+- ``_cp_async16(tiles, index, array, at, valid)``: ``cp.async.cg.shared.global``: 16
+  bytes from array[at] on (along the last axis) to tiles[index] on, asynchronously;
+  zeros instead when ``valid`` is false (src-size 0: nothing is read). Both addresses
+  16-byte aligned. ``_cp_async_commit()`` closes a group of copies
+  (``cp.async.commit_group``); ``_cp_async_wait(n)`` waits until at most n groups are
+  still in flight (``cp.async.wait_group n``, n a literal).
+
+On the "simulator" target each name is a Python stand-in ("twin") with the same
+per-lane semantics: the simulator runs a block's threads as Python threads, and the
+warp-collective twins exchange the lanes' operands through a shared array between two
+barriers. So every thread of the (one-dimensional) block must call them the same
+number of times, as a generated tensor-core kernel does; and the block's threads
+must number at most TWIN_LANES. The copy twin copies at once (commit and wait do
+nothing), and the twins raise where the GPU would fault on a misaligned address.
+"""
+from __future__ import annotations
+
+# Operand type of a tensor-core contraction -> the PTX type of its mma. bf16 is one
+# more entry here (and its storage type in emit_scalar) once the language has it.
+MMA_PTX_TYPES = {"f16": "f16", "bf16": "bf16"}
+MMA_HELPER = {dtype: f"_mma_{ptx}" for dtype, ptx in MMA_PTX_TYPES.items()}
+TWIN_LANES = 1024  # threads of a block the simulator's twins can exchange values among
+
+_CUDA = '''\
+def _item_pointer(context, builder, array_type, array, indices, index_types):
+    """The LLVM pointer to array[indices]."""
+    indices = [context.cast(builder, i, t, types.intp) for i, t in zip(indices, index_types)]
+    return cgutils.get_item_pointer(
+        context, builder, array_type, context.make_array(array_type)(context, builder, array),
+        indices)
+
+
+def _slots(context, builder, array_type, array, slot, slot_type, count):
+    """Pointers to array[slot], ..., array[slot + count - 1] (a local array's registers)."""
+    return [_item_pointer(context, builder, array_type, array,
+                          [builder.add(slot, ir.Constant(slot.type, n))], [slot_type])
+            for n in range(count)]
+
+
+def _ldmatrix_intrinsic(suffix):
+    """ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 into frag[slot..slot+3]."""
+    @intrinsic
+    def ldmatrix(typingctx, frag, slot, tiles, index):
+        if frag.dtype != types.uint32 or tiles.dtype.bitwidth != 16:
+            return None
+
+        def codegen(context, builder, sig, args):
+            frag_v, slot_v, tiles_v, index_v = args
+            source = _item_pointer(context, builder, sig.args[2], tiles_v, [index_v],
+                                   [sig.args[3]])
+            i32 = ir.IntType(32)
+            load = ir.InlineAsm(
+                ir.FunctionType(ir.LiteralStructType([i32] * 4), [source.type]),
+                "{ .reg .u64 smem; cvta.to.shared.u64 smem, $4; "
+                f"ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 {{$0, $1, $2, $3}}, [smem]; }}",
+                "=r,=r,=r,=r,l,~{memory}")
+            loaded = builder.call(load, [source])
+            for n, pointer in enumerate(_slots(context, builder, sig.args[0], frag_v, slot_v,
+                                               sig.args[1], 4)):
+                builder.store(builder.extract_value(loaded, n), pointer)
+        return types.void(frag, slot, tiles, index), codegen
+    return ldmatrix
+
+
+def _mma_intrinsic(ptx_type):
+    """mma.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32, in place on acc."""
+    @intrinsic
+    def mma(typingctx, acc, acc_slot, a, a_slot, b, b_slot):
+        if acc.dtype != types.float32 or a.dtype != types.uint32 or b.dtype != types.uint32:
+            return None
+
+        def codegen(context, builder, sig, args):
+            acc_v, acc_slot_v, a_v, a_slot_v, b_v, b_slot_v = args
+            c = _slots(context, builder, sig.args[0], acc_v, acc_slot_v, sig.args[1], 4)
+            a = _slots(context, builder, sig.args[2], a_v, a_slot_v, sig.args[3], 4)
+            b = _slots(context, builder, sig.args[4], b_v, b_slot_v, sig.args[5], 2)
+            f32, i32 = ir.FloatType(), ir.IntType(32)
+            mma = ir.InlineAsm(
+                ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4),
+                f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32 "
+                "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
+                ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4))
+            d = builder.call(mma, [builder.load(p) for p in a + b + c])
+            for n, pointer in enumerate(c):
+                builder.store(builder.extract_value(d, n), pointer)
+        return types.void(acc, acc_slot, a, a_slot, b, b_slot), codegen
+    return mma
+
+
+@intrinsic
+def _cp_async16(typingctx, tiles, index, array, at, valid):
+    """cp.async.cg.shared.global of 16 bytes, zero-filled (src-size 0) unless ``valid``."""
+    if not isinstance(at, types.BaseTuple) or tiles.dtype != array.dtype:
+        return None
+
+    def codegen(context, builder, sig, args):
+        tiles_v, index_v, array_v, at_v, valid_v = args
+        target = _item_pointer(context, builder, sig.args[0], tiles_v, [index_v], [sig.args[1]])
+        source = _item_pointer(context, builder, sig.args[2], array_v,
+                               cgutils.unpack_tuple(builder, at_v, sig.args[3].count),
+                               list(sig.args[3]))
+        # an invalid position may lie outside the buffer: read from its start instead
+        # (src-size 0 reads nothing, but the address stays one the buffer owns)
+        start = context.make_array(sig.args[2])(context, builder, array_v).data
+        valid = context.cast(builder, valid_v, sig.args[4], types.boolean)
+        source = builder.select(valid, source, start)
+        size = builder.select(valid, ir.Constant(ir.IntType(32), 16), ir.Constant(ir.IntType(32), 0))
+        copy = ir.InlineAsm(
+            ir.FunctionType(ir.VoidType(), [target.type, source.type, size.type]),
+            "{ .reg .u64 smem; cvta.to.shared.u64 smem, $0; "
+            "cp.async.cg.shared.global [smem], [$1], 16, $2; }",
+            "l,l,r,~{memory}")
+        builder.call(copy, [target, source, size])
+    return types.void(tiles, index, array, at, valid), codegen
+
+
+@intrinsic
+def _cp_async_commit(typingctx):
+    """cp.async.commit_group: the copies issued since the last commit form a group."""
+    def codegen(context, builder, sig, args):
+        builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []),
+                                  "cp.async.commit_group;", "~{memory}"), [])
+    return types.void(), codegen
+
+
+@intrinsic
+def _cp_async_wait(typingctx, pending):
+    """cp.async.wait_group ``pending`` (a literal): all but the newest ``pending``
+    groups of this thread's copies have landed."""
+    if not isinstance(pending, types.IntegerLiteral):
+        return None
+    count = pending.literal_value
+
+    def codegen(context, builder, sig, args):
+        builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []),
+                                  f"cp.async.wait_group {count};", "~{memory}"), [])
+    return types.void(pending), codegen
+
+
+_ldmatrix_x4 = _ldmatrix_intrinsic("")
+_ldmatrix_x4_trans = _ldmatrix_intrinsic(".trans")
+_mma_f16 = _mma_intrinsic("f16")
+_mma_bf16 = _mma_intrinsic("bf16")
+'''
+
+_SIMULATOR = '''\
+@cuda.jit(device=True)
+def _bits16(value):
+    """The 16 bits of one f16 value (or of a uint16 holding a bf16's bits)."""
+    return int(np.asarray(value).view(np.uint16))
+
+
+@cuda.jit(device=True)
+def _pack(low, high):
+    """Two 16-bit values in one uint32 register, ``low`` in the lower half (as PTX)."""
+    return np.uint32(_bits16(low) | (_bits16(high) << 16))
+
+
+@cuda.jit(device=True)
+def _unpack(word, half, ptx_type):
+    """Half ``half`` (0: the lower) of a packed register as a float."""
+    bits = (int(word) >> (16 * half)) & 0xFFFF
+    if ptx_type == "bf16":
+        return float(np.uint32(bits << 16).view(np.float32))
+    return float(np.uint16(bits).view(np.float16))
+
+
+@cuda.jit(device=True)
+def _ldmatrix_twin(frag, slot, tiles, index, transposed):
+    """ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16, lane by lane (see ptx_mma)."""
+    if index % 8:
+        raise RuntimeError("misaligned ldmatrix row: shared address not 16-byte aligned")
+    rows = cuda.shared.array(TWIN_LANES, numba.int64)
+    me = cuda.threadIdx.x
+    lane = me % 32
+    warp = me - lane
+    rows[me] = index
+    cuda.syncthreads()
+    for i in range(4):
+        if transposed:
+            low = tiles[rows[warp + 8 * i + 2 * (lane % 4)] + lane // 4]
+            high = tiles[rows[warp + 8 * i + 2 * (lane % 4) + 1] + lane // 4]
+        else:
+            row = rows[warp + 8 * i + lane // 4]
+            low, high = tiles[row + 2 * (lane % 4)], tiles[row + 2 * (lane % 4) + 1]
+        frag[slot + i] = _pack(low, high)
+    cuda.syncthreads()  # every lane has read the rows before they are reused
+
+
+@cuda.jit(device=True)
+def _ldmatrix_x4(frag, slot, tiles, index):
+    """ldmatrix.sync.aligned.m8n8.x4.shared.b16 (see ptx_mma)."""
+    _ldmatrix_twin(frag, slot, tiles, index, False)
+
+
+@cuda.jit(device=True)
+def _ldmatrix_x4_trans(frag, slot, tiles, index):
+    """ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 (see ptx_mma)."""
+    _ldmatrix_twin(frag, slot, tiles, index, True)
+
+
+@cuda.jit(device=True)
+def _mma_twin(acc, acc_slot, a, a_slot, b, b_slot, ptx_type):
+    """mma.sync.aligned.m16n8k16.row.col.f32.<ptx_type>.<ptx_type>.f32, lane by lane:
+    each lane's D values from the A and B registers every lane of its warp holds.
+    Products of 16-bit floats are exact in f64; the sum is rounded to f32 once."""
+    regs = cuda.shared.array((TWIN_LANES, 6), numba.uint32)
+    me = cuda.threadIdx.x
+    lane = me % 32
+    warp = me - lane
+    for r in range(4):
+        regs[me, r] = a[a_slot + r]
+    for r in range(2):
+        regs[me, 4 + r] = b[b_slot + r]
+    cuda.syncthreads()
+    g, t = lane // 4, lane % 4
+    for q in range(4):
+        row, col = g + 8 * (q // 2), 2 * t + q % 2
+        total = float(acc[acc_slot + q])
+        for k in range(16):
+            # A (row, k): lane 4 (row % 8) + (k % 8) // 2, register row // 8 + 2 (k // 8)
+            a_word = regs[warp + 4 * (row % 8) + (k % 8) // 2, row // 8 + 2 * (k // 8)]
+            # B (k, col): lane 4 col + (k % 8) // 2, register k // 8
+            b_word = regs[warp + 4 * col + (k % 8) // 2, 4 + k // 8]
+            total += _unpack(a_word, k % 2, ptx_type) * _unpack(b_word, k % 2, ptx_type)
+        acc[acc_slot + q] = np.float32(total)
+    cuda.syncthreads()  # every lane has read the registers before they are reused
+
+
+@cuda.jit(device=True)
+def _mma_f16(acc, acc_slot, a, a_slot, b, b_slot):
+    """mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (see ptx_mma)."""
+    _mma_twin(acc, acc_slot, a, a_slot, b, b_slot, "f16")
+
+
+@cuda.jit(device=True)
+def _mma_bf16(acc, acc_slot, a, a_slot, b, b_slot):
+    """mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (see ptx_mma)."""
+    _mma_twin(acc, acc_slot, a, a_slot, b, b_slot, "bf16")
+
+
+@cuda.jit(device=True)
+def _cp_async16(tiles, index, array, at, valid):
+    """cp.async.cg.shared.global of 16 bytes (see ptx_mma), done at once."""
+    count = 16 // tiles.dtype.itemsize
+    if index % count:
+        raise RuntimeError("misaligned cp.async: shared address not 16-byte aligned")
+    if not valid:
+        for q in range(count):
+            tiles[index + q] = 0
+        return
+    row, first = array[at[:-1]], at[-1]
+    if row[first:].__array_interface__["data"][0] % 16 or first + count > row.shape[0]:
+        raise RuntimeError("cp.async source not 16 aligned contiguous bytes inside the buffer")
+    for q in range(count):
+        tiles[index + q] = row[first + q]
+
+
+@cuda.jit(device=True)
+def _cp_async_commit():
+    """cp.async.commit_group: nothing to do, the twin copied at once."""
+
+
+@cuda.jit(device=True)
+def _cp_async_wait(pending):
+    """cp.async.wait_group: nothing to wait for, the twin copied at once."""
+'''
+
+# Module-level names the helpers define: generated names avoid them.
+MMA_NAMES = ("_item_pointer", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async16",
+             "_cp_async_commit", "_cp_async_wait", "_ldmatrix_x4", "_ldmatrix_x4_trans",
+             "_mma_f16", "_mma_bf16", "_bits16", "_pack", "_unpack", "_ldmatrix_twin",
+             "_mma_twin", "TWIN_LANES")
+
+
+def mma_helper_source(target: str) -> str:
+    """Source of the tensor-core helpers on ``target`` ("cuda": the intrinsics, which
+    need the module's CUDA_IMPORTS; "simulator": the twins)."""
+    if target == "cuda":
+        return _CUDA
+    return f"TWIN_LANES = {TWIN_LANES}  # threads of a block the twins exchange among\n\n\n" \
+        + _SIMULATOR

@@ -1,0 +1,81 @@
+"""f16 contractions on tensor cores (variant "mma-f16", mlfuse/codegen/emit_mma.py)
+against the NumPy interpreter under the simulator, whose twins of the PTX helpers
+follow the ISA's fragment layouts: sizes that leave partial tiles in M, N and K, both
+operand paths (16-byte cp.async copies where the sizes allow, the value-by-value
+gather elsewhere), batches, transposed operands and fused epilogues. And the
+analysis the pass writes into the kernel prints, parses back and drives codegen."""
+import numpy as np
+import pytest
+
+import mlfuse
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.api import compile_ir
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.interp import run_tensor
+from mlfuse.errors import MlfuseError
+from mlfuse.dialects import parse_ir
+from mlfuse.ir import print_ir
+from mlfuse.tools.checking import program_size, random_inputs
+
+from helpers import assert_close
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFUSE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+MATMUL = ("func f(x: f16[M, K], w: f16[K, N], b: f16[N]) -> f16[M, N] {\n"
+          "    return relu(matmul(x, w) + b)\n}\n")
+CASES = {
+    # K and N multiples of 8: both operands copied 16 bytes at a time; M, N, K partial tiles
+    "copied": (MATMUL, {"M": 19, "N": 24, "K": 40}),
+    # odd K and N: both gathered value by value, zeros past the sizes
+    "gathered": (MATMUL, {"M": 17, "N": 21, "K": 13}),
+    "batched": ("func f(x: f16[B, M, K], y: f16[B, K, N]) -> f16[B, M, N] {\n"
+                "    return matmul(x, y) * 0.5\n}\n", {"B": 2, "M": 9, "N": 18, "K": 24}),
+    "transposed_with_tanh": ("func f(x: f16[K, M], w: f16[N, K]) -> f16[M, N] {\n"
+                             "    return tanh(matmul(transpose(x), transpose(w)))\n}\n",
+                             {"M": 17, "N": 9, "K": 20}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_f16_contractions_on_tensor_cores_agree_with_the_interpreter(name):
+    source, dims = CASES[name]
+    module = mlfuse.compile_source(source, f"{name}.fuse", target="simulator")
+    assert [(k["schedule"], k["variant"]) for k in module.kernels("f")] == [
+        ("contraction", "mma-f16")]
+    func = parse_program(source).funcs[0]
+    args = random_inputs(func, dims, seed=5)
+    (want,) = run_tensor(func, args)
+    got = module.f(*args)
+    assert got.dtype == np.float16
+    ops, reduced = program_size(func)
+    assert_close(got, want, ops, name, reduced)
+
+
+def test_f32_contractions_stay_on_the_simt_path():
+    module = compile_text(MATMUL.replace("f16", "f32"), "t.fuse")
+    (k,) = [op for op in module.funcs[0].body.ops if isinstance(op, KernelOp)]
+    assert (k["schedule"], k["variant"]) == ("contraction", "simt")
+
+
+def test_the_contraction_analysis_prints_parses_back_and_drives_codegen():
+    module = compile_text(MATMUL, "t.fuse")
+    text = print_ir(module)
+    assert 'm_dims = [0], n_dims = [1]' in text and 'variant = "mma-f16"' in text
+    reparsed = parse_ir(text)
+    assert print_ir(reparsed) == text
+    x = np.random.default_rng(1).standard_normal((18, 16)).astype(np.float16)
+    w = np.random.default_rng(2).standard_normal((16, 8)).astype(np.float16)
+    b = np.random.default_rng(3).standard_normal(8).astype(np.float16)
+    want = np.maximum(x.astype(np.float32) @ w.astype(np.float32) + b, 0)
+    got = compile_ir(reparsed, target="simulator").f(x, w, b)
+    assert_close(got, want.astype(np.float16), 3, "reparsed", reduced=16)
+
+
+def test_a_contraction_without_its_analysis_is_refused_with_the_reason():
+    text = print_ir(compile_text(MATMUL, "t.fuse")).replace('m_dims = [0], ', '')
+    with pytest.raises(MlfuseError, match="lacks its analysis"):
+        compile_ir(parse_ir(text), target="simulator")
