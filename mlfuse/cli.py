@@ -17,13 +17,29 @@ def parse_dims(items: list[str] | None) -> dict[str, int]:
         name, sep, value = item.partition("=")
         if not sep or not name.isidentifier() or not value.strip().isdigit():
             raise MlfuseError(f"--dim takes NAME=SIZE, got {item!r}")
+        if name in dims:
+            raise MlfuseError(f"--dim {name} given twice ({dims[name]} and {int(value)})")
+        if int(value) < 1:  # as f32[0] in a signature: sizes are positive (docs/language.md)
+            raise MlfuseError(f"--dim {item}: sizes must be positive; mlfuse has no empty "
+                              "arrays")
         dims[name] = int(value)
     return dims
 
 
+def check_arguments(args) -> None:
+    """What the command line alone can tell is wrong, before anything is read, compiled
+    or written: the output over an input file included."""
+    from .cli_program import check_output
+    _fuse_options(args)
+    parse_dims(getattr(args, "dim", None))
+    inputs = getattr(args, "files", None) or [args.file]
+    check_output(getattr(args, "output", None), inputs)
+
+
 def _fuse_options(args) -> dict:
+    from .fuse_options import check_cli_limit
     opts = {}
-    if getattr(args, "fuse_limit", None) is not None:
+    if check_cli_limit(getattr(args, "fuse_limit", None)) is not None:
         opts["limit"] = args.fuse_limit
     return opts
 
@@ -175,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        check_arguments(args)
         return args.fn(args)
     except MlfuseError as e:
         sys.stderr.write(f"mlfuse: {e}\n")

@@ -1,7 +1,7 @@
 """``mlfuse explain``: the fusion report as text, JSON or Graphviz."""
 from __future__ import annotations
 
-from .cli import parse_dims
+from .cli import _fuse_options, parse_dims
 from .cli_program import load_program, write_output
 from .driver import lower
 from .explain import explain_module, format_dot, format_json, format_text
@@ -27,7 +27,7 @@ def explain_command(args) -> int:
     program = load_program(args.file, args.func)
     dims = program.dims(parse_dims(args.dim))
     loops = lower(program.copy(), "loops")
-    limit = 1 if args.no_fuse else args.fuse_limit
+    limit = 1 if args.no_fuse else _fuse_options(args).get("limit")
     reports = explain_module(loops, dims, limit)
     if args.compile:
         _compile_and_measure(program, reports, dims, limit)

@@ -1,6 +1,7 @@
 """Named passes and a pass manager that can verify and print after each one."""
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 from ..errors import MlfuseError
@@ -28,11 +29,17 @@ def register_pass(cls):
 
 def get_pass(name: str, **options) -> Pass:
     from .. import passes_loaded  # noqa: F401  (registers every pass)
-    try:
-        return PASS_REGISTRY[name](**options)
-    except KeyError:
+    cls = PASS_REGISTRY.get(name)
+    if cls is None:
         known = ", ".join(sorted(PASS_REGISTRY))
-        raise MlfuseError(f"unknown pass '{name}' (known: {known})") from None
+        raise MlfuseError(f"unknown pass '{name}' (known: {known})")
+    params = inspect.signature(cls.__init__).parameters
+    takes = sorted(p for p in params if p != "self")
+    for option in options:  # checked here, not as a TypeError from inside the pass
+        if option not in params or option == "self":
+            raise MlfuseError(f"pass '{name}' has no option '{option}' "
+                              f"(options: {', '.join(takes) or 'none'})")
+    return cls(**options)
 
 
 class PassManager:

@@ -1,0 +1,149 @@
+"""Bad inputs get one clear error (issue 16): the CLI prints ``mlfuse: error: ...``,
+exits 1 and writes nothing; the API raises MlfuseError, or a TypeError/ValueError
+naming the argument. Each test here was a traceback, a hang or a wrong answer before."""
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlfuse
+from mlfuse.cli import main
+from mlfuse.errors import MlfuseError
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAIN = str(ROOT / "examples" / "chain.fuse")
+CHAIN_SRC = Path(CHAIN).read_text()
+
+
+def cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_cli_error(capsys, *argv, says: str):
+    code, out, err = cli(capsys, *argv)
+    assert code == 1 and out == "", (code, out, err)
+    assert err.startswith("mlfuse: error: ") and says in err and "Traceback" not in err, err
+    return err
+
+
+# -- 1. --fuse-limit and fuse_options ------------------------------------------------
+@pytest.mark.parametrize("limit", ["0", "-1"])
+@pytest.mark.parametrize("command", [["compile", "--emit", "fused"], ["explain"],
+                                     ["run", "--dim", "N=2"]])
+def test_fuse_limit_below_one_is_an_error(capsys, command, limit):
+    assert_cli_error(capsys, command[0], CHAIN, *command[1:], "--fuse-limit", limit,
+                     says=f"--fuse-limit takes a positive number of ops per kernel, got {limit}")
+
+
+@pytest.mark.parametrize("options, says", [
+    ({"limit": 0}, "fuse_options['limit'] must be a positive int"),
+    ({"limit": 2.5}, "fuse_options['limit'] must be a positive int"),
+    ({"limit": True}, "fuse_options['limit'] must be a positive int"),
+    ({"bogus": 1}, "fuse_options has no option 'bogus' (options: dims, limit, target)"),
+    ({"dims": {"N": -3}}, "fuse_options['dims']"),
+    ({"target": "tpu"}, "fuse_options['target']"),
+])
+def test_bad_fuse_options_name_the_option(options, says):
+    with pytest.raises(MlfuseError) as e:
+        mlfuse.compile_source(CHAIN_SRC, fuse_options=options)
+    assert says in str(e.value)
+
+
+def test_fuse_limit_one_still_compiles():
+    m = mlfuse.compile_source(CHAIN_SRC, fuse_options={"limit": 1})
+    assert len(m.kernels("chain")) == 5
+
+
+# -- 4. compile_source takes text --------------------------------------------------------
+@pytest.mark.parametrize("text, says", [(None, "got NoneType"), (b"func", "got bytes"),
+                                        (3, "got int")])
+def test_compile_source_names_a_text_of_the_wrong_type(text, says):
+    with pytest.raises(TypeError) as e:
+        mlfuse.compile_source(text)
+    assert "compile_source: text must be a str" in str(e.value) and says in str(e.value)
+
+
+def test_compile_source_bytes_suggests_decoding():
+    with pytest.raises(TypeError, match=r"decode"):
+        mlfuse.compile_source(CHAIN_SRC.encode())
+
+
+# -- 7. positions with \r, \f and \v ---------------------------------------------------
+BAD_LINE_3 = ["func f(x: f32[N]) -> f32[N] {", "    y = x * 2.0", "    return exp(x, y)", "}", ""]
+EXPECTED = ("bad.fuse:3:19: error: exp takes 1 argument(s) but 2 were given\n"
+            "        return exp(x, y)\n" + " " * 22 + "^")
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_error_positions_with_any_line_ending(newline):
+    text = newline.join(BAD_LINE_3)
+    with pytest.raises(MlfuseError) as e:
+        mlfuse.compile_source(text, "bad.fuse")
+    assert str(e.value) == EXPECTED, repr(str(e.value))
+
+
+@pytest.mark.parametrize("space", ["\f", "\v"])
+def test_form_feed_and_vertical_tab_are_spaces_within_a_line(space):
+    lines = list(BAD_LINE_3)
+    lines[1] = f"    y = x{space}* 2.0"
+    with pytest.raises(MlfuseError) as e:
+        mlfuse.compile_source("\n".join(lines), "bad.fuse")
+    assert str(e.value) == EXPECTED, repr(str(e.value))
+
+
+def test_a_comment_ends_at_a_carriage_return():
+    text = "# a comment\rfunc f(x: f32[N]) -> f32[N] {\r    return x $ 2.0\r}\r"
+    with pytest.raises(MlfuseError) as e:
+        mlfuse.compile_source(text, "cr.fuse")
+    assert str(e.value).startswith("cr.fuse:3:14: error: unexpected character '$'"), str(e.value)
+
+
+def test_a_program_with_carriage_returns_compiles():
+    m = mlfuse.compile_source(CHAIN_SRC.replace("\n", "\r"), target="simulator")
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_allclose(m.chain(x, x), np.maximum(x * 3, 0) * 0.5 + x)
+
+
+# -- 8. command line arguments -------------------------------------------------------------
+def test_a_dim_given_twice_is_an_error(capsys):
+    assert_cli_error(capsys, "run", CHAIN, "--dim", "N=4", "--dim", "N=5",
+                     says="--dim N given twice (4 and 5)")
+
+
+def test_an_empty_output_name_is_an_error(capsys):
+    assert_cli_error(capsys, "compile", CHAIN, "-o", "", says="-o needs a file name")
+
+
+@pytest.mark.parametrize("command", [["compile", "--emit", "tensor"], ["explain"]])
+def test_output_over_the_input_is_refused(capsys, tmp_path, command):
+    src = tmp_path / "chain.fuse"
+    src.write_text(CHAIN_SRC)
+    err = assert_cli_error(capsys, command[0], src, *command[1:], "-o", src,
+                           says="is an input file")
+    assert src.read_text() == CHAIN_SRC, err
+
+
+def test_opt_output_over_the_input_is_refused(capsys, tmp_path):
+    src = tmp_path / "chain.mlir"
+    code, loops, _ = cli(capsys, "compile", CHAIN, "--emit", "loops", "-o", src)
+    text = src.read_text()
+    assert_cli_error(capsys, "opt", src, "--passes", "fuse", "-o", src, says="is an input file")
+    assert src.read_text() == text
+
+
+def test_output_through_another_path_to_the_input_is_refused(capsys, tmp_path):
+    src = tmp_path / "chain.fuse"
+    src.write_text(CHAIN_SRC)
+    os.symlink(src, tmp_path / "link.fuse")
+    assert_cli_error(capsys, "compile", src, "-o", tmp_path / "." / "link.fuse",
+                     says="is an input file")
+    assert src.read_text() == CHAIN_SRC
+
+
+def test_opt_rejects_an_empty_file(capsys, tmp_path):
+    src = tmp_path / "empty.mlir"
+    src.write_text("// nothing\n")
+    assert_cli_error(capsys, "opt", src, says="no function in the file")
