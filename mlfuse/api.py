@@ -124,6 +124,11 @@ def compile_source(text: str, filename: str = "<string>", fuse: bool = True,
                    target: str | None = None, fuse_options: dict | None = None) -> CompiledModule:
     """Compile .fuse source text: parse, lower, fuse, generate, load."""
     from .driver import compile_text
+    if not isinstance(text, str):
+        hint = (" (decode it first: text.decode('utf-8'))" if isinstance(text, (bytes, bytearray))
+                else "")
+        raise TypeError(f"compile_source: text must be a str (the .fuse source), got "
+                        f"{type(text).__name__}{hint}")
     module = compile_text(text, filename, level="fused", fuse=fuse, fuse_options=fuse_options)
     return compile_ir(module, target, name=Path(filename).stem or "module")
 

@@ -92,6 +92,8 @@ def cmd_opt(args) -> int:
     from .ir.passes import PassManager, get_pass
     from .ir.printer import print_ir
     module = parse_ir(read_source(args.file), args.file)
+    if not module.funcs:  # as for a .fuse file: nothing to transform
+        raise MlfuseError(f"no function in the file {args.file}")
     names = [p.strip() for p in (args.passes or "").split(",") if p.strip()]
     passes = [get_pass(n) for n in names]
     PassManager(passes, verify_each=True, print_after=_print_after(args.print_ir_after_all)).run(module)

@@ -25,7 +25,9 @@ def cli(capsys, *argv):
 def assert_cli_error(capsys, *argv, says: str):
     code, out, err = cli(capsys, *argv)
     assert code == 1 and out == "", (code, out, err)
-    assert err.startswith("mlfuse: error: ") and says in err and "Traceback" not in err, err
+    # "mlfuse: error: ...", or "mlfuse: FILE:LINE:COL: error: ..." when it has a position
+    assert err.startswith("mlfuse: ") and "error: " in err.splitlines()[0], err
+    assert says in err and "Traceback" not in err, err
     return err
 
 
@@ -85,13 +87,23 @@ def test_error_positions_with_any_line_ending(newline):
     assert str(e.value) == EXPECTED, repr(str(e.value))
 
 
-@pytest.mark.parametrize("space", ["\f", "\v"])
-def test_form_feed_and_vertical_tab_are_spaces_within_a_line(space):
+def test_form_feed_is_a_space_within_a_line():
     lines = list(BAD_LINE_3)
-    lines[1] = f"    y = x{space}* 2.0"
+    lines[1] = "    y = x\f* 2.0"
     with pytest.raises(MlfuseError) as e:
         mlfuse.compile_source("\n".join(lines), "bad.fuse")
     assert str(e.value) == EXPECTED, repr(str(e.value))
+
+
+def test_vertical_tab_is_located_on_its_own_line():
+    """Not whitespace in .fuse (nor in Python): an error at its own position, the line
+    shown whole (str.splitlines would break it there)."""
+    lines = list(BAD_LINE_3)
+    lines[1] = "    y = x\v* 2.0"
+    with pytest.raises(MlfuseError) as e:
+        mlfuse.compile_source("\n".join(lines), "bad.fuse")
+    assert str(e.value) == ("bad.fuse:2:10: error: unexpected character '\\x0b'\n"
+                            "        y = x * 2.0\n" + " " * 13 + "^"), repr(str(e.value))
 
 
 def test_a_comment_ends_at_a_carriage_return():
@@ -147,3 +159,13 @@ def test_opt_rejects_an_empty_file(capsys, tmp_path):
     src = tmp_path / "empty.mlir"
     src.write_text("// nothing\n")
     assert_cli_error(capsys, "opt", src, says="no function in the file")
+
+
+@pytest.mark.parametrize("dims, says", [("0", "sizes must be positive, got 0"),
+                                        ("4294967296, 4294967296", "more than 2**62 elements")])
+def test_opt_rejects_what_the_frontend_rejects_in_a_type(capsys, tmp_path, dims, says):
+    src = tmp_path / "bad.mlir"
+    src.write_text(f"func @f(%x: f32[{dims}]) -> (f32[{dims}]) {{\n"
+                   "  return %x\n}\n")
+    err = assert_cli_error(capsys, "opt", src, says=says)
+    assert "bad.mlir:1:" in err

@@ -7,12 +7,12 @@ from functools import lru_cache
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from ..errors import Location, MlfuseError
+from ..errors import Location, MlfuseError, normalize_newlines
 from ..grammar_files import grammar_text
 from ..lark_errors import convert_lark_error, location_of
 from .builtin import FuncOp, ModuleOp, ReturnOp
 from .core import OP_REGISTRY, Block, Region, VerifyError
-from .types import BufferType, ScalarType, TensorType
+from .types import BufferType, ScalarType, TensorType, shape_problem
 
 
 @lru_cache(maxsize=None)
@@ -65,6 +65,10 @@ class IRParser:
         dims = tuple(self.value(d) for d in t.children[1:] if d is not None)
         if dtype == "index":
             raise self.error("index is not an element type", t)
+        problem = shape_problem(dims)  # what the .fuse frontend rejects, rejected here too
+        if problem:
+            raise self.error(f"{problem} (in {kind.replace('_', ' ')} {t.children[0]}"
+                             f"[{', '.join(map(str, dims))}])", t)
         return TensorType(dtype, dims) if kind == "tensor_type" else BufferType(dtype, dims)
 
     def value(self, t):
@@ -191,7 +195,7 @@ class IRParser:
 def parse_ir(source: str, filename: str = "<ir>", verify: bool = True) -> ModuleOp:
     """Parse IR text into a module; verify it unless ``verify`` is False."""
     from .. import dialects_loaded  # noqa: F401  (registers every dialect's ops)
-    module = IRParser(source, filename).parse()
+    module = IRParser(normalize_newlines(source), filename).parse()  # positions as editors count
     if verify:
         from .verifier import verify as run_verify
         run_verify(module)
