@@ -53,3 +53,9 @@ class MlfuseError(Exception):
 
 class ArgumentError(MlfuseError, TypeError):
     """A compiled function was called with wrong arguments."""
+
+
+class ArgumentValueError(ArgumentError, ValueError):
+    """An argument of the right kind whose value mlfuse cannot take: an empty array, a
+    scalar beyond its dtype's range, sizes too large to index (a ValueError, as NumPy
+    raises for a reduction over nothing; still an ArgumentError)."""

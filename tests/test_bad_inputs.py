@@ -25,8 +25,10 @@ def cli(capsys, *argv):
 def assert_cli_error(capsys, *argv, says: str):
     code, out, err = cli(capsys, *argv)
     assert code == 1 and out == "", (code, out, err)
-    # "mlfuse: error: ...", or "mlfuse: FILE:LINE:COL: error: ..." when it has a position
-    assert err.startswith("mlfuse: ") and "error: " in err.splitlines()[0], err
+    # "mlfuse: error: ...", or "mlfuse: FILE:LINE:COL: error: ..." when it has a position,
+    # after at most the line `run` announces the simulator with
+    lines = [line for line in err.splitlines() if not line.startswith("mlfuse: running on")]
+    assert lines[0].startswith("mlfuse: ") and "error: " in lines[0], err
     assert says in err and "Traceback" not in err, err
     return err
 
@@ -169,3 +171,76 @@ def test_opt_rejects_what_the_frontend_rejects_in_a_type(capsys, tmp_path, dims,
                    "  return %x\n}\n")
     err = assert_cli_error(capsys, "opt", src, says=says)
     assert "bad.mlir:1:" in err
+
+
+# -- 5. scalar and array arguments -------------------------------------------------------
+@pytest.fixture(scope="module")
+def scale():
+    return mlfuse.compile_source("func scale(x: f32[N], a: f32) -> f32[N] {\n"
+                                 "    return x * a\n}\n", target="simulator").scale
+
+
+@pytest.mark.parametrize("value", [10 ** 400, -10 ** 400, 1e300, -3.5e38, 2 ** 128])
+def test_a_scalar_beyond_the_dtype_is_refused(scale, value):
+    with pytest.raises(ValueError) as e:
+        scale(np.ones(2, np.float32), value)
+    text = str(e.value)
+    assert "parameter 'a' of @scale" in text and "beyond the largest f32" in text, text
+
+
+@pytest.mark.parametrize("value", [3.0e38, 7, 0.1, float("inf"), float("-inf"), float("nan")])
+def test_scalars_within_the_dtype_still_run(scale, value):
+    got = scale(np.ones(2, np.float32), value)
+    np.testing.assert_array_equal(got, np.full(2, np.float32(value)))
+
+
+def test_a_masked_array_is_refused(scale):
+    x = np.ma.masked_array(np.ones(2, np.float32), mask=[False, True])
+    with pytest.raises(TypeError) as e:
+        scale(x, 2.0)
+    assert "parameter 'x' of @scale" in str(e.value) and "masked" in str(e.value)
+
+
+# -- 6 and 8. no empty arrays (docs/language.md) ---------------------------------------------
+@pytest.fixture(scope="module")
+def rowmax():
+    return mlfuse.compile_source("func rowmax(x: f32[R, C]) -> f32[R] {\n"
+                                 "    return max(x, axis=1)\n}\n", target="simulator").rowmax
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0, 3), (0, 0)])
+def test_an_empty_array_is_a_value_error(rowmax, shape):
+    """max over an empty axis has no identity: NumPy raises a ValueError; mlfuse has no
+    empty arrays at all, and says so with the same kind of error before any launch."""
+    with pytest.raises(ValueError) as e:
+        rowmax(np.zeros(shape, np.float32))
+    assert "parameter 'x' of @rowmax" in str(e.value) and "empty" in str(e.value)
+
+
+def test_the_interpreter_agrees_that_max_of_nothing_is_an_error():
+    from mlfuse.driver import parse_program
+    from mlfuse.interp import run_tensor
+    func = parse_program("func rowmax(x: f32[R, C]) -> f32[R] {\n"
+                         "    return max(x, axis=1)\n}\n").funcs[0]
+    with pytest.raises(ValueError):
+        run_tensor(func, [np.zeros((3, 0), np.float32)])
+
+
+def test_run_refuses_a_zero_dim(capsys):
+    assert_cli_error(capsys, "run", CHAIN, "--dim", "N=0", says="sizes must be positive")
+
+
+def test_run_refuses_an_empty_array_from_inputs(capsys, tmp_path):
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=np.zeros(0, np.float32), b=np.zeros(0, np.float32))
+    assert_cli_error(capsys, "run", CHAIN, "--inputs", npz, says="empty")
+
+
+# -- 9. sizes past 2**31 and 2**62 elements ---------------------------------------------------
+def test_a_result_too_large_to_index_is_refused_before_any_launch():
+    m = mlfuse.compile_source("func outer(x: f32[N], y: f32[M]) -> f32[N, M, 2147483648] {\n"
+                              "    return broadcast_to(reshape(x, [N, 1, 1]) * reshape(y, [M, 1]),"
+                              " [N, M, 2147483648])\n}\n", target="simulator")
+    with pytest.raises(ValueError) as e:
+        m.outer(np.ones(2 ** 16, np.float32), np.ones(2 ** 16, np.float32))
+    assert "@outer" in str(e.value) and "2**62" in str(e.value)
