@@ -244,3 +244,80 @@ def test_a_result_too_large_to_index_is_refused_before_any_launch():
     with pytest.raises(ValueError) as e:
         m.outer(np.ones(2 ** 16, np.float32), np.ones(2 ** 16, np.float32))
     assert "@outer" in str(e.value) and "2**62" in str(e.value)
+
+
+# -- 3. ONNX models ------------------------------------------------------------------------
+def _model(nodes, inputs, outputs, initializers=()):
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _vi(name, shape):
+    from onnx import TensorProto, helper
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def _import_error(model) -> str:
+    from mlfuse.onnx_import import import_onnx
+    with pytest.raises(MlfuseError) as e:
+        import_onnx(model)
+    return str(e.value)
+
+
+def test_onnx_graph_input_with_an_empty_name():
+    pytest.importorskip("onnx")
+    from onnx import helper
+    model = _model([helper.make_node("Relu", [""], ["y"])], [_vi("", [4])], [_vi("y", [4])])
+    assert "graph input #0 has an empty name" in _import_error(model)
+
+
+def test_onnx_required_node_input_with_an_empty_name():
+    pytest.importorskip("onnx")
+    from onnx import helper
+    model = _model([helper.make_node("Add", ["x", ""], ["y"])], [_vi("x", [4])],
+                   [_vi("y", [4])])
+    text = _import_error(model)
+    assert "(Add)" in text and "input 1 is required but empty" in text, text
+
+
+@pytest.mark.parametrize("size", [8, 24])
+def test_onnx_initializer_whose_raw_data_does_not_fit_its_dims(size):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4], np.zeros(4, np.float32).tobytes(), raw=True)
+    w.raw_data = b"\0" * size  # as a truncated or corrupt file has it
+    model = _model([helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [4])],
+                   [_vi("y", [4])], [w])
+    text = _import_error(model)
+    assert f"initializer 'w' holds {size} bytes of data; its dims [4] of FLOAT need 16" in text
+
+
+def test_onnx_input_too_large_to_index():
+    pytest.importorskip("onnx")
+    from onnx import helper
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2 ** 40, 2 ** 40])],
+                   [_vi("y", [2 ** 40, 2 ** 40])])
+    assert "graph input 'x'" in _import_error(model) and "2**62" in _import_error(model)
+
+
+def test_onnx_input_too_large_to_index_on_the_command_line(capsys, tmp_path):
+    pytest.importorskip("onnx")
+    from onnx import helper
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2 ** 40, 2 ** 40])],
+                   [_vi("y", [2 ** 40, 2 ** 40])])
+    path = tmp_path / "big.onnx"
+    path.write_bytes(model.SerializeToString())
+    for command in ("compile", "explain"):
+        assert_cli_error(capsys, command, path, says="2**62")
+
+
+@pytest.mark.parametrize("second", ["y", "x"])
+def test_onnx_value_written_twice(second):
+    pytest.importorskip("onnx")
+    from onnx import helper
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], [second])]
+    model = _model(nodes, [_vi("x", [4])], [_vi("y", [4])])
+    text = _import_error(model)
+    assert f"output '{second}' is already" in text and "(Neg)" in text, text
