@@ -321,3 +321,60 @@ def test_onnx_value_written_twice(second):
     model = _model(nodes, [_vi("x", [4])], [_vi("y", [4])])
     text = _import_error(model)
     assert f"output '{second}' is already" in text and "(Neg)" in text, text
+
+
+# -- 2. fuse on loops IR that is not as lowering makes it ------------------------------------
+IN_PLACE = """func @f(%x: buf<f32[N]>) -> (buf<f32[N]>) {
+  %y = loops.alloc : buf<f32[N]>
+  loops.parallel {extents = [N]} (%i0: index) {
+    %0 = loops.load %x, %i0 : f32
+    loops.store %0, %y, %i0
+  }
+  loops.parallel {extents = [N]} (%i1: index) {
+    %1 = loops.load %y, %i1 : f32
+    %2 = arith.mul %1, %1 : f32
+    loops.store %2, %y, %i1
+  }
+  return %y
+}
+"""
+TWO_STORES = """func @f(%x: buf<f32[N]>) -> (buf<f32[N]>, buf<f32[N]>) {
+  %y = loops.alloc : buf<f32[N]>
+  %z = loops.alloc : buf<f32[N]>
+  loops.parallel {extents = [N]} (%i0: index) {
+    %0 = loops.load %x, %i0 : f32
+    loops.store %0, %y, %i0
+    loops.store %0, %z, %i0
+  }
+  return %y, %z
+}
+"""
+READ_BEFORE_WRITE = """func @f(%x: buf<f32[N]>) -> (buf<f32[N]>) {
+  %y = loops.alloc : buf<f32[N]>
+  %z = loops.alloc : buf<f32[N]>
+  loops.parallel {extents = [N]} (%i0: index) {
+    %0 = loops.load %y, %i0 : f32
+    loops.store %0, %z, %i0
+  }
+  loops.parallel {extents = [N]} (%i1: index) {
+    %1 = loops.load %x, %i1 : f32
+    loops.store %1, %y, %i1
+  }
+  return %z
+}
+"""
+
+
+@pytest.mark.parametrize("passes", ["fuse", "no-fuse"])
+@pytest.mark.parametrize("text, line, says", [
+    (IN_PLACE, 7, "loads %y, the buffer it stores"),
+    (TWO_STORES, 4, "stores 2 buffers"),
+    (READ_BEFORE_WRITE, 4, "loads %y before the loop nest at"),
+])
+def test_fuse_refuses_loop_nests_it_cannot_plan(capsys, tmp_path, passes, text, line, says):
+    """Was a RecursionError (in place), a silently dropped nest (two stores) and a
+    reordering that read the buffer after it was written (read before write)."""
+    src = tmp_path / "nests.mlir"
+    src.write_text(text)
+    err = assert_cli_error(capsys, "opt", src, "--passes", passes, says=says)
+    assert f"nests.mlir:{line}:" in err
