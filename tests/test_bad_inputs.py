@@ -378,3 +378,82 @@ def test_fuse_refuses_loop_nests_it_cannot_plan(capsys, tmp_path, passes, text, 
     src.write_text(text)
     err = assert_cli_error(capsys, "opt", src, "--passes", passes, says=says)
     assert f"nests.mlir:{line}:" in err
+
+
+# -- the comparison rule: a wrong result is caught where inputs hold inf or a cast truncates ---
+def _reference(source, args):
+    from mlfuse.driver import parse_program
+    from mlfuse.interp import run_tensor
+    from mlfuse.interp.rounding import rounding_decided
+    from mlfuse.testing import program_size
+    func = parse_program(source).funcs[0]
+    with np.errstate(all="ignore"):
+        (ref,), (undecided,) = run_tensor(func, args), rounding_decided(func, args)
+    return ref, undecided, program_size(func, dims={"N": args[0].shape[0]})
+
+
+INF_PROGRAMS = {
+    "scale": "func f(x: f32[N], g: f32[N]) -> f32[N] { return x * g + x }",
+    "centred": "func f(x: f32[N], g: f32[N]) -> f32[N] { return (x - mean(x)) * g + x }",
+}
+
+
+@pytest.mark.parametrize("name", sorted(INF_PROGRAMS))
+@pytest.mark.parametrize("wrong", ["finite off by 1e-3", "inf sign", "nan to finite",
+                                   "finite to inf"])
+def test_a_wrong_result_is_caught_when_an_input_holds_inf(name, wrong):
+    from mlfuse.testing import compare
+    x = np.array([1, 1, 1, 1, 2, 3, 0.5, -1], np.float32)
+    g = np.array([np.inf, -np.inf, 0, 2, np.inf, 1, -1, 0.25], np.float32)
+    ref, undecided, (ops, reduced) = _reference(INF_PROGRAMS[name], [x, g])
+    decided = ~np.broadcast_to(undecided, ref.shape)
+    assert decided.sum() >= 4  # most elements are still compared
+    assert compare(ref, ref.copy(), ops, reduced, undecided=undecided).ok
+    got = ref.copy()
+    finite, inf, nan = (decided & np.isfinite(ref), decided & np.isinf(ref),
+                        decided & np.isnan(ref))
+    if wrong == "finite off by 1e-3":
+        i = np.flatnonzero(finite)[-1]
+        got[i] = ref[i] * np.float32(1.001) + np.float32(1e-3)
+    elif wrong == "inf sign":
+        if not inf.any():
+            pytest.skip("no decided infinity in this result")
+        got[np.flatnonzero(inf)[0]] *= -1
+    elif wrong == "nan to finite":
+        if not nan.any():
+            pytest.skip("no decided NaN in this result")
+        got[np.flatnonzero(nan)[0]] = 0
+    else:
+        got[np.flatnonzero(finite)[0]] = np.inf
+    c = compare(ref, got, ops, reduced, undecided=undecided)
+    assert not c.ok, c.message
+
+
+def test_a_wrong_result_is_caught_next_to_a_truncating_cast():
+    """1/3 * 3 is 1 or one ulp below: the cast to i32 gives 1 or 0, so that element is
+    undecided; every other element must be exact."""
+    from mlfuse.testing import compare
+    third = np.float32(1) / np.float32(3)
+    x = np.array([third, 1, 2, -1.5, 0.25, 7], np.float32)
+    ref, undecided, (ops, reduced) = _reference(
+        "func f(x: f32[N]) -> i32[N] { return cast(x * 3.0, i32) }", [x])
+    assert np.broadcast_to(undecided, ref.shape).tolist() == [True] + [False] * 5
+    for i in range(1, 6):
+        got = ref.copy()
+        got[i] += 1
+        assert not compare(ref, got, ops, reduced, undecided=undecided).ok
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.fuse")))
+def test_kernels_index_past_2_31_elements_with_int64(example):
+    """Sizes past 2**31 elements run: every kernel widens its block index to int64
+    before any arithmetic with it (cuda.blockIdx is 32-bit; cuda.grid would be too),
+    and sizes reach kernels as Python ints (int64). benchmarks/large_sizes.py runs
+    such sizes on a GPU."""
+    import re
+    from mlfuse.codegen import generate
+    from mlfuse.driver import compile_text
+    source = generate(compile_text((ROOT / "examples" / example).read_text(), example), "cuda")
+    assert "cuda.grid(" not in source
+    uses = re.findall(r"(.{0,12})cuda\.blockIdx\.[xyz]", source)
+    assert uses and all(u.endswith("numba.int64(") for u in uses), uses
