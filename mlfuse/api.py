@@ -18,7 +18,7 @@ from mlfuse.runtime.arguments import HOST, Signature, bind_arguments, convert_re
 class CompiledFunction:
     """One compiled func: checks its arguments, launches its kernels, returns results.
 
-    A call whose arguments match a plan (``fast_path``, see mlfuse/runtime/launcher.py) is
+    A call whose arguments match a plan (``fast_path``, see mlfuse/launcher.py) is
     launched from it; any other takes the normal path: checks, the host function,
     Numba's launches (and may leave a plan for the next call like it)."""
 
@@ -124,6 +124,11 @@ def compile_source(text: str, filename: str = "<string>", fuse: bool = True,
                    target: str | None = None, fuse_options: dict | None = None) -> CompiledModule:
     """Compile .fuse source text: parse, lower, fuse, generate, load."""
     from mlfuse.pipeline import compile_text
+    if not isinstance(text, str):
+        hint = (" (decode it first: text.decode('utf-8'))" if isinstance(text, (bytes, bytearray))
+                else "")
+        raise TypeError(f"compile_source: text must be a str (the .fuse source), got "
+                        f"{type(text).__name__}{hint}")
     module = compile_text(text, filename, level="fused", fuse=fuse, fuse_options=fuse_options)
     return compile_ir(module, target, name=Path(filename).stem or "module")
 

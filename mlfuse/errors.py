@@ -4,6 +4,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def normalize_newlines(text: str) -> str:
+    """``\r\n`` and a lone ``\r`` as ``\n``: the one line break the parsers and every
+    position count (form feed and vertical tab are spaces within a line, as in Python)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of a source text as positions count them (not ``str.splitlines``,
+    which also breaks at form feeds, vertical tabs and other separators)."""
+    return normalize_newlines(text).split("\n")
+
+
 @dataclass(frozen=True)
 class Location:
     """A position in a source file (1-based line and column)."""
@@ -30,9 +42,10 @@ class MlfuseError(Exception):
             return f"error: {self.message}"
         text = f"{self.loc}: error: {self.message}"
         if self.loc.source is not None:
-            lines = self.loc.source.splitlines()
+            lines = source_lines(self.loc.source)
             if 1 <= self.loc.line <= len(lines):
-                line = lines[self.loc.line - 1].expandtabs(1)
+                # one column per character: a tab, form feed or vertical tab shows as a space
+                line = lines[self.loc.line - 1].expandtabs(1).replace("\f", " ").replace("\v", " ")
                 caret = " " * max(self.loc.column - 1, 0) + "^"
                 text += f"\n    {line}\n    {caret}"
         return text
@@ -40,3 +53,9 @@ class MlfuseError(Exception):
 
 class ArgumentError(MlfuseError, TypeError):
     """A compiled function was called with wrong arguments."""
+
+
+class ArgumentValueError(ArgumentError, ValueError):
+    """An argument of the right kind whose value mlfuse cannot take: an empty array, a
+    scalar beyond its dtype's range, sizes too large to index (a ValueError, as NumPy
+    raises for a reduction over nothing; still an ArgumentError)."""

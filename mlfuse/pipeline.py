@@ -33,6 +33,8 @@ def lower(module: ModuleOp, level: str = "fused", fuse: bool = True, fuse_option
           print_after: Callable[[str, str], None] | None = None) -> ModuleOp:
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; choose one of {', '.join(LEVELS)}")
+    from mlfuse.transforms.fusion.options import check_fuse_options
+    fuse_options = check_fuse_options(fuse_options)
     passes = []
     for name in pass_names(level, fuse):
         passes.append(get_pass(name, **(fuse_options or {})) if name == "fuse" else get_pass(name))

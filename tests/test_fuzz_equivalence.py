@@ -46,8 +46,8 @@ def _coarsest_float(func):
     return max(floats, key=lambda d: np.finfo(d).eps) if floats else None
 
 
-def _check_same(ref, got, func, what, undecided):
-    ops, reduced = program_size(func)
+def _check_same(ref, got, func, what, undecided, dims):
+    ops, reduced = program_size(func, dims=dims)  # the reductions as long as computed
     precision = _coarsest_float(func)
     assert len(got) == len(ref), f"{what}: {len(got)} results, reference has {len(ref)}"
     for i, (r, g, u) in enumerate(zip(ref, got, undecided)):
@@ -88,7 +88,7 @@ def test_interpreters_agree_at_every_level(data):
         undecided = rounding_decided(func, args)
         for name in ("loops", "fused", "unfused"):
             _check_same(ref, run_loops(levels[name].funcs[0], args), func, f"{name} interpreter",
-                        undecided)
+                        undecided, SMALL_DIMS)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NaN/inf inputs in simulated threads
@@ -106,7 +106,7 @@ def test_generated_kernels_agree_fused_and_unfused(data):
         undecided = rounding_decided(func, args)
     for fuse in (True, False):
         _check_same(ref, _run_kernels(source, args, fuse), func, f"kernels fuse={fuse}",
-                    undecided)
+                    undecided, KERNEL_DIMS)
 
 
 def _agree_where_finite(ref, got, args, func, what):

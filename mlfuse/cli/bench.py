@@ -50,7 +50,7 @@ def bench_function(program, func, dims, seed=0, fuse_options=None, tune=False) -
     name = func.sym_name
     inputs = program.inputs(func, dims, seed)
     expected = run_tensor(func, inputs)
-    ops, reduced = program_size(func)
+    ops, reduced = program_size(func, dims=dims)
     fuse_options = {**(fuse_options or {}), "dims": dims}
     bytes_unfused, bytes_fused = bytes_moved(func, dims, fuse_options.get("limit"))
     n_sets = rotations(sum(a.nbytes for a in inputs))

@@ -1,7 +1,7 @@
 """``mlfuse explain``: the fusion report as text, JSON or Graphviz."""
 from __future__ import annotations
 
-from mlfuse.cli.options import parse_dims
+from mlfuse.cli.options import fuse_options, parse_dims
 from mlfuse.cli.program import load_program, write_output
 from mlfuse.pipeline import lower
 from mlfuse.tools.explain import explain_module, format_dot, format_json, format_text
@@ -27,7 +27,7 @@ def explain_command(args) -> int:
     program = load_program(args.file, args.func)
     dims = program.dims(parse_dims(args.dim))
     loops = lower(program.copy(), "loops")
-    limit = 1 if args.no_fuse else args.fuse_limit
+    limit = 1 if args.no_fuse else fuse_options(args).get("limit")
     reports = explain_module(loops, dims, limit)
     if args.compile:
         _compile_and_measure(program, reports, dims, limit)

@@ -9,7 +9,7 @@ import sys
 
 from mlfuse import __version__
 from mlfuse.cli.compile import EMIT_CHOICES
-from mlfuse.cli.options import add_dims, add_fusing, add_input, add_output
+from mlfuse.cli.options import add_dims, add_fusing, add_input, add_output, check_arguments
 from mlfuse.errors import MlfuseError
 
 # verb -> (module, function): imported only when the verb runs
@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module, function = COMMANDS[args.command]
     try:
+        check_arguments(args)
         return getattr(importlib.import_module(module), function)(args)
     except MlfuseError as e:
         sys.stderr.write(f"mlfuse: {e}\n")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from mlfuse.cli.options import fuse_options, parse_dims, print_after
 from mlfuse.cli.program import read_source, write_output
+from mlfuse.errors import MlfuseError
 
 
 def opt_command(args) -> int:
@@ -11,6 +12,8 @@ def opt_command(args) -> int:
     from mlfuse.ir.printer import print_ir
     from mlfuse.transforms import get_pass
     module = parse_ir(read_source(args.file), args.file)
+    if not module.funcs:  # as for a .fuse file: nothing to transform
+        raise MlfuseError(f"no function in the file {args.file}")
     names = [p.strip() for p in (args.passes or "").split(",") if p.strip()]
     options = dict(fuse_options(args), dims=parse_dims(args.dim))
     passes = [get_pass(n, **options) if n in ("fuse", "no-fuse") else get_pass(n) for n in names]

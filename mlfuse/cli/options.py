@@ -43,16 +43,32 @@ def parse_dims(items: list[str] | None) -> dict[str, int]:
         name, sep, value = item.partition("=")
         if not sep or not name.isidentifier() or not value.strip().isdigit():
             raise MlfuseError(f"--dim takes NAME=SIZE, got {item!r}")
+        if name in dims:
+            raise MlfuseError(f"--dim {name} given twice ({dims[name]} and {int(value)})")
+        if int(value) < 1:  # as f32[0] in a signature: sizes are positive (docs/language.md)
+            raise MlfuseError(f"--dim {item}: sizes must be positive; mlfuse has no empty "
+                              "arrays")
         dims[name] = int(value)
     return dims
 
 
 def fuse_options(args) -> dict:
     """The fuse pass's options from the command line (--fuse-limit)."""
+    from mlfuse.transforms.fusion.options import check_cli_limit
     opts = {}
-    if getattr(args, "fuse_limit", None) is not None:
+    if check_cli_limit(getattr(args, "fuse_limit", None)) is not None:
         opts["limit"] = args.fuse_limit
     return opts
+
+
+def check_arguments(args) -> None:
+    """What the command line alone can tell is wrong, before anything is read, compiled
+    or written: the output over an input file included."""
+    from mlfuse.cli.program import check_output
+    fuse_options(args)
+    parse_dims(getattr(args, "dim", None))
+    inputs = getattr(args, "files", None) or [args.file]
+    check_output(getattr(args, "output", None), inputs)
 
 
 def print_after(enabled: bool):

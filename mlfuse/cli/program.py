@@ -16,9 +16,27 @@ from mlfuse.errors import MlfuseError
 from mlfuse.syntax.source_file import read_source
 
 
+def check_output(out: str | None, inputs: list[str]) -> None:
+    """``-o out`` names a file that is none of the ``inputs`` (checked before any work,
+    so that a mistake never overwrites the source)."""
+    if out is None:
+        return
+    if not out:
+        raise MlfuseError("-o needs a file name (leave -o out to write to stdout)")
+    target = Path(out)
+    for path in inputs:
+        source = Path(path)
+        try:
+            same = target.exists() and source.exists() and target.samefile(source)
+        except OSError:
+            same = False
+        if same or target.resolve() == source.resolve():
+            raise MlfuseError(f"-o {out} is an input file; refusing to overwrite it")
+
+
 def write_output(text: str, out: str | None) -> None:
     """Write ``text`` to the file ``out``, or to stdout when ``out`` is None."""
-    if not out:
+    if out is None:
         sys.stdout.write(text)
         return
     try:

@@ -51,7 +51,7 @@ def run_command(args) -> int:
             warnings.simplefilter("ignore", NumbaPerformanceWarning)  # small test grids
             got = compiled[func.sym_name](*inputs)
         got = got if isinstance(got, tuple) else (got,)
-        ops, reduced = program_size(func)
+        ops, reduced = program_size(func, dims=bound)
         sizes = ", ".join(f"{k}={v}" for k, v in bound.items() if k in
                           {d for a in func.args for d in a.type.shape if isinstance(d, str)})
         print(f"func {func.sym_name}" + (f" ({sizes})" if sizes else "")

@@ -11,7 +11,7 @@ from lark import Lark
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 
-from mlfuse.errors import Location, MlfuseError
+from mlfuse.errors import Location, MlfuseError, normalize_newlines
 from mlfuse.syntax.grammars import grammar_text
 from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.verifier import verify
@@ -38,6 +38,7 @@ def _readable_expected(e: UnexpectedInput) -> None:
 
 def parse_source(text: str, filename: str = "<string>") -> ModuleOp:
     """Parse .fuse source into a verified tensor-dialect module (composites kept whole)."""
+    text = normalize_newlines(text)  # so that every position counts lines as editors do
     ctx = SourceContext(text, filename)
     try:
         tree = _lark().parse(text)

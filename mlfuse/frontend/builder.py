@@ -16,14 +16,11 @@ from mlfuse.errors import Location, MlfuseError
 from mlfuse.syntax.lark_errors import location_of
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Value, VerifyError
-from mlfuse.ir.types import DTYPES, TensorType
+from mlfuse.ir.types import DTYPES, MAX_ELEMENTS, TensorType
 
 from mlfuse.frontend.calls import SIGNATURES, bind
 from mlfuse.frontend.literals import Literal, constant_op, fold, parse_number
 from mlfuse.frontend.static import Name, convert_static
-
-# Kernels index with int64: a tensor's element count must leave room for index arithmetic.
-MAX_ELEMENTS = 2 ** 62
 
 
 class SourceContext:

@@ -7,13 +7,13 @@ from functools import lru_cache
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from mlfuse.errors import Location, MlfuseError
+from mlfuse.errors import Location, MlfuseError, normalize_newlines
 from mlfuse.syntax.grammars import grammar_text
 from mlfuse.syntax.lark_errors import convert_lark_error, location_of
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Block, Region, VerifyError
 from mlfuse.ir.registry import OpRegistry
-from mlfuse.ir.types import BufferType, ScalarType, TensorType
+from mlfuse.ir.types import BufferType, ScalarType, TensorType, shape_problem
 
 
 @lru_cache(maxsize=None)
@@ -67,6 +67,10 @@ class IRParser:
         dims = tuple(self.value(d) for d in t.children[1:] if d is not None)
         if dtype == "index":
             raise self.error("index is not an element type", t)
+        problem = shape_problem(dims)  # what the .fuse frontend rejects, rejected here too
+        if problem:
+            raise self.error(f"{problem} (in {kind.replace('_', ' ')} {t.children[0]}"
+                             f"[{', '.join(map(str, dims))}])", t)
         return TensorType(dtype, dims) if kind == "tensor_type" else BufferType(dtype, dims)
 
     def value(self, t):
@@ -194,7 +198,7 @@ def parse_ir(source: str, registry: OpRegistry, filename: str = "<ir>",
              verify: bool = True) -> ModuleOp:
     """Parse IR text into a module of the ops ``registry`` knows; verify it unless
     ``verify`` is False. (``mlfuse.dialects.parse_ir`` hands it every mlfuse dialect.)"""
-    module = IRParser(source, filename, registry).parse()
+    module = IRParser(normalize_newlines(source), filename, registry).parse()  # positions as editors count
     if verify:
         from mlfuse.ir.verifier import verify as run_verify
         run_verify(module)

@@ -80,6 +80,27 @@ class BufferType(Type):
         return ScalarType(self.dtype)
 
 
+# Kernels index with int64: a tensor's element count must leave room for index arithmetic.
+MAX_ELEMENTS = 2 ** 62
+
+
+def shape_problem(shape, dims: dict | None = None) -> str | None:
+    """Why ``shape`` (symbolic dims looked up in ``dims`` where bound) is no array
+    mlfuse makes, or None: every size is positive (there are no empty arrays, see
+    docs/language.md) and the elements fit int64 index arithmetic."""
+    elements = 1
+    for d in shape:
+        size = dims.get(d) if isinstance(d, str) and dims else d
+        if isinstance(size, str) or size is None:
+            continue
+        if size < 1:
+            return f"sizes must be positive, got {size}" + (f" for {d}" if isinstance(d, str) else "")
+        elements *= size
+        if elements > MAX_ELEMENTS:
+            return f"more than 2**62 elements ({elements} by here) is too large to index"
+    return None
+
+
 INDEX = ScalarType("index")
 BOOL = ScalarType("bool")
 

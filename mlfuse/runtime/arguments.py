@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlfuse.errors import ArgumentError
+from mlfuse.errors import ArgumentError, ArgumentValueError
 from mlfuse.ir.builtin import FuncOp
-from mlfuse.ir.types import NUMPY_DTYPE, Dim
+from mlfuse.ir.types import NUMPY_DTYPE, Dim, shape_problem
 
 HOST = "numpy"
 
@@ -41,12 +41,17 @@ class Signature:
     func: str
     params: tuple[Param, ...]
     num_results: int
+    made: tuple[tuple[str, tuple[Dim, ...]], ...] = ()
+    # (name, shape) of every array a call allocates (results and intermediates), whose
+    # sizes are checked once the arguments bind the symbolic dims, before any launch
 
     @staticmethod
     def of(func: FuncOp) -> "Signature":
         params = tuple(Param(a.name_hint or f"arg{i}", a.type.dtype, tuple(a.type.shape))
                        for i, a in enumerate(func.args))
-        return Signature(func.sym_name, params, len(func["result_types"]))
+        made = tuple((op.results[0].name_hint or "a result", tuple(op.results[0].type.shape))
+                     for op in func.body.ops if op.name == "loops.alloc")
+        return Signature(func.sym_name, params, len(func["result_types"]), made)
 
     def positional(self, args: tuple, kwargs: dict) -> tuple:
         """``args`` followed by the parameters ``kwargs`` names, in parameter order."""
@@ -62,9 +67,11 @@ class Signature:
             raise self.error(f"missing argument(s) {', '.join(missing)}")
         return tuple(args) + tuple(kwargs[n] for n in rest)
 
-    def error(self, message: str, param: Param | None = None) -> ArgumentError:
+    def error(self, message: str, param: Param | None = None, value: bool = False) -> ArgumentError:
+        """``value``: the argument is of the right kind but its value cannot be taken
+        (a ValueError as well)."""
         where = f"parameter '{param.name}' of @{self.func}" if param else f"@{self.func}"
-        return ArgumentError(f"{where}: {message}")
+        return (ArgumentValueError if value else ArgumentError)(f"{where}: {message}")
 
 
 def kind_of(value) -> str | None:
@@ -99,7 +106,27 @@ def _scalar(sig: Signature, p: Param, value) -> np.ndarray:
         fits = is_int or isinstance(value, float)
     if not fits:
         raise sig.error(f"expects {p.dtype}, got {type(value).__name__} {value!r}", p)
+    if p.dtype in ("f16", "f32", "f64"):
+        return _float_scalar(sig, p, value)
     return np.array(value, dtype=p.np_dtype)
+
+
+def _float_scalar(sig: Signature, p: Param, value) -> np.ndarray:
+    """``value`` rounded to ``p``'s dtype, which must not overflow it: a finite number
+    beyond the largest finite value would silently become inf (10**400 does not even
+    fit a Python float)."""
+    largest = np.finfo(p.np_dtype).max
+    beyond = sig.error(f"{value!r} is beyond the largest {p.dtype} ({largest}); pass inf "
+                       "explicitly if that is meant", p, value=True)
+    try:
+        as_float = float(value)
+    except OverflowError:
+        raise beyond from None
+    with np.errstate(over="ignore"):
+        array = np.array(as_float, dtype=p.np_dtype)
+    if np.isinf(array) and not np.isinf(as_float):
+        raise beyond
+    return array
 
 
 def _as_numba(sig: Signature, p: Param, value):
@@ -133,6 +160,20 @@ def _check_array(sig: Signature, p: Param, array, dims: dict[str, tuple[int, str
                 raise sig.error(f"dim {want} is {bound[0]} from {bound[1]} but {got} from {p.name}")
     if not _contiguous(array):
         raise sig.error("must be C-contiguous (pass np.ascontiguousarray(...) or a copy)", p)
+    if 0 in tuple(array.shape):  # e.g. max over an empty axis would have no value
+        raise sig.error(f"is empty (shape {tuple(array.shape)}); mlfuse has no empty arrays: "
+                        "every size is positive (docs/language.md)", p, value=True)
+
+
+def _check_sizes(sig: Signature, dims: dict[str, int]) -> None:
+    """Every array the call allocates is indexable (int64 index arithmetic in every
+    kernel: sizes past 2**31 elements run, past 2**62 are refused here, before any
+    allocation or launch)."""
+    for name, shape in sig.made:
+        problem = shape_problem(shape, dims)
+        if problem:
+            sizes = ", ".join(str(dims.get(d, d)) for d in shape)
+            raise sig.error(f"{name} would be [{sizes}]: {problem}", value=True)
 
 
 @dataclass
@@ -149,6 +190,9 @@ def bind_arguments(sig: Signature, args: tuple) -> BoundCall:
         raise sig.error(f"takes {len(sig.params)} argument(s) ({names}), got {len(args)}")
     values, kinds, dims = [], [], {}
     for p, value in zip(sig.params, args):
+        if isinstance(value, np.ma.MaskedArray):
+            raise sig.error("is a masked array (numpy.ma), whose mask would be ignored; pass "
+                            "its .filled(...) values or its .data", p)
         kind = kind_of(value)
         if kind is None:
             raise sig.error(f"expects a NumPy or device array, got {type(value).__name__}", p)
@@ -159,6 +203,7 @@ def bind_arguments(sig: Signature, args: tuple) -> BoundCall:
         _check_array(sig, p, value, dims)
         values.append(value)
         kinds.append(kind)
+    _check_sizes(sig, {name: size for name, (size, _) in dims.items()})
     arrays = [(p, k) for p, k in zip(sig.params, kinds) if k != "scalar"]
     host = [p for p, k in arrays if k == HOST]
     device = [(p, k) for p, k in arrays if k != HOST]

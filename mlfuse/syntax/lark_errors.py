@@ -4,7 +4,7 @@ from __future__ import annotations
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from mlfuse.errors import Location, MlfuseError
+from mlfuse.errors import Location, MlfuseError, source_lines
 
 # Readable names for Lark's anonymous terminals.
 _TERMINAL_NAMES = {
@@ -34,7 +34,9 @@ def location_of(node, filename: str, source: str) -> Location:
 def convert_lark_error(e: UnexpectedInput, filename: str, source: str) -> MlfuseError:
     line, column = getattr(e, "line", 1) or 1, getattr(e, "column", 1) or 1
     if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
-        lines = source.splitlines() or [""]
+        lines = source_lines(source)
+        if len(lines) > 1 and not lines[-1]:
+            lines.pop()  # the end of the file is on the last line that has text after it
         line, column = len(lines), len(lines[-1]) + 1
         message = "unexpected end of file"
         expected = getattr(e, "expected", None)

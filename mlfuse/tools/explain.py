@@ -84,6 +84,8 @@ def _kernel_reports(func, dims, target) -> list[KernelReport]:
 
 def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int | None = None,
                    target: Target | None = None) -> list[FunctionReport]:
+    from mlfuse.transforms.fusion.options import check_fuse_options
+    check_fuse_options({"limit": limit})
     dims, target = dims or {}, target or get_target()
     text = print_ir(loops_module)
     base, fused = parse_ir(text), parse_ir(text)

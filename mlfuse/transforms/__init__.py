@@ -7,6 +7,8 @@ loops -> fused:   ``fuse`` / ``no-fuse`` (kernels), then ``schedule-contractions
 """
 from __future__ import annotations
 
+import inspect
+
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.pass_manager import Pass
 from mlfuse.transforms.contraction import ScheduleContractionsPass
@@ -21,9 +23,13 @@ PASSES: dict[str, type[Pass]] = {cls.name: cls for cls in (
 
 def get_pass(name: str, **options) -> Pass:
     """A new instance of the pass called ``name``, built with ``options``."""
-    try:
-        cls = PASSES[name]
-    except KeyError:
-        known = ", ".join(sorted(PASSES))
-        raise MlfuseError(f"unknown pass '{name}' (known: {known})") from None
+    cls = PASSES.get(name)
+    if cls is None:
+        raise MlfuseError(f"unknown pass '{name}' (known: {', '.join(sorted(PASSES))})")
+    params = inspect.signature(cls.__init__).parameters
+    takes = sorted(p for p in params if p != "self")
+    for option in options:  # checked here, not as a TypeError from inside the pass
+        if option not in params or option == "self":
+            raise MlfuseError(f"pass '{name}' has no option '{option}' "
+                              f"(options: {', '.join(takes) or 'none'})")
     return cls(**options)

@@ -32,7 +32,7 @@ from mlfuse.dialects.contraction import arg_deps as _arg_deps
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ReduceOp, StoreOp, YieldOp
 from mlfuse.ir.builtin import ModuleOp
-from mlfuse.ir.core import BlockArgument, Operation
+from mlfuse.ir.core import BlockArgument, Operation, Value
 from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.traits import PURE
 

@@ -29,7 +29,7 @@ from mlfuse.dialects import tensor as T
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import OpResult, Value, VerifyError
-from mlfuse.ir.types import NUMPY_DTYPE, TensorType
+from mlfuse.ir.types import NUMPY_DTYPE, TensorType, shape_problem
 from mlfuse.ir.verifier import verify
 
 # ONNX element types mlfuse has, and the IR dtype of each.
@@ -109,7 +109,7 @@ class GraphImporter:
         self.node: onnx.NodeProto | None = None
         self.node_index = 0
         for init in self.graph.initializer:
-            self.known[init.name] = numpy_helper.to_array(init)
+            self.known[init.name] = _initializer_array(init)
         static_inputs = dict(static_inputs or {})
         graph_inputs = [i.name for i in self.graph.input]
         for name, array in static_inputs.items():
@@ -119,6 +119,9 @@ class GraphImporter:
             self.known[name] = np.asarray(array)
         # an input that is also an initializer is a constant with a default (ONNX IR < 4)
         self.inputs = [i for i in self.graph.input if i.name not in self.known]
+        for index, value_info in enumerate(self.graph.input):
+            if not value_info.name:  # "" means an absent optional input in ONNX
+                raise MlfuseError(f"graph input #{index} has an empty name")
 
     # -- the whole graph ------------------------------------------------------------
     def run(self) -> ImportedGraph:
@@ -160,6 +163,9 @@ class GraphImporter:
                 dims.append(sanitize(d.dim_param or f"{value_info.name}_{axis}", "d"))
         if not t.tensor_type.HasField("shape"):
             raise MlfuseError(f"{what} has no shape; mlfuse needs every input's rank")
+        problem = shape_problem(dims)  # as the .fuse frontend checks a signature
+        if problem:
+            raise MlfuseError(f"{what} of shape {dims}: {problem}")
         return TensorType(dtype, tuple(dims))
 
     def _output(self, value_info) -> Value:
@@ -176,6 +182,7 @@ class GraphImporter:
     def _convert(self, node, converters) -> None:
         if node.domain not in ("", "ai.onnx"):
             raise self.error(f"operators of domain '{node.domain}' are not supported")
+        self._check_names(node)
         inputs = [i for i in node.input if i]
         if inputs and all(i in self.known for i in inputs):
             self._fold(node)
@@ -196,6 +203,23 @@ class GraphImporter:
         missing = [n for n in node.output[len(outputs):] if n]
         if missing:
             raise self.error(f"output '{missing[0]}' is not supported")
+
+    def _check_names(self, node) -> None:
+        """Each value is assigned once (SSA, as the ONNX spec requires: a second writer
+        would otherwise silently win), and an empty input name stands only for an
+        optional input the operator's schema allows to be absent."""
+        for i, name in enumerate(node.output):
+            if name and (name in self.values or name in self.known or name in node.output[:i]):
+                raise self.error(f"output '{name}' is already a graph input, an initializer "
+                                 "or another node's output; ONNX values are assigned once")
+        try:
+            formals = onnx.defs.get_schema(node.op_type, self.opset, node.domain).inputs
+        except Exception:  # an operator ONNX does not know: the converter lookup says so
+            return
+        optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+        for i, name in enumerate(node.input):
+            if not name and i < len(formals) and formals[i].option != optional:
+                raise self.error(f"input {i} is required but empty ('')")
 
     def _fold(self, node) -> None:
         """Compute a node whose inputs are all known with ONNX's reference evaluator."""
@@ -287,6 +311,27 @@ class GraphImporter:
         param = self.func.body.add_arg(TensorType(ir, array.shape), sanitize(name, "c"))
         self.constants.append((param.name_hint, np.ascontiguousarray(array)))
         return param
+
+
+def _initializer_array(init) -> np.ndarray:
+    """An initializer's array; data that does not match its dims is an error (NumPy's
+    message names neither the initializer nor the sizes)."""
+    dims = [int(d) for d in init.dims]
+    if init.raw_data:
+        try:
+            itemsize = helper.tensor_dtype_to_np_dtype(init.data_type).itemsize
+        except Exception:
+            itemsize = None  # an element type mlfuse lacks: reported where it is used
+        need = int(np.prod(dims, dtype=object)) * itemsize if itemsize else None
+        if need is not None and len(init.raw_data) != need:
+            raise MlfuseError(f"initializer '{init.name}' holds {len(init.raw_data)} bytes of "
+                              f"data; its dims {dims} of {onnx_type_name(init.data_type)} need "
+                              f"{need}")
+    try:
+        return numpy_helper.to_array(init)
+    except Exception as e:  # e.g. typed data (float_data) of the wrong length
+        raise MlfuseError(f"initializer '{init.name}' with dims {dims} cannot be read: "
+                          f"{type(e).__name__}: {e}") from None
 
 
 def attributes(node) -> dict:

@@ -116,6 +116,8 @@ class NestGraph:
                 self.nests.append(nest)
         self.writer: dict[int, Nest] = {id(n.out): n for n in self.nests if n.out is not None}
         self.returned: set[int] = {id(v) for v in func.return_op.operands}
+        from mlfuse.transforms.fusion.input_check import check_nests  # what the planner assumes, or an error
+        check_nests(self.nests, self.writer)
 
     def producers(self, nest: Nest) -> list[Nest]:
         return [self.writer[id(b)] for b in nest.reads if id(b) in self.writer]
