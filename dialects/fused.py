@@ -15,6 +15,9 @@ inner loops (``loops.for``).
 - "contraction": a sum of products (matmul, conv2d; see mlfuse/transforms/contraction.py):
   a block computes a tile of points, each thread a register block of them, from
   shared-memory tiles of the two operands; the rest of the body is the epilogue.
+- "split-rows", "split-columns", "warp-rows": reductions split across blocks (few
+  points, long reductions), over non-innermost axes, and over short rows; see
+  mlfuse/transforms/fusion/schedules.py.
 ``sources`` names the tensor ops the kernel computes, for reports and comments.
 """
 from __future__ import annotations
@@ -24,7 +27,7 @@ from mlfuse.ir.registry import Dialect
 
 from mlfuse.dialects.loops import LoopOp
 
-SCHEDULES = ("pointwise", "row", "contraction")
+SCHEDULES = ("pointwise", "row", "contraction", "split-rows", "split-columns", "warp-rows")
 
 DIALECT = Dialect("fused", __doc__)
 

@@ -242,14 +242,27 @@ class KernelEmitter(VectorPhases):
 
     # -- the kernel --------------------------------------------------------------
     def emit(self) -> str:
+        with self.kernel_def():
+            if self.schedule == "row":
+                self.row_body(_row_loops(self.op))
+            elif self.variant in ("pointwise-prefetch", "pointwise-vector"):
+                self.prefetch_body()
+            else:
+                self.pointwise_body()
+        return self.w.text()
+
+    @contextmanager
+    def kernel_def(self, extra_params=(), doc: str | None = None):
+        """The kernel's decorator, signature (buffers, dim symbols, then ``extra_params``),
+        docstring (``doc``, else the variant's) and outer constants; the body goes inside."""
         iface, w = self.iface, self.w
         params = [self.define(b, "buf") for b in iface.buffers]
         self.sym = {s: self.namer.fresh(s) for s in iface.symbols}
-        params += list(self.sym.values())
+        params += list(self.sym.values()) + list(extra_params)
         sources = _sources(self.op)
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
-        bound = _LAUNCH_BOUND[self.variant]
+        bound = _LAUNCH_BOUND.get(self.variant, "THREADS_PER_BLOCK")
         if self.schedule == "row" and self.hw.row_min_blocks and bound != str(MAX_THREADS):
             bound = f"({bound}, ROW_MIN_BLOCKS)"  # so many blocks resident per SM, at least
         elif self.variant == "registers":
@@ -261,16 +274,10 @@ class KernelEmitter(VectorPhases):
                if self.target == "cuda" else "@cuda.jit")  # the simulator takes no bounds
         with w.indented(f"def {self.name}({', '.join(params)}):"):
             space = ", ".join(map(str, self.op.extent_list))
-            w.line(f'"""{_SCHEDULE_DOC[self.variant].format(space=space)}"""')
+            w.line(f'"""{(doc or _SCHEDULE_DOC[self.variant]).format(space=space)}"""')
             for c in iface.constants:
                 w.line(f"{self.define(c, 'const')} = {literal(c.op['value'], c.type.dtype)}")
-            if self.schedule == "row":
-                self.row_body(_row_loops(self.op))
-            elif self.variant in ("pointwise-prefetch", "pointwise-vector"):
-                self.prefetch_body()
-            else:
-                self.pointwise_body()
-        return w.text()
+            yield
 
     def pointwise_body(self) -> None:
         w, loc = self.w, self.local
@@ -366,23 +373,9 @@ class KernelEmitter(VectorPhases):
         w, loc = self.w, self.local
         w.line(f"{loc['tid']} = cuda.threadIdx.x")
         w.line(f"{loc['nthreads']} = cuda.blockDim.x")
-        for o in row_loops:
-            if isinstance(o, ReduceOp):
-                ctype = COMPUTE_TYPE[o.result.type.dtype]
-                if ctype not in SHARED_TYPE:
-                    raise MlfuseError(f"codegen: no block reduction of {o.result.type}", o.loc)
-                if ctype not in self.scratch:
-                    self.scratch[ctype] = self.namer.fresh(f"scratch_{ctype}")
-                    w.line(f"{self.scratch[ctype]} = cuda.shared.array("
-                           f"{SCRATCH_SLOTS[self.target]}, {SHARED_TYPE[ctype]})")
+        self.declare_scratch(row_loops)
         if self.variant in ("registers", "registers-vector"):
-            groups, index_ops = row_held_loads(row_loops)
-            first = {id(g.loads[0]) for g in groups}  # the load that fills a group's array
-            for group in groups:
-                self.hold(group.loads, VALUES_PER_THREAD)
-            for loop in row_loops:
-                loads = [o for o in loop.body.ops if id(o) in first]
-                self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
+            self.plan_held_rows(row_loops)
             if self.hw.row_reuse:
                 self.reuse = row_reused_values(row_loops)
                 for o in self.reuse.kept.values():
@@ -396,6 +389,35 @@ class KernelEmitter(VectorPhases):
                         f"{loc['n_points']}, cuda.gridDim.x):"):
             self.unravel(loc["point"])
             self.block(self.op.body, top=True)
+
+    def declare_scratch(self, row_loops: list[Operation], slots: str | None = None) -> None:
+        """A shared array per compute type of the reduces among ``row_loops``, for the
+        block reductions (``slots`` each, default the target's SCRATCH_SLOTS)."""
+        for o in row_loops:
+            if isinstance(o, ReduceOp):
+                ctype = COMPUTE_TYPE[o.result.type.dtype]
+                if ctype not in SHARED_TYPE:
+                    raise MlfuseError(f"codegen: no block reduction of {o.result.type}", o.loc)
+                if ctype not in self.scratch:
+                    self.scratch[ctype] = self.namer.fresh(f"scratch_{ctype}")
+                    self.w.line(f"{self.scratch[ctype]} = cuda.shared.array("
+                                f"{slots or SCRATCH_SLOTS[self.target]}, {SHARED_TYPE[ctype]})")
+
+    def plan_held_rows(self, row_loops: list[Operation]) -> None:
+        """The registers variant's local arrays: every load a row loop can issue early
+        gets VALUES_PER_THREAD slots (shared by the loops that load the same values),
+        filled by the loop's fill phase."""
+        groups, index_ops = row_held_loads(row_loops)
+        first = {id(g.loads[0]) for g in groups}  # the load that fills a group's array
+        for group in groups:
+            self.hold(group.loads, VALUES_PER_THREAD)
+        for loop in row_loops:
+            loads = [o for o in loop.body.ops if id(o) in first]
+            self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
+
+    def leader(self) -> str:
+        """The condition of the one thread that stores a value the block shares."""
+        return f"{self.local['tid']} == 0"
 
     def unravel(self, flat: str, last: str | None = None) -> None:
         """Loop indices from the flat index: divmod by the extents, last dim fastest
@@ -445,7 +467,7 @@ class KernelEmitter(VectorPhases):
             value, buf = op.operands[0], op.operands[1]
             line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = {self.namer(value)}"
             if shared:  # one value per point: one thread writes it
-                with w.indented(f"if {self.local['tid']} == 0:"):
+                with w.indented(f"if {self.leader()}:"):
                     w.line(line)
             else:
                 w.line(line)
