@@ -608,6 +608,9 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
         text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"
         return KernelCode(op, schedule, kernel_interface(op), [], {"contraction": name}, text,
                           vector_sides=vector_sides)
+    if schedule in ("split-rows", "split-columns"):  # two kernels: chunks, then combine
+        from mlfuse.codegen.schedule_split import emit_split
+        return emit_split(op, name, target, helpers, names, hw)
     kinds = row_variants(op, hw) if schedule == "row" else [pointwise_variant(op)]
     accesses, vector_extents = _vector_variant(op, kinds, hw)
     if accesses:  # right after the scalar kernel it stands in for

@@ -96,6 +96,26 @@ def _row_threads(extent, most=1024):
     return threads
 '''
 
+_SPLIT_ROWS = '''\
+def _split_rows(points, extent):
+    """Chunks per point of a split-rows reduction of ``extent`` values per point: about
+    SM_COUNT * SPLIT_BLOCKS_PER_SM blocks in all, each chunk at least one pass of a
+    block's threads over VALUES_PER_THREAD values each, at most 1024 chunks."""
+    want = -(-SM_COUNT * SPLIT_BLOCKS_PER_SM // max(points, 1))
+    most = -(-extent // (THREADS_PER_BLOCK * VALUES_PER_THREAD))
+    return max(1, min(want, most, 1024))
+'''
+
+_SPLIT_COLUMNS = '''\
+def _split_columns(points, extent):
+    """Chunks per point of a split-columns reduction of ``extent`` values per point:
+    about SM_COUNT * 1024 threads in all, each walking at least 4 * VALUES_PER_THREAD
+    values, at most 32 chunks (one thread of the second kernel combines them)."""
+    want = -(-SM_COUNT * 1024 // max(points, 1))
+    most = extent // (4 * VALUES_PER_THREAD)
+    return max(1, min(want, most, 32))
+'''
+
 
 _TILED_KERNEL = '''\
 class _TiledKernel:
@@ -159,10 +179,12 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
 
 _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
+          "_split_rows": _SPLIT_ROWS, "_split_columns": _SPLIT_COLUMNS,
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY}
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_maximum", "_minimum"] + [block_reduce_name(c) for c in ("add", "max", "min")] + [
-    "_vector_access", "_pointwise_blocks", "_row_blocks", "_row_threads", "_vector_ready",
+    "_vector_access", "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows",
+    "_split_columns", "_vector_ready",
     "_TiledKernel", "_contraction_geometry"]
 
 

@@ -99,6 +99,9 @@ class HostEmitter:
             self.w.line(f"{points} = {' * '.join(factors)}")
         if kernel.schedule == "row":
             self.row_launch(kernel, points, args)
+        elif kernel.schedule in ("split-rows", "split-columns"):
+            from mlfuse.codegen.schedule_split import split_launch
+            split_launch(self, kernel, points, args)
         elif kernel.schedule == "contraction":
             self.contraction_launch(kernel, points, args)
         else:

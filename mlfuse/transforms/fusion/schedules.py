@@ -181,7 +181,10 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     layout = access_layout(kernel)
     blocker = why_not_split(kernel)
     few_points = points < 2 * target.sm_count
-    if blocker is None and layout == "rows" and few_points and reduced >= target.split_min_extent:
+    # an unbound reduced extent may be long at run time; the host splits it only if it is
+    unbound = any(isinstance(e, str) and e not in dims for n in nests for e in n.extents)
+    long = reduced >= target.split_min_extent or unbound
+    if blocker is None and layout == "rows" and few_points and long:
         return ScheduleChoice("split-rows", f"{points} point(s) cannot fill {target.sm_count} SMs "
                               f"with one block each; each point's {reduced} values are split "
                               "across blocks, then a second kernel combines the partials")
