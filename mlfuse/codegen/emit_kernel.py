@@ -202,6 +202,7 @@ class KernelEmitter(VectorPhases):
         self.op, self.name, self.variant = op, name, variant
         self.target, self.helpers, self.hw = target, helpers, hw
         self.vector = variant.endswith("-vector")
+        self.held_rows = variant == "registers"  # shared loops take VALUES_PER_THREAD slots
         self.schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
         self.iface = kernel_interface(op)
         self.namer = Namer(taken)
@@ -515,12 +516,16 @@ class KernelEmitter(VectorPhases):
                     "then the block combines the parts")
         self.w.line(f"{part} = {identity(combiner, dtype)}")
         self.accumulate(op, part, shared=True)
-        helper = block_reduce_name(combiner)
-        self.helpers.add(helper)
-        total = (f"{helper}({part}, {identity(combiner, dtype)}, "
-                 f"{self.scratch[COMPUTE_TYPE[dtype]]})")
+        total = self.shared_combine(combiner, part, dtype)
         init = self.namer(op.operands[0])
         self.w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
+
+    def shared_combine(self, combiner: str, part: str, dtype: str) -> str:
+        """The expression combining every sharing thread's ``part`` (the block's)."""
+        helper = block_reduce_name(combiner)
+        self.helpers.add(helper)
+        return (f"{helper}({part}, {identity(combiner, dtype)}, "
+                f"{self.scratch[COMPUTE_TYPE[dtype]]})")
 
     @contextmanager
     def loop(self, op: LoopOp, shared: bool):
@@ -547,7 +552,7 @@ class KernelEmitter(VectorPhases):
                 with self.each_lane():
                     yield
                 self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
-        elif self.variant == "registers":
+        elif self.held_rows:
             def each_slot():
                 w.line(f"{k} = {loc['tid']} + {loc['slot']} * {loc['nthreads']}")
                 return w.indented(f"if {k} < {extent}:")
@@ -611,6 +616,9 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     if schedule in ("split-rows", "split-columns"):  # two kernels: chunks, then combine
         from mlfuse.codegen.schedule_split import emit_split
         return emit_split(op, name, target, helpers, names, hw)
+    if schedule == "warp-rows":
+        from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
+        return emit_warp_rows(op, name, target, helpers, names, hw)
     kinds = row_variants(op, hw) if schedule == "row" else [pointwise_variant(op)]
     accesses, vector_extents = _vector_variant(op, kinds, hw)
     if accesses:  # right after the scalar kernel it stands in for

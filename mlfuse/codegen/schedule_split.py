@@ -31,7 +31,6 @@ from mlfuse.ir.core import Operation
 from mlfuse.transforms.fusion.schedules import reduce_nests
 
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, extent_factors
-from mlfuse.codegen.helpers import block_reduce_name
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
 
 _DOC = {
@@ -133,13 +132,10 @@ class SplitEmitter(KernelEmitter):
                 parts.append(self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_part"))
                 w.line(f"{parts[-1]} = {identity(n.top['combiner'], dtype)}")
             self.walk_chunk(parts)
-            for n, part, partials in zip(self.nests, parts, self.partials):
+            for n, part in zip(self.nests, parts):
                 if self.rows:
-                    dtype = n.top.result.type.dtype
-                    helper = block_reduce_name(n.top["combiner"])
-                    self.helpers.add(helper)
-                    w.line(f"{part} = {helper}({part}, {identity(n.top['combiner'], dtype)}, "
-                           f"{self.scratch[COMPUTE_TYPE[dtype]]})")
+                    total = self.shared_combine(n.top["combiner"], part, n.top.result.type.dtype)
+                    w.line(f"{part} = {total}")
             with w.indented(f"if {self.leader()}:") if self.rows else _same(w):
                 for part, partials in zip(parts, self.partials):
                     w.line(f"{partials}[{loc['flat']}] = {part}")
@@ -232,10 +228,7 @@ class SplitEmitter(KernelEmitter):
                             f"{loc['nthreads']}):"):
                 value = f"{partials}[{self.partial_index()}]"
                 w.line(f"{part} = {combine(combiner, part, value, self.helpers, dtype)}")
-            helper = block_reduce_name(combiner)
-            self.helpers.add(helper)
-            total = (f"{helper}({part}, {identity(combiner, dtype)}, "
-                     f"{self.scratch[COMPUTE_TYPE[dtype]]})")
+            total = self.shared_combine(combiner, part, dtype)
             init = self.namer(op.operands[0])
             w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
             return
