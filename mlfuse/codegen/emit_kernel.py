@@ -377,12 +377,6 @@ class KernelEmitter(VectorPhases):
         self.declare_scratch(row_loops)
         if self.variant in ("registers", "registers-vector"):
             self.plan_held_rows(row_loops)
-            if self.hw.row_reuse:
-                self.reuse = row_reused_values(row_loops)
-                for o in self.reuse.kept.values():
-                    self.kept[id(o)] = self.local_array(
-                        f"{o.result.name_hint or o.name.split('.')[1]}_vals",
-                        COMPUTE_TYPE[o.result.type.dtype], VALUES_PER_THREAD)
         if self.vector:
             self.plan_vectors(row_vector_accesses(row_loops), VALUES_PER_THREAD)
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
@@ -404,7 +398,7 @@ class KernelEmitter(VectorPhases):
                     self.w.line(f"{self.scratch[ctype]} = cuda.shared.array("
                                 f"{slots or SCRATCH_SLOTS[self.target]}, {SHARED_TYPE[ctype]})")
 
-    def plan_held_rows(self, row_loops: list[Operation]) -> None:
+    def plan_held_rows(self, row_loops: list[Operation], reuse: bool = True) -> None:
         """The registers variant's local arrays: every load a row loop can issue early
         gets VALUES_PER_THREAD slots (shared by the loops that load the same values),
         filled by the loop's fill phase."""
@@ -415,6 +409,12 @@ class KernelEmitter(VectorPhases):
         for loop in row_loops:
             loads = [o for o in loop.body.ops if id(o) in first]
             self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
+        if self.hw.row_reuse and reuse:  # costly values later row loops read again
+            self.reuse = row_reused_values(row_loops)
+            for o in self.reuse.kept.values():
+                self.kept[id(o)] = self.local_array(
+                    f"{o.result.name_hint or o.name.split('.')[1]}_vals",
+                    COMPUTE_TYPE[o.result.type.dtype], VALUES_PER_THREAD)
 
     def leader(self) -> str:
         """The condition of the one thread that stores a value the block shares."""

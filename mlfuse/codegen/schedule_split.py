@@ -111,7 +111,7 @@ class SplitEmitter(KernelEmitter):
         self.threads()
         inner = [n.inner for n in self.nests]
         if all(_clean_outer_levels(n) for n in self.nests):
-            self.plan_held_rows(inner)
+            self.plan_held_rows(inner, reuse=False)
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
         w.line(f"{loc['n_k']} = {self.points(self.nests[0].extents)}")
         w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")

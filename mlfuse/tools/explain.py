@@ -18,6 +18,7 @@ from mlfuse.ir.printer import print_ir
 from mlfuse.transforms.contraction import ScheduleContractionsPass
 from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
 from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost
+from mlfuse.transforms.fusion.schedules import choose_schedule
 from mlfuse.hardware import Target, get_target
 
 
@@ -34,6 +35,7 @@ class KernelReport:
     registers: int | None = None       # from the real compile, when there was one
     local_memory_bytes: int | None = None
     shared_memory_bytes: int | None = None
+    schedule_reason: str = ""          # why this schedule (mlfuse/transforms/fusion/schedules.py)
 
 
 @dataclass
@@ -78,7 +80,8 @@ def _kernel_reports(func, dims, target) -> list[KernelReport]:
     for k in _kernels(func):
         c = kernel_cost(k, dims, target)
         out.append(KernelReport(k["kernel_name"], k["schedule"], list(k["extents"]), list(k["sources"]),
-                                c.bytes, c.flops, c.registers, round(c.seconds(target) * 1e6, 3)))
+                                c.bytes, c.flops, c.registers, round(c.seconds(target) * 1e6, 3),
+                                schedule_reason=choose_schedule(k, dims, target).reason))
     return out
 
 
@@ -139,6 +142,8 @@ def format_text(reports: list[FunctionReport]) -> str:
                 regs += f"; compiled: {k.registers} registers, {k.local_memory_bytes} B local, " \
                         f"{k.shared_memory_bytes} B shared"
             lines.append(f"  kernel {k.name} [{k.schedule} over {k.extents}] ({regs}):")
+            if k.schedule_reason:
+                lines.append(f"    schedule: {k.schedule_reason}")
             for s in k.sources:
                 lines.append(f"    {s}")
         if r.decisions:

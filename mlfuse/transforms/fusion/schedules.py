@@ -164,8 +164,8 @@ class ScheduleChoice:
 def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     """The schedule of ``kernel`` (see the module doc) and why, from the sizes its
     symbols have in ``dims`` (the target's default size where unbound)."""
-    current = kernel["schedule"]
-    if current not in ("pointwise", "row"):
+    current = kernel["schedule"]  # the builder's "row" or "pointwise", or an earlier choice
+    if current not in ("pointwise", "row", "warp-rows") + SPLIT_SCHEDULES:
         return ScheduleChoice(current, f"{current} (set by an earlier pass)")
     nests = reduce_nests(kernel)
     loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
