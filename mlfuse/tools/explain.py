@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.loops import AllocOp
+from mlfuse.dialects.loops import AllocOp, ForOp, ReduceOp
 from mlfuse.codegen.contraction import is_tiled_kernel
 from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.dialects import parse_ir
@@ -75,13 +75,21 @@ def _kernels(func: FuncOp) -> list[KernelOp]:
     return [op for op in func.body.ops if isinstance(op, KernelOp)]
 
 
+def _schedule_reason(kernel: KernelOp, dims, target) -> str:
+    """Why a kernel with reductions runs as it does ("" for the others: nothing to choose)."""
+    if kernel["schedule"] == "contraction" or not any(isinstance(o, (ReduceOp, ForOp))
+                                          for o in kernel.body.ops):
+        return ""
+    return choose_schedule(kernel, dims, target).reason
+
+
 def _kernel_reports(func, dims, target) -> list[KernelReport]:
     out = []
     for k in _kernels(func):
         c = kernel_cost(k, dims, target)
         out.append(KernelReport(k["kernel_name"], k["schedule"], list(k["extents"]), list(k["sources"]),
                                 c.bytes, c.flops, c.registers, round(c.seconds(target) * 1e6, 3),
-                                schedule_reason=choose_schedule(k, dims, target).reason))
+                                schedule_reason=_schedule_reason(k, dims, target)))
     return out
 
 
