@@ -279,7 +279,7 @@ def partial_dtypes(op) -> list[str]:
 def split_launch(host, kernel, points: str, args: list[str]) -> None:
     """The host lines of a split reduction: chunks per point from the sizes, a partial
     buffer per reduce, then both kernels."""
-    op, w, loc = kernel.op, host.w, {}
+    op, loc = kernel.op, {}
     rows = op["schedule"] == "split-rows"
     nest = reduce_nests(op)[0]
     n_k = " * ".join(extent_factors(nest.extents, lambda s: host.dim(s, op)))

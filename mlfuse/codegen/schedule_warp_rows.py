@@ -20,8 +20,9 @@ from contextlib import contextmanager
 
 from mlfuse.dialects.loops import ForOp, ReduceOp
 
-from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelCode, KernelEmitter, kernel_interface
+from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, kernel_interface
 from mlfuse.codegen.helpers import group_reduce_name
+from mlfuse.codegen.scalar import COMPUTE_TYPE
 
 _DOC = ("Warp-rows schedule over [{space}]: a group of `width` threads per point, several "
         "points per warp; group reductions by shuffles.")
@@ -72,7 +73,6 @@ class WarpRowsEmitter(KernelEmitter):
         return f"{self.local['tid']} == 0 and {self.local['valid']}"
 
     def shared_combine(self, combiner: str, part: str, dtype: str) -> str:
-        from mlfuse.codegen.scalar import COMPUTE_TYPE
         helper = group_reduce_name(combiner)
         self.helpers.add(helper)
         return f"{helper}({part}, {self.local['width']}, {self.scratch[COMPUTE_TYPE[dtype]]})"
@@ -108,4 +108,4 @@ def warp_rows_launch(host, kernel, points: str, args: list[str]) -> None:
     host.guarded(op, points, lines)
 
 
-__all__ = ["emit_warp_rows", "warp_rows_launch", "VALUES_PER_THREAD"]
+__all__ = ["emit_warp_rows", "warp_rows_launch"]
