@@ -59,6 +59,37 @@ func mlp(x: f32[B, 1024], w1: f32[1024, 4096], b1: f32[4096], w2: f32[4096, 1024
 }
 """
 
+# Reductions of every shape (issue 13): each moves at least 256 MB.
+COLSUM = """
+func colsum(x: f32[R, C]) -> f32[C] {
+    return sum(x, axis=0)
+}
+"""
+
+SUMSQ_ALL = """
+func sumsq_all(x: f32[N]) -> f32[] {
+    return sum(x * x)
+}
+"""
+
+SOFTMAX_SHORT = """
+func softmax_short(x: f32[R, 16]) -> f32[R, 16] {
+    return softmax(x, axis=1)
+}
+"""
+
+BIAS_GELU_F16 = """
+func bias_gelu_f16(x: f16[R, C], b: f16[C]) -> f16[R, C] {
+    return gelu(x + b)
+}
+"""
+
+TRANSPOSE_ADD = """
+func transpose_add(x: f32[N, N], y: f32[N, N]) -> f32[N, N] {
+    return transpose(x) + y
+}
+"""
+
 
 def _torch():
     import torch
@@ -106,6 +137,23 @@ def t_conv(x, w, b):
 def t_mlp(x, w1, b1, w2, b2):
     _, F = _torch()
     return F.gelu(x @ w1 + b1) @ w2 + b2 + x
+
+
+def t_colsum(x):
+    return x.sum(dim=0)
+
+
+def t_sumsq_all(x):
+    return (x * x).sum()
+
+
+def t_bias_gelu(x, b):
+    _, F = _torch()
+    return F.gelu(x + b)
+
+
+def t_transpose_add(x, y):
+    return x.t() + y
 
 
 def c_chain():
@@ -158,6 +206,13 @@ CASES = [
     Case("matmul_bias_relu", MATMUL, {"M": 4096, "K": 4096, "N": 4096}, t_matmul),
     Case("conv_bias_relu", CONV, {"N": 32}, t_conv, dry_dims={"N": 1}, simulate=False),
     Case("mlp", MLP, {"B": 8192}, t_mlp, dry_dims={"B": 2}, simulate=False),
+    Case("colsum", COLSUM, {"R": 16384, "C": 4096}, t_colsum),
+    Case("sumsq_all", SUMSQ_ALL, {"N": 1 << 26}, t_sumsq_all),
+    Case("softmax_short", SOFTMAX_SHORT, {"R": 1 << 22}, t_softmax),
+    Case("softmax_long", SOFTMAX.replace("func softmax", "func softmax_long"),
+         {"R": 512, "C": 65536}, t_softmax),
+    Case("bias_gelu_f16", BIAS_GELU_F16, {"R": 16384, "C": 8192}, t_bias_gelu),
+    Case("transpose_add", TRANSPOSE_ADD, {"N": 8192}, t_transpose_add, dry_dims={"N": 9}),
     Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
          latency=True),
 ]

@@ -17,6 +17,9 @@ inner loops (``loops.for``).
   shared-memory tiles of the two operands; the rest of the body is the epilogue.
   The pass records its analysis beside it (``m_dims``, ``n_dims``, ``batch_dims``,
   ``a_operand``, ``variant``: dialects/contraction.py), and codegen reads only that.
+- "split-rows", "split-columns", "warp-rows": reductions split across blocks (few
+  points, long reductions), over non-innermost axes, and over short rows; see
+  mlfuse/transforms/fusion/schedules.py.
 ``sources`` names the tensor ops the kernel computes, for reports and comments.
 """
 from __future__ import annotations
@@ -26,7 +29,7 @@ from mlfuse.ir.registry import Dialect
 
 from mlfuse.dialects.loops import LoopOp
 
-SCHEDULES = ("pointwise", "row", "contraction")
+SCHEDULES = ("pointwise", "row", "contraction", "split-rows", "split-columns", "warp-rows")
 
 DIALECT = Dialect("fused", __doc__)
 

@@ -19,6 +19,7 @@ class Target:
                                 # loads are issued together, so more bytes are in flight
     row_values_per_thread: int  # a row of at most this * row_threads values stays in registers
     row_min_extent: int         # a reduction shorter than this runs one thread per output
+                                # (or, along rows, a group of threads per row: warp-rows)
     default_dim: int            # size assumed for a symbolic dim that --dim did not bind
     # Launch and access knobs of the generated kernels (benchmarks/probe_memkern.py sweeps
     # them; docs/perf-notes.md has the measurements behind each default).
@@ -33,6 +34,10 @@ class Target:
                                  # striding over the rows; 0: one block per row
     row_min_blocks: int = 0     # launch_bounds' minimum resident blocks per SM of a
                                 # register-held row kernel (0: none asked)
+    split_min_extent: int = 8192  # fewer values per point than this are not split across
+                                  # blocks (split-rows): one block reduces them fast enough
+    split_blocks_per_sm: int = 4  # split-rows: a split reduction's first kernel aims at
+                                  # sm_count * this blocks (the host picks the chunks)
     row_reuse: bool = True      # a register-held row keeps costly values (exp, div, ...)
                                 # that later row loops would compute again
 

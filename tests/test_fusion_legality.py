@@ -149,10 +149,12 @@ def test_reduction_with_prologue_and_epilogue_over_rows_is_one_row_kernel():
     assert [a.result.name_hint for a in allocs(module)] == ["y"]
 
 
-def test_short_rows_run_one_thread_per_row():
+def test_short_rows_run_several_rows_per_warp():
+    """Rows shorter than a warp: a group of threads per row (mlfuse/transforms/fusion/
+    schedules.py), not a block per row nor a thread walking a row alone."""
     module, _ = fuse(SOFTMAX_LIKE, dims={"C": 8})
     (k,) = kernels(module)
-    assert k["schedule"] == "pointwise"
+    assert k["schedule"] == "warp-rows"
 
 
 def test_no_fuse_keeps_one_kernel_per_nest():

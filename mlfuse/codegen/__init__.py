@@ -18,6 +18,8 @@ from mlfuse.codegen.host import emit_host
 from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
 from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
 from mlfuse.codegen.names import Namer
+from mlfuse.codegen.schedule_split import emit_split
+from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
 from mlfuse.codegen.ptx_mma import MMA_NAMES
 from mlfuse.codegen.vector import CUDA_IMPORTS, VECTOR_NAMES
 from mlfuse.dialects.fused import KernelOp
@@ -29,7 +31,7 @@ from mlfuse.ir.builtin import FuncOp, ModuleOp
 TARGETS = ("cuda", "simulator")
 _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
                    "VALUES_PER_THREAD", "REGISTER_ROW_THREADS", "MAX_ROW_BLOCKS",
-                   "ROW_MIN_BLOCKS", "VECTOR_WIDTH", "LOAD_CACHE", "STORE_CACHE",
+                   "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
@@ -54,6 +56,7 @@ VALUES_PER_THREAD = {values_per_thread}  # of a row held in registers
 REGISTER_ROW_THREADS = {register_row_threads}  # at most, for a row held in registers
 MAX_ROW_BLOCKS = {max_row_blocks}  # a row kernel's blocks stride over rows beyond these
 ROW_MIN_BLOCKS = {row_min_blocks}  # resident per SM, asked of a register-held row kernel (0: none)
+SPLIT_BLOCKS_PER_SM = {split_blocks}  # a split-rows reduction's first kernel: blocks per SM
 VECTOR_WIDTH = {vector_width}  # values per vector load or store of a vector kernel
 LOAD_CACHE = "{load_cache}"  # PTX cache operator of a vector load ("": the default)
 STORE_CACHE = "{store_cache}"  # and of a vector store
@@ -85,6 +88,11 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
                       vector_sides=vector_sides)
 
 
+# The schedules with a module of their own; the rest (pointwise, row) are emit_kernel's.
+SCHEDULE_EMITTERS = {"contraction": contraction_kernel, "split-rows": emit_split,
+                     "split-columns": emit_split, "warp-rows": emit_warp_rows}
+
+
 def _kernel_ops(func: FuncOp) -> list:
     return [op for op in func.body.ops if isinstance(op, (ParallelOp, KernelOp))]
 
@@ -106,8 +114,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
             named = isinstance(op, KernelOp) and "kernel_name" in op.attributes \
                 and op["kernel_name"] != KernelOp.attrs["kernel_name"].default
             name = names.fresh(op["kernel_name"] if named else f"{func.sym_name}_{n}")
-            emit = contraction_kernel if op.attributes.get("schedule") == "contraction" \
-                else emit_kernel
+            emit = SCHEDULE_EMITTERS.get(op.attributes.get("schedule"), emit_kernel)
             kernels[id(op)] = emit(op, name, target, helpers, names, hw)
     hosts = [emit_host(f, host_names[f.sym_name], kernels, helpers, names.taken, target)
              for f in module.funcs]
@@ -122,7 +129,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             values_per_thread=hw.row_values_per_thread,
                             register_row_threads=hw.row_threads,
                             max_row_blocks=hw.sm_count * hw.row_blocks_per_sm or _MOST_BLOCKS,
-                            row_min_blocks=hw.row_min_blocks, vector_width=hw.vector_width,
+                            row_min_blocks=hw.row_min_blocks, split_blocks=hw.split_blocks_per_sm,
+                            vector_width=hw.vector_width,
                             load_cache=hw.load_cache, store_cache=hw.store_cache,
                             sm_count=hw.sm_count,
                             contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,

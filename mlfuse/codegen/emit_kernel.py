@@ -203,6 +203,7 @@ class KernelEmitter(VectorPhases):
         self.op, self.name, self.variant = op, name, variant
         self.target, self.helpers, self.hw = target, helpers, hw
         self.vector = variant.endswith("-vector")
+        self.held_rows = variant == "registers"  # shared loops take VALUES_PER_THREAD slots
         self.schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
         self.iface = kernel_interface(op)
         self.namer = Namer(taken)
@@ -243,14 +244,27 @@ class KernelEmitter(VectorPhases):
 
     # -- the kernel --------------------------------------------------------------
     def emit(self) -> str:
+        with self.kernel_def():
+            if self.schedule == "row":
+                self.row_body(_row_loops(self.op))
+            elif self.variant in ("pointwise-prefetch", "pointwise-vector"):
+                self.prefetch_body()
+            else:
+                self.pointwise_body()
+        return self.w.text()
+
+    @contextmanager
+    def kernel_def(self, extra_params=(), doc: str | None = None):
+        """The kernel's decorator, signature (buffers, dim symbols, then ``extra_params``),
+        docstring (``doc``, else the variant's) and outer constants; the body goes inside."""
         iface, w = self.iface, self.w
         params = [self.define(b, "buf") for b in iface.buffers]
         self.sym = {s: self.namer.fresh(s) for s in iface.symbols}
-        params += list(self.sym.values())
+        params += list(self.sym.values()) + list(extra_params)
         sources = _sources(self.op)
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
-        bound = _LAUNCH_BOUND[self.variant]
+        bound = _LAUNCH_BOUND.get(self.variant, "THREADS_PER_BLOCK")
         if self.schedule == "row" and self.hw.row_min_blocks and bound != str(MAX_THREADS):
             bound = f"({bound}, ROW_MIN_BLOCKS)"  # so many blocks resident per SM, at least
         elif self.variant == "registers":
@@ -262,16 +276,10 @@ class KernelEmitter(VectorPhases):
                if self.target == "cuda" else "@cuda.jit")  # the simulator takes no bounds
         with w.indented(f"def {self.name}({', '.join(params)}):"):
             space = ", ".join(map(str, self.op.extent_list))
-            w.line(f'"""{_SCHEDULE_DOC[self.variant].format(space=space)}"""')
+            w.line(f'"""{(doc or _SCHEDULE_DOC[self.variant]).format(space=space)}"""')
             for c in iface.constants:
                 w.line(f"{self.define(c, 'const')} = {literal(c.op['value'], c.type.dtype)}")
-            if self.schedule == "row":
-                self.row_body(_row_loops(self.op))
-            elif self.variant in ("pointwise-prefetch", "pointwise-vector"):
-                self.prefetch_body()
-            else:
-                self.pointwise_body()
-        return w.text()
+            yield
 
     def pointwise_body(self) -> None:
         w, loc = self.w, self.local
@@ -367,29 +375,9 @@ class KernelEmitter(VectorPhases):
         w, loc = self.w, self.local
         w.line(f"{loc['tid']} = cuda.threadIdx.x")
         w.line(f"{loc['nthreads']} = cuda.blockDim.x")
-        for o in row_loops:
-            if isinstance(o, ReduceOp):
-                ctype = COMPUTE_TYPE[o.result.type.dtype]
-                if ctype not in SHARED_TYPE:
-                    raise MlfuseError(f"codegen: no block reduction of {o.result.type}", o.loc)
-                if ctype not in self.scratch:
-                    self.scratch[ctype] = self.namer.fresh(f"scratch_{ctype}")
-                    w.line(f"{self.scratch[ctype]} = cuda.shared.array("
-                           f"{SCRATCH_SLOTS[self.target]}, {SHARED_TYPE[ctype]})")
+        self.declare_scratch(row_loops)
         if self.variant in ("registers", "registers-vector"):
-            groups, index_ops = row_held_loads(row_loops)
-            first = {id(g.loads[0]) for g in groups}  # the load that fills a group's array
-            for group in groups:
-                self.hold(group.loads, VALUES_PER_THREAD)
-            for loop in row_loops:
-                loads = [o for o in loop.body.ops if id(o) in first]
-                self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
-            if self.hw.row_reuse:
-                self.reuse = row_reused_values(row_loops)
-                for o in self.reuse.kept.values():
-                    self.kept[id(o)] = self.local_array(
-                        f"{o.result.name_hint or o.name.split('.')[1]}_vals",
-                        COMPUTE_TYPE[o.result.type.dtype], VALUES_PER_THREAD)
+            self.plan_held_rows(row_loops)
         if self.vector:
             self.plan_vectors(row_vector_accesses(row_loops), VALUES_PER_THREAD)
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
@@ -397,6 +385,41 @@ class KernelEmitter(VectorPhases):
                         f"{loc['n_points']}, cuda.gridDim.x):"):
             self.unravel(loc["point"])
             self.block(self.op.body, top=True)
+
+    def declare_scratch(self, row_loops: list[Operation], slots: str | None = None) -> None:
+        """A shared array per compute type of the reduces among ``row_loops``, for the
+        block reductions (``slots`` each, default the target's SCRATCH_SLOTS)."""
+        for o in row_loops:
+            if isinstance(o, ReduceOp):
+                ctype = COMPUTE_TYPE[o.result.type.dtype]
+                if ctype not in SHARED_TYPE:
+                    raise MlfuseError(f"codegen: no block reduction of {o.result.type}", o.loc)
+                if ctype not in self.scratch:
+                    self.scratch[ctype] = self.namer.fresh(f"scratch_{ctype}")
+                    self.w.line(f"{self.scratch[ctype]} = cuda.shared.array("
+                                f"{slots or SCRATCH_SLOTS[self.target]}, {SHARED_TYPE[ctype]})")
+
+    def plan_held_rows(self, row_loops: list[Operation], reuse: bool = True) -> None:
+        """The registers variant's local arrays: every load a row loop can issue early
+        gets VALUES_PER_THREAD slots (shared by the loops that load the same values),
+        filled by the loop's fill phase."""
+        groups, index_ops = row_held_loads(row_loops)
+        first = {id(g.loads[0]) for g in groups}  # the load that fills a group's array
+        for group in groups:
+            self.hold(group.loads, VALUES_PER_THREAD)
+        for loop in row_loops:
+            loads = [o for o in loop.body.ops if id(o) in first]
+            self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
+        if self.hw.row_reuse and reuse:  # costly values later row loops read again
+            self.reuse = row_reused_values(row_loops)
+            for o in self.reuse.kept.values():
+                self.kept[id(o)] = self.local_array(
+                    f"{o.result.name_hint or o.name.split('.')[1]}_vals",
+                    COMPUTE_TYPE[o.result.type.dtype], VALUES_PER_THREAD)
+
+    def leader(self) -> str:
+        """The condition of the one thread that stores a value the block shares."""
+        return f"{self.local['tid']} == 0"
 
     def unravel(self, flat: str, last: str | None = None) -> None:
         """Loop indices from the flat index: divmod by the extents, last dim fastest
@@ -446,7 +469,7 @@ class KernelEmitter(VectorPhases):
             value, buf = op.operands[0], op.operands[1]
             line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = {self.namer(value)}"
             if shared:  # one value per point: one thread writes it
-                with w.indented(f"if {self.local['tid']} == 0:"):
+                with w.indented(f"if {self.leader()}:"):
                     w.line(line)
             else:
                 w.line(line)
@@ -494,12 +517,16 @@ class KernelEmitter(VectorPhases):
                     "then the block combines the parts")
         self.w.line(f"{part} = {identity(combiner, dtype)}")
         self.accumulate(op, part, shared=True)
-        helper = block_reduce_name(combiner)
-        self.helpers.add(helper)
-        total = (f"{helper}({part}, {identity(combiner, dtype)}, "
-                 f"{self.scratch[COMPUTE_TYPE[dtype]]})")
+        total = self.shared_combine(combiner, part, dtype)
         init = self.namer(op.operands[0])
         self.w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
+
+    def shared_combine(self, combiner: str, part: str, dtype: str) -> str:
+        """The expression combining every sharing thread's ``part`` (the block's)."""
+        helper = block_reduce_name(combiner)
+        self.helpers.add(helper)
+        return (f"{helper}({part}, {identity(combiner, dtype)}, "
+                f"{self.scratch[COMPUTE_TYPE[dtype]]})")
 
     @contextmanager
     def loop(self, op: LoopOp, shared: bool):
@@ -526,7 +553,7 @@ class KernelEmitter(VectorPhases):
                 with self.each_lane():
                     yield
                 self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
-        elif self.variant == "registers":
+        elif self.held_rows:
             def each_slot():
                 w.line(f"{k} = {loc['tid']} + {loc['slot']} * {loc['nthreads']}")
                 return w.indented(f"if {k} < {extent}:")
@@ -575,12 +602,17 @@ def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, lis
     return accesses, list(dict.fromkeys(e for e in innermost if isinstance(e, str)))
 
 
+# Schedules emitted by their own modules (generate in codegen/__init__.py picks them).
+SCHEDULE_MODULES = {"contraction": "contraction", "split-rows": "schedule_split",
+                    "split-columns": "schedule_split", "warp-rows": "schedule_warp_rows"}
+
+
 def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Namer,
                 hw: Target) -> KernelCode:
     """The kernel(s) of ``op`` and what their launch must pass; records the helpers they
     call. ``names``: the module's namer (kernel names; locals must not shadow them)."""
     schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
-    assert schedule != "contraction", "tiled contractions: codegen.contraction_kernel"
+    assert schedule not in SCHEDULE_MODULES, f"{schedule} kernels: codegen.{SCHEDULE_MODULES[schedule]}"
     kinds = row_variants(op, hw) if schedule == "row" else [pointwise_variant(op)]
     accesses, vector_extents = _vector_variant(op, kinds, hw)
     if accesses:  # right after the scalar kernel it stands in for

@@ -74,6 +74,51 @@ def {name}(value, identity, scratch):
     return value
 '''
 
+# Groups of ``width`` lanes (a power of two up to a warp), aligned within their warp: xor
+# partners stay inside the group. Every lane of the warp runs it (full mask).
+_GROUP_REDUCE_SHUFFLE = '''\
+@cuda.jit(device=True)
+def {name}(value, width, scratch):
+    """{combiner} of ``value`` over each aligned group of ``width`` lanes, returned to
+    every lane of the group: xor shuffles (``scratch`` is unused; the simulator's twin
+    takes it). Every thread of the block calls it."""
+    offset = width // 2
+    while offset > 0:
+        value = {combine_shuffle}
+        offset //= 2
+    return value
+'''
+
+# The simulator's twin: the same butterfly (same partners, same order of operands, so
+# the same bits) through shared memory, one barrier pair per step.
+_GROUP_REDUCE_TREE = '''\
+@cuda.jit(device=True)
+def {name}(value, width, scratch):
+    """{combiner} of ``value`` over each aligned group of ``width`` threads, returned to
+    every thread of the group: the shuffle version's butterfly through ``scratch`` (a
+    slot per thread). Every thread of the block calls it."""
+    tid = cuda.threadIdx.x
+    offset = width // 2
+    while offset > 0:
+        scratch[tid] = value
+        cuda.syncthreads()
+        partner = scratch[tid ^ offset]
+        cuda.syncthreads()
+        value = {combine_tree}
+        offset //= 2
+    return value
+'''
+
+_ROW_GROUP = '''\
+def _row_group(extent):
+    """Threads per row of a warp-rows kernel: the least power of two >= ``extent``, at
+    most a warp."""
+    threads = 1
+    while threads < extent and threads < 32:
+        threads *= 2
+    return threads
+'''
+
 _POINTWISE_BLOCKS = '''\
 def _pointwise_blocks(points, per_thread):
     """Blocks for a grid-stride loop over ``points``, ``per_thread`` points per thread,
@@ -95,6 +140,26 @@ def _row_threads(extent, most=1024):
     while threads < extent and threads < most:
         threads *= 2
     return threads
+'''
+
+_SPLIT_ROWS = '''\
+def _split_rows(points, extent):
+    """Chunks per point of a split-rows reduction of ``extent`` values per point: about
+    SM_COUNT * SPLIT_BLOCKS_PER_SM blocks in all, each chunk at least one pass of a
+    block's threads over VALUES_PER_THREAD values each, at most 1024 chunks."""
+    want = -(-SM_COUNT * SPLIT_BLOCKS_PER_SM // max(points, 1))
+    most = -(-extent // (THREADS_PER_BLOCK * VALUES_PER_THREAD))
+    return max(1, min(want, most, 1024))
+'''
+
+_SPLIT_COLUMNS = '''\
+def _split_columns(points, extent):
+    """Chunks per point of a split-columns reduction of ``extent`` values per point:
+    about SM_COUNT * 1024 threads in all, each walking at least 4 * VALUES_PER_THREAD
+    values, at most 32 chunks (one thread of the second kernel combines them)."""
+    want = -(-SM_COUNT * 1024 // max(points, 1))
+    most = extent // (4 * VALUES_PER_THREAD)
+    return max(1, min(want, most, 32))
 '''
 
 
@@ -177,6 +242,20 @@ def block_reduce_name(combiner: str) -> str:
     return f"_block_reduce_{combiner}"
 
 
+def group_reduce_name(combiner: str) -> str:
+    return f"_group_reduce_{combiner}"
+
+
+def _group_reduce(combiner: str, target: str, used: set[str]) -> str:
+    name = group_reduce_name(combiner)
+    if target == "cuda":
+        partner = "cuda.shfl_xor_sync(0xFFFFFFFF, value, offset)"
+        return _GROUP_REDUCE_SHUFFLE.format(name=name, combiner=combiner,
+                                            combine_shuffle=combine(combiner, "value", partner, used))
+    return _GROUP_REDUCE_TREE.format(name=name, combiner=combiner,
+                                     combine_tree=combine(combiner, "value", "partner", used))
+
+
 def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
     name = block_reduce_name(combiner)
     if target == "cuda":
@@ -190,10 +269,13 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
 
 _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
+          "_split_rows": _SPLIT_ROWS, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY}
 # The order helpers appear in a module: device helpers before those that call them.
-ORDER = ["_maximum", "_minimum"] + [block_reduce_name(c) for c in ("add", "max", "min")] + [
-    "_vector_access", "_mma_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks", "_row_threads", "_vector_ready",
+ORDER = ["_maximum", "_minimum"] + [f(c) for f in (block_reduce_name, group_reduce_name)
+                                    for c in ("add", "max", "min")] + [
+    "_vector_access", "_mma_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks",
+    "_row_threads", "_split_rows", "_split_columns", "_row_group", "_vector_ready",
     "_TiledKernel", "_contraction_geometry"]
 
 
@@ -202,6 +284,8 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     texts = {}
     for name in [n for n in ORDER if n.startswith("_block_reduce_") and n in used]:
         texts[name] = _block_reduce(name.removeprefix("_block_reduce_"), target, used)
+    for name in [n for n in ORDER if n.startswith("_group_reduce_") and n in used]:
+        texts[name] = _group_reduce(name.removeprefix("_group_reduce_"), target, used)
     fixed = {**_FIXED, **vector_helper_sources(target),
              "_mma_intrinsics": mma_helper_source(target),
              "_mma_geometry": _MMA_GEOMETRY.format(**MMA_GEOMETRY[target])}

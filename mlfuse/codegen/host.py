@@ -101,6 +101,12 @@ class HostEmitter:
             self.w.line(f"{points} = {' * '.join(factors)}")
         if kernel.schedule == "row":
             self.row_launch(kernel, points, args)
+        elif kernel.schedule in ("split-rows", "split-columns"):
+            from mlfuse.codegen.schedule_split import split_launch
+            split_launch(self, kernel, points, args)
+        elif kernel.schedule == "warp-rows":
+            from mlfuse.codegen.schedule_warp_rows import warp_rows_launch
+            warp_rows_launch(self, kernel, points, args)
         elif kernel.schedule == "contraction":
             self.contraction_launch(kernel, points, args)
         else:

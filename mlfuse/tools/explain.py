@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.loops import AllocOp
+from mlfuse.dialects.loops import AllocOp, ForOp, ReduceOp
 from mlfuse.codegen.abi import is_tiled_kernel
 from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.dialects import parse_ir
@@ -18,6 +18,7 @@ from mlfuse.ir.printer import print_ir
 from mlfuse.transforms.contraction import ScheduleContractionsPass
 from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
 from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost
+from mlfuse.transforms.fusion.schedules import choose_schedule
 from mlfuse.hardware import Target, get_target
 
 
@@ -34,6 +35,7 @@ class KernelReport:
     registers: int | None = None       # from the real compile, when there was one
     local_memory_bytes: int | None = None
     shared_memory_bytes: int | None = None
+    schedule_reason: str = ""          # why this schedule (mlfuse/transforms/fusion/schedules.py)
 
 
 @dataclass
@@ -73,12 +75,21 @@ def _kernels(func: FuncOp) -> list[KernelOp]:
     return [op for op in func.body.ops if isinstance(op, KernelOp)]
 
 
+def _schedule_reason(kernel: KernelOp, dims, target) -> str:
+    """Why a kernel with reductions runs as it does ("" for the others: nothing to choose)."""
+    if kernel["schedule"] == "contraction" or not any(isinstance(o, (ReduceOp, ForOp))
+                                          for o in kernel.body.ops):
+        return ""
+    return choose_schedule(kernel, dims, target).reason
+
+
 def _kernel_reports(func, dims, target) -> list[KernelReport]:
     out = []
     for k in _kernels(func):
         c = kernel_cost(k, dims, target)
         out.append(KernelReport(k["kernel_name"], k["schedule"], list(k["extents"]), list(k["sources"]),
-                                c.bytes, c.flops, c.registers, round(c.seconds(target) * 1e6, 3)))
+                                c.bytes, c.flops, c.registers, round(c.seconds(target) * 1e6, 3),
+                                schedule_reason=_schedule_reason(k, dims, target)))
     return out
 
 
@@ -141,6 +152,8 @@ def format_text(reports: list[FunctionReport]) -> str:
                 regs += f"; compiled: {k.registers} registers, {k.local_memory_bytes} B local, " \
                         f"{k.shared_memory_bytes} B shared"
             lines.append(f"  kernel {k.name} [{k.schedule} over {k.extents}] ({regs}):")
+            if k.schedule_reason:
+                lines.append(f"    schedule: {k.schedule_reason}")
             for s in k.sources:
                 lines.append(f"    {s}")
         if r.decisions:

@@ -45,6 +45,13 @@ def signature(op):
                                 STORAGE_TYPE[b.type.dtype] != "bool_" else "boolean"),
                         b.type.rank, "C") for b in iface.buffers]
     args += [types.int64] * len(iface.symbols)
+    schedule = op.attributes.get("schedule")
+    if schedule in ("split-rows", "split-columns"):  # the partial buffers and n_split
+        from mlfuse.codegen.schedule_split import partial_dtypes
+        args += [types.Array(getattr(types, d), 1, "C") for d in partial_dtypes(op)]
+        args.append(types.int64)
+    elif schedule == "warp-rows":  # the threads per row
+        args.append(types.int64)
     return types.void(*args)
 
 

@@ -115,10 +115,17 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
     for e in kernel["extents"]:
         points *= resolve(e, dims, target)
     threads = points
-    if kernel.attributes.get("schedule") == "row":
-        inner = max((resolve(op["extent"], dims, target) for op in kernel.body.ops
-                     if isinstance(op, (ForOp, ReduceOp))), default=1)
+    schedule = kernel.attributes.get("schedule")
+    inner = max((resolve(op["extent"], dims, target) for op in kernel.body.ops
+                 if isinstance(op, (ForOp, ReduceOp))), default=1)
+    if schedule == "row":
         threads = points * min(inner, 1024)
+    elif schedule == "warp-rows":  # a group of threads (up to a warp) per row
+        threads = points * min(inner, 32)
+    elif schedule == "split-rows":  # chunks of every point's reduction over the whole GPU
+        threads = target.sm_count * 2048
+    elif schedule == "split-columns":  # a thread per point and chunk (up to 32 chunks)
+        threads = points * min(32, max(1, inner // 64))
     return KernelCost(
         bytes_read=sum(buffer_bytes(t, dims, target) for t in read.values()),
         bytes_written=sum(buffer_bytes(t, dims, target) for t in written.values()),

@@ -24,6 +24,7 @@ from mlfuse.hardware import Target, get_target
 from mlfuse.transforms.fusion.cost import ZERO, kernel_cost, resolve
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
 from mlfuse.transforms.fusion.kernel_builder import CannotFuse, build_kernel, discard
+from mlfuse.transforms.fusion.schedules import apply_schedule
 
 
 @dataclass(eq=False)
@@ -90,6 +91,7 @@ class Planner:
                 if self.limit is not None and len(group.members) > self.limit:
                     raise CannotFuse(f"--fuse-limit {self.limit} caps a kernel at {self.limit} ops")
                 kernel = build_kernel(self.graph, group.members, outs, name, self.schedule_for)
+                apply_schedule(kernel, self.dims, self.target)  # by extents and accesses
                 cost = kernel_cost(kernel, self.dims, self.target)
                 if len(group.members) > 1 and cost.registers > self.target.register_budget:
                     raise CannotFuse(f"register estimate {cost.registers} passes the budget "

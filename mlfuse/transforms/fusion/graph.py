@@ -12,6 +12,7 @@ from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ParallelOp, ReduceOp, St
 from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.types import num_elements
+from mlfuse.transforms.fusion.input_check import buffers_loaded, check_nests
 from mlfuse.ir.traits import SCALAR_COMPUTE
 
 
@@ -48,14 +49,6 @@ class Nest:
 
     def __repr__(self) -> str:
         return f"<Nest {self.index} {self.name}>"
-
-
-def _buffers_loaded(op: Operation) -> list[Value]:
-    seen = []
-    for inner in op.walk():
-        if isinstance(inner, (LoadOp, MaskedLoadOp)) and inner.operands[0] not in seen:
-            seen.append(inner.operands[0])
-    return seen
 
 
 def _identity_store(nest_op: ParallelOp) -> Value | None:
@@ -109,15 +102,14 @@ class NestGraph:
         for op in func.body.ops:
             if isinstance(op, ParallelOp):
                 nest = Nest(op, len(self.nests), _identity_store(op))
-                nest.reads = [b for b in _buffers_loaded(op) if b is not nest.out]
+                nest.reads = [b for b in buffers_loaded(op) if b is not nest.out]
                 nest.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
                 nest.row_extent = _row_extent(nest)
                 nest.n_ops = _count_ops(op)
                 self.nests.append(nest)
         self.writer: dict[int, Nest] = {id(n.out): n for n in self.nests if n.out is not None}
         self.returned: set[int] = {id(v) for v in func.return_op.operands}
-        from mlfuse.transforms.fusion.input_check import check_nests  # what the planner assumes, or an error
-        check_nests(self.nests, self.writer)
+        check_nests(self.nests, self.writer)  # what the planner assumes, or an error
 
     def producers(self, nest: Nest) -> list[Nest]:
         return [self.writer[id(b)] for b in nest.reads if id(b) in self.writer]

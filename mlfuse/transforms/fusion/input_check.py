@@ -2,7 +2,7 @@
 
 Lowering makes one loop nest per tensor op: each stores one buffer, once, at its own
 indices, no other nest stores that buffer, and every nest that loads it comes after.
-The planner's graph (fusion_graph.NestGraph) keys producers by buffer on that
+The planner's graph (graph.NestGraph) keys producers by buffer on that
 assumption. IR text given to ``mlfuse opt --passes fuse`` (or ``no-fuse``) may break
 it, and then planning went wrong without a word: a nest that loads the buffer it
 stores inlined itself until RecursionError, a nest with two stores was dropped, and a
@@ -10,10 +10,23 @@ load before the store was reordered after it. Each is an error at the nest inste
 """
 from __future__ import annotations
 
-from mlfuse.dialects.loops import StoreOp
-from mlfuse.errors import MlfuseError
+from typing import TYPE_CHECKING
 
-from mlfuse.transforms.fusion.graph import Nest, _buffers_loaded
+from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, StoreOp
+from mlfuse.errors import MlfuseError
+from mlfuse.ir.core import Operation, Value
+
+if TYPE_CHECKING:  # NestGraph calls check_nests: no import back at run time
+    from mlfuse.transforms.fusion.graph import Nest
+
+
+def buffers_loaded(op: Operation) -> list[Value]:
+    """The buffers ``op`` (a nest) loads, in first-load order."""
+    seen = []
+    for inner in op.walk():
+        if isinstance(inner, (LoadOp, MaskedLoadOp)) and inner.operands[0] not in seen:
+            seen.append(inner.operands[0])
+    return seen
 
 _RULE = ("fuse takes loop nests as lowering makes them: each stores one buffer, once, at "
          "its own indices, and is the only one storing it, before any nest loads it")
@@ -47,7 +60,7 @@ def check_nests(nests: list[Nest], writer: dict) -> None:
     for nest in nests:
         if nest.out is None:
             raise _error(nest, _not_simple(nest))
-        if any(b is nest.out for b in _buffers_loaded(nest.op)):
+        if any(b is nest.out for b in buffers_loaded(nest.op)):
             raise _error(nest, f"loads {_name(nest.out)}, the buffer it stores")
         first = first_store.setdefault(id(nest.out), nest)
         if first is not nest:

@@ -1,0 +1,308 @@
+"""Split reductions ("split-rows", "split-columns"): two kernels per fused kernel.
+
+The first kernel cuts every point's reduction (a nest of reduces walked as one flat
+loop over the product of its extents) into ``n_split`` contiguous chunks and writes
+one partial per point, chunk and reduce into a buffer of its own; the second combines
+a point's partials in chunk order, then runs the rest of the body (the epilogue and
+the stores). No atomics: the result is the same bits on every run of the same sizes.
+The host picks ``n_split`` from the sizes of the call (``_split_rows`` /
+``_split_columns``), so one chunk is as right as a thousand.
+
+- "split-rows": a block per (point, chunk); the block's threads stride over the chunk
+  (coalesced when the reduced values are contiguous) and a block reduction makes the
+  partial. Partial of (point, chunk) at ``point * n_split + chunk``. The combining
+  kernel takes a block per point.
+- "split-columns": a thread per (chunk, point) with neighbouring threads on
+  neighbouring points (coalesced when the points are the innermost axis); each thread
+  walks its chunk alone. Partial at ``chunk * n_points + point``; the combining kernel
+  takes a thread per point.
+
+Either way a thread walks its part of a chunk in tiles of VALUES_PER_THREAD values:
+it issues the tile's loads first (into local arrays, registers once unrolled), then
+computes and accumulates them in order, so many loads are in flight at once.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.loops import DimOp, ReduceOp, StoreOp
+from mlfuse.ir.core import Operation
+from mlfuse.transforms.fusion.schedules import reduce_nests
+
+from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, extent_factors
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
+
+_DOC = {
+    "split-rows": "Split reduction over [{space}], first stage: a block per (point, chunk) "
+                  "reduces its chunk into a partial.",
+    "split-columns": "Split reduction over [{space}], first stage: a thread per (chunk, point) "
+                     "walks its chunk into a partial.",
+    "combine-rows": "Split reduction over [{space}], second stage: a block per point combines "
+                    "its partials in order, then the epilogue.",
+    "combine-columns": "Split reduction over [{space}], second stage: a thread per point "
+                       "combines its partials in order, then the epilogue.",
+}
+# The second kernel of each split schedule.
+COMBINE = {"split-rows": "combine-rows", "split-columns": "combine-columns"}
+
+
+def _clean_outer_levels(nest) -> bool:
+    """Whether a nest's outer levels compute nothing but constants (then the innermost
+    body's loads may be issued early for a whole tile)."""
+    return all(isinstance(o, (ConstantOp, DimOp)) for lvl in range(len(nest.levels) - 1)
+               for o in nest.outer_ops(lvl))
+
+
+class SplitEmitter(KernelEmitter):
+    """One of the two kernels of a split reduction (``variant``: a key of _DOC)."""
+
+    def __init__(self, op, name, variant, target, helpers, hw, taken=()):
+        super().__init__(op, name, variant, target, helpers, hw, taken)
+        self.nests = reduce_nests(op)
+        self.rows = variant.endswith("rows")
+        for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "tile", "kf", "s"):
+            self.local[n] = self.namer.fresh(n)
+        self.partials = [self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_partials")
+                         for n in self.nests]
+
+    def emit(self) -> str:
+        with self.kernel_def(self.partials + [self.local["n_split"]], _DOC[self.variant]):
+            if self.variant in COMBINE:
+                self.first_stage()
+            else:
+                self.second_stage()
+        return self.w.text()
+
+    # -- pieces shared by both stages ----------------------------------------------
+    def threads(self) -> None:
+        w, loc = self.w, self.local
+        w.line(f"{loc['tid']} = cuda.threadIdx.x")
+        w.line(f"{loc['nthreads']} = cuda.blockDim.x")
+        if self.rows:
+            self.declare_scratch([n.top for n in self.nests])
+
+    @contextmanager
+    def each_item(self, count: str):
+        """``flat`` over ``count`` items: a block per item (rows) or a thread per item
+        (columns), striding over the rest."""
+        w, loc = self.w, self.local
+        if self.rows:
+            header = (f"for {loc['flat']} in range(numba.int64(cuda.blockIdx.x), {count}, "
+                      "cuda.gridDim.x):")
+        else:
+            w.line(f"{loc['start']} = numba.int64(cuda.blockIdx.x) * cuda.blockDim.x "
+                   "+ cuda.threadIdx.x")
+            w.line(f"{loc['stride']} = numba.int64(cuda.gridDim.x) * cuda.blockDim.x")
+            header = f"for {loc['flat']} in range({loc['start']}, {count}, {loc['stride']}):"
+        with w.indented(header):
+            yield
+
+    def partial_index(self) -> str:
+        """Where the partial of (point, chunk) ``s`` lies."""
+        loc = self.local
+        if self.rows:
+            return f"{loc['point']} * {loc['n_split']} + {loc['s']}"
+        return f"{loc['s']} * {loc['n_points']} + {loc['point']}"
+
+    # -- first stage ----------------------------------------------------------------
+    def first_stage(self) -> None:
+        w, loc = self.w, self.local
+        self.threads()
+        inner = [n.inner for n in self.nests]
+        if all(_clean_outer_levels(n) for n in self.nests):
+            self.plan_held_rows(inner, reuse=False)
+        w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+        w.line(f"{loc['n_k']} = {self.points(self.nests[0].extents)}")
+        w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
+        with self.each_item(f"{loc['n_points']} * {loc['n_split']}"):
+            if self.rows:
+                w.line(f"{loc['point']}, {loc['part']} = divmod({loc['flat']}, {loc['n_split']})")
+            else:
+                w.line(f"{loc['part']}, {loc['point']} = divmod({loc['flat']}, {loc['n_points']})")
+            self.unravel(loc["point"])
+            for op in self.op.body.ops:  # what the reductions need of the point
+                if not isinstance(op, (ReduceOp, StoreOp)) and self.before_reduces(op):
+                    self.statement(op, shared=False)
+            w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
+            w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
+            parts = []
+            for n in self.nests:
+                dtype = n.top.result.type.dtype
+                parts.append(self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_part"))
+                w.line(f"{parts[-1]} = {identity(n.top['combiner'], dtype)}")
+            self.walk_chunk(parts)
+            for n, part in zip(self.nests, parts):
+                if self.rows:
+                    total = self.shared_combine(n.top["combiner"], part, n.top.result.type.dtype)
+                    w.line(f"{part} = {total}")
+            with w.indented(f"if {self.leader()}:") if self.rows else _same(w):
+                for part, partials in zip(parts, self.partials):
+                    w.line(f"{partials}[{loc['flat']}] = {part}")
+
+    def before_reduces(self, op: Operation) -> bool:
+        """Whether ``op`` (top level) is computed from the point alone, not from a
+        reduction's result (the first stage has no results yet)."""
+        tainted = getattr(self, "_tainted", None)
+        if tainted is None:
+            tainted = self._tainted = set()
+            for o in self.op.body.ops:
+                used = [v for inner in o.walk() for v in inner.operands]
+                if isinstance(o, ReduceOp) or any(id(v) in tainted for v in used):
+                    tainted.update(id(r) for r in o.results)
+        return not any(id(r) in tainted for r in op.results)
+
+    def walk_chunk(self, parts: list[str]) -> None:
+        """This thread's values of the chunk [lo, hi), a tile of VALUES_PER_THREAD at a
+        time: the tile's loads first, then each value accumulated in order."""
+        w, loc = self.w, self.local
+        first, step = (loc["tid"], loc["nthreads"]) if self.rows else ("0", "1")
+        tile_step = f"{step} * {VALUES_PER_THREAD}" if self.rows else VALUES_PER_THREAD
+        names = None
+        for n in self.nests:  # every nest walks the same extents: one set of index names
+            if names is None:
+                names = [self.define(a, f"k{d}") for d, a in enumerate(n.indices)]
+            else:
+                for a, name in zip(n.indices, names):
+                    self.namer.bind(a, name)
+
+        @contextmanager
+        def each_value():
+            slot = loc["slot"]
+            with w.indented(f"for {slot} in range({VALUES_PER_THREAD}):"):
+                offset = f" + {first}" if first != "0" else ""
+                scaled = f"{slot} * {step}" if step != "1" else slot
+                w.line(f"{loc['kf']} = {loc['tile']}{offset} + {scaled}")
+                with w.indented(f"if {loc['kf']} < {loc['hi']}:"):
+                    self.unravel_into(loc["kf"], self.nests[0].indices, self.nests[0].extents)
+                    yield
+
+        with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, {tile_step}):"):
+            if any(self.fills.get(id(n.inner), ((), ()))[1] for n in self.nests):
+                w.line("# the tile's loads first: no use between them, so all are in flight")
+                with each_value():
+                    for n in self.nests:
+                        if id(n.inner) in self.fills:
+                            self.fill(n.inner)
+            with each_value():
+                for n, part in zip(self.nests, parts):
+                    for level in range(len(n.levels) - 1):
+                        for o in n.outer_ops(level):
+                            self.statement(o, shared=False)
+                    self.block(n.inner.body, top=False)
+                    yielded = self.namer(n.inner.body.ops[-1].operands[0])
+                    step_text = combine(n.top["combiner"], part, yielded, self.helpers,
+                                        n.top.result.type.dtype)
+                    w.line(f"{part} = {step_text}")
+
+    # -- second stage ---------------------------------------------------------------
+    def second_stage(self) -> None:
+        w, loc = self.w, self.local
+        self.threads()
+        w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+        vals = {}
+        if not self.rows:  # a thread reads its partials a tile at a time
+            for n in self.nests:
+                ctype = COMPUTE_TYPE[n.top.result.type.dtype]
+                vals[id(n.top)] = self.local_array(f"{n.top.result.name_hint or 'acc'}_vals",
+                                                   ctype, VALUES_PER_THREAD)
+        with self.each_item(loc["n_points"]):
+            w.line(f"{loc['point']} = {loc['flat']}")
+            self.unravel(loc["point"])
+            nest_of = {id(n.top): (n, p) for n, p in zip(self.nests, self.partials)}
+            for op in self.op.body.ops:
+                if id(op) in nest_of:
+                    self.combine_partials(op, *nest_of[id(op)], vals.get(id(op)))
+                else:
+                    self.statement(op, shared=self.rows)
+
+    def combine_partials(self, op: ReduceOp, nest, partials: str, vals: str | None) -> None:
+        w, loc = self.w, self.local
+        dtype, combiner = op.result.type.dtype, op["combiner"]
+        acc = self.define(op.result, "acc")
+        w.line(f"# {combiner} of the point's n_split partials, in chunk order")
+        if self.rows:
+            part = self.namer.fresh(f"{acc}_part")
+            w.line(f"{part} = {identity(combiner, dtype)}")
+            with w.indented(f"for {loc['s']} in range({loc['tid']}, {loc['n_split']}, "
+                            f"{loc['nthreads']}):"):
+                value = f"{partials}[{self.partial_index()}]"
+                w.line(f"{part} = {combine(combiner, part, value, self.helpers, dtype)}")
+            total = self.shared_combine(combiner, part, dtype)
+            init = self.namer(op.operands[0])
+            w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
+            return
+        w.line(f"{acc} = {self.namer(op.operands[0])}")
+        with w.indented(f"for {loc['tile']} in range(0, {loc['n_split']}, {VALUES_PER_THREAD}):"):
+            for phase in ("load", "combine"):
+                with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}):"):
+                    w.line(f"{loc['s']} = {loc['tile']} + {loc['slot']}")
+                    with w.indented(f"if {loc['s']} < {loc['n_split']}:"):
+                        if phase == "load":
+                            w.line(f"{vals}[{loc['slot']}] = {partials}[{self.partial_index()}]")
+                        else:
+                            value = f"{vals}[{loc['slot']}]"
+                            w.line(f"{acc} = {combine(combiner, acc, value, self.helpers, dtype)}")
+
+
+@contextmanager
+def _same(writer):
+    """No extra block: the lines go at the current indentation."""
+    yield
+
+
+def split_variants(op, name: str, names) -> dict[str, str]:
+    """The two kernels' variants and names: the first keeps ``name``."""
+    first = op["schedule"]
+    return {first: name, COMBINE[first]: names.fresh(f"{name}_combine")}
+
+
+def emit_split(op, name: str, target: str, helpers: set[str], names, hw):
+    """The KernelCode of a split reduction: both kernels, first stage first."""
+    from mlfuse.codegen.emit_kernel import KernelCode, kernel_interface
+    variants = split_variants(op, name, names)
+    texts = [SplitEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
+             for kind, kname in variants.items()]
+    return KernelCode(op, op["schedule"], kernel_interface(op), [], variants, "\n\n".join(texts))
+
+
+def partial_dtypes(op) -> list[str]:
+    """The NumPy dtype of each reduce's partial buffer (its compute type)."""
+    dtypes = []
+    for n in reduce_nests(op):
+        ctype = COMPUTE_TYPE[n.top.result.type.dtype]
+        assert ctype in SHARED_TYPE, ctype
+        dtypes.append(ctype)
+    return dtypes
+
+
+def split_launch(host, kernel, points: str, args: list[str]) -> None:
+    """The host lines of a split reduction: chunks per point from the sizes, a partial
+    buffer per reduce, then both kernels."""
+    op, loc = kernel.op, {}
+    rows = op["schedule"] == "split-rows"
+    nest = reduce_nests(op)[0]
+    n_k = " * ".join(extent_factors(nest.extents, lambda s: host.dim(s, op)))
+    helper = "_split_rows" if rows else "_split_columns"
+    host.helpers.update({helper, "_row_blocks", "_row_threads", "_pointwise_blocks"})
+    for n in ("n_split", "partials"):
+        loc[n] = host.namer.fresh(n)
+    lines = [f"{loc['n_split']} = {helper}({points}, {n_k})"]
+    partials = []
+    for k, dtype in enumerate(partial_dtypes(op)):
+        partials.append(host.namer.fresh(f"partials_{k}"))
+        lines.append(f"{partials[-1]} = cuda.device_array({points} * {loc['n_split']}, "
+                     f"dtype=np.{dtype})")
+    stage_args = args + partials + [loc["n_split"]]
+    first, second = kernel.variants.values()
+    if rows:
+        per_thread = f"-(-({n_k}) // ({loc['n_split']} * VALUES_PER_THREAD))"
+        grids = (f"_row_blocks({points} * {loc['n_split']}), "
+                 f"_row_threads({per_thread}, THREADS_PER_BLOCK)",
+                 f"_row_blocks({points}), _row_threads({loc['n_split']}, THREADS_PER_BLOCK)")
+    else:
+        grids = (f"_pointwise_blocks({points} * {loc['n_split']}, 1), THREADS_PER_BLOCK",
+                 f"_pointwise_blocks({points}, 1), THREADS_PER_BLOCK")
+    lines.append(host.call(first, grids[0], stage_args))
+    lines.append(host.call(second, grids[1], stage_args))
+    host.guarded(op, points, lines)

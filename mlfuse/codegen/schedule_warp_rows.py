@@ -1,0 +1,111 @@
+"""Several short rows per warp ("warp-rows"): a group of ``width`` threads per point.
+
+For rows shorter than a warp (softmax over rows of 16) one block per row leaves most
+of its threads idle, and one thread per row reads memory with a row's stride between
+neighbouring threads. Here ``width`` threads (a power of two up to 32, the host's
+``_row_group`` of the row length) share a row: the row schedule's body with the
+group in place of the block (lane ``threadIdx.x % width`` in place of the thread
+index, ``width`` in place of the block's threads) and a group reduction (xor shuffles
+on the GPU, the same butterfly through shared memory on the simulator) in place of
+the block reduction. Neighbouring groups take neighbouring rows, so a warp reads
+32 neighbouring values of consecutive rows in one go.
+
+Every thread of a block runs every group reduction (the shuffles name the whole
+warp), so a group past the last row works on the last row again with its loads in
+bounds, and stores nothing (``valid``).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from mlfuse.dialects.loops import ForOp, ReduceOp
+
+from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, kernel_interface
+from mlfuse.codegen.helpers import group_reduce_name
+from mlfuse.codegen.scalar import COMPUTE_TYPE
+
+_DOC = ("Warp-rows schedule over [{space}]: a group of `width` threads per point, several "
+        "points per warp; group reductions by shuffles.")
+_MOST_WIDTH = 32
+
+
+def _held(op, hw) -> bool:
+    """Whether every row fits in VALUES_PER_THREAD slots of the widest group (constant
+    rows): then each thread keeps its values of a row in registers."""
+    most = hw.row_values_per_thread * _MOST_WIDTH
+    loops = [o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    return all(isinstance(o["extent"], int) and o["extent"] <= most for o in loops)
+
+
+class WarpRowsEmitter(KernelEmitter):
+    def __init__(self, op, name, variant, target, helpers, hw, taken=()):
+        super().__init__(op, name, variant, target, helpers, hw, taken)
+        self.schedule = "row"  # top-level reduces and fors are shared (by the group)
+        self.held_rows = _held(op, hw)
+        for n in ("width", "group", "row", "valid", "row_base", "rows_per_block"):
+            self.local[n] = self.namer.fresh(n)
+
+    def emit(self) -> str:
+        w, loc = self.w, self.local
+        with self.kernel_def([loc["width"]], _DOC):
+            row_loops = [o for o in self.op.body.ops if isinstance(o, (ReduceOp, ForOp))]
+            w.line(f"{loc['tid']} = cuda.threadIdx.x % {loc['width']}  # lane in the row's group")
+            w.line(f"{loc['nthreads']} = {loc['width']}")
+            w.line(f"{loc['group']} = cuda.threadIdx.x // {loc['width']}")
+            w.line(f"{loc['rows_per_block']} = cuda.blockDim.x // {loc['width']}")
+            # the GPU's shuffles need no scratch; the simulator's twin a slot per thread
+            self.declare_scratch(row_loops, "1" if self.target == "cuda" else None)
+            if self.held_rows:
+                self.plan_held_rows(row_loops)
+            w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+            with w.indented(f"for {loc['row_base']} in range(numba.int64(cuda.blockIdx.x) * "
+                            f"{loc['rows_per_block']}, {loc['n_points']}, "
+                            f"numba.int64(cuda.gridDim.x) * {loc['rows_per_block']}):"):
+                w.line(f"{loc['row']} = {loc['row_base']} + {loc['group']}")
+                w.line(f"{loc['valid']} = {loc['row']} < {loc['n_points']}")
+                w.line(f"{loc['point']} = min({loc['row']}, {loc['n_points']} - 1)  "
+                       "# past the end: the last row again, not stored")
+                self.unravel(loc["point"])
+                self.block(self.op.body, top=True)
+        return w.text()
+
+    def leader(self) -> str:
+        return f"{self.local['tid']} == 0 and {self.local['valid']}"
+
+    def shared_combine(self, combiner: str, part: str, dtype: str) -> str:
+        helper = group_reduce_name(combiner)
+        self.helpers.add(helper)
+        return f"{helper}({part}, {self.local['width']}, {self.scratch[COMPUTE_TYPE[dtype]]})"
+
+    @contextmanager
+    def loop(self, op, shared: bool):
+        if not shared:
+            with super().loop(op, shared):
+                yield
+            return
+        with self.w.indented(f"if {self.local['valid']}:"):  # the group reduction is outside
+            with super().loop(op, shared):
+                yield
+
+
+def emit_warp_rows(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
+    text = WarpRowsEmitter(op, name, "warp-rows", target, helpers, hw, names.taken).emit()
+    extents = [o["extent"] for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    return KernelCode(op, "warp-rows", kernel_interface(op), extents, {"warp-rows": name}, text)
+
+
+def warp_rows_launch(host, kernel, points: str, args: list[str]) -> None:
+    """Threads per row from the row length of the call; rows fill blocks of
+    THREADS_PER_BLOCK threads."""
+    op = kernel.op
+    extents = list(dict.fromkeys(host.dim(e, op) for e in kernel.row_extents)) or ["1"]
+    row = extents[0] if len(extents) == 1 else f"max({', '.join(extents)})"
+    width = host.namer.fresh("width")
+    host.helpers.update({"_row_group", "_pointwise_blocks"})
+    lines = [f"{width} = _row_group({row})",
+             host.call(kernel.name, f"_pointwise_blocks({points} * {width}, 1), THREADS_PER_BLOCK",
+                       args + [width])]
+    host.guarded(op, points, lines)
+
+
+__all__ = ["emit_warp_rows", "warp_rows_launch"]

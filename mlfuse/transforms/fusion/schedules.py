@@ -1,0 +1,220 @@
+"""The schedule of a fused kernel with reductions, chosen from its extents and accesses.
+
+A kernel's top-level ``loops.reduce`` ops may run five ways (``fused.kernel``'s
+``schedule``; codegen reads only that attribute and the IR):
+
+- "row": one block per point, the block's threads share the reduced extent (long rows,
+  enough rows to fill the GPU; softmax 16384 x 4096).
+- "split-rows": the reduced extent of each point split across blocks, each block
+  reducing a contiguous chunk into a partial; a second kernel combines a point's
+  partials in a fixed order (deterministic, no atomics) and runs the epilogue. For few
+  points with long reductions: a full reduction to a scalar, a few long rows.
+- "split-columns": the reduced axes are not the innermost: consecutive threads own
+  consecutive points (coalesced reads) and each walks a chunk of the reduced extent;
+  a second kernel combines the chunks (column sums, reductions over axis 0).
+- "warp-rows": rows shorter than a warp: a group of 2..32 threads per row, several
+  rows per warp (softmax over rows of 16).
+- "pointwise": one thread per point walks the reduction (short reductions).
+
+A reduction over several axes is a nest of reduces (one per axis, the inner ones
+starting from the combiner's identity); the split schedules walk such a nest as one
+flat loop over the product of its extents (:class:`ReduceNest`).
+
+The host picks the number of chunks (split) or the threads per row (warp-rows) from
+the sizes of each call, so a kernel compiled with symbolic dims stays right at any size.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, YieldOp
+from mlfuse.ir.core import Operation
+from mlfuse.hardware import Target
+
+from mlfuse.transforms.fusion.cost import resolve
+
+SPLIT_SCHEDULES = ("split-rows", "split-columns")
+_IDENTITY = {"add": (0, 0.0), "max": (-math.inf, -2**31), "min": (math.inf, 2**31 - 1)}
+
+
+@dataclass
+class ReduceNest:
+    """A top-level reduce and the reduces perfectly nested in it with the same combiner,
+    each inner one starting from the identity: one reduction over several axes."""
+
+    levels: list[ReduceOp]
+
+    @property
+    def top(self) -> ReduceOp:
+        return self.levels[0]
+
+    @property
+    def inner(self) -> ReduceOp:
+        return self.levels[-1]
+
+    @property
+    def extents(self) -> list:
+        return [r["extent"] for r in self.levels]
+
+    @property
+    def indices(self) -> list:
+        return [r.body.args[0] for r in self.levels]
+
+    def outer_ops(self, level: int) -> list[Operation]:
+        """The ops of level ``level``'s body that compute before the next level starts."""
+        return [o for o in self.levels[level].body.ops
+                if o is not self.levels[level + 1] and not isinstance(o, YieldOp)]
+
+
+def _is_identity(value, combiner: str) -> bool:
+    op = getattr(value, "op", None)
+    return isinstance(op, ConstantOp) and op["value"] in _IDENTITY[combiner]
+
+
+def reduce_nest(top: ReduceOp) -> ReduceNest:
+    levels = [top]
+    while True:
+        ops = levels[-1].body.ops
+        inner = ops[-2] if len(ops) >= 2 else None
+        if not (isinstance(inner, ReduceOp) and ops[-1].operands[0] is inner.result
+                and inner["combiner"] == top["combiner"]
+                and _is_identity(inner.operands[0], top["combiner"])
+                and sum(isinstance(o, ReduceOp) for o in ops) == 1):
+            return ReduceNest(levels)
+        levels.append(inner)
+
+
+def top_reduces(kernel: Operation) -> list[ReduceOp]:
+    return [o for o in kernel.body.ops if isinstance(o, ReduceOp)]
+
+
+def reduce_nests(kernel: Operation) -> list[ReduceNest]:
+    return [reduce_nest(r) for r in top_reduces(kernel)]
+
+
+def _uses_reduce_result(kernel: Operation) -> set[int]:
+    """Ids of the top-level values computed from a top-level reduce's result."""
+    tainted: set[int] = set()
+    for op in kernel.body.ops:
+        inner_operands = [v for o in op.walk() for v in o.operands]
+        if isinstance(op, ReduceOp) or any(id(v) in tainted for v in inner_operands):
+            tainted.update(id(r) for r in op.results)
+    return tainted
+
+
+def why_not_split(kernel: Operation) -> str | None:
+    """Why the kernel's reductions cannot be split into independent chunks (None: they can)."""
+    if any(isinstance(o, ForOp) for o in kernel.body.ops):
+        return "it also writes along the reduced axis (needs the whole row's result first)"
+    nests = reduce_nests(kernel)
+    if not nests:
+        return "no reduction"
+    if len({repr(n.extents) for n in nests}) > 1:
+        return "its reductions run over different extents"
+    tainted = _uses_reduce_result(kernel)
+    for n in nests:
+        if any(id(v) in tainted for o in n.top.walk() for v in o.operands if o is not n.top):
+            return "one reduction reads another's result (softmax-like: one pass needs the first)"
+        if n.top.result.type.dtype not in ("f16", "f32", "f64", "i32"):
+            return f"no partial buffer for {n.top.result.type}"
+    return None
+
+
+def _loads(op: Operation) -> list[Operation]:
+    return [o for o in op.walk() if isinstance(o, (LoadOp, MaskedLoadOp))]
+
+
+def _indices(load: Operation) -> list:
+    return list(load.operands[2:] if isinstance(load, MaskedLoadOp) else load.operands[1:])
+
+
+def access_layout(kernel: Operation) -> str | None:
+    """How the reduced elements lie in memory relative to the threads' points:
+    "rows" when every load that steps with a reduced index has the nest's innermost
+    index as its last index (the reduced values of a point are contiguous), "columns"
+    when every such load has the kernel's last point index as its last index (neighbouring
+    points are contiguous), None otherwise (mixed, e.g. a matmul)."""
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    if not loops:
+        return None
+    rows = columns = True
+    point_last = kernel.body.args[-1] if kernel.body.args else None
+    for loop in loops:
+        nest = reduce_nest(loop) if isinstance(loop, ReduceOp) else None
+        steps = [id(a) for a in (nest.indices if nest else [loop.body.args[0]])]
+        fastest = steps[-1]
+        for load in _loads(loop):
+            idx = _indices(load)
+            if not any(id(v) in steps for v in idx):
+                continue
+            rows &= bool(idx) and id(idx[-1]) == fastest
+            columns &= point_last is not None and bool(idx) and idx[-1] is point_last
+    return "rows" if rows else "columns" if columns else None
+
+
+@dataclass
+class ScheduleChoice:
+    schedule: str
+    reason: str
+
+
+def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
+    """The schedule of ``kernel`` (see the module doc) and why, from the sizes its
+    symbols have in ``dims`` (the target's default size where unbound)."""
+    current = kernel["schedule"]  # the builder's "row" or "pointwise", or an earlier choice
+    if current not in ("pointwise", "row", "warp-rows") + SPLIT_SCHEDULES:
+        return ScheduleChoice(current, f"{current} (set by an earlier pass)")
+    nests = reduce_nests(kernel)
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    if not loops:
+        return ScheduleChoice("pointwise", "no reduction: one thread per point")
+    from mlfuse.transforms.contraction import match_contraction
+    if current == "pointwise" and match_contraction(kernel) is not None:
+        return ScheduleChoice("pointwise", "a sum of products: left to the contraction pass")
+    points = math.prod(resolve(e, dims, target) for e in kernel.extent_list)
+    reduced = max((math.prod(resolve(e, dims, target) for e in n.extents) for n in nests),
+                  default=0)
+    row = max((resolve(o["extent"], dims, target) for o in loops), default=0)
+    layout = access_layout(kernel)
+    blocker = why_not_split(kernel)
+    few_points = points < 2 * target.sm_count
+    # an unbound reduced extent may be long at run time; the host splits it only if it is
+    unbound = any(isinstance(e, str) and e not in dims for n in nests for e in n.extents)
+    long = reduced >= target.split_min_extent or unbound
+    if blocker is None and layout == "rows" and few_points and long:
+        return ScheduleChoice("split-rows", f"{points} point(s) cannot fill {target.sm_count} SMs "
+                              f"with one block each; each point's {reduced} values are split "
+                              "across blocks, then a second kernel combines the partials")
+    if blocker is None and layout == "columns" and reduced >= target.row_min_extent:
+        return ScheduleChoice("split-columns", "the reduced axes are not the innermost: threads "
+                              f"own neighbouring points (coalesced) and walk chunks of the "
+                              f"{reduced} reduced values; a second kernel combines the chunks")
+    if nests and layout == "rows":
+        row = max(row, reduced)  # a nest is walked as one flat loop
+    if layout == "rows" and row < target.row_min_extent and points > 1:
+        return ScheduleChoice("warp-rows", f"rows of {row} values: a group of threads per row, "
+                              "several rows per warp (coalesced)")
+    if layout == "rows" and (current == "row" or points < 2 * target.sm_count):
+        why = f"; not split: {blocker}" if blocker and few_points else ""
+        return ScheduleChoice("row", f"{points} rows of {row}: one block per row{why}")
+    if current == "row":
+        return ScheduleChoice("row", f"{points} rows of {row}: one block per row")
+    return ScheduleChoice("pointwise", "one thread per point walks its reduction" + (
+        "" if layout else " (its reads are neither along rows nor along columns)"))
+
+
+def apply_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
+    choice = choose_schedule(kernel, dims, target)
+    kernel.attributes["schedule"] = choice.schedule
+    return choice
+
+
+def is_split(kernel: Operation) -> bool:
+    return isinstance(kernel, KernelOp) and kernel["schedule"] in SPLIT_SCHEDULES
+
+
+__all__ = ["ReduceNest", "reduce_nest", "reduce_nests", "why_not_split", "access_layout",
+           "choose_schedule", "apply_schedule", "ScheduleChoice", "SPLIT_SCHEDULES", "is_split"]

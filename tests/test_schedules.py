@@ -1,0 +1,161 @@
+"""Reduction schedules chosen by shape (mlfuse/transforms/fusion/schedules.py): which one
+the fuse pass picks and why, and each one's kernels under the simulator against the
+NumPy interpreter (odd sizes so chunks and groups end part-way, ranks 1-4, several
+axes, NaN and inf)."""
+import numpy as np
+import pytest
+
+import mlfuse
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.hardware import get_target
+from mlfuse.interp import run_tensor
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.tools.checking import program_size, random_inputs
+from mlfuse.tools.explain import explain_module, format_text
+
+from helpers import assert_close, record_launches
+
+
+def kernels(source: str, dims: dict) -> list[KernelOp]:
+    module = compile_text(source, "t.fuse", fuse_options={"dims": dims})
+    return [op for op in module.funcs[0].body.ops if isinstance(op, KernelOp)]
+
+
+def schedules(source: str, dims: dict) -> list[str]:
+    return [k["schedule"] for k in kernels(source, dims)]
+
+
+SUMSQ = "func f(x: f32[N]) -> f32[] { return sum(x * x) }"
+COLSUM = "func f(x: f32[R, C]) -> f32[C] { return sum(x, axis=0) }"
+SHORT_SOFTMAX = "func f(x: f32[R, 16]) -> f32[R, 16] { return softmax(x, axis=1) }"
+MEAN_ALL = "func f(x: f32[R, C]) -> f32[] { return mean(exp(x) * 2.0) }"
+
+
+@pytest.mark.parametrize("source, dims, expected", [
+    (SUMSQ, {"N": 1 << 26}, ["split-rows"]),
+    (SUMSQ, {}, ["split-rows"]),  # unbound: the host decides how many chunks
+    (MEAN_ALL, {"R": 8192, "C": 8192}, ["split-rows"]),  # prologue, reduction, epilogue: 1
+    (COLSUM, {"R": 16384, "C": 4096}, ["split-columns"]),
+    (SHORT_SOFTMAX, {"R": 1 << 20}, ["warp-rows"]),
+    ("func f(x: f32[R, C]) -> f32[R, C] { return softmax(x, axis=1) }",
+     {"R": 16384, "C": 4096}, ["row"]),
+    ("func f(x: f32[R, C]) -> f32[R] { return sum(x, axis=1) }", {"R": 4, "C": 1 << 24},
+     ["split-rows"]),  # few long rows
+])
+def test_schedule_chosen_by_shape(source, dims, expected):
+    assert schedules(source, dims) == expected
+
+
+def test_no_one_thread_schedule_for_a_large_space():
+    """A whole-tensor reduction never runs in one thread: split when it can be, else one
+    block (here the second statistic needs the first: mean of squared deviations)."""
+    var_all = ("func f(x: f32[R, C]) -> f32[] { m = mean(x)\n"
+               "return mean((x - m) * (x - m)) }")
+    for source in (SUMSQ, MEAN_ALL, var_all):
+        for k in kernels(source, {"R": 4096, "C": 4096, "N": 1 << 24}):
+            assert not (k["schedule"] == "pointwise" and not k.extent_list), source
+
+
+def test_explain_names_the_schedule_and_why():
+    module = compile_text(MEAN_ALL, "t.fuse", level="loops")
+    text = format_text(explain_module(module, {"R": 8192, "C": 8192}))
+    assert "[split-rows over []]" in text
+    assert "schedule: 1 point(s) cannot fill" in text
+    assert "kernels:       3 -> 1" in text
+
+
+CASES = [
+    # split-rows: full reductions (ranks 1-3), long rows; odd sizes end chunks part-way
+    (SUMSQ, {"N": 3001}),
+    (MEAN_ALL, {"R": 37, "C": 41}),
+    ("func f(x: f32[A, B, C]) -> f32[] { return max(x) }", {"A": 3, "B": 17, "C": 29}),
+    ("func f(x: f32[2, C]) -> (f32[2], f32[2]) { return sum(x, axis=1), min(x, axis=1) }",
+     {"C": 2500}),
+    ("func f(x: f32[N]) -> f32[] { m = mean(x)\n return sqrt(m * m + 1.0) }", {"N": 2049}),
+    ("func f(x: f64[N]) -> f64[] { return sum(x) }", {"N": 1999}),
+    ("func f(x: i32[N]) -> i32[] { return sum(x) }", {"N": 1999}),
+    # split-columns: reduced axes ahead of the innermost, ranks 2-4
+    (COLSUM, {"R": 301, "C": 7}),
+    ("func f(x: f32[R, C], b: f32[C]) -> f32[C] { return max(x + b, axis=0) * 2.0 }",
+     {"R": 300, "C": 5}),
+    ("func f(x: f32[A, B, C]) -> f32[C] { return mean(x, axis=[0, 1]) }", {"A": 9, "B": 31, "C": 3}),
+    ("func f(x: f32[A, B, C, D]) -> f32[B, D] { return sum(x, axis=[0, 2]) }",
+     {"A": 7, "B": 2, "C": 19, "D": 3}),
+    # warp-rows: short rows, one and several reductions, an epilogue along the row
+    (SHORT_SOFTMAX, {"R": 37}),
+    ("func f(x: f32[R, 5], g: f32[5]) -> f32[R, 5] { return layernorm(x, g, g, axis=-1, eps=1e-5) }",
+     {"R": 19}),
+    ("func f(x: f32[A, B, 3]) -> f32[A, B] { return sum(x * x, axis=2) }", {"A": 5, "B": 7}),
+]
+
+
+def _run(source, dims, inputs=None):
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = inputs or random_inputs(func, dims, seed=3)
+    expected = run_tensor(func, inputs)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    got = module[func.sym_name](*inputs)
+    got = got if isinstance(got, tuple) else (got,)
+    n_ops, reduced = program_size(func)
+    for e, g in zip(expected, got):
+        assert_close(np.asarray(g), e, n_ops, reduced=reduced)
+    return module, got
+
+
+@pytest.mark.parametrize("source, dims", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_schedule_agrees_with_numpy(source, dims):
+    module, _ = _run(source, dims)
+    found = {k["schedule"] for f in module.ir.funcs for k in f.body.ops if isinstance(k, KernelOp)}
+    assert found & {"split-rows", "split-columns", "warp-rows"}, found
+
+
+def test_split_runs_several_chunks_and_is_deterministic():
+    """The simulator's launch sizes still cut these reductions into several chunks; two
+    calls give the same bits (partials combined in a fixed order, no atomics)."""
+    module, first = _run(SUMSQ, {"N": 3001})
+    assert module.python_module._split_rows(1, 3001) > 1
+    columns = mlfuse.compile_source(COLSUM, "t.fuse", target="simulator")
+    assert columns.python_module._split_columns(7, 301) > 1
+    func = parse_program(SUMSQ, "t.fuse").funcs[0]
+    inputs = random_inputs(func, {"N": 3001}, seed=3)
+    again = module["f"](*inputs)
+    assert np.asarray(again).tobytes() == np.asarray(first[0]).tobytes()
+
+
+def test_split_launches_both_stages():
+    module = mlfuse.compile_source(COLSUM, "t.fuse", target="simulator")
+    py = module.python_module
+    launched = record_launches(py, ["f_0", "f_0_combine"])
+    py.ENTRY_POINTS["f"](*[py.cuda.to_device(a) for a in
+                           random_inputs(parse_program(COLSUM, "t").funcs[0], {"R": 70, "C": 3})])
+    assert launched == ["f_0", "f_0_combine"]
+
+
+@pytest.mark.parametrize("source, dims", [
+    (SUMSQ.replace("sum(", "max("), {"N": 2100}),
+    (COLSUM.replace("sum(", "min("), {"R": 90, "C": 3}),
+    (SHORT_SOFTMAX, {"R": 9}),
+])
+def test_nan_and_inf_follow_numpy(source, dims):
+    func = parse_program(source, "t.fuse").funcs[0]
+    (x,) = random_inputs(func, dims, seed=5)
+    flat = x.reshape(-1)
+    flat[[3, 50]] = np.nan  # max/min propagate NaN as NumPy's do
+    flat[[7, 60]] = [np.inf, -np.inf]
+    _run(source, dims, [x])
+
+
+def test_group_reduction_twin_matches_shuffle_semantics():
+    """The simulator's group reduction is the GPU's xor butterfly: lane l combines with
+    l ^ offset for offset = width/2 .. 1. Check the twin against that on NumPy."""
+    from mlfuse.codegen.helpers import helper_sources
+    text = helper_sources({"_group_reduce_add"}, "simulator")[0]
+    assert "tid ^ offset" in text and "value + partner" in text
+    cuda_text = helper_sources({"_group_reduce_add"}, "cuda")[0]
+    assert "shfl_xor_sync(0xFFFFFFFF, value, offset)" in cuda_text
+    assert "value + cuda.shfl_xor_sync" in cuda_text  # same operand order: same bits
+
+
+def test_hardware_knobs_exist():
+    hw = get_target()
+    assert hw.split_min_extent > hw.row_min_extent and hw.split_blocks_per_sm >= 1
