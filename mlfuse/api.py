@@ -113,6 +113,9 @@ def compile_ir(module: ModuleOp, target: str | None = None, name: str = "module"
         install()  # results are allocated on every call: reuse freed buffers
     source = generate(module, target)
     python_module = load_source(source, name)
+    if target == "cuda":
+        from .kernel_cache import enable_module
+        enable_module(python_module)  # a later process loads these kernels' cubins
     if target == "cuda":  # tile shapes an earlier `mlfuse bench --tune` found on this GPU
         from .device import device_name
         from .tuning import apply_cached

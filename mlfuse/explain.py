@@ -15,6 +15,7 @@ from mlfuse.codegen.emit_contraction import is_tiled_kernel
 from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.ir.parser import parse_ir
 from mlfuse.ir.printer import print_ir
+from mlfuse.kernel_cache import cache_stats
 from mlfuse.passes.contraction import ScheduleContractionsPass
 from mlfuse.passes.fuse import FusePass, NoFusePass
 from mlfuse.passes.fusion_cost import buffer_bytes, kernel_cost
@@ -34,6 +35,7 @@ class KernelReport:
     registers: int | None = None       # from the real compile, when there was one
     local_memory_bytes: int | None = None
     shared_memory_bytes: int | None = None
+    disk_cache: str | None = None      # "hit" or "miss": the kernel came from the disk cache
 
 
 @dataclass
@@ -138,6 +140,8 @@ def format_text(reports: list[FunctionReport]) -> str:
             if k.registers is not None:
                 regs += f"; compiled: {k.registers} registers, {k.local_memory_bytes} B local, " \
                         f"{k.shared_memory_bytes} B shared"
+            if k.disk_cache is not None:
+                regs += f"; disk cache {k.disk_cache}"
             lines.append(f"  kernel {k.name} [{k.schedule} over {k.extents}] ({regs}):")
             for s in k.sources:
                 lines.append(f"    {s}")
@@ -208,3 +212,6 @@ def attach_compiled_resources(reports: list[FunctionReport], python_module) -> N
             k.registers = _one(dispatcher.get_regs_per_thread())
             k.local_memory_bytes = _one(dispatcher.get_local_mem_per_thread())
             k.shared_memory_bytes = _one(dispatcher.get_shared_mem_per_block())
+            stats = cache_stats(dispatcher)
+            if stats is not None and any(stats):
+                k.disk_cache = "hit" if stats[0] and not stats[1] else "miss"
