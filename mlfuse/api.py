@@ -18,7 +18,7 @@ from mlfuse.runtime.arguments import HOST, Signature, bind_arguments, convert_re
 class CompiledFunction:
     """One compiled func: checks its arguments, launches its kernels, returns results.
 
-    A call whose arguments match a plan (``fast_path``, see mlfuse/launcher.py) is
+    A call whose arguments match a plan (``fast_path``, see mlfuse/runtime/launcher.py) is
     launched from it; any other takes the normal path: checks, the host function,
     Numba's launches (and may leave a plan for the next call like it)."""
 
@@ -113,6 +113,9 @@ def compile_ir(module: ModuleOp, target: str | None = None, name: str = "module"
         install()  # results are allocated on every call: reuse freed buffers
     source = generate(module, target)
     python_module = load_source(source, name)
+    if target == "cuda":
+        from mlfuse.runtime.kernel_cache import enable_module
+        enable_module(python_module)  # a later process loads these kernels' cubins
     if target == "cuda":  # tile shapes an earlier `mlfuse bench --tune` found on this GPU
         from mlfuse.runtime.device import device_name
         from mlfuse.tools.tuning import apply_cached

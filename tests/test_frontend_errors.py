@@ -156,5 +156,16 @@ def test_mutated_programs_give_a_module_or_a_located_error(program, mutations):
 
 
 def test_deep_nesting_is_a_located_error_not_a_crash():
-    text = error_of(HEAD + "    a = x\n    return " + "-" * 5000 + "x\n}\n")
+    text = error_of(HEAD + "    a = x\n    return " + "relu(" * 5000 + "x" + ")" * 5000 + "\n}\n")
     assert text.startswith("t.fuse:3:5: error: expression nested too deeply")
+
+
+def test_long_operator_chains_build_without_recursion():
+    # an operator tree is as deep as the expression is long: built with an explicit stack
+    from mlfuse.frontend import parse_source
+    func = parse_source(HEAD + "    return " + "-" * 5000 + "x\n}\n", "t.fuse").funcs[0]
+    assert sum(op.name == "tensor.neg" for op in func.body.ops) == 5000
+    terms = " + ".join(f"x * {k}.0" for k in range(3000))
+    func = parse_source(HEAD + f"    return {terms}\n}}\n", "t.fuse").funcs[0]
+    adds = [op for op in func.body.ops if op.name == "tensor.add"]
+    assert len(adds) == 2999 and adds[-1].loc.column > adds[0].loc.column  # left to right

@@ -1,5 +1,11 @@
 """One ``@cuda.jit`` kernel per ``loops.parallel`` / ``fused.kernel``.
 
+Why this module is long: it holds the kernel emitter that every schedule shares
+(statements, loads and stores, held rows, reuse, the hooks the schedule modules
+override) together with the pointwise and row schedules built on it; the other
+schedules have modules of their own (``SCHEDULE_MODULES``). Moving pointwise and
+row out as well is the next split.
+
 "pointwise": a 1-D grid-stride loop over the flat index of the iteration space
 (int64, so spaces past 2**31 points do not overflow), unravelled into the loop
 indices with divmod; inner reduces and fors run sequentially in the thread. A
@@ -319,7 +325,8 @@ class KernelEmitter(VectorPhases):
         for o in index_ops:
             self.statement(o, shared=False)
         for o in loads:
-            self.fill_line(o)
+            if id(o) not in self.reuse.dead:  # only fed values a kept array now holds
+                self.fill_line(o)
 
     def prefetch_body(self) -> None:
         """POINTS_PER_THREAD points per thread (the vector variant: that many points as

@@ -109,9 +109,12 @@ class Reuse:
     dead: set[int] = field(default_factory=set)
 
 
-def _value_keys(loop: Operation, keys: dict[int, object], inside: set[int]) -> list[Operation]:
+def _value_keys(loop: Operation, keys: dict[int, object], inside: set[int],
+                interned: dict[tuple, int]) -> list[Operation]:
     """Key each top-level load and arith result of ``loop`` by what it computes (equal
-    keys: equal values in the same slot of loops of one extent); returns those ops."""
+    keys: equal values in the same slot of loops of one extent); returns those ops.
+    A key is a number standing for (op, attributes, operands' keys) in ``interned``:
+    a long chain of ops then has flat keys, not tuples nested as deep as the chain."""
     def key(v):
         return keys.get(id(v), ("own", id(v)) if id(v) in inside else ("outside", id(v)))
     keys[id(loop.body.args[0])] = ("index",)
@@ -119,15 +122,25 @@ def _value_keys(loop: Operation, keys: dict[int, object], inside: set[int]) -> l
                                                       or o.has_trait(SCALAR_COMPUTE))]
     for o in ops:
         attributes = repr(sorted(o.attributes.items()))
-        keys[id(o.result)] = (o.name, attributes, tuple(key(v) for v in o.operands))
+        structure = (o.name, attributes, tuple(key(v) for v in o.operands))
+        keys[id(o.result)] = interned.setdefault(structure, len(interned))
     return ops
 
 
 def _costly(op: Operation, again: dict[int, Operation]) -> bool:
-    """Whether computing ``op`` again would run a Costly op (its own or an operand's):
-    worth a register per slot to compute it once per row instead of in every row loop."""
-    return op.has_trait(COSTLY) or any(
-        id(getattr(v, "op", None)) in again and _costly(v.op, again) for v in op.operands)
+    """Whether computing ``op`` again would run a Costly op (its own or an operand's
+    that is computed again too); an explicit stack, as the chain may be long."""
+    stack, seen = [op], set()
+    while stack:
+        o = stack.pop()
+        if o.has_trait(COSTLY):
+            return True
+        for v in o.operands:
+            producer = getattr(v, "op", None)
+            if id(producer) in again and id(producer) not in seen:
+                seen.add(id(producer))
+                stack.append(producer)
+    return False
 
 
 def row_reused_values(row_loops: list[Operation]) -> Reuse:
@@ -137,10 +150,11 @@ def row_reused_values(row_loops: list[Operation]) -> Reuse:
     and in its output loop). A later loop's ops that only fed them are dead."""
     inside = defined_inside(row_loops)
     keys: dict[int, object] = {}
+    interned: dict[tuple, int] = {}
     computed: dict[object, Operation] = {}  # (extent, key) -> the first op computing it
     plan = Reuse()
     for loop in row_loops:
-        ops = _value_keys(loop, keys, inside)
+        ops = _value_keys(loop, keys, inside, interned)
         same = {id(o): computed[(loop["extent"], keys[id(o.result)])] for o in ops
                 if (loop["extent"], keys[id(o.result)]) in computed and o.name != "loops.load"}
         users = [o for o in loop.walk() if o is not loop]

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
-from mlfuse.transforms.fusion.schedules import reduce_nests
+from mlfuse.dialects.reductions import reduce_nests
 
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, extent_factors
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity

@@ -141,18 +141,39 @@ class FunctionBuilder:
 
     # -- expressions ----------------------------------------------------------------
     def expr(self, tree) -> Value | Literal:
+        """The value of an expression. Operators (``x0 + x1 + ... + x999`` is a tree
+        999 levels deep) are evaluated with an explicit stack, operands left to right
+        as a recursive walk would; calls nest through ``call`` (and a program nesting
+        them past Python's limit gets the 'nested too deeply' error)."""
+        if tree.data not in ("binary", "neg"):
+            return self.leaf(tree)
+        values: list = []
+        stack = [(tree, False)]
+        while stack:
+            node, ready = stack.pop()
+            if node.data not in ("binary", "neg"):
+                values.append(self.leaf(node))
+            elif not ready:
+                stack.append((node, True))
+                operands = [node.children[0]] if node.data == "neg" else \
+                    [node.children[0], node.children[2]]
+                stack.extend((c, False) for c in reversed(operands))
+            elif node.data == "neg":
+                values.append(self.elementwise("neg", [values.pop()], self.ctx.loc(node)))
+            else:
+                rhs, lhs = values.pop(), values.pop()
+                op_tok = node.children[1].children[0]
+                values.append(self.elementwise(BINARY_OPERATORS[str(op_tok)], [lhs, rhs],
+                                               self.ctx.loc(op_tok)))
+        return values.pop()
+
+    def leaf(self, tree) -> Value | Literal:
+        """The value of an expression that is not an operator."""
         kind = tree.data
         if kind == "number":
             return parse_number(str(tree.children[0]), self.ctx.loc(tree))
         if kind == "name":
             return self.lookup(tree.children[0])
-        if kind == "neg":
-            return self.elementwise("neg", [self.expr(tree.children[0])], self.ctx.loc(tree))
-        if kind == "binary":
-            lhs, op_tree, rhs = tree.children
-            op_tok = op_tree.children[0]
-            return self.elementwise(BINARY_OPERATORS[str(op_tok)],
-                                    [self.expr(lhs), self.expr(rhs)], self.ctx.loc(op_tok))
         if kind == "call":
             return self.call(tree)
         what = {"list": "a list", "true": "true", "false": "false"}

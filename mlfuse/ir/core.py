@@ -32,7 +32,9 @@ class Value:
     def __init__(self, type: Type, name_hint: str | None = None):
         self.type = type
         self.name_hint = name_hint
-        self.uses: list[tuple[Operation, int]] = []  # (user op, operand index)
+        # (user op, operand index) -> None: an insertion-ordered set, so that dropping
+        # one use of a value used thousands of times (a kernel's index) is O(1)
+        self.uses: dict[tuple[Operation, int], None] = {}
 
     @property
     def owner(self):
@@ -175,7 +177,7 @@ class Operation:
     def _add_operand(self, v: Value) -> None:
         if not isinstance(v, Value):
             raise TypeError(f"{self.name}: operand {v!r} is not a Value")
-        v.uses.append((self, len(self._operands)))
+        v.uses[(self, len(self._operands))] = None
         self._operands.append(v)
 
     @property
@@ -187,13 +189,13 @@ class Operation:
 
     def set_operand(self, i: int, v: Value) -> None:
         old = self._operands[i]
-        old.uses.remove((self, i))
+        del old.uses[(self, i)]
         self._operands[i] = v
-        v.uses.append((self, i))
+        v.uses[(self, i)] = None
 
     def drop_operands(self) -> None:
         for i, v in enumerate(self._operands):
-            v.uses.remove((self, i))
+            del v.uses[(self, i)]
         self._operands = []
 
     # -- convenience ---------------------------------------------------------
@@ -222,7 +224,7 @@ class Operation:
         for r in self.results:
             if r.uses:
                 raise VerifyError(f"cannot erase {self.name}: result still used by "
-                                  f"{r.uses[0][0].name}", self.loc)
+                                  f"{next(iter(r.uses))[0].name}", self.loc)
         for op in reversed(list(self.walk())):
             op.drop_operands()
         if self.parent is not None:

@@ -20,6 +20,7 @@ from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
 from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost
 from mlfuse.transforms.fusion.schedules import choose_schedule
 from mlfuse.hardware import Target, get_target
+from mlfuse.runtime.kernel_cache import cache_stats
 
 
 @dataclass
@@ -36,6 +37,7 @@ class KernelReport:
     local_memory_bytes: int | None = None
     shared_memory_bytes: int | None = None
     schedule_reason: str = ""          # why this schedule (mlfuse/transforms/fusion/schedules.py)
+    disk_cache: str | None = None      # "hit" or "miss": the kernel came from the disk cache
 
 
 @dataclass
@@ -151,6 +153,8 @@ def format_text(reports: list[FunctionReport]) -> str:
             if k.registers is not None:
                 regs += f"; compiled: {k.registers} registers, {k.local_memory_bytes} B local, " \
                         f"{k.shared_memory_bytes} B shared"
+            if k.disk_cache is not None:
+                regs += f"; disk cache {k.disk_cache}"
             lines.append(f"  kernel {k.name} [{k.schedule} over {k.extents}] ({regs}):")
             if k.schedule_reason:
                 lines.append(f"    schedule: {k.schedule_reason}")
@@ -223,3 +227,6 @@ def attach_compiled_resources(reports: list[FunctionReport], python_module) -> N
             k.registers = _one(dispatcher.get_regs_per_thread())
             k.local_memory_bytes = _one(dispatcher.get_local_mem_per_thread())
             k.shared_memory_bytes = _one(dispatcher.get_shared_mem_per_block())
+            stats = cache_stats(dispatcher)
+            if stats is not None and any(stats):
+                k.disk_cache = "hit" if stats[0] and not stats[1] else "miss"

@@ -13,6 +13,7 @@ iteration space merge horizontally. Every decision is recorded for ``explain``.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from mlfuse.dialects.fused import KernelOp
@@ -32,8 +33,23 @@ class Group:
     members: list[Nest]           # nests computed in this kernel (inlined or stored)
     owned: list[Nest]             # nests whose buffers this kernel writes, when needed
 
+    def __post_init__(self):
+        self.member_set = frozenset(self.members)
+
     def __repr__(self):
         return f"<Group {[n.name for n in self.members]}>"
+
+
+@dataclass(eq=False)
+class Move:
+    """A grouping told by its change to the planner's current one: ``removed`` leave,
+    ``added`` join at the end. Facts about it are the current ones corrected for the
+    groups it touches, so trying a move costs what it touches, not the whole graph."""
+    removed: list[Group]
+    added: list[Group]
+
+    def __post_init__(self):
+        self.removed_ids = {id(g) for g in self.removed}
 
 
 @dataclass
@@ -66,24 +82,84 @@ class Planner:
         self.groups = [Group([n], [n]) for n in graph.nests]
         self.decisions: list[Decision] = []
         self._cache: dict = {}
+        # Facts about the current grouping, kept up to date by _accept, so that a move
+        # costs what it touches rather than a pass over every group:
+        self._owner: dict[Nest, Group] = {}          # nest -> the group writing its buffer
+        self._computed_by: dict[Nest, list[Group]] = {n: [] for n in graph.nests}
+        self._memory_readers: dict[Nest, int] = {n: 0 for n in graph.nests}  # groups loading it
+        self._position: dict[int, int] = {}          # id(group) -> index in self.groups
+        self._sources: dict[Nest, list[Nest]] = {n: [] for n in graph.nests}  # consumers, inverted
+        for n in graph.nests:
+            for c in graph.consumers(n):
+                self._sources[c].append(n)
+        self._enter(self.groups)
+        self._renumber()
+
+    # -- bookkeeping of the current grouping -------------------------------------
+    def _memory_reads(self, group: Group) -> list[Nest]:
+        """The nests whose buffers ``group`` loads (producers it does not compute)."""
+        reads = getattr(group, "_memory_reads", None)
+        if reads is None:
+            reads = list(dict.fromkeys(p for m in group.members for p in self.graph.producers(m)
+                                       if p not in group.member_set))
+            group._memory_reads = reads
+        return reads
+
+    def _enter(self, groups: list[Group], sign: int = 1) -> None:
+        for g in groups:
+            for n in g.owned:
+                if sign > 0:
+                    self._owner[n] = g
+                elif self._owner.get(n) is g:
+                    del self._owner[n]
+            for n in g.members:
+                if sign > 0:
+                    self._computed_by[n].append(g)
+                else:
+                    self._computed_by[n].remove(g)
+            for p in self._loaded(g):
+                self._memory_readers[p] += sign
+
+    def _loaded(self, group: Group) -> list[Nest]:
+        """The nests ``group`` reads from memory in the sense of ``needed``: a member
+        consumes their buffer and ``group`` does not compute them."""
+        loaded = getattr(group, "_loaded", None)
+        if loaded is None:
+            loaded = list(dict.fromkeys(n for m in group.members for n in self._sources[m]
+                                        if n not in group.member_set))
+            group._loaded = loaded
+        return loaded
+
+    def _renumber(self) -> None:
+        self._position = {id(g): i for i, g in enumerate(self.groups)}
+
+    def _reads_from_memory(self, group: Group, nest: Nest) -> bool:
+        return nest not in group.member_set and \
+            not group.member_set.isdisjoint(self.graph.consumer_set(nest))
 
     # -- facts about a grouping ----------------------------------------------
-    def needed(self, nest: Nest, groups: list[Group]) -> bool:
+    # ``groups`` is None (the current grouping), a Move from it, or any list of groups.
+    def needed(self, nest: Nest, groups=None) -> bool:
         """Whether ``nest``'s buffer must be in memory: returned, or read by a group
         that does not compute it."""
         if self.graph.is_returned(nest):
             return True
-        return any(nest not in g.members and any(c in g.members for c in self.graph.consumers(nest))
-                   for g in groups)
+        if isinstance(groups, list):
+            return any(self._reads_from_memory(g, nest) for g in groups)
+        count = self._memory_readers[nest]
+        if groups is not None:
+            count += sum(self._reads_from_memory(g, nest) for g in groups.added)
+            count -= sum(self._reads_from_memory(g, nest) for g in groups.removed)
+        return count > 0
 
-    def outputs(self, group: Group, groups: list[Group]) -> list[Nest]:
+    def outputs(self, group: Group, groups=None) -> list[Nest]:
         return [n for n in group.owned if self.needed(n, groups)]
 
     def schedule_for(self, E, C) -> str:
         c = resolve(C, self.dims, self.target)
         return "row" if c >= self.target.row_min_extent else "pointwise"
 
-    def build(self, group: Group, groups: list[Group], name="kernel"):
+    def build(self, group: Group, groups=None, name="kernel"):
         outs = self.outputs(group, groups)
         key = (tuple(n.index for n in group.members), tuple(n.index for n in outs))
         if key not in self._cache:
@@ -104,45 +180,74 @@ class Planner:
             raise result
         return result
 
-    def acyclic(self, groups: list[Group]) -> bool:
+    def acyclic(self, groups) -> bool:
         """The kernel graph (edge: a group reads from memory a buffer another writes)
-        has no cycle, and every buffer read from memory has a writer."""
+        has no cycle, and every buffer read from memory has a writer. ``groups``: a
+        Move from the current grouping (checked where it changes) or any list."""
+        if isinstance(groups, Move):
+            return self._move_acyclic(groups)
         owner = {n: g for g in groups for n in g.owned}
-        edges = {id(g): set() for g in groups}
+        computed_by: dict[Nest, list[Group]] = {}
         for g in groups:
             for m in g.members:
-                for p in self.graph.producers(m):
-                    if p in g.members:
-                        continue
-                    if p not in owner:
-                        return False
-                    if owner[p] is not g:
-                        edges[id(owner[p])].add(id(g))
-                    elif p not in g.members:
-                        return False
-        state: dict[int, int] = {}
+                computed_by.setdefault(m, []).append(g)
+            if any(p not in owner for p in self._memory_reads(g)):
+                return False
+        return not _has_cycle(groups, lambda g: self._successors(g, owner.get, computed_by.get))
 
-        def visit(gid) -> bool:
-            state[gid] = 1
-            for nxt in edges[gid]:
-                if state.get(nxt) == 1 or (state.get(nxt) is None and not visit(nxt)):
+    def _successors(self, group: Group, owner_of, computed_by):
+        """Groups that load a buffer ``group`` writes (``owner_of``/``computed_by`` tell
+        the grouping)."""
+        for n in group.owned:
+            if owner_of(n) is not group or self.graph.writer.get(id(n.out)) is not n:
+                continue
+            for c in self.graph.consumers(n):
+                for h in computed_by(c) or ():
+                    if h is not group and n not in h.member_set:
+                        yield h
+
+    def _move_acyclic(self, move: Move) -> bool:
+        removed = move.removed_ids
+        added_owner = {n: g for g in move.added for n in g.owned}
+
+        def owner_of(n):
+            g = added_owner.get(n)
+            if g is None:
+                g = self._owner.get(n)
+                if g is not None and id(g) in removed:
+                    return None
+            return g
+
+        def computed_by(n):
+            kept = [g for g in self._computed_by[n] if id(g) not in removed]
+            return kept + [g for g in move.added if n in g.member_set]
+
+        # every buffer read from memory keeps a writer: the added groups' reads, and
+        # the readers of buffers whose writer left
+        for g in move.added:
+            if any(owner_of(p) is None for p in self._memory_reads(g)):
+                return False
+        for g in move.removed:
+            for n in g.owned:
+                if n not in added_owner and self._owner.get(n) is g and \
+                        any(self._reads_from_memory(h, n) for c in self.graph.consumers(n)
+                            for h in computed_by(c)):
                     return False
-            state[gid] = 2
-            return True
-        return all(state.get(id(g)) == 2 or visit(id(g)) for g in groups)
+        # the grouping was acyclic, so a new cycle runs through an added group
+        return not _has_cycle(move.added, lambda g: self._successors(g, owner_of, computed_by))
 
     # -- moves -----------------------------------------------------------------
-    def try_move(self, new_groups: list[Group], touched_old: list[Group], touched_new: list[Group]):
-        """Return (ok, reason, before_us, after_us) for replacing the grouping."""
-        if not self.acyclic(new_groups):
+    def try_move(self, move: Move, touched_old: list[Group], touched_new: list[Group]):
+        """Return (ok, reason, before_us, after_us) for making ``move``."""
+        if not self.acyclic(move):
             return False, "would create a cycle between kernels", None, None
         try:
-            after = sum((self.build(g, new_groups)[1] for g in touched_new
-                         if self.outputs(g, new_groups)), ZERO)
+            after = sum((self.build(g, move)[1] for g in touched_new
+                         if self.outputs(g, move)), ZERO)
         except CannotFuse as e:
             return False, str(e), None, None
-        before = sum((self.build(g, self.groups)[1] for g in touched_old
-                      if self.outputs(g, self.groups)), ZERO)
+        before = sum((self.build(g)[1] for g in touched_old
+                      if self.outputs(g)), ZERO)
         b, a = before.seconds(self.target) * 1e6, after.seconds(self.target) * 1e6
         if after.bytes > before.bytes:
             # at tiny sizes a saved launch outweighs recomputing from a wider input, but
@@ -153,41 +258,42 @@ class Planner:
         return True, f"cost model: fused {a:.2f} us < separate {b:.2f} us", b, a
 
     def reader_groups(self, nest: Nest) -> list[Group]:
-        consumers = self.graph.consumers(nest)
-        return [g for g in self.groups if any(c in g.members for c in consumers)]
+        """The groups computing a consumer of ``nest``, in the order of self.groups."""
+        found = {id(g): g for c in self.graph.consumers(nest) for g in self._computed_by[c]}
+        return sorted(found.values(), key=lambda g: self._position[id(g)])
 
     def own_group(self, nest: Nest) -> Group:
-        return next(g for g in self.groups if nest in g.owned)
+        return self._owner[nest]
 
     def plan_producer(self, p: Nest) -> None:
-        readers = [g for g in self.reader_groups(p) if p not in g.members]
+        readers = [g for g in self.reader_groups(p) if p not in g.member_set]
         if not readers:
             return
         home = self.own_group(p)
         names = sorted({c.name for c in self.graph.consumers(p)})
-        others = [g for g in self.groups if g is not home and g not in readers]
         tried = []
 
         # 1. one kernel for the producer and every reader
         merged = Group(_union(home.members, *[g.members for g in readers]),
                        _union(home.owned, *[g.owned for g in readers]))
-        ok, why, b, a = self.try_move(others + [merged], [home] + readers, [merged])
+        move = Move([home] + readers, [merged])
+        ok, why, b, a = self.try_move(move, [home] + readers, [merged])
         if ok:
-            action = "multi-output" if self.needed(p, others + [merged]) else "fused"
-            self._accept(others + [merged], Decision(p.name, names, action, why, b, a))
+            action = "multi-output" if self.needed(p, move) else "fused"
+            self._accept(move, Decision(p.name, names, action, why, b, a))
             return
         tried.append(why)
 
         # 2. rematerialize a cheap producer in each reader
         if p.is_pointwise and len(home.members) == 1 and len(readers) > 1:
             new_readers = [Group(_union(g.members, [p]), g.owned) for g in readers]
-            new_groups = [g for g in self.groups if g not in readers] + new_readers
-            touched_new = new_readers + ([home] if self.needed(p, new_groups) else [])
-            if not self.needed(p, new_groups):
-                new_groups = [g for g in new_groups if g is not home]
-            ok, why, b, a = self.try_move(new_groups, [home] + readers, touched_new)
+            move = Move(readers, new_readers)
+            touched_new = new_readers + ([home] if self.needed(p, move) else [])
+            if not self.needed(p, move):
+                move = Move(readers + [home], new_readers)
+            ok, why, b, a = self.try_move(move, [home] + readers, touched_new)
             if ok:
-                self._accept(new_groups, Decision(p.name, names, "rematerialized", why, b, a))
+                self._accept(move, Decision(p.name, names, "rematerialized", why, b, a))
                 return
             tried.append(why)
 
@@ -196,18 +302,21 @@ class Planner:
             best = None
             for g in readers:
                 joined = Group(_union(home.members, g.members), _union(home.owned, g.owned))
-                new_groups = [x for x in self.groups if x is not home and x is not g] + [joined]
-                ok, why, b, a = self.try_move(new_groups, [home, g], [joined])
+                move = Move([home, g], [joined])
+                ok, why, b, a = self.try_move(move, [home, g], [joined])
                 if ok and (best is None or a - b < best[3] - best[2]):
-                    best = (new_groups, why, b, a)
+                    best = (move, why, b, a)
             if best is not None:
                 self._accept(best[0], Decision(p.name, names, "multi-output", *best[1:]))
                 return
             tried.append(why)
         self.decisions.append(Decision(p.name, names, "kept", "; ".join(dict.fromkeys(tried))))
 
-    def _accept(self, groups: list[Group], decision: Decision) -> None:
-        self.groups = groups
+    def _accept(self, move: Move, decision: Decision) -> None:
+        self._enter(move.removed, -1)
+        self.groups = [g for g in self.groups if id(g) not in move.removed_ids] + move.added
+        self._enter(move.added)
+        self._renumber()
         self.decisions.append(decision)
 
     def horizontal(self) -> None:
@@ -217,14 +326,14 @@ class Planner:
             changed = False
             for i, g1 in enumerate(self.groups):
                 for g2 in self.groups[i + 1:]:
-                    k1, k2 = self.build(g1, self.groups)[0], self.build(g2, self.groups)[0]
+                    k1, k2 = self.build(g1)[0], self.build(g2)[0]
                     if (k1["extents"] != k2["extents"] or k1["schedule"] != k2["schedule"]):
                         continue
                     merged = Group(_union(g1.members, g2.members), _union(g1.owned, g2.owned))
-                    new_groups = [g for g in self.groups if g is not g1 and g is not g2] + [merged]
-                    ok, why, b, a = self.try_move(new_groups, [g1, g2], [merged])
+                    move = Move([g1, g2], [merged])
+                    ok, why, b, a = self.try_move(move, [g1, g2], [merged])
                     if ok:
-                        self._accept(new_groups, Decision(
+                        self._accept(move, Decision(
                             _label(g1), [_label(g2)], "horizontal", why, b, a))
                         changed = True
                         break
@@ -238,23 +347,55 @@ class Planner:
         return self.ordered()
 
     def ordered(self) -> list[Group]:
-        """Groups in an order where every buffer is written before it is read."""
-        live = [g for g in self.groups if self.outputs(g, self.groups)]
+        """Groups in an order where every buffer is written before it is read: of the
+        groups whose inputs are written, always the one with the first op."""
+        live = [g for g in self.groups if self.outputs(g)]
         owner = {n: g for g in live for n in g.owned}
-        done, order = set(), []
-        while len(order) < len(live):
-            for g in sorted(live, key=lambda g: min(n.index for n in g.members)):
-                if id(g) in done:
-                    continue
-                deps = {id(owner[p]) for m in g.members for p in self.graph.producers(m)
-                        if p not in g.members and owner.get(p) is not g}
-                if deps <= done:
-                    done.add(id(g))
-                    order.append(g)
-                    break
-            else:  # pragma: no cover - acyclic() rules this out
-                raise AssertionError("fusion produced a cyclic kernel graph")
+        rank = {id(g): r for r, g in enumerate(sorted(live, key=lambda g: min(n.index for n in g.members)))}
+        waiting, readers = {}, {id(g): [] for g in live}
+        for g in live:
+            deps = {id(owner[p]) for p in self._memory_reads(g) if owner.get(p) is not g}
+            waiting[id(g)] = len(deps)
+            for d in deps:
+                readers[d].append(g)
+        ready = [(rank[id(g)], g) for g in live if not waiting[id(g)]]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            _, g = heapq.heappop(ready)
+            order.append(g)
+            for r in readers[id(g)]:
+                waiting[id(r)] -= 1
+                if not waiting[id(r)]:
+                    heapq.heappush(ready, (rank[id(r)], r))
+        if len(order) < len(live):  # pragma: no cover - acyclic() rules this out
+            raise AssertionError("fusion produced a cyclic kernel graph")
         return order
+
+
+def _has_cycle(starts, successors) -> bool:
+    """Whether a cycle is reachable from ``starts``; an explicit stack, since a kernel
+    graph may be thousands of groups deep."""
+    state: dict[int, int] = {}  # id -> 1 while on the path, 2 when done
+    for start in starts:
+        if id(start) in state:
+            continue
+        state[id(start)] = 1
+        stack = [(start, iter(successors(start)))]
+        while stack:
+            node, successors_left = stack[-1]
+            for nxt in successors_left:
+                seen = state.get(id(nxt))
+                if seen == 1:
+                    return True
+                if seen is None:
+                    state[id(nxt)] = 1
+                    stack.append((nxt, iter(successors(nxt))))
+                    break
+            else:
+                state[id(node)] = 2
+                stack.pop()
+    return False
 
 
 def _union(*lists):
@@ -273,13 +414,15 @@ def _label(group: Group) -> str:
 def rewrite(func: FuncOp, planner: Planner, groups: list[Group]) -> list[KernelOp]:
     """Replace the function's nests by one kernel per group, in order, and drop the
     allocations of buffers that no kernel writes any more."""
-    kernels = [planner.build(g, groups)[0] for g in groups]
+    live = {id(g) for g in groups}
+    view = Move([g for g in planner.groups if id(g) not in live], [])  # the groups kept
+    kernels = [planner.build(g, view)[0] for g in groups]
     for entry in planner._cache.values():
         if not isinstance(entry, CannotFuse) and entry[0] not in kernels:
             discard(entry[0])
     for nest in planner.graph.nests:
         nest.op.erase()
-    stored = {id(n.out) for g in groups for n in planner.outputs(g, groups)}
+    stored = {id(n.out) for g in groups for n in planner.outputs(g, view)}
     for op in list(func.body.ops):
         if isinstance(op, AllocOp) and id(op.result) not in stored and not op.result.uses:
             op.erase()

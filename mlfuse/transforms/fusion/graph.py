@@ -110,14 +110,25 @@ class NestGraph:
         self.writer: dict[int, Nest] = {id(n.out): n for n in self.nests if n.out is not None}
         self.returned: set[int] = {id(v) for v in func.return_op.operands}
         check_nests(self.nests, self.writer)  # what the planner assumes, or an error
+        # both directions once, in program order: the planner asks them at every move
+        self._producers = {n: [self.writer[id(b)] for b in n.reads if id(b) in self.writer]
+                           for n in self.nests}
+        readers: dict[int, list[Nest]] = {}
+        for n in self.nests:
+            for b in n.reads:
+                readers.setdefault(id(b), []).append(n)
+        self._consumers = {n: readers.get(id(n.out), []) if n.out is not None else []
+                           for n in self.nests}
+        self._consumer_sets = {n: frozenset(c) for n, c in self._consumers.items()}
 
     def producers(self, nest: Nest) -> list[Nest]:
-        return [self.writer[id(b)] for b in nest.reads if id(b) in self.writer]
+        return self._producers[nest]
 
     def consumers(self, nest: Nest) -> list[Nest]:
-        if nest.out is None:
-            return []
-        return [n for n in self.nests if any(b is nest.out for b in n.reads)]
+        return self._consumers[nest]
+
+    def consumer_set(self, nest: Nest) -> frozenset:
+        return self._consumer_sets[nest]
 
     def is_returned(self, nest: Nest) -> bool:
         return nest.out is not None and id(nest.out) in self.returned

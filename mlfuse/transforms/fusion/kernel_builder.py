@@ -13,7 +13,7 @@ from __future__ import annotations
 from mlfuse.dialects.arith import ConstantOp as ArithConstant
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, StoreOp
-from mlfuse.ir.clone import clone_block_into
+from mlfuse.ir.clone import Demand, clone_block_steps
 from mlfuse.ir.core import Block, Region, Value
 from mlfuse.ir.types import INDEX
 
@@ -23,6 +23,13 @@ from mlfuse.transforms.fusion.graph import Nest, NestGraph
 
 class CannotFuse(Exception):
     """The group cannot be one kernel; the message says why (shown by explain)."""
+
+
+class _ValueOf(Demand):
+    """An inlining asks for a member's value at an index (computed into a block)."""
+
+    def __init__(self, nest: Nest, idx: list[Value], block: Block):
+        self.nest, self.idx, self.block = nest, idx, block
 
 
 def _is_zero_index(v: Value) -> bool:
@@ -126,14 +133,46 @@ class KernelBuilder:
     # -- inlining --------------------------------------------------------------
     def value_at(self, nest: Nest, idx: list[Value], block: Block) -> Value:
         """The element of ``nest``'s result at ``idx``, computed into ``block``."""
+        known = self._known_value(nest, idx)
+        return known if known is not None else self._inline(nest, idx, block)
+
+    def _known_value(self, nest: Nest, idx: list[Value]) -> Value | None:
+        """The value already computed for ``nest`` at ``idx``, or None to inline it."""
         if nest in self.point_values and self._is_point_index(nest, idx):
             return self.point_values[nest]
         if not nest.is_pointwise:
             raise CannotFuse(f"{nest.name} ({nest.source}) is read at another index than "
                              "the kernel's own point, which would recompute its reduction")
-        return self._inline(nest, idx, block)
+        return None
 
     def _inline(self, nest: Nest, idx: list[Value], block: Block) -> Value:
+        """``nest``'s body cloned at ``idx``, its reads of members inlined in turn: a
+        chain of producers is inlined with an explicit stack of clones in progress,
+        each waiting for the value of the producer it reads."""
+        stack = [self._inline_steps(nest, idx, block)]
+        answer = None
+        try:
+            while True:
+                try:
+                    demand = stack[-1].send(answer)
+                except StopIteration as done:
+                    stack.pop()
+                    if not stack:
+                        return done.value
+                    answer = [done.value]
+                    continue
+                answer = None
+                known = self._known_value(demand.nest, demand.idx)
+                if known is not None:
+                    answer = [known]
+                else:
+                    stack.append(self._inline_steps(demand.nest, demand.idx, demand.block))
+        except BaseException:
+            for steps in reversed(stack):
+                steps.close()  # their half-built regions drop their uses
+            raise
+
+    def _inline_steps(self, nest: Nest, idx: list[Value], block: Block):
         stored: list[Value] = []
 
         def hook(op, operands, into):
@@ -146,10 +185,10 @@ class KernelBuilder:
                     if isinstance(op, MaskedLoadOp):
                         raise CannotFuse(f"{nest.name} reads {producer.name} through a padding "
                                          "mask (a convolution input): kept in memory")
-                    return [self.value_at(producer, list(operands[1:]), into)]
+                    return _ValueOf(producer, list(operands[1:]), into)
             return None
 
-        clone_block_into(nest.op.body, idx, block, hook)
+        yield from clone_block_steps(nest.op.body, idx, block, hook)
         value = stored[0]
         if value.name_hint is None or value.name_hint.isdigit():
             value.name_hint = nest.name  # inlined values read as the tensor they stand for

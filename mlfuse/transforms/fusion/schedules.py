@@ -28,71 +28,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, YieldOp
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
+from mlfuse.dialects.reductions import ReduceNest, reduce_nest, reduce_nests
 from mlfuse.ir.core import Operation
 from mlfuse.hardware import Target
 
 from mlfuse.transforms.fusion.cost import resolve
 
 SPLIT_SCHEDULES = ("split-rows", "split-columns")
-_IDENTITY = {"add": (0, 0.0), "max": (-math.inf, -2**31), "min": (math.inf, 2**31 - 1)}
-
-
-@dataclass
-class ReduceNest:
-    """A top-level reduce and the reduces perfectly nested in it with the same combiner,
-    each inner one starting from the identity: one reduction over several axes."""
-
-    levels: list[ReduceOp]
-
-    @property
-    def top(self) -> ReduceOp:
-        return self.levels[0]
-
-    @property
-    def inner(self) -> ReduceOp:
-        return self.levels[-1]
-
-    @property
-    def extents(self) -> list:
-        return [r["extent"] for r in self.levels]
-
-    @property
-    def indices(self) -> list:
-        return [r.body.args[0] for r in self.levels]
-
-    def outer_ops(self, level: int) -> list[Operation]:
-        """The ops of level ``level``'s body that compute before the next level starts."""
-        return [o for o in self.levels[level].body.ops
-                if o is not self.levels[level + 1] and not isinstance(o, YieldOp)]
-
-
-def _is_identity(value, combiner: str) -> bool:
-    op = getattr(value, "op", None)
-    return isinstance(op, ConstantOp) and op["value"] in _IDENTITY[combiner]
-
-
-def reduce_nest(top: ReduceOp) -> ReduceNest:
-    levels = [top]
-    while True:
-        ops = levels[-1].body.ops
-        inner = ops[-2] if len(ops) >= 2 else None
-        if not (isinstance(inner, ReduceOp) and ops[-1].operands[0] is inner.result
-                and inner["combiner"] == top["combiner"]
-                and _is_identity(inner.operands[0], top["combiner"])
-                and sum(isinstance(o, ReduceOp) for o in ops) == 1):
-            return ReduceNest(levels)
-        levels.append(inner)
-
-
-def top_reduces(kernel: Operation) -> list[ReduceOp]:
-    return [o for o in kernel.body.ops if isinstance(o, ReduceOp)]
-
-
-def reduce_nests(kernel: Operation) -> list[ReduceNest]:
-    return [reduce_nest(r) for r in top_reduces(kernel)]
 
 
 def _uses_reduce_result(kernel: Operation) -> set[int]:

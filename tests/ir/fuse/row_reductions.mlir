@@ -32,11 +32,11 @@
 // CHECK-NEXT:   }
 // CHECK-NEXT:   return %y
 
-// Rows shorter than the target's row_min_extent (32) run one thread per row: the same
-// single kernel, with the default pointwise schedule.
+// Rows shorter than the target's row_min_extent (32) stay one kernel: the same
+// single kernel, on the warp-rows schedule (a group of threads per short row).
 // SHORT-LABEL: func @softmax
 // SHORT-NEXT:   %y = loops.alloc : buf<f32[R, C]>
-// SHORT-NEXT:   fused.kernel {extents = [R], kernel_name = "softmax_0", sources = [
+// SHORT-NEXT:   fused.kernel {extents = [R], kernel_name = "softmax_0", schedule = "warp-rows", sources = [
 // SHORT-NOT:    fused.kernel
 // SHORT:        return %y
 func @softmax(%x: f32[R, C]) -> (f32[R, C]) {
