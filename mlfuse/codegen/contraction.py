@@ -154,7 +154,7 @@ class ContractionEmitter(KernelEmitter):
                 "accumulators, half a tile at a time through shared memory (coalesced stores).")
 
     def body(self) -> None:
-        w, L, c = self.w, self.loc, self.c
+        w, L = self.w, self.loc
         shared = SHARED_TYPE[self.dtype]
         align = ", alignment=16" if self.target == "cuda" else ""
         w.line(f"{L['tiles']} = cuda.shared.array(SHARED, {shared}{align})")
@@ -165,18 +165,31 @@ class ContractionEmitter(KernelEmitter):
         w.line(f"{L['b_frag']} = cuda.local.array(8, {shared})")
         w.line(f"{L['acc']} = cuda.local.array(64, {shared})  # registers: every index is a "
                "constant once loops unroll")
+        self.sizes()
+        w.line(f"{L['row']}, {L['col']} = {L['tid']} // (BN // 8), {L['tid']} % (BN // 8)"
+               "  # this thread's 8 x 8 block")
+        self.tiles_and_batches()
+
+    def sizes(self) -> None:
+        """The M, N and K sizes of this call and the thread index."""
+        w, L, c = self.w, self.loc, self.c
         m_ext, n_ext = self.dims(c.m_dims)[1], self.dims(c.n_dims)[1]
-        b_vals, b_ext = self.dims(c.batch_dims)
         w.line(f"{L['m_size']} = {self.points(m_ext)}")
         w.line(f"{L['n_size']} = {self.points(n_ext)}")
         w.line(f"{L['k_size']} = {self.points(c.k_extents)}")
         w.line(f"{L['tid']} = cuda.threadIdx.x")
-        w.line(f"{L['row']}, {L['col']} = {L['tid']} // (BN // 8), {L['tid']} % (BN // 8)"
-               "  # this thread's 8 x 8 block")
+
+    def tiles_and_batches(self, *before_tile: str) -> None:
+        """This block's BM x BN tile (blockIdx.x over the tiles), the lines
+        ``before_tile``, then ``tile()`` once per batch index (blockIdx.z strides)."""
+        w, L = self.w, self.loc
+        b_vals, b_ext = self.dims(self.c.batch_dims)
         w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
         w.line(f"{L['tile_m']}, {L['tile_n']} = divmod(numba.int64(cuda.blockIdx.x), "
                f"{L['n_tiles']})")
         w.line(f"{L['m0']}, {L['n0']} = {L['tile_m']} * BM, {L['tile_n']} * BN")
+        for line in before_tile:
+            w.line(line)
         if b_vals:
             w.line(f"{L['batch_size']} = {self.points(b_ext)}")
             header = (f"for {L['batch']} in range(numba.int64(cuda.blockIdx.z), "

@@ -68,7 +68,7 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
 
     def body(self) -> None:
-        w, L, c = self.w, self.loc, self.c
+        w, L = self.w, self.loc
         align = ", alignment=16" if self.target == "cuda" else ""
         w.line(f"{L['tiles32']} = cuda.shared.array(SHARED, numba.float32{align})")
         w.line(f"{L['tiles']} = {L['tiles32']}.view(np.float16)  # the stages")
@@ -76,29 +76,11 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
         w.line(f"{L['acc']} = cuda.local.array(ACC, numba.float32)  # registers once "
                "loops unroll")
-        m_ext, n_ext = self.dims(c.m_dims)[1], self.dims(c.n_dims)[1]
-        b_vals, b_ext = self.dims(c.batch_dims)
-        w.line(f"{L['m_size']} = {self.points(m_ext)}")
-        w.line(f"{L['n_size']} = {self.points(n_ext)}")
-        w.line(f"{L['k_size']} = {self.points(c.k_extents)}")
-        w.line(f"{L['tid']} = cuda.threadIdx.x")
+        self.sizes()
         w.line(f"{L['lane']}, {L['warp']} = {L['tid']} % 32, {L['tid']} // 32")
         w.line(f"{L['wm0']} = ({L['warp']} // WARPS_N) * WARP_M  # this warp's part of the tile")
         w.line(f"{L['wn0']} = ({L['warp']} % WARPS_N) * WARP_N")
-        w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
-        w.line(f"{L['tile_m']}, {L['tile_n']} = divmod(numba.int64(cuda.blockIdx.x), "
-               f"{L['n_tiles']})")
-        w.line(f"{L['m0']}, {L['n0']} = {L['tile_m']} * BM, {L['tile_n']} * BN")
-        w.line(f"{L['k_tiles']} = ({L['k_size']} + MMA_BK - 1) // MMA_BK")
-        if b_vals:
-            w.line(f"{L['batch_size']} = {self.points(b_ext)}")
-            header = (f"for {L['batch']} in range(numba.int64(cuda.blockIdx.z), "
-                      f"{L['batch_size']}, cuda.gridDim.z):")
-            with w.indented(header):
-                self.unravel_into(L["batch"], b_vals, b_ext)
-                self.tile()
-        else:
-            self.tile()
+        self.tiles_and_batches(f"{L['k_tiles']} = ({L['k_size']} + MMA_BK - 1) // MMA_BK")
 
     def tile(self) -> None:
         w, L = self.w, self.loc
