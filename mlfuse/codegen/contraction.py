@@ -401,7 +401,14 @@ class ContractionEmitter(KernelEmitter):
             self.epilogue_half(half)
         w.line("cuda.syncthreads()  # all stores read the tiles before they are refilled")
 
+    def staged_accumulator(self) -> str:
+        """Where the epilogue reads the accumulator of element (i, j) of the staged half
+        tile (``e`` = i * BN + j): the SIMT kernel stages it densely."""
+        return f"{self.loc['tiles']}[{self.loc['e']}]"
+
     def epilogue_half(self, half: int) -> None:
+        """Each thread takes elements of the staged half tile in turn (coalesced), runs
+        the epilogue on the accumulator and stores."""
         w, L, c = self.w, self.loc, self.c
         stores = [o for o in self.op.body.ops if isinstance(o, StoreOp)]
         with w.indented(f"for {L['e']} in range({L['tid']}, BM // 2 * BN, THREADS):"):
@@ -413,7 +420,7 @@ class ContractionEmitter(KernelEmitter):
                 self.unravel_into(L["m"], *self.dims(c.m_dims))
                 self.unravel_into(L["n"], *self.dims(c.n_dims))
                 acc = self.define(c.acc, "acc_value")
-                w.line(f"{acc} = {L['tiles']}[{L['e']}]")
+                w.line(f"{acc} = {self.staged_accumulator()}")
                 self.slice_of([v for s in stores for v in s.operands], stop=c.acc)
                 for store in stores:
                     self.statement(store, shared=False)

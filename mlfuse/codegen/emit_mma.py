@@ -22,7 +22,6 @@ consecutive N (coalesced stores), and the single store rounds to the output dtyp
 """
 from __future__ import annotations
 
-from mlfuse.dialects.loops import StoreOp
 
 from mlfuse.codegen.contraction import ContractionEmitter
 from mlfuse.codegen.ptx_mma import MMA_HELPER
@@ -202,14 +201,18 @@ class MmaContractionEmitter(ContractionEmitter):
                     w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, "
                            f"{L['a_frag']}, {L['i']} * 4, {L['b_frag']}, {L['j']} * 2)")
 
+    def staged_accumulator(self) -> str:
+        """Half tiles are staged in f32 rows of C_STRIDE (padded): element (i, j)."""
+        L = self.loc
+        return f"{L['tiles32']}[{L['i']} * C_STRIDE + {L['j']}]"
+
     def epilogue(self) -> None:
         """Half the tile's rows at a time: the accumulators (value q of mma tile (i, j)
         is row 16 i + lane // 4 + 8 (q // 2), column 8 j + 2 (lane % 4) + q % 2 of the
         warp's part) into shared memory, with constant register indices; then the
         fused ops after the reduction and the store, consecutive threads on
         consecutive N."""
-        w, L, c = self.w, self.loc, self.c
-        stores = [o for o in self.op.body.ops if isinstance(o, StoreOp)]
+        w, L = self.w, self.loc
         for half in (0, 1):
             w.line(f"# epilogue, {('first', 'second')[half]} half of the tile's rows: the fused "
                    "ops after the reduction")
@@ -224,19 +227,7 @@ class MmaContractionEmitter(ContractionEmitter):
                                    f"{L['j']} * 8 + 2 * ({L['lane']} % 4) + {L['q']} % 2] = "
                                    f"{L['acc']}[({L['i']} * NT + {L['j']}) * 4 + {L['q']}]")
             w.line("cuda.syncthreads()")
-            with w.indented(f"for {L['e']} in range({L['tid']}, BM // 2 * BN, THREADS):"):
-                w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, BN)")
-                offset = " + BM // 2" if half else ""
-                w.line(f"{L['m']} = {L['m0']}{offset} + {L['i']}")
-                w.line(f"{L['n']} = {L['n0']} + {L['j']}")
-                with w.indented(f"if {L['m']} < {L['m_size']} and {L['n']} < {L['n_size']}:"):
-                    self.unravel_into(L["m"], *self.dims(c.m_dims))
-                    self.unravel_into(L["n"], *self.dims(c.n_dims))
-                    acc = self.define(c.acc, "acc_value")
-                    w.line(f"{acc} = {L['tiles32']}[{L['i']} * C_STRIDE + {L['j']}]")
-                    self.slice_of([v for s in stores for v in s.operands], stop=c.acc)
-                    for store in stores:
-                        self.statement(store, shared=False)
+            self.epilogue_half(half)
         w.line("cuda.syncthreads()  # all stores read the tiles before they are refilled")
 
 
