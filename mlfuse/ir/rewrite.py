@@ -45,7 +45,8 @@ class Rewriter:
 
 class RewritePattern:
     """Rewrites one op kind. Subclasses set ``op_types`` and/or ``traits`` and define
-    ``rewrite(op, rewriter)``, returning whether they changed anything."""
+    ``rewrite(op, rewriter)``, returning whether it applied (changed the IR, or, for a
+    conversion pattern, took the op); no later pattern is offered an op one applied to."""
 
     op_types: tuple[type[Operation], ...] = ()
     traits: frozenset[Trait] = frozenset()

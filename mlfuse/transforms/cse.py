@@ -26,11 +26,14 @@ def _key(op):
             tuple(str(r.type) for r in op.results))
 
 
-class MergeIdenticalOps(RewritePattern):
+class PureOpPattern(RewritePattern):
+    def matches(self, op: Operation) -> bool:
+        return _is_pure(op)
+
+
+class MergeIdenticalOps(PureOpPattern):
     """A pure op identical to one already computed in this block or an enclosing one
     is replaced by it. Keeps one table of seen ops per open block."""
-
-    traits = frozenset({PURE})
 
     def __init__(self):
         self.scopes: list[dict] = []
@@ -43,8 +46,6 @@ class MergeIdenticalOps(RewritePattern):
         self.scopes.pop()
 
     def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
-        if op.regions:
-            return False
         key = _key(op)
         found = next((s[key] for s in reversed(self.scopes) if key in s), None)
         if found is None:
@@ -55,11 +56,9 @@ class MergeIdenticalOps(RewritePattern):
         return True
 
 
-class EraseUnusedPureOps(RewritePattern):
-    traits = frozenset({PURE})
-
+class EraseUnusedPureOps(PureOpPattern):
     def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
-        if op.regions or any(r.uses for r in op.results):
+        if any(r.uses for r in op.results):
             return False
         rewriter.erase_op(op)
         return True

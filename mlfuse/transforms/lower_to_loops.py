@@ -57,8 +57,8 @@ class Conversion:
 
 class LowerToNest(RewritePattern):
     """A conversion pattern: one kind of tensor op becomes the loop nest computing it,
-    appended to the function being built (the tensor function is read, not changed,
-    so ``rewrite`` reports no change to it)."""
+    appended to the function being built (the tensor function is read, not changed;
+    returning True says the op was taken, so no later pattern is offered it)."""
 
     def __init__(self, op_types: tuple, compute: Lowering, conversion: Conversion):
         self.op_types = op_types
@@ -70,7 +70,7 @@ class LowerToNest(RewritePattern):
         hint = op.result.name_hint or op.name.split(".")[1]  # %0 = tensor.add -> %add
         c.sources[id(op.result)] = _emit_nest(c.body, c.sources, op.result, hint, op.name, op.loc,
                                               lambda em, idx: self.compute(op, em, idx))
-        return False
+        return True
 
 
 class ConstantSource(RewritePattern):
@@ -83,18 +83,17 @@ class ConstantSource(RewritePattern):
 
     def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
         self.conversion.sources[id(op.result)] = op
-        return False
+        return True
 
 
 class Unconvertible(RewritePattern):
-    """Matches whatever no conversion took (the walker offers patterns in order)."""
+    """Whatever no conversion took (the walker offers patterns in order) but the
+    return, which ``lower_function`` converts last."""
 
-    def __init__(self, conversion: Conversion):
-        self.conversion = conversion
+    def matches(self, op: Operation) -> bool:
+        return not isinstance(op, ReturnOp)
 
     def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
-        if isinstance(op, ReturnOp) or any(id(r) in self.conversion.sources for r in op.results):
-            return False
         if op.has_trait(COMPOSITE):
             raise MlfuseError(f"{op.name} is a composite op: run decompose first", op.loc)
         raise MlfuseError(f"lower-tensor-to-loops does not know op '{op.name}'", op.loc)
@@ -111,7 +110,7 @@ def lower_function(func: FuncOp) -> FuncOp:
     conversion = Conversion(body, sources)
     patterns = [ConstantSource(conversion)]
     patterns += [LowerToNest(op_types, rule, conversion) for op_types, rule in LOWERINGS]
-    patterns.append(Unconvertible(conversion))
+    patterns.append(Unconvertible())
     PatternRewriteWalker(patterns).rewrite_block(func.body)
     results, owned = [], set()
     for v in ret.operands:
