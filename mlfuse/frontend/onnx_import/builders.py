@@ -54,6 +54,15 @@ def norm_axis(g, axis, rank: int, what: str = "axis") -> int:
     return int(axis) % rank
 
 
+def axes_in_order(g, axes, rank: int, what: str = "axes") -> list[int]:
+    """ONNX axes normalized but kept in their order (Slice's and Pad's axes pair up
+    with other lists), each at most once."""
+    out = [norm_axis(g, a, rank, what[:-1] if what.endswith("s") else what) for a in axes]
+    if len(set(out)) != len(out):
+        raise g.error(f"{what} {list(axes)} name an axis twice")
+    return out
+
+
 def product(g, dims):
     """The size of ``dims`` as one dim: an int, or a single symbol times ones."""
     ints = math.prod(d for d in dims if isinstance(d, int))
