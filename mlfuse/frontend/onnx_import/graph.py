@@ -263,6 +263,18 @@ class GraphImporter:
         """Input ``index`` of ``node`` as an IR value; None when it is absent (optional)."""
         return self.value(node.input[index], dtype) if self.has_input(node, index) else None
 
+    def input_shape(self, node, index: int) -> tuple:
+        """The shape of input ``index``, without making a known array a value."""
+        name = node.input[index]
+        if name in self.known:
+            return tuple(self.known[name].shape)
+        return tuple(self.value(name).type.shape)
+
+    def array_value(self, array: np.ndarray, name: str) -> Value:
+        """An array a converter computed at import time (e.g. folded parameters) as a
+        value: a splat constant, or a parameter bound on every call (named ``name``)."""
+        return self._materialize(name, np.asarray(array), None)
+
     def static(self, node, index: int, what: str) -> np.ndarray | None:
         """Input ``index`` as an array known at import time (None when absent)."""
         if not self.has_input(node, index):

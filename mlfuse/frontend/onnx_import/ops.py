@@ -21,6 +21,7 @@ from mlfuse.ir.core import VerifyError
 from mlfuse.frontend.onnx_import.builders import (axes_input, broadcast, const_like, ew,
                                                   norm_axes, product, reshape, string_attr)
 from mlfuse.frontend.onnx_import.graph import IR_DTYPE, ir_dtype
+from mlfuse.frontend.onnx_import.ops_nn import CONVERTERS as NN_CONVERTERS
 from mlfuse.frontend.onnx_import.ops_shape import CONVERTERS as SHAPE_CONVERTERS
 
 # -- elementwise ---------------------------------------------------------------------
@@ -359,5 +360,5 @@ CONVERTERS = {
     "Transpose": _transpose, "Reshape": _reshape_node, "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze, "Flatten": _flatten, "Identity": _identity, "Constant": _constant,
     "Shape": _shape,
-    **SHAPE_CONVERTERS,
+    **NN_CONVERTERS, **SHAPE_CONVERTERS,
 }
