@@ -9,7 +9,7 @@ from __future__ import annotations
 from mlfuse.ir.core import ELEMENTWISE, Attr, Operation, VerifyError
 from mlfuse.ir.registry import Dialect
 from mlfuse.ir.traits import COSTLY, PURE, SCALAR_COMPUTE
-from mlfuse.ir.types import DTYPES, INDEX, ScalarType
+from mlfuse.ir.types import DTYPES, INDEX, INT_DTYPES, ScalarType
 
 from mlfuse.dialects.elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
 from mlfuse.dialects.elementwise import check_dtypes
@@ -64,7 +64,7 @@ class ConstantOp(Operation):
         t = self.result.type
         if not isinstance(t, ScalarType):
             raise VerifyError(f"arith.constant yields a scalar, got {t}", self.loc)
-        if t.dtype in ("index", "i32", "bool") and float(self["value"]) != int(self["value"]):
+        if t.dtype in ("index", "bool") + INT_DTYPES and float(self["value"]) != int(self["value"]):
             raise VerifyError(f"constant {self['value']} is not whole for {t.dtype}", self.loc)
 
 
