@@ -54,6 +54,7 @@ from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.types import BufferType, dim_factors, symbols_of
 from mlfuse.hardware import Target
 
+from mlfuse.codegen import bf16
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
 from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
@@ -484,7 +485,8 @@ class KernelEmitter(VectorPhases):
             w.line(f"{self.staged[id(op)]}[{self.local['slot']}] = {self.namer(op.operands[0])}")
         elif isinstance(op, StoreOp):
             value, buf = op.operands[0], op.operands[1]
-            line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = {self.namer(value)}"
+            line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = " + \
+                self.stored(self.namer(value), buf.type.dtype)
             if shared:  # one value per point: one thread writes it
                 with w.indented(f"if {self.leader()}:"):
                     w.line(line)
@@ -508,10 +510,21 @@ class KernelEmitter(VectorPhases):
         text = f"{self.namer(buf)}[{self.index(indices)}]"
         if buf.type.dtype == "f16":
             text = f"np.float32({text})"
+        elif buf.type.dtype == "bf16":
+            self.helpers.add(bf16.HELPER)
+            text = bf16.load(text)
         if isinstance(op, MaskedLoadOp):
             # the conditional expression reads memory only where the mask holds
             other = literal(op["other"], buf.type.dtype)
             text = f"{text} if {self.namer(op.operands[1])} else {other}"
+        return text
+
+    def stored(self, text: str, dtype: str) -> str:
+        """What a store of value ``text`` into a ``dtype`` buffer writes (the buffer's
+        element type converts the compute type, except bf16's 16-bit words)."""
+        if dtype == "bf16":
+            self.helpers.add(bf16.HELPER)
+            return bf16.store(text)
         return text
 
     def load_statement(self, op: Operation) -> None:

@@ -17,6 +17,7 @@ from onnx import numpy_helper
 from mlfuse.dialects import tensor as T
 from mlfuse.dialects.shapes import broadcast_shapes
 from mlfuse.ir.core import VerifyError
+from mlfuse.ir.types import FLOAT_DTYPES
 
 from mlfuse.frontend.onnx_import.builders import (axes_input, broadcast, const_like, ew,
                                                   norm_axes, product, reshape, string_attr)
@@ -122,7 +123,7 @@ def _layer_norm(g, node, attrs):
     (axis,) = norm_axes(g, [attrs.get("axis", -1)], x.type.rank)
     eps = float(attrs.get("epsilon", 1e-5))
     stash = IR_DTYPE.get(attrs.get("stash_type", 1))
-    if stash is None or stash not in ("f16", "f32", "f64"):
+    if stash is None or stash not in FLOAT_DTYPES:
         raise g.error(f"stash_type {attrs.get('stash_type')} is not a float type")
     norm_shape = x.type.shape[axis:]
     scale = broadcast(g, scale, norm_shape)
