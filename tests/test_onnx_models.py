@@ -86,14 +86,15 @@ def _info(name, shape, dtype=TensorProto.FLOAT):
 
 def test_an_unsupported_operator_is_an_error_naming_the_node(tmp_path, capsys):
     model = _model([helper.make_node("Relu", ["x"], ["r"], name="act"),
-                    helper.make_node("Split", ["r"], ["a", "b"], name="halves", axis=0)],
-                   [_info("x", [4])], [_info("a", [2]), _info("b", [2])])
-    with pytest.raises(MlfuseError, match=r"ONNX node 'halves' \(Split\): unsupported operator"):
+                    helper.make_node("NonZero", ["r"], ["a"], name="where_set")],
+                   [_info("x", [4])], [_info("a", [1, 4], TensorProto.INT64)])
+    with pytest.raises(MlfuseError, match=r"ONNX node 'where_set' \(NonZero\): unsupported "
+                       "operator"):
         import_onnx(model)
-    path = tmp_path / "split.onnx"
+    path = tmp_path / "nonzero.onnx"
     onnx.save(model, str(path))
     assert cli.main(["compile", str(path)]) == 1
-    assert "'halves' (Split)" in capsys.readouterr().err
+    assert "'where_set' (NonZero)" in capsys.readouterr().err
 
 
 def test_an_unsupported_attribute_is_an_error_naming_the_node():
