@@ -57,7 +57,7 @@ def norm_axis(g, axis, rank: int, what: str = "axis") -> int:
 def axes_in_order(g, axes, rank: int, what: str = "axes") -> list[int]:
     """ONNX axes normalized but kept in their order (Slice's and Pad's axes pair up
     with other lists), each at most once."""
-    out = [norm_axis(g, a, rank, what[:-1] if what.endswith("s") else what) for a in axes]
+    out = [norm_axis(g, a, rank, what.removesuffix("s")) for a in axes]
     if len(set(out)) != len(out):
         raise g.error(f"{what} {list(axes)} name an axis twice")
     return out

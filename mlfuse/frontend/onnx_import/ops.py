@@ -22,6 +22,7 @@ from mlfuse.ir.types import FLOAT_DTYPES
 from mlfuse.frontend.onnx_import.builders import (axes_input, broadcast, const_like, ew,
                                                   norm_axes, product, reshape, string_attr)
 from mlfuse.frontend.onnx_import.graph import IR_DTYPE, ir_dtype
+from mlfuse.frontend.onnx_import.ops_conv import CONVERTERS as CONV_CONVERTERS
 from mlfuse.frontend.onnx_import.ops_nn import CONVERTERS as NN_CONVERTERS
 from mlfuse.frontend.onnx_import.ops_shape import CONVERTERS as SHAPE_CONVERTERS
 
@@ -203,48 +204,6 @@ def _gemm(g, node, attrs):
     return [y]
 
 
-def _conv_padding(g, attrs, x_hw, kernel, strides, dilations) -> list[int]:
-    """Symmetric padding per spatial dim; the dialect has no asymmetric padding."""
-    auto_pad = string_attr(attrs, "auto_pad", "NOTSET")
-    if auto_pad == "VALID":
-        return [0, 0]
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for size, k, s, d in zip(x_hw, kernel, strides, dilations):
-            if not isinstance(size, int):
-                raise g.error("auto_pad SAME over a symbolic size is not supported")
-            total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
-            if total % 2:
-                raise g.error(f"auto_pad {auto_pad} needs asymmetric padding here "
-                              f"(total {total}); mlfuse pads both sides equally")
-            pads.append(total // 2)
-        return pads
-    pads = list(attrs.get("pads", [0, 0, 0, 0]))
-    if pads[:2] != pads[2:]:
-        raise g.error(f"asymmetric pads {pads} are not supported (mlfuse pads both sides "
-                      "equally)")
-    return pads[:2]
-
-
-def _conv(g, node, attrs):
-    x, w, bias = g.input(node, 0), g.input(node, 1), g.input(node, 2)
-    if x.type.rank != 4:
-        raise g.error(f"only 2-D convolution (4-D input) is supported, got rank {x.type.rank}")
-    if attrs.get("group", 1) != 1:
-        raise g.error(f"group={attrs['group']} is not supported (only group=1)")
-    kernel = list(attrs.get("kernel_shape", w.type.shape[2:]))
-    if kernel != list(w.type.shape[2:]):
-        raise g.error(f"kernel_shape {kernel} differs from the weights' {list(w.type.shape[2:])}")
-    strides = list(attrs.get("strides", [1, 1]))
-    dilations = list(attrs.get("dilations", [1, 1]))
-    padding = _conv_padding(g, attrs, x.type.shape[2:], kernel, strides, dilations)
-    y = g.emit(T.Conv2dOp, [x, w], {"stride": strides, "padding": padding,
-                                    "dilation": dilations})
-    if bias is not None:
-        y = ew(g, "add", y, reshape(g, bias, [1, bias.type.shape[0], 1, 1]))
-    return [y]
-
-
 # -- shapes and layout ---------------------------------------------------------------
 def _transpose(g, node, attrs):
     x = g.input(node, 0)
@@ -357,9 +316,9 @@ CONVERTERS = {
     "Max": _variadic("maximum"), "Min": _variadic("minimum"), "Where": _where, "Cast": _cast,
     "ReduceSum": _reduce("sum"), "ReduceMean": _reduce("mean"), "ReduceMax": _reduce("max"),
     "ReduceMin": _reduce("min"), "Softmax": _softmax, "LayerNormalization": _layer_norm,
-    "MatMul": _matmul, "Gemm": _gemm, "Conv": _conv,
+    "MatMul": _matmul, "Gemm": _gemm,
     "Transpose": _transpose, "Reshape": _reshape_node, "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze, "Flatten": _flatten, "Identity": _identity, "Constant": _constant,
     "Shape": _shape,
-    **NN_CONVERTERS, **SHAPE_CONVERTERS,
+    **CONV_CONVERTERS, **NN_CONVERTERS, **SHAPE_CONVERTERS,
 }

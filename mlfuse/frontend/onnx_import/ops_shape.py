@@ -7,18 +7,24 @@ consumers. Sizes, starts, pads and repeats must be known when compiling (initial
 Constants, folded shape arithmetic or static inputs); data may come at run time.
 Gather's indices may be either: known INT64 indices become an INT32 parameter when
 every value fits (docs/onnx.md), a known scalar index becomes a slice.
+
+mlfuse has no empty tensors, but exported graphs make them on the way (a Split part or
+Slice of size 0 that a Concat then joins to nothing). Such a result is a known empty
+NumPy array; Concat leaves known empty inputs out, and any other use of one is the
+importer's "constant is empty" error.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from mlfuse.dialects.shapes import broadcast_shapes, slice_params
+from mlfuse.dtypes import numpy_dtype
 from mlfuse.dialects.tensor_indexing import ConcatOp, GatherOp, PadOp, SliceOp
 from mlfuse.ir.core import VerifyError
 from mlfuse.ir.types import INT_DTYPES
 
-from mlfuse.frontend.onnx_import.builders import (axes_in_order, broadcast, norm_axis, product,
-                                                  reshape, static_ints, string_attr)
+from mlfuse.frontend.onnx_import.builders import (axes_in_order, broadcast, ew, norm_axis,
+                                                  product, reshape, static_ints, string_attr)
 
 
 def slice_value(g, x, axis: int, start: int, step: int, count: int):
@@ -35,11 +41,27 @@ def slice_value(g, x, axis: int, start: int, step: int, count: int):
     return g.emit(SliceOp, [x], {"starts": starts, "steps": steps, "sizes": sizes})
 
 
+def empty(g, x, shape) -> np.ndarray:
+    """A known empty result of x's dtype; its shape must be concrete."""
+    if any(isinstance(d, str) for d in shape):
+        raise g.error(f"the result of shape {list(shape)} is empty (mlfuse has no empty "
+                      "tensors)")
+    return np.empty(shape, numpy_dtype(x.type.dtype))
+
+
+def _is_empty(g, name: str) -> bool:
+    return name in g.known and g.known[name].size == 0
+
+
 # -- Concat and Split ----------------------------------------------------------------
 def _concat(g, node, attrs):
-    values = [g.input(node, i) for i in range(len(node.input)) if g.has_input(node, i)]
     if "axis" not in attrs:
         raise g.error("attribute 'axis' is required")
+    names = [name for name in node.input if name]
+    kept = [name for name in names if not _is_empty(g, name)]
+    if not kept:
+        raise g.error("every input is empty (mlfuse has no empty tensors)")
+    values = [g.value(name) for name in kept]
     axis = norm_axis(g, attrs["axis"], values[0].type.rank)
     if len(values) == 1:
         return values
@@ -80,12 +102,16 @@ def _split(g, node, attrs):
     x = g.input(node, 0)
     axis = norm_axis(g, attrs.get("axis", 0), x.type.rank)
     sizes = split_sizes(g, node, attrs, x.type.shape[axis])
-    if any(s < 1 for s in sizes):
-        raise g.error(f"split sizes {sizes} include an empty part (mlfuse has no empty "
-                      "tensors)")
+    if any(s < 0 for s in sizes):
+        raise g.error(f"split sizes {sizes} include a negative one")
     parts, offset = [], 0
     for s in sizes:
-        parts.append(slice_value(g, x, axis, offset, 1, s))
+        if s == 0:
+            shape = list(x.type.shape)
+            shape[axis] = 0
+            parts.append(empty(g, x, shape))
+        else:
+            parts.append(slice_value(g, x, axis, offset, 1, s))
         offset += s
     return parts
 
@@ -107,12 +133,17 @@ def _slice(g, node, attrs):
         raise g.error(f"starts {list(starts)}, ends {list(ends)}, axes {axes} and steps "
                       f"{steps} differ in length")
     axes = axes_in_order(g, axes, x.type.rank)
-    shape = x.type.shape
+    shape = list(x.type.shape)
+    params = []
     for axis, start, end, step in zip(axes, starts, ends, steps):
         try:
-            first, step, count = slice_params(shape[axis], int(start), int(end), int(step))
+            params.append((axis, *slice_params(shape[axis], int(start), int(end), int(step))))
         except VerifyError as e:
             raise g.error(f"axis {axis}: {e.message}") from None
+        shape[axis] = params[-1][-1]
+    if 0 in shape:
+        return [empty(g, x, shape)]
+    for axis, first, step, count in params:
         x = slice_value(g, x, axis, first, step, count)
     return [x]
 
@@ -127,10 +158,7 @@ def _pad(g, node, attrs):
         pads, value, axes = list(attrs.get("pads", [])), float(attrs.get("value", 0.0)), None
     else:
         pads = static_ints(g, node, 1, "pads")
-        value = g.static(node, 2, "constant_value")
-        if value is not None and value.size != 1:
-            raise g.error(f"constant_value has {value.size} elements; it must be one")
-        value = 0.0 if value is None else value.reshape(-1)[0].item()
+        value = _pad_value(g, node, x)
         axes = static_ints(g, node, 3, "axes")
     axes = list(range(rank)) if axes is None else axes_in_order(g, axes, rank)
     if pads is None or len(pads) != 2 * len(axes):
@@ -150,9 +178,37 @@ def _pad(g, node, attrs):
     low, high = [max(p, 0) for p in low], [max(p, 0) for p in high]
     if not any(low) and not any(high):
         return [x]
+    if not isinstance(value, (int, float)):  # known only at run time
+        return [_pad_with_value(g, x, low, high, value)]
     if x.type.dtype in INT_DTYPES + ("bool",) and value != int(value):
         raise g.error(f"constant_value {value} is not a {x.type.dtype}")
     return [g.emit(PadOp, [x], {"low": low, "high": high, "value": float(value)})]
+
+
+def _pad_value(g, node, x):
+    """Pad's constant_value: a number when known, else its rank-0 IR value."""
+    if not g.has_input(node, 2):
+        return 0.0
+    name = node.input[2]
+    if name not in g.known:
+        value = g.value(name)
+        if value.type.rank != 0 or value.type.dtype != x.type.dtype:
+            raise g.error(f"constant_value must be a scalar of the data's type, got {value.type}")
+        return value
+    value = g.known[name]
+    if value.size != 1:
+        raise g.error(f"constant_value has {value.size} elements; it must be one")
+    return value.reshape(-1)[0].item()
+
+
+def _pad_with_value(g, x, low, high, value):
+    """Padding with a value known only at run time: pad with 0, and choose the value
+    where a padded marker of ones is 0 (the marker is a fusable splat)."""
+    ones = broadcast(g, g.scalar(1, "i32"), x.type.shape)
+    marker = g.emit(PadOp, [ones], {"low": low, "high": high, "value": 0.0})
+    inside = ew(g, "ne", marker, g.scalar(0, "i32"))
+    padded = g.emit(PadOp, [x], {"low": low, "high": high, "value": 0.0})
+    return ew(g, "where", inside, padded, value)
 
 
 # -- Gather --------------------------------------------------------------------------
