@@ -10,7 +10,7 @@ import difflib
 
 from lark import Token, Tree
 
-from mlfuse.dialects.elementwise import BINARY_OPERATORS, ELEMENTWISE
+from mlfuse.dialects.elementwise import BINARY_OPERATORS, ELEMENTWISE, UNARY_OPERATORS
 from mlfuse.dialects.tensor import ELEMENTWISE_OPS
 from mlfuse.errors import Location, MlfuseError
 from mlfuse.syntax.lark_errors import location_of
@@ -145,21 +145,23 @@ class FunctionBuilder:
         999 levels deep) are evaluated with an explicit stack, operands left to right
         as a recursive walk would; calls nest through ``call`` (and a program nesting
         them past Python's limit gets the 'nested too deeply' error)."""
-        if tree.data not in ("binary", "neg"):
+        if tree.data not in ("binary", "unary"):
             return self.leaf(tree)
         values: list = []
         stack = [(tree, False)]
         while stack:
             node, ready = stack.pop()
-            if node.data not in ("binary", "neg"):
+            if node.data not in ("binary", "unary"):
                 values.append(self.leaf(node))
             elif not ready:
                 stack.append((node, True))
-                operands = [node.children[0]] if node.data == "neg" else \
+                operands = [node.children[1]] if node.data == "unary" else \
                     [node.children[0], node.children[2]]
                 stack.extend((c, False) for c in reversed(operands))
-            elif node.data == "neg":
-                values.append(self.elementwise("neg", [values.pop()], self.ctx.loc(node)))
+            elif node.data == "unary":
+                op_tok = node.children[0].children[0]
+                values.append(self.elementwise(UNARY_OPERATORS[str(op_tok)], [values.pop()],
+                                               self.ctx.loc(node)))
             else:
                 rhs, lhs = values.pop(), values.pop()
                 op_tok = node.children[1].children[0]
@@ -218,8 +220,8 @@ class FunctionBuilder:
         kind = tree.data
         if kind == "number":
             return parse_number(str(tree.children[0]), self.ctx.loc(tree)).value
-        if kind == "neg":
-            inner = self.static(tree.children[0])
+        if kind == "unary" and str(tree.children[0].children[0]) == "-":
+            inner = self.static(tree.children[1])
             if isinstance(inner, (int, float)) and not isinstance(inner, bool):
                 return -inner
         elif kind in ("true", "false"):

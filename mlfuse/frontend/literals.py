@@ -54,8 +54,8 @@ def fold(spec: ElementwiseSpec, operands: list[Literal], loc: Location) -> Liter
     """Evaluate an elementwise op on literals at compile time (NumPy semantics, float64)."""
     if spec.accepts == "where":
         raise MlfuseError("where needs a bool tensor condition, not literals", loc)
-    if spec.result_bool:
-        raise MlfuseError(f"{spec.name} of two literals would be a compile-time bool; "
+    if spec.result_bool or spec.accepts == "bool":
+        raise MlfuseError(f"{spec.name} of literals would be a compile-time bool; "
                           "the language has no bool constants", loc)
     args = [np.float64(o.value) for o in operands]
     result = float(spec.numpy(*args))
