@@ -19,7 +19,8 @@ from mlfuse.ir.core import Value, VerifyError
 from mlfuse.ir.types import DTYPES, MAX_ELEMENTS, TensorType
 
 from mlfuse.frontend.calls import SIGNATURES, bind
-from mlfuse.frontend.literals import Literal, constant_op, fold, parse_number
+from mlfuse.dialects.tensor_windows import DimSizeOp
+from mlfuse.frontend.literals import Deferred, Literal, constant_op, fold, parse_number
 from mlfuse.frontend.static import Name, convert_static
 
 
@@ -182,11 +183,21 @@ class FunctionBuilder:
         raise self.ctx.error(f"{what.get(kind, kind)} is not a value here", tree)
 
     def lookup(self, tok: Token):
-        try:
-            return self.scope[str(tok)]
-        except KeyError:
-            raise self.ctx.error(f"undefined name '{tok}'{_suggest(str(tok), self.scope)}",
-                                 tok) from None
+        name = str(tok)
+        if name in self.scope:
+            return self.scope[name]
+        if name in self.symbols:  # a dim as a value: its size at call time
+            loc = self.ctx.loc(tok)
+            return Deferred(name, lambda dtype: self.dim_size(name, dtype, loc), loc)
+        raise self.ctx.error(f"undefined name '{tok}'{_suggest(name, [*self.scope, *self.symbols])}",
+                             tok)
+
+    def dim_size(self, sym: str, dtype: str, loc: Location) -> Value:
+        if dtype == "bool":
+            raise MlfuseError(f"dim {sym} cannot stand for a bool operand", loc)
+        op = DimSizeOp(attributes={"sym": sym}, result_types=[TensorType(dtype, ())], loc=loc)
+        self.func.body.append(op)
+        return op.result
 
     def call(self, tree: Tree):
         name_tok, *args = tree.children
@@ -249,19 +260,32 @@ class FunctionBuilder:
             return fold(spec, operands, loc)
         data = operands[1:] if spec.accepts == "where" else operands
         partner = next((o.type.dtype for o in data if isinstance(o, Value)), None)
+        if partner is None and all(isinstance(o, (Literal, Deferred)) for o in operands) \
+                and not spec.result_bool and spec.accepts not in ("bool", "where"):
+            # dims (and literals) only: typed once the result meets a partner or a cast
+            text = f"{name}({', '.join(map(str, operands))})"
+            return Deferred(text, lambda dtype: self.emit(
+                ELEMENTWISE_OPS[name], [self.constant(o, dtype) for o in operands], None, loc),
+                loc)
         if partner is None:
             raise MlfuseError(f"{name} needs a tensor among its data operands to give the "
-                              "literals a dtype", loc)
-        typed = [self.constant(o, partner) if isinstance(o, Literal) else o for o in operands]
+                              "literals and dims a dtype (or cast one: cast(D, dtype=f32))", loc)
+        typed = [self.constant(o, partner) if isinstance(o, (Literal, Deferred)) else o
+                 for o in operands]
         return self.emit(ELEMENTWISE_OPS[name], typed, None, loc)
 
     def tensor(self, value, what: str, loc: Location) -> Value:
         if isinstance(value, Literal):
             raise MlfuseError(f"{what} must be a tensor, not the literal {value} (a literal alone "
                               "has no dtype; use cast(..., dtype=...))", loc)
+        if isinstance(value, Deferred):
+            raise MlfuseError(f"{what} must be a tensor, not {value}, which uses a dim as a value "
+                              f"and has no dtype alone; use cast({value}, dtype=...)", loc)
         return value
 
-    def constant(self, literal: Literal, dtype: str) -> Value:
+    def constant(self, literal: Literal | Deferred, dtype: str) -> Value:
+        if isinstance(literal, Deferred):
+            return literal.build(dtype)
         op = constant_op(literal, dtype)
         self.func.body.append(op)
         return op.result

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -35,6 +36,21 @@ class Literal:
 
     def __str__(self) -> str:
         return repr(self.value)
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A rank-0 number typed like a literal (by its partner operand, or by ``cast``)
+    whose value is known only at run time: a symbolic dim used as a value (``x / D``)
+    and elementwise ops over such dims and literals (``x * rsqrt(D)``). ``build(dtype)``
+    appends the ops computing it in that dtype and returns the value."""
+
+    text: str
+    build: Callable[[str], object]
+    loc: Location
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def parse_number(text: str, loc: Location) -> Literal:

@@ -69,6 +69,10 @@ def _pair(v, loc, symbols):
     return _fail("an integer or a list of two integers", v, loc)
 
 
+def _pair_or_none(v, loc, symbols):  # None: the builder's default (a pool's stride)
+    return None if v is None else _pair(v, loc, symbols)
+
+
 def _dtype(v, loc, symbols):
     if isinstance(v, Name) and v in DTYPES:
         return str(v)
@@ -91,7 +95,7 @@ def _dims(v, loc, symbols):
 
 
 _CONVERTERS = {"int": _int, "float": _float, "bool": _bool, "ints": _ints, "axes": _axes,
-               "pair": _pair, "dtype": _dtype, "dims": _dims}
+               "pair": _pair, "pair_or_none": _pair_or_none, "dtype": _dtype, "dims": _dims}
 STATIC_KINDS = tuple(_CONVERTERS)
 
 
