@@ -98,10 +98,10 @@ def test_an_unsupported_operator_is_an_error_naming_the_node(tmp_path, capsys):
 
 
 def test_an_unsupported_attribute_is_an_error_naming_the_node():
-    w = numpy_helper.from_array(np.ones((4, 1, 3, 3), np.float32), "w")
-    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="depthwise", group=4)],
-                   [_info("x", [1, 4, 8, 8])], [_info("y", [1, 4, 6, 6])], [w])
-    with pytest.raises(MlfuseError, match=r"'depthwise' \(Conv\): group=4 is not supported"):
+    pads = numpy_helper.from_array(np.array([1, 1], np.int64), "pads")
+    model = _model([helper.make_node("Pad", ["x", "pads"], ["y"], name="mirror", mode="reflect")],
+                   [_info("x", [4])], [_info("y", [6])], [pads])
+    with pytest.raises(MlfuseError, match=r"'mirror' \(Pad\): mode='reflect' is not supported"):
         import_onnx(model)
 
 
