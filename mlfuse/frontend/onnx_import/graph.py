@@ -81,6 +81,16 @@ def load_model(model) -> onnx.ModelProto:
         raise MlfuseError(f"{model} is not an ONNX model: {type(e).__name__}: {e}") from None
 
 
+class StaticInputNeeded(MlfuseError):
+    """A value the importer must know when compiling (a shape, axes, pads) is computed
+    at run time; ``value_name`` names it (a graph input can be fixed with
+    ``static_inputs``)."""
+
+    def __init__(self, message: str, value_name: str):
+        super().__init__(message)
+        self.value_name = value_name
+
+
 @dataclass
 class ImportedGraph:
     """An ONNX graph as a tensor-dialect module with one function."""
@@ -283,8 +293,9 @@ class GraphImporter:
             return None
         name = node.input[index]
         if name not in self.known:
-            raise self.error(f"{what} (input '{name}') must be known when compiling: an "
-                             "initializer, a Constant, or a static input")
+            raise StaticInputNeeded(self.error(
+                f"{what} (input '{name}') must be known when compiling: an initializer, a "
+                "Constant, or a static input").message, name)
         return self.known[name]
 
     def emit(self, cls, operands, attributes=None) -> Value:

@@ -308,10 +308,12 @@ CONVERTERS = {
     **{op: _unary(name) for op, name in [
         ("Neg", "neg"), ("Abs", "abs"), ("Exp", "exp"), ("Log", "log"), ("Sqrt", "sqrt"),
         ("Tanh", "tanh"), ("Sigmoid", "sigmoid"), ("Relu", "relu"), ("Erf", "erf"),
-        ("Sin", "sin"), ("Cos", "cos")]},
+        ("Sin", "sin"), ("Cos", "cos"), ("Floor", "floor"), ("Ceil", "ceil"),
+        ("Round", "round"), ("Softplus", "softplus"), ("Not", "logical_not")]},
     **{op: _binary(name) for op, name in [
         ("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div"), ("Equal", "eq"),
-        ("Less", "lt"), ("Greater", "gt"), ("LessOrEqual", "le"), ("GreaterOrEqual", "ge")]},
+        ("Less", "lt"), ("Greater", "gt"), ("LessOrEqual", "le"), ("GreaterOrEqual", "ge"),
+        ("And", "logical_and"), ("Or", "logical_or"), ("Xor", "ne")]},
     "Pow": _pow, "Reciprocal": _reciprocal, "LeakyRelu": _leaky_relu, "Gelu": _gelu,
     "Max": _variadic("maximum"), "Min": _variadic("minimum"), "Where": _where, "Cast": _cast,
     "ReduceSum": _reduce("sum"), "ReduceMean": _reduce("mean"), "ReduceMax": _reduce("max"),

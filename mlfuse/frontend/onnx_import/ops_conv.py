@@ -15,14 +15,10 @@ import math
 
 from mlfuse.dialects import tensor as T
 from mlfuse.dialects.tensor_indexing import PadOp
+from mlfuse.dialects.tensor_windows import AvgPool2dOp, MaxPool2dOp
 from mlfuse.ir.types import FLOAT_DTYPES
 
-from mlfuse.frontend.onnx_import.builders import ew, reshape, string_attr
-
-
-def _window_op(name: str):
-    """The tensor dialect's window op ``name`` (dialects/tensor_windows.py)."""
-    return T.DIALECT.ops[name]
+from mlfuse.frontend.onnx_import.builders import broadcast, const_like, ew, reshape, string_attr
 
 
 def _spatial(g, x, w=None):
@@ -64,14 +60,19 @@ def window_pads(g, attrs, sizes, kernel, strides, dilations) -> tuple[list, list
     return pads[:n], pads[n:]
 
 
-def _padded(g, x, begin, end, fill: float):
-    """x with explicit padding where the two sides differ; the symmetric padding left
-    for the window op."""
-    if begin == end:
-        return x, begin
+def _padded(g, x, begin, end, fill: float, kernel=None, dilations=None):
+    """(x, padding for the window op, whether x was padded here): the op's own
+    symmetric padding where it can take it, else x padded explicitly with ``fill``
+    and no padding left for the op.
+    Pooling ops (``kernel`` given) also refuse padding over half the window's span
+    (a window of padding alone), which ONNX allows."""
+    native = begin == end and (kernel is None or all(
+        2 * p <= d * (k - 1) + 1 for p, k, d in zip(begin, kernel, dilations)))
+    if native:
+        return x, list(begin), False
     low = [0, 0] + [int(b) for b in begin]
     high = [0, 0] + [int(e) for e in end]
-    return g.emit(PadOp, [x], {"low": low, "high": high, "value": fill}), [0] * len(begin)
+    return g.emit(PadOp, [x], {"low": low, "high": high, "value": fill}), [0] * len(begin), True
 
 
 class _Window:
@@ -107,7 +108,7 @@ def _conv(g, node, attrs):
         raise g.error(f"kernel_shape {kernel} differs from the weights' {list(w.type.shape[2:])}")
     window = _Window(g, attrs, x, kernel)
     x, w, _ = _spatial(g, x, w)
-    x, padding = _padded(g, x, window.begin, window.end, 0.0)
+    x, padding, _ = _padded(g, x, window.begin, window.end, 0.0)
     options = {"stride": window.strides, "padding": padding, "dilation": window.dilations}
     groups = int(attrs.get("group", 1))
     if groups != 1:
@@ -127,14 +128,15 @@ def _max_pool(g, node, attrs):
                       "which mlfuse does not compute)")
     window = _Window(g, attrs, x, attrs["kernel_shape"])
     ceil_mode = bool(attrs.get("ceil_mode", 0))
-    if ceil_mode and window.begin != window.end:
-        raise g.error(f"ceil_mode with pads that differ between the sides ({window.begin} "
-                      f"and {window.end}) is not supported")
     if x.type.dtype not in FLOAT_DTYPES:
         raise g.error(f"MaxPool on {x.type.dtype} is not supported (float types only)")
     x, _, _ = _spatial(g, x)
-    x, padding = _padded(g, x, window.begin, window.end, -math.inf)
-    y = g.emit(_window_op("tensor.max_pool2d"), [x], {
+    x, padding, explicit = _padded(g, x, window.begin, window.end, -math.inf, window.kernel,
+                                   window.dilations)
+    if ceil_mode and explicit:
+        raise g.error(f"ceil_mode with pads {window.begin} and {window.end} is not supported "
+                      "(only the same padding on both sides, at most half the window)")
+    y = g.emit(MaxPool2dOp, [x], {
         "kernel": window.kernel, "stride": window.strides, "padding": padding,
         "dilation": window.dilations, "ceil_mode": ceil_mode})
     return [window.result(g, y)]
@@ -150,15 +152,26 @@ def _average_pool(g, node, attrs):
                       "AveragePool (only 1)")
     ceil_mode = bool(attrs.get("ceil_mode", 0))
     include_pad = bool(attrs.get("count_include_pad", 0))
-    if window.begin != window.end and (ceil_mode or not include_pad):
-        raise g.error(f"pads that differ between the sides ({window.begin} and {window.end}) "
-                      "are supported only with count_include_pad=1 and ceil_mode=0")
     x, _, _ = _spatial(g, x)
-    x, padding = _padded(g, x, window.begin, window.end, 0.0)
-    y = g.emit(_window_op("tensor.avg_pool2d"), [x], {
-        "kernel": window.kernel, "stride": window.strides, "padding": padding,
-        "ceil_mode": ceil_mode, "count_include_pad": include_pad})
-    return [window.result(g, y)]
+    padded, padding, explicit = _padded(g, x, window.begin, window.end, 0.0, window.kernel,
+                                        window.dilations)
+    options = {"kernel": window.kernel, "stride": window.strides, "padding": padding,
+               "ceil_mode": ceil_mode, "count_include_pad": include_pad}
+    if not explicit:
+        return [window.result(g, g.emit(AvgPool2dOp, [padded], options))]
+    if ceil_mode:
+        raise g.error(f"ceil_mode with pads {window.begin} and {window.end} is not supported "
+                      "(only the same padding on both sides, at most half the window)")
+    total = g.emit(AvgPool2dOp, [padded], {**options, "count_include_pad": True})
+    if include_pad:
+        return [window.result(g, total)]
+    # the mean of the elements that are not padding: the window sums of x and of a
+    # padded marker of ones, over the same divisor (the window's size)
+    ones = broadcast(g, const_like(g, 1.0, x), x.type.shape)
+    marker, _, _ = _padded(g, ones, window.begin, window.end, 0.0, window.kernel,
+                           window.dilations)
+    count = g.emit(AvgPool2dOp, [marker], {**options, "count_include_pad": True})
+    return [window.result(g, ew(g, "div", total, count))]
 
 
 CONVERTERS = {"Conv": _conv, "MaxPool": _max_pool, "AveragePool": _average_pool}

@@ -1,7 +1,7 @@
-"""Converters of ONNX's neural-network operators built from existing tensor ops:
-normalizations (BatchNormalization in inference mode, InstanceNormalization), global
-pooling, and activations (HardSigmoid, HardSwish, Clip, PRelu, Elu, Selu, Celu,
-Softsign, ThresholdedRelu) and variadic Sum/Mean.
+"""Converters of ONNX's neural-network operators: normalizations (BatchNormalization
+in inference mode, InstanceNormalization), global pooling, activations (HardSigmoid,
+HardSwish, Clip, PRelu, Elu, Selu, Celu, Softsign, ThresholdedRelu, Mish), variadic
+Sum/Mean, and the index results ArgMax/ArgMin and CumSum.
 
 Each follows the formula of the ONNX operator specification with the same attributes
 and defaults, spelled out in elementwise ops so that it fuses with its neighbours.
@@ -11,9 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from mlfuse.dialects import tensor as T
+from mlfuse.dialects.tensor_windows import ArgmaxOp, ArgminOp, CumsumOp
 from mlfuse.ir.types import NUMPY_DTYPE
 
-from mlfuse.frontend.onnx_import.builders import const_like, ew, reshape
+from mlfuse.frontend.onnx_import.builders import const_like, ew, norm_axis, reshape, static_ints
+from mlfuse.frontend.onnx_import.ops_shape import slice_value
 
 
 def _per_channel(g, v, rank: int):
@@ -146,9 +148,9 @@ def _prelu(g, node, attrs):
 
 
 def _exp_minus_one(g, x, alpha):
-    """alpha * (exp(x) - 1), the negative side of Elu, Selu and Celu."""
-    return ew(g, "mul", const_like(g, alpha, x),
-              ew(g, "sub", ew(g, "exp", x), const_like(g, 1.0, x)))
+    """alpha * (exp(x) - 1), the negative side of Elu, Selu and Celu (expm1: exact
+    near 0, where exp(x) - 1 would cancel)."""
+    return ew(g, "mul", const_like(g, alpha, x), ew(g, "expm1", x))
 
 
 def _elu(g, node, attrs):
@@ -185,6 +187,44 @@ def _thresholded_relu(g, node, attrs):
     return [ew(g, "where", above, x, const_like(g, 0.0, x))]
 
 
+def _mish(g, node, attrs):
+    """x * tanh(softplus(x))."""
+    x = g.input(node, 0)
+    return [ew(g, "mul", x, ew(g, "tanh", ew(g, "softplus", x)))]
+
+
+# -- index results -------------------------------------------------------------------
+def _arg_reduce(op_cls):
+    """ArgMax / ArgMin: the dialect's op gives the first extreme's index as i32; ONNX
+    wants INT64. select_last_index=1 takes the op on x reversed along the axis (a
+    slice with step -1): the last index is size - 1 - the first one found there."""
+    def convert(g, node, attrs):
+        x = g.input(node, 0)
+        axis = norm_axis(g, attrs.get("axis", 0), x.type.rank)
+        keepdims = bool(attrs.get("keepdims", 1))
+        if not attrs.get("select_last_index", 0):
+            index = g.emit(op_cls, [x], {"axis": axis, "keepdims": keepdims})
+        else:
+            size = x.type.shape[axis]
+            if not isinstance(size, int):
+                raise g.error(f"select_last_index=1 over symbolic size {size} is not supported")
+            reversed_x = slice_value(g, x, axis, size - 1, -1, size) if size > 1 else x
+            first = g.emit(op_cls, [reversed_x], {"axis": axis, "keepdims": keepdims})
+            index = ew(g, "sub", g.scalar(size - 1, "i32"), first)
+        return [g.emit(T.CastOp, [index], {"dtype": "i64"})]
+    return convert
+
+
+def _cumsum(g, node, attrs):
+    x = g.input(node, 0)
+    axis = static_ints(g, node, 1, "axis")
+    if axis is None or len(axis) != 1:
+        raise g.error(f"axis must be one integer, got {axis}")
+    return [g.emit(CumsumOp, [x], {"axis": norm_axis(g, axis[0], x.type.rank),
+                                   "exclusive": bool(attrs.get("exclusive", 0)),
+                                   "reverse": bool(attrs.get("reverse", 0))})]
+
+
 def _sum(g, node, attrs):
     values = [g.input(node, i) for i in range(len(node.input)) if g.has_input(node, i)]
     total = values[0]
@@ -206,5 +246,6 @@ CONVERTERS = {
     "GlobalAveragePool": _global_pool("mean"), "GlobalMaxPool": _global_pool("max"),
     "Clip": _clip, "HardSigmoid": _hard_sigmoid, "HardSwish": _hard_swish, "PRelu": _prelu,
     "Elu": _elu, "Selu": _selu, "Celu": _celu, "Softsign": _softsign,
-    "ThresholdedRelu": _thresholded_relu, "Sum": _sum, "Mean": _mean,
+    "ThresholdedRelu": _thresholded_relu, "Mish": _mish, "Sum": _sum, "Mean": _mean,
+    "ArgMax": _arg_reduce(ArgmaxOp), "ArgMin": _arg_reduce(ArgminOp), "CumSum": _cumsum,
 }
