@@ -384,3 +384,21 @@ def test_unsupported_forms_are_errors_naming_the_node_and_attribute(node, inputs
     model = _model([node], graph_inputs, [_info(o, None) for o in node.output], inits)
     with pytest.raises(MlfuseError, match=message):
         import_onnx(model)
+
+
+def test_known_gather_indices_become_slices_when_evenly_spaced():
+    """Known position ids 0..S-1 (and any evenly spaced known indices, negatives counted
+    from the end) into run-time data are a strided slice; other known INT64 indices an
+    INT32 parameter."""
+    inits = [_ints("positions", [[0, 1, 2, 3]]), _ints("odd", [-1, 3, 1]),
+             _ints("scattered", [[2, 0], [5, 5]])]
+    nodes = [helper.make_node("Gather", ["x", "positions"], ["a"], axis=1),
+             helper.make_node("Gather", ["x", "odd"], ["b"], axis=1),
+             helper.make_node("Gather", ["x", "scattered"], ["c"], axis=1)]
+    model = _model(nodes, [_info("x", [2, 6])],
+                   [_info("a", [2, 1, 4]), _info("b", [2, 3]), _info("c", [2, 2, 2])], inits)
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    imported = _matches_onnx_runtime(model, {"x": x})
+    gathers = [op for op in imported.func.body.ops if op.name == "tensor.gather"]
+    assert len(gathers) == 1 and gathers[0].operands[1].type.dtype == "i32"
+    assert [n for n, _ in imported.constants] == ["scattered"]

@@ -5,8 +5,8 @@ They become the tensor dialect's index-map ops (dialects/tensor_indexing.py: sli
 concat, pad, gather), reshapes and broadcasts, which fuse with their producers and
 consumers. Sizes, starts, pads and repeats must be known when compiling (initializers,
 Constants, folded shape arithmetic or static inputs); data may come at run time.
-Gather's indices may be either: known INT64 indices become an INT32 parameter when
-every value fits (docs/onnx.md), a known scalar index becomes a slice.
+Gather's indices may be either: known evenly spaced indices become a slice, other
+known INT64 indices an INT32 parameter when every value fits (docs/onnx.md).
 
 mlfuse has no empty tensors, but exported graphs make them on the way (a Split part or
 Slice of size 0 that a Concat then joins to nothing). Such a result is a known empty
@@ -228,20 +228,35 @@ def known_indices(g, indices: np.ndarray, size) -> np.ndarray:
     return indices.astype(np.int32)
 
 
+def progression(indices: np.ndarray, size: int) -> tuple[int, int] | None:
+    """(start, step) when the known indices, flattened and with negatives counted from
+    the end, are start, start + step, ... (one index, or a non-zero step); else None."""
+    flat = indices.reshape(-1).astype(np.int64) % size
+    if flat.size == 1:
+        return int(flat[0]), 1
+    steps = np.diff(flat)
+    if steps[0] != 0 and np.all(steps == steps[0]):
+        return int(flat[0]), int(steps[0])
+    return None
+
+
 def _gather(g, node, attrs):
     x = g.input(node, 0)
     axis = norm_axis(g, attrs.get("axis", 0), x.type.rank)
     name = node.input[1]
-    if name in g.known:
-        indices = known_indices(g, g.known[name], x.type.shape[axis])
-        if indices.ndim == 0 and isinstance(x.type.shape[axis], int):
-            # one known index: a slice that drops the axis, no data-dependent load
-            index = int(indices) % x.type.shape[axis]
-            taken = slice_value(g, x, axis, index, 1, 1)
-            return [reshape(g, taken, [d for i, d in enumerate(x.type.shape) if i != axis])]
-        index_value = g.value(name, "i32")  # known_indices checked that the values fit
-    else:
-        index_value = g.input(node, 1)
+    if name not in g.known:
+        return [g.emit(GatherOp, [x, g.input(node, 1)], {"axis": axis})]
+    size = x.type.shape[axis]
+    indices = known_indices(g, g.known[name], size)
+    taken = progression(indices, size) if isinstance(size, int) else None
+    if taken is not None:
+        # evenly spaced known indices (one index, positions 0..S-1, every other row) are a
+        # strided slice: no index array to pass and no data-dependent load
+        start, step = taken
+        picked = slice_value(g, x, axis, start, step, indices.size)
+        shape = x.type.shape
+        return [reshape(g, picked, [*shape[:axis], *indices.shape, *shape[axis + 1:]])]
+    index_value = g.value(name, "i32")  # known_indices checked that the values fit
     return [g.emit(GatherOp, [x, index_value], {"axis": axis})]
 
 
