@@ -447,7 +447,13 @@ class KernelEmitter(VectorPhases):
         rest = flat
         for d in range(len(names) - 1, 0, -1):
             quotient = names[0] if d == 1 else self.local["rest"]
-            self.w.line(f"{quotient}, {names[d]} = divmod({rest}, {self.extent(extents[d])})")
+            size = self.extent(extents[d])
+            if isinstance(extents[d], int):
+                divide = f"divmod({rest}, {size})"  # by a constant: a multiply and shifts
+            else:
+                self.helpers.add("_divmod_index")
+                divide = f"_divmod_index({rest}, {size})"
+            self.w.line(f"{quotient}, {names[d]} = {divide}")
             rest = quotient
 
     # -- statements --------------------------------------------------------------
