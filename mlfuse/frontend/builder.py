@@ -267,11 +267,14 @@ class FunctionBuilder:
     def argument(self, tree, kind: str, loc: Location):
         if kind == "tensor":
             return self.single(self.expr(tree), loc)
-        if kind == "tensors":  # a list of values: concat([a, b], ...)
-            if tree.data != "list":
+        if kind == "tensors":  # a list of values, concat([a, b]), or a split's values
+            if tree.data == "list":
+                return [self.single(self.expr(c), self.ctx.loc(c)) for c in tree.children
+                        if c is not None]
+            value = self.expr(tree)
+            if not isinstance(value, Values):
                 raise MlfuseError("expected a list of values such as [a, b]", loc)
-            return [self.single(self.expr(c), self.ctx.loc(c)) for c in tree.children
-                    if c is not None]
+            return list(value)
         return convert_static(kind, self.static(tree), loc, self.symbols)
 
     def single(self, value, loc: Location):
