@@ -90,6 +90,8 @@ def dim_sum(dims) -> object | None:
     product of names: N + N = 2*N), else None (4 + N has no dim)."""
     total, names = 0, None
     for d in dims:
+        if d == 0:
+            continue
         coefficient, syms = dim_factors(d)
         if names is None:
             names = syms
