@@ -364,3 +364,14 @@ func f(x: f32[N, 6], i: i32[3], y: f32[5, 3]) -> (f32[N, 3], f32[N, 12], f32[N, 
     args = random_inputs(func, {"N": 2}, seed=5)
     for g, w in zip(run_tensor(again.funcs[0], args), run_tensor(func, args)):
         np.testing.assert_array_equal(g, w)
+
+
+def test_the_indexing_section_of_the_language_docs_compiles():
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parent.parent / "docs" / "language.md").read_text()
+    section = text[text.index("## Indexing"):text.index("## Composite ops")]
+    blocks = [b for b in re.findall(r"```\n(.*?)```", section, re.S) if "func " in b]
+    assert len(blocks) >= 6
+    for block in blocks:
+        compile_text(block, "language.md")
