@@ -17,6 +17,7 @@ from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.registry import OpRegistry
 
 from mlfuse.dialects import arith, fused, loops, tensor
+from mlfuse.dialects import tensor_indexing  # noqa: F401  (declares its ops on tensor.DIALECT)
 
 DIALECTS = (builtin.DIALECT, arith.DIALECT, tensor.DIALECT, loops.DIALECT, fused.DIALECT)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from mlfuse.ir.core import ELEMENTWISE, Attr, Operation, VerifyError
 from mlfuse.ir.registry import Dialect
 from mlfuse.ir.traits import COSTLY, PURE, SCALAR_COMPUTE
-from mlfuse.ir.types import DTYPES, INDEX, ScalarType
+from mlfuse.ir.types import DTYPES, INDEX, INT_DTYPES, ScalarType
 
 from mlfuse.dialects.elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
 from mlfuse.dialects.elementwise import check_dtypes
@@ -122,9 +122,15 @@ class CastOp(Operation):
     attrs = {"dtype": Attr("str")}
     fusion = ELEMENTWISE
 
+    doc = ("Convert to dtype, as NumPy's astype; also between an integer dtype and index "
+           "(a gathered index, a size used as a number).")
+
     @classmethod
     def infer_types(cls, types, attributes):
-        _scalars(cls.name, types)
-        if attributes.get("dtype") not in DTYPES:
-            raise VerifyError(f"cast to unknown dtype {attributes.get('dtype')!r}")
-        return [ScalarType(attributes["dtype"])]
+        (t,) = _scalars(cls.name, types)
+        dtype = attributes.get("dtype")
+        if dtype not in DTYPES + ("index",):
+            raise VerifyError(f"cast to unknown dtype {dtype!r}")
+        if dtype == "index" and t.dtype not in INT_DTYPES + ("index",):
+            raise VerifyError(f"cast to index takes an integer, got {t.dtype}")
+        return [ScalarType(dtype)]

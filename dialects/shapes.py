@@ -1,13 +1,14 @@
 """Shape rules shared by the tensor dialect and the frontend, symbolic dims included.
 
-A symbolic dim (a name) is a size fixed at call time: it equals itself and 1 is
-the only other size that broadcasts against it.
+A symbolic dim (a name, or a product of names such as ``B*H``) is a size fixed at
+call time: it equals itself and 1 is the only other size that broadcasts against it.
 """
 from __future__ import annotations
 
 from collections import Counter
 
 from mlfuse.ir.core import VerifyError
+from mlfuse.ir.types import MAX_ELEMENTS, dim_factors, product_dim
 
 
 def fmt_shape(shape) -> str:
@@ -53,10 +54,9 @@ def normalize_axes(axis, rank: int) -> list[int]:
 def _factor(shape):
     ints, syms = 1, Counter()
     for d in shape:
-        if isinstance(d, str):
-            syms[d] += 1
-        else:
-            ints *= d
+        coefficient, names = dim_factors(d)
+        ints *= coefficient
+        syms.update(names)
     return ints, syms
 
 
@@ -83,3 +83,55 @@ def conv_out_dim(size, kernel, stride, pad, dilation):
         raise VerifyError(f"conv2d window {kernel} (dilation {dilation}) does not fit "
                           f"size {size} with padding {pad}")
     return out
+
+
+def dim_sum(dims) -> object | None:
+    """The dim that is the sum of ``dims`` where one exists (ints; multiples of one
+    product of names: N + N = 2*N), else None (4 + N has no dim)."""
+    total, names = 0, None
+    for d in dims:
+        if d == 0:
+            continue
+        coefficient, syms = dim_factors(d)
+        if names is None:
+            names = syms
+        elif syms != names:
+            return None
+        total += coefficient
+    return product_dim([total, *(names or ())])
+
+
+def slice_params(size, start, stop, step) -> tuple[int, int, int]:
+    """(start, step, count) of the Python/NumPy slice ``start:stop:step`` (each may be
+    None) over an axis of ``size``: negatives count from the end, out-of-range bounds
+    clamp (ONNX Slice has the same rules). ``count`` may be 0. A symbolic ``size``
+    takes only slices whose result does not depend on it: the whole axis forwards
+    (stop left out or at least 2**62), or the first element (0:1); anything else is a
+    VerifyError."""
+    shown = ":".join("" if v is None else str(v) for v in (start, stop, step)[:3 if step else 2])
+    step = 1 if step is None else step
+    if step == 0:
+        raise VerifyError("slice step cannot be 0")
+    if isinstance(size, str):
+        begin = 0 if start is None else start
+        if step == 1 and begin == 0 and (stop is None or stop >= MAX_ELEMENTS):
+            return 0, 1, size
+        if step > 0 and begin == 0 and stop == 1:
+            return 0, 1, 1
+        raise VerifyError(f"slice {shown} of symbolic size {size} has a size that depends on "
+                          f"{size}; only the whole axis (:) or the first element (0:1) can be "
+                          "taken from it")
+    # Python's slice.indices, on an int size
+    lo, hi = (0, size) if step > 0 else (-1, size - 1)
+
+    def clamp(v, default):
+        if v is None:
+            return default
+        if v < 0:
+            v += size
+        return min(max(v, lo), hi)
+    first = clamp(start, lo if step > 0 else hi)
+    last = clamp(stop, hi if step > 0 else lo)
+    count = max(0, (last - first + (step - (1 if step > 0 else -1))) // step)
+    return first, step, count
+

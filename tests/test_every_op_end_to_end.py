@@ -53,6 +53,18 @@ CASES = {
     "softmax": program(X, "f32[N, 3]", "softmax(x, axis=0)"),
     "layernorm": program(f"{X}, g: f32[3], b: f32[3]", "f32[N, 3]", "layernorm(x, g, b, eps=0.1)"),
     "rmsnorm": program(f"{X}, g: f32[3]", "f32[N, 3]", "rmsnorm(x, g)"),
+    # index maps (tests/test_indexing_ops.py has more): reversed and strided windows, an
+    # integer index, parts on both sides of a symbolic axis, a border, wrapped and
+    # out-of-range gather indices (i32 inputs are in [-5, 5]), positions
+    "slice": program("x: f32[N, 6]", "(f32[N, 3], f32[6], f32[2, N])",
+                     "x[:, ::-2], x[0], transpose(x[..., 1:5:3])"),
+    "concat": program(f"{X}, y: f32[N, 2]", "(f32[N, 5], f32[2*N, 3])",
+                      "concat([x, exp(y)], axis=1), concat([x, -x])"),
+    "pad": program(X, "f32[N, 6]", "pad(x, [[0, 0], [1, 2]], value=-1.5)"),
+    "gather": program(f"{X}, i: i32[2, 4]", "(f32[N, 2, 4], f32[2, 4, 3])",
+                      "take(x, i, axis=1), take(x, i)"),
+    "iota": program(X, "(f32[N, 3], i32[N, 3])",
+                    "x + iota([N, 3], axis=1, dtype=f32), iota([N, 3])"),
 }
 
 

@@ -51,7 +51,7 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Block, Operation, Value
-from mlfuse.ir.types import BufferType
+from mlfuse.ir.types import BufferType, dim_factors, symbols_of
 from mlfuse.hardware import Target
 
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
@@ -118,9 +118,8 @@ def kernel_interface(op: LoopOp) -> KernelInterface:
     loaded, stored = [], []
     for o in op.walk():
         if isinstance(o, LoopOp):
-            for e in o.extent_list:
-                if isinstance(e, str):
-                    _add(iface.symbols, e)
+            for s in symbols_of(o.extent_list):
+                _add(iface.symbols, s)
         if isinstance(o, DimOp):
             _add(iface.symbols, o["sym"])
         if isinstance(o, (LoadOp, MaskedLoadOp)):
@@ -148,13 +147,24 @@ def kernel_interface(op: LoopOp) -> KernelInterface:
 
 
 def extent_factors(extents, name_of) -> list[str]:
-    """Factors of the number of points of ``extents``: the symbols' names (``name_of``),
-    then the product of the int extents unless it is 1; ``["1"]`` for no extents."""
-    const = math.prod(e for e in extents if isinstance(e, int))
-    factors = [name_of(e) for e in extents if isinstance(e, str)]
+    """Factors of the number of points of ``extents``: the symbols' names (``name_of``;
+    a product dim B*H gives both), then the product of the int factors unless it is 1;
+    ``["1"]`` for no extents."""
+    split = [dim_factors(e) for e in extents]
+    const = math.prod(c for c, _ in split)
+    factors = [name_of(s) for _, names in split for s in names]
     if const != 1 or not factors:
         factors.append(str(const))
     return factors
+
+
+def dim_code(d, name_of) -> str:
+    """A dim as code: the int, the symbol's name (``name_of``), or a product's
+    parenthesized factors."""
+    if isinstance(d, int):
+        return str(d)
+    factors = extent_factors([d], name_of)
+    return factors[0] if len(factors) == 1 else f"({' * '.join(factors)})"
 
 
 @dataclass
@@ -233,7 +243,7 @@ class KernelEmitter(VectorPhases):
 
     # -- small pieces ------------------------------------------------------------
     def extent(self, e) -> str:
-        return str(e) if isinstance(e, int) else self.sym[e]
+        return dim_code(e, self.sym.__getitem__)
 
     def points(self, extents) -> str:
         """int64 product of ``extents``: flat indices stay exact past 2**31."""

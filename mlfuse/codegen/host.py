@@ -17,7 +17,7 @@ from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.types import BufferType, symbols_of
 from mlfuse.dialects.contraction import contraction_of
 
-from mlfuse.codegen.emit_kernel import KernelCode, extent_factors
+from mlfuse.codegen.emit_kernel import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.scalar import STORAGE_TYPE
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.writer import Writer
@@ -39,12 +39,12 @@ class HostEmitter:
         self.w = Writer()
 
     def dim(self, d, where) -> str:
-        if isinstance(d, int):
-            return str(d)
-        if d not in self.dims:
-            raise MlfuseError(f"codegen: dim {d} of @{self.func.sym_name} is not the size of any "
-                              "parameter, so no call can bind it", where.loc)
-        return self.dims[d]
+        """A dim as host code (a product of symbols: their variables multiplied)."""
+        for s in symbols_of([d]):
+            if s not in self.dims:
+                raise MlfuseError(f"codegen: dim {s} of @{self.func.sym_name} is not the size of "
+                                  "any parameter, so no call can bind it", where.loc)
+        return dim_code(d, self.dims.__getitem__)
 
     def emit(self) -> str:
         w, func = self.w, self.func
@@ -62,7 +62,7 @@ class HostEmitter:
                 raise MlfuseError(f"codegen: parameter of @{self.func.sym_name} is {arg.type}, "
                                   "not a buffer", self.func.loc)
             for axis, d in enumerate(arg.type.shape):
-                if isinstance(d, str) and d not in self.dims:
+                if isinstance(d, str) and d.isidentifier() and d not in self.dims:
                     self.dims[d] = self.namer.fresh(d)
                     self.w.line(f"{self.dims[d]} = {self.namer(arg)}.shape[{axis}]")
 

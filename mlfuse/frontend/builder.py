@@ -16,9 +16,10 @@ from mlfuse.errors import Location, MlfuseError
 from mlfuse.syntax.lark_errors import location_of
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Value, VerifyError
-from mlfuse.ir.types import DTYPES, MAX_ELEMENTS, TensorType
+from mlfuse.ir.types import DTYPES, MAX_ELEMENTS, TensorType, product_dim
 
 from mlfuse.frontend.calls import SIGNATURES, bind
+from mlfuse.frontend.indexing import Index, Rest, Values, Window, subscript
 from mlfuse.frontend.literals import Literal, constant_op, fold, parse_number
 from mlfuse.frontend.static import Name, convert_static
 
@@ -88,17 +89,24 @@ class FunctionBuilder:
                                  f" (dtypes: {', '.join(DTYPES)})", dtype_tok)
         dims = [] if shape is None else [d for d in shape.children if d is not None]
         elements = 1
+        shape_dims = []
         for d in dims:
-            if d.type == "NUMBER" and not (d.isdigit() and int(d) >= 1):
-                raise self.ctx.error(f"dims must be positive integers, got {d}", d)
-            elements *= int(d) if d.type == "NUMBER" else 1
-            if elements > MAX_ELEMENTS:
-                raise self.ctx.error(f"a tensor of more than 2**62 elements is too large to "
-                                     f"index (concrete dims up to here: {elements})", d)
-            if d.type == "NAME" and result and str(d) not in self.symbols:
-                raise self.ctx.error(f"result dim '{d}' is not a dim of any parameter", d)
-        shape_dims = tuple(int(d) if d.type == "NUMBER" else str(d) for d in dims)
-        return TensorType(str(dtype_tok), shape_dims)
+            if isinstance(d, Tree) and not result:  # B*H
+                raise self.ctx.error("a parameter's dims are integers or names; a product such "
+                                     "as B*H may only appear in result types", d)
+            factors = d.children if isinstance(d, Tree) else [d]
+            for f in factors:
+                if f.type == "NUMBER" and not (f.isdigit() and int(f) >= 1):
+                    raise self.ctx.error(f"dims must be positive integers, got {f}", f)
+                elements *= int(f) if f.type == "NUMBER" else 1
+                if elements > MAX_ELEMENTS:
+                    raise self.ctx.error(f"a tensor of more than 2**62 elements is too large to "
+                                         f"index (concrete dims up to here: {elements})", f)
+                if f.type == "NAME" and result and str(f) not in self.symbols:
+                    raise self.ctx.error(f"result dim '{f}' is not a dim of any parameter", f)
+            shape_dims.append(product_dim(int(f) if f.type == "NUMBER" else str(f)
+                                          for f in factors))
+        return TensorType(str(dtype_tok), tuple(shape_dims))
 
     def define(self, name_tok: Token, value, what: str) -> None:
         name = str(name_tok)
@@ -115,7 +123,7 @@ class FunctionBuilder:
         for i, stmt in enumerate(body):
             try:
                 if stmt.data == "assign":
-                    self.define(stmt.children[0], self.expr(stmt.children[1]), "value")
+                    self.assign(stmt.children[:-1], stmt.children[-1])
                     continue
                 if i != len(body) - 1:
                     raise self.ctx.error("statement after return", body[i + 1])
@@ -124,6 +132,23 @@ class FunctionBuilder:
             except RecursionError:  # the tree walk recurses once per nesting level
                 raise self.ctx.error("expression nested too deeply", stmt) from None
         raise self.ctx.error(f"function '{name_tok}' has no return statement", name_tok)
+
+    def assign(self, names: list[Token], tree) -> None:
+        """``a = e``, or ``a, b, c = e`` where e gives that many values (split)."""
+        value = self.expr(tree)
+        several = isinstance(value, Values)
+        if len(names) == 1 and not several:
+            self.define(names[0], value, "value")
+            return
+        count = len(value) if several else 1
+        if len(names) == 1:
+            raise self.ctx.error(f"the right side gives {count} values; assign them to {count} "
+                                 "names (a, b, ... = ...)", names[0])
+        if count != len(names):
+            raise self.ctx.error(f"{len(names)} names but the right side gives {count} "
+                                 f"value{'s' if count > 1 else ''}", names[0])
+        for name, v in zip(names, value):
+            self.define(name, v, "value")
 
     def ret(self, stmt: Tree, result_types) -> None:
         values = [self.tensor(self.expr(e), "a returned value", self.ctx.loc(e))
@@ -176,6 +201,8 @@ class FunctionBuilder:
             return self.lookup(tree.children[0])
         if kind == "call":
             return self.call(tree)
+        if kind == "subscript_expr":
+            return self.subscript(tree)
         what = {"list": "a list", "true": "true", "false": "false"}
         raise self.ctx.error(f"{what.get(kind, kind)} is not a value here", tree)
 
@@ -207,10 +234,55 @@ class FunctionBuilder:
         bound = bind(sig, positional, keywords, call_loc, self.argument)
         return sig.build(self, bound)
 
+    def subscript(self, tree: Tree) -> Value:
+        """``x[...]``: each item a constant index, a slice a:b:c, or ...; built by
+        indexing.subscript."""
+        base, *items = tree.children
+        loc = self.ctx.loc(tree)
+        x = self.tensor(self.expr(base), "a subscripted value", self.ctx.loc(base))
+        return subscript(lambda cls, ops, attrs: self.emit(cls, ops, attrs, loc), x,
+                         [self.subscript_item(item, tree) for item in items])
+
+    def subscript_item(self, item, tree: Tree):
+        # a lone ':' or '...' has no position of its own: the subscript's
+        loc = self.ctx.loc(item if isinstance(item, Token) or not item.meta.empty else tree)
+        if isinstance(item, Tree) and item.data == "ellipsis":
+            return Rest(loc)
+        if isinstance(item, Tree) and item.data == "slice":
+            start, stop, step = (None if c is None else self.static_int(c) for c in item.children)
+            step_tree = item.children[2]
+            return Window(start, stop, step, loc,
+                          loc if step_tree is None else self.ctx.loc(step_tree))
+        return Index(self.static_int(item, "take(x, indices, axis) gathers at tensor indices"),
+                     loc)
+
+    def static_int(self, tree, hint: str = "") -> int:
+        """A subscript bound or index: an integer constant."""
+        value = self.static(tree) if tree.data in ("number", "neg") else None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.ctx.error("a subscript takes integer constants" + (f"; {hint}" if hint
+                                                                          else ""), tree)
+        return value
+
     def argument(self, tree, kind: str, loc: Location):
         if kind == "tensor":
-            return self.expr(tree)
+            return self.single(self.expr(tree), loc)
+        if kind == "tensors":  # a list of values, concat([a, b]), or a split's values
+            if tree.data == "list":
+                return [self.single(self.expr(c), self.ctx.loc(c)) for c in tree.children
+                        if c is not None]
+            value = self.expr(tree)
+            if not isinstance(value, Values):
+                raise MlfuseError("expected a list of values such as [a, b]", loc)
+            return list(value)
         return convert_static(kind, self.static(tree), loc, self.symbols)
+
+    def single(self, value, loc: Location):
+        """``value``, which must be one value (not the several a split gives)."""
+        if isinstance(value, Values):
+            raise MlfuseError(f"this gives {len(value)} values; assign them to as many names "
+                              "(a, b = split(...)) and use those", loc)
+        return value
 
     def static(self, tree):
         """A compile-time argument as Python: numbers (with unary minus), true/false,
@@ -228,8 +300,19 @@ class FunctionBuilder:
             return Name(str(tree.children[0]), self.ctx.loc(tree))
         elif kind == "list":
             return [self.static(c) for c in tree.children if c is not None]
+        elif kind == "binary" and str(tree.children[1].children[0]) == "*":
+            return self.static_product(tree)
         raise self.ctx.error("expected a constant here (a number, true/false, a list or a name)",
                              tree)
+
+    def static_product(self, tree: Tree):
+        """``B*H`` (or ``2*N``, ``4*8``) in a constant: a product dim, or an int."""
+        factors = [self.static(c) for c in (tree.children[0], tree.children[2])]
+        if not all(isinstance(f, (int, Name)) and not isinstance(f, bool) for f in factors):
+            raise self.ctx.error("a product in a constant multiplies integers and dim names",
+                                 tree.children[1])
+        dim = product_dim(factors)
+        return dim if isinstance(dim, int) else Name(dim, self.ctx.loc(tree))
 
     # -- the CallSite interface used by calls.py ---------------------------------------
     def emit(self, cls, operands, attributes, loc: Location) -> Value:
@@ -242,6 +325,7 @@ class FunctionBuilder:
 
     def elementwise(self, name: str, operands, loc: Location):
         """An elementwise op; literal operands fold together or take their partner's dtype."""
+        operands = [self.single(o, loc) for o in operands]
         spec = ELEMENTWISE[name]
         if all(isinstance(o, Literal) for o in operands):
             return fold(spec, operands, loc)
@@ -254,6 +338,7 @@ class FunctionBuilder:
         return self.emit(ELEMENTWISE_OPS[name], typed, None, loc)
 
     def tensor(self, value, what: str, loc: Location) -> Value:
+        self.single(value, loc)
         if isinstance(value, Literal):
             raise MlfuseError(f"{what} must be a tensor, not the literal {value} (a literal alone "
                               "has no dtype; use cast(..., dtype=...))", loc)

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from mlfuse.dialects import tensor as T
+from mlfuse.dialects import tensor_indexing as TI
 from mlfuse.dialects.elementwise import ELEMENTWISE
 from mlfuse.dialects.shapes import normalize_axes
 from mlfuse.errors import Location, MlfuseError
 from mlfuse.ir.core import VerifyError
 
+from mlfuse.frontend.indexing import (build_arange, build_concat, build_iota, build_matmul,
+                                      build_pad, build_split, build_take)
 from mlfuse.frontend.literals import Literal
 from mlfuse.frontend.static import convert_static
 
@@ -199,14 +202,35 @@ for _sig in [
               "the given shape; x's dtype", (T.BroadcastToOp,)),
     Signature("transpose", (_X, Param("perm", "ints", None, "reversed")), _transpose,
               "x's dims permuted; x's dtype", (T.TransposeOp,)),
-    Signature("matmul", (Param("a", "tensor"), Param("b", "tensor")),
-              _with_attrs(T.MatmulOp, ("a", "b")), "[M, N] or [B, M, N]; the operands' dtype",
-              (T.MatmulOp,), "Contractions"),
+    Signature("matmul", (Param("a", "tensor"), Param("b", "tensor")), build_matmul,
+              "NumPy matmul: operands of any rank >= 1, batch dims broadcast (built from "
+              "reshapes, broadcasts and the op's forms); the operands' dtype", (T.MatmulOp,),
+              "Contractions"),
     Signature("conv2d", (_X, Param("w", "tensor"), Param("stride", "pair", 1),
                          Param("padding", "pair", 0), Param("dilation", "pair", 1)),
               _with_attrs(T.Conv2dOp, ("x", "w"), ("stride", "padding", "dilation")),
               "[N, O, OH, OW] with OH = (H + 2*padding - dilation*(KH-1) - 1) // stride + 1; "
               "x's dtype", (T.Conv2dOp,), "Contractions"),
+    Signature("concat", (Param("xs", "tensors"), Param("axis", "int", 0)), build_concat,
+              "the operands' shape with their sizes on axis added; their dtype", (TI.ConcatOp,),
+              "Indexing"),
+    Signature("split", (_X, Param("parts", "parts"), Param("axis", "int", 0)), build_split,
+              "one value per part (assign them to as many names): x cut on axis into `parts` "
+              "equal parts, or into parts of the listed sizes", (TI.SliceOp,), "Indexing"),
+    Signature("pad", (_X, Param("widths", "pads"), Param("value", "float", 0.0)), build_pad,
+              "each axis d longer by widths[d][0] + widths[d][1]; x's dtype", (TI.PadOp,),
+              "Indexing"),
+    Signature("take", (_X, Param("indices", "tensor"), Param("axis", "int", 0)), build_take,
+              "x.shape[:axis] + indices.shape + x.shape[axis+1:]; x's dtype (indices i32, or an "
+              "integer literal)", (TI.GatherOp,), "Indexing"),
+    Signature("iota", (Param("shape", "dims"), Param("axis", "int", 0),
+                       Param("dtype", "dtype", "i32")), build_iota,
+              "the given shape; the given dtype", (TI.IotaOp,), "Indexing"),
+    Signature("arange", (Param("start", "number"), Param("stop", "number", None, "none"),
+                         Param("step", "number", 1), Param("dtype", "dtype", None, "auto")),
+              build_arange, "[ceil((stop - start) / step)]: start + i*step computed in dtype "
+              "(auto: i32 if start, stop and step are integers, else f32); arange(n) is "
+              "0, 1, ..., n-1", (TI.IotaOp,), "Indexing"),
     Signature("softmax", (_X, Param("axis", "int", -1)), _single_axis(T.SoftmaxOp, ("x",)),
               "x's shape and dtype", (T.SoftmaxOp,), "Composites"),
     Signature("layernorm", (_X, Param("gamma", "tensor"), Param("beta", "tensor"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 
 from mlfuse.errors import Location, MlfuseError
-from mlfuse.ir.types import DTYPES
+from mlfuse.ir.types import DTYPES, symbols_of
 
 
 class Name(str):
@@ -70,7 +70,9 @@ def _pair(v, loc, symbols):
 
 
 def _dtype(v, loc, symbols):
-    if isinstance(v, Name) and v in DTYPES:
+    if v is None:  # an optional dtype left out (arange picks one)
+        return None
+    if isinstance(v, str) and v in DTYPES:  # a Name, or a parameter's default
         return str(v)
     close = difflib.get_close_matches(str(v), DTYPES, n=1)
     hint = f"; did you mean {close[0]}?" if close else f" (one of {', '.join(DTYPES)})"
@@ -82,16 +84,35 @@ def _dims(v, loc, symbols):
         _fail("a shape list such as [1, N]", v, loc)
     for d in v:
         if isinstance(d, Name):
-            if d not in symbols:
-                known = ", ".join(sorted(symbols)) or "none"
-                raise MlfuseError(f"unknown dim '{d}' (this function's dims: {known})", d.loc)
+            for s in symbols_of([d]):  # each name of a product B*H too
+                if s not in symbols:
+                    known = ", ".join(sorted(symbols)) or "none"
+                    raise MlfuseError(f"unknown dim '{s}' (this function's dims: {known})", d.loc)
         elif not _is_int(d):
             _fail("a shape list of integers and dim names", v, loc)
     return [d if _is_int(d) else str(d) for d in v]
 
 
+def _number(v, loc, symbols):
+    return v if v is None or _is_int(v) or isinstance(v, float) else _fail("a number", v, loc)
+
+
+def _parts(v, loc, symbols):
+    if _is_int(v) or (isinstance(v, list) and v and all(map(_is_int, v))):
+        return v
+    return _fail("a count or a list of sizes", v, loc)
+
+
+def _pads(v, loc, symbols):
+    if isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 and all(map(_is_int, p))
+                                   and min(p) >= 0 for p in v):
+        return v
+    return _fail("a list of [low, high] pairs of non-negative integers, one per axis", v, loc)
+
+
 _CONVERTERS = {"int": _int, "float": _float, "bool": _bool, "ints": _ints, "axes": _axes,
-               "pair": _pair, "dtype": _dtype, "dims": _dims}
+               "pair": _pair, "dtype": _dtype, "dims": _dims, "number": _number, "parts": _parts,
+               "pads": _pads}
 STATIC_KINDS = tuple(_CONVERTERS)
 
 

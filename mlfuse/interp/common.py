@@ -8,7 +8,7 @@ from mlfuse.dialects.elementwise import ElementwiseSpec
 from mlfuse.errors import ArgumentError, MlfuseError
 from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.core import Operation
-from mlfuse.ir.types import NUMPY_DTYPE, Dim
+from mlfuse.ir.types import NUMPY_DTYPE, Dim, dim_value, symbols_of
 
 # Loop indices are int64 arrays in the interpreters.
 INTERP_DTYPE = {**NUMPY_DTYPE, "index": "int64"}
@@ -37,7 +37,7 @@ def bind_arguments(func: FuncOp, args: list) -> tuple[list[np.ndarray], dict[str
         raise ArgumentError(f"function '{func.sym_name}' takes {len(params)} argument(s), "
                             f"got {len(args)}", func.loc)
     dims: dict[str, int] = {}
-    copies = []
+    copies, products = [], []
     for k, (param, arg) in enumerate(zip(params, args)):
         want = param.type
         what = f"argument {k} (%{param.name_hint or k}) of '{func.sym_name}'"
@@ -51,22 +51,33 @@ def bind_arguments(func: FuncOp, args: list) -> tuple[list[np.ndarray], dict[str
             raise ArgumentError(f"{what} must have rank {len(want.shape)} ({want}), got shape "
                                 f"{arr.shape}", func.loc)
         for axis, (d, n) in enumerate(zip(want.shape, arr.shape)):
+            if isinstance(d, str) and not d.isidentifier():  # a product: once all are bound
+                products.append((what, axis, d, n))
+                continue
             expected = dims.setdefault(d, n) if isinstance(d, str) else d
             if n != expected:
                 if isinstance(d, str):
                     d = f"{d} ({d} = {expected} from an earlier argument)"
                 raise ArgumentError(f"{what}: dim {axis} is {n}, expected {d}", func.loc)
         copies.append(arr)
+    for what, axis, d, n in products:
+        expected = dim_value(d, dims)
+        if expected is None:
+            raise ArgumentError(f"{what}: dim {axis} is {d}, whose factors no argument binds "
+                                "alone", func.loc)
+        if n != expected:
+            raise ArgumentError(f"{what}: dim {axis} is {n}, expected {d} = {expected}", func.loc)
     return copies, dims
 
 
 def resolve_shape(shape: tuple[Dim, ...], dims: dict[str, int], op: Operation) -> tuple[int, ...]:
     """Concrete sizes of ``shape``; a symbol no argument bound is an error at ``op``."""
-    try:
-        return tuple(dims[d] if isinstance(d, str) else d for d in shape)
-    except KeyError as e:
-        raise MlfuseError(f"{op.name}: symbolic dim {e.args[0]} is not bound by any argument",
-                          op.loc) from None
+    sizes = tuple(dim_value(d, dims) for d in shape)
+    if None in sizes:
+        unbound = next(s for s in symbols_of(shape) if s not in dims)
+        raise MlfuseError(f"{op.name}: symbolic dim {unbound} is not bound by any argument",
+                          op.loc)
+    return sizes
 
 
 def apply_elementwise(spec: ElementwiseSpec, args: list[np.ndarray], result_dtype: str,

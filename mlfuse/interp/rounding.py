@@ -49,6 +49,7 @@ from mlfuse.dialects import tensor
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 
 from mlfuse.interp.common import bind_arguments
+from mlfuse.interp.indexing_rules import ROUNDING_RULES
 from mlfuse.interp.tensor_interp import _conv2d, _evaluate
 
 BASIC = 1.0   # ulps two correctly rounded results of one op may differ by
@@ -390,11 +391,11 @@ def _eps(out: np.ndarray) -> float:
     return float(np.finfo(out.dtype).eps) if out.dtype.kind == "f" else 0.0
 
 
-_VIEWS = ("tensor.reshape", "tensor.transpose", "tensor.broadcast_to")
+_VIEWS = ("tensor.reshape", "tensor.transpose", "tensor.broadcast_to", "tensor.slice")
 
 
 def _shape_op(op, ins, out, dims):
-    """reshape, transpose, broadcast_to: move the shadows as the values move."""
+    """reshape, transpose, broadcast_to, slice: move the shadows as the values move."""
     (x,) = ins
     full = [np.broadcast_to(a, x.value.shape) for a in (x.err, x.undecided)]
     return tuple(np.asarray(_evaluate(op, [a], dims)) for a in full)
@@ -444,4 +445,5 @@ _RULES = {
     **{name: _shape_op for name in _VIEWS},
     "tensor.matmul": _contraction(_matmul),
     "tensor.conv2d": _contraction(lambda op, x, w, dims: _conv2d(op, x, w, dims=dims)),
+    **ROUNDING_RULES,  # concat, pad, gather, iota
 }

@@ -18,6 +18,7 @@ from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.core import Operation
 
 from mlfuse.interp.common import apply_elementwise, bind_arguments, numpy_dtype, resolve_shape, scalar
+from mlfuse.interp.indexing_rules import INDEXING_RULES
 
 
 def run_tensor(func: FuncOp, args: list) -> list[np.ndarray]:
@@ -131,4 +132,5 @@ _RULES: dict[str, Callable] = {
     "tensor.softmax": _softmax,
     "tensor.layernorm": _layernorm,
     "tensor.rmsnorm": _rmsnorm,
+    **INDEXING_RULES,
 }

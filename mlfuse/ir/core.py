@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Iterator
 
 from mlfuse.errors import Location, MlfuseError
 from mlfuse.ir.traits import Trait
-from mlfuse.ir.types import Type
+from mlfuse.ir.types import Type, is_dim_text
 
 
 class VerifyError(MlfuseError):
@@ -104,14 +104,18 @@ class Attr:
         if k == "str":
             return isinstance(value, str)
         if k == "dim":
-            return (isinstance(value, int) and not isinstance(value, bool)) or (
-                isinstance(value, str) and value.isidentifier())
+            return _is_dim(value)
         if k == "ints":
             return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         if k == "dims":
-            return isinstance(value, list) and all(
-                (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, str) for v in value)
+            return isinstance(value, list) and all(map(_is_dim, value))
         return True
+
+
+def _is_dim(value) -> bool:
+    """An int, a symbol name or a canonical product of names (mlfuse.ir.types)."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, str) and is_dim_text(value))
 
 
 class Operation:

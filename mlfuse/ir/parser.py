@@ -13,7 +13,7 @@ from mlfuse.syntax.lark_errors import convert_lark_error, location_of
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Block, Region, VerifyError
 from mlfuse.ir.registry import OpRegistry
-from mlfuse.ir.types import BufferType, ScalarType, TensorType, shape_problem
+from mlfuse.ir.types import BufferType, ScalarType, TensorType, product_dim, shape_problem
 
 
 @lru_cache(maxsize=None)
@@ -93,6 +93,8 @@ class IRParser:
             return json.loads(t.children[0])
         if kind == "symbol":
             return str(t.children[0])
+        if kind == "product":
+            return product_dim(self.value(c) for c in t.children)
         if kind == "list":
             return [self.value(c) for c in t.children if c is not None]
         raise self.error(f"bad attribute value {kind}", t)

@@ -17,7 +17,7 @@ import numpy as np
 
 from mlfuse.errors import ArgumentError, ArgumentValueError
 from mlfuse.ir.builtin import FuncOp
-from mlfuse.ir.types import NUMPY_DTYPE, Dim, shape_problem
+from mlfuse.ir.types import NUMPY_DTYPE, Dim, dim_value, shape_problem
 
 HOST = "numpy"
 
@@ -154,7 +154,7 @@ def _check_array(sig: Signature, p: Param, array, dims: dict[str, tuple[int, str
         if isinstance(want, int) and want != got:
             raise sig.error(f"dim {axis} must be {want} ({p.describe()}), got {got} "
                             f"(shape {tuple(array.shape)})", p)
-        if isinstance(want, str):
+        if isinstance(want, str) and want.isidentifier():  # products: _check_products
             bound = dims.setdefault(want, (got, p.name))
             if bound[0] != got:
                 raise sig.error(f"dim {want} is {bound[0]} from {bound[1]} but {got} from {p.name}")
@@ -165,6 +165,20 @@ def _check_array(sig: Signature, p: Param, array, dims: dict[str, tuple[int, str
                         "every size is positive (docs/language.md)", p, value=True)
 
 
+def _check_products(sig: Signature, values, dims: dict[str, int]) -> None:
+    """Product dims of parameters (B*H, in IR text) against the sizes their factors got."""
+    for p, value in zip(sig.params, values):
+        for axis, want in enumerate(p.shape):
+            if isinstance(want, str) and not want.isidentifier():
+                size = dim_value(want, dims)
+                if size is None:
+                    raise sig.error(f"dim {axis} is {want}, whose factors no parameter binds "
+                                    "alone", p)
+                if value.shape[axis] != size:
+                    raise sig.error(f"dim {axis} must be {want} = {size}, got "
+                                    f"{value.shape[axis]}", p)
+
+
 def _check_sizes(sig: Signature, dims: dict[str, int]) -> None:
     """Every array the call allocates is indexable (int64 index arithmetic in every
     kernel: sizes past 2**31 elements run, past 2**62 are refused here, before any
@@ -172,7 +186,7 @@ def _check_sizes(sig: Signature, dims: dict[str, int]) -> None:
     for name, shape in sig.made:
         problem = shape_problem(shape, dims)
         if problem:
-            sizes = ", ".join(str(dims.get(d, d)) for d in shape)
+            sizes = ", ".join(str(dim_value(d, dims) or d) for d in shape)
             raise sig.error(f"{name} would be [{sizes}]: {problem}", value=True)
 
 
@@ -203,6 +217,7 @@ def bind_arguments(sig: Signature, args: tuple) -> BoundCall:
         _check_array(sig, p, value, dims)
         values.append(value)
         kinds.append(kind)
+    _check_products(sig, values, {name: size for name, (size, _) in dims.items()})
     _check_sizes(sig, {name: size for name, (size, _) in dims.items()})
     arrays = [(p, k) for p, k in zip(sig.params, kinds) if k != "scalar"]
     host = [p for p, k in arrays if k == HOST]

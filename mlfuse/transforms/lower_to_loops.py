@@ -28,6 +28,7 @@ from mlfuse.ir.rewrite import PatternRewriteWalker, Rewriter, RewritePattern
 from mlfuse.ir.types import INDEX, BufferType, TensorType
 
 from mlfuse.transforms.loop_emitter import Emitter, Source
+from mlfuse.transforms.lower_indexing import INDEXING_LOWERINGS
 from mlfuse.ir.traits import COMPOSITE
 
 # An op lowering: (the tensor op, the nest body's emitter, the nest's output index)
@@ -287,4 +288,4 @@ LOWERINGS: list[tuple[tuple, Lowering]] = [
     ((tensor.BroadcastToOp,), lower_broadcast_to),
     ((tensor.MatmulOp,), lower_matmul),
     ((tensor.Conv2dOp,), lower_conv2d),
-]
+] + INDEXING_LOWERINGS

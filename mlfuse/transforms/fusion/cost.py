@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Block, Operation
-from mlfuse.ir.types import INDEX, itemsize
+from mlfuse.ir.types import INDEX, dim_value, itemsize
 from mlfuse.hardware import Target
 from mlfuse.ir.traits import SCALAR_COMPUTE
 
 
 def resolve(dim, dims: dict, target: Target) -> int:
-    return dims.get(dim, target.default_dim) if isinstance(dim, str) else dim
+    """A dim's size, a symbol not in ``dims`` taken at the target's default size."""
+    return dim_value(dim, dims, target.default_dim)
 
 
 def buffer_bytes(buf_type, dims: dict, target: Target) -> int:

@@ -32,6 +32,7 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
 from mlfuse.dialects.reductions import ReduceNest, reduce_nest, reduce_nests
 from mlfuse.ir.core import Operation
+from mlfuse.ir.types import symbols_of
 from mlfuse.hardware import Target
 
 from mlfuse.transforms.fusion.cost import resolve
@@ -126,7 +127,7 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     blocker = why_not_split(kernel)
     few_points = points < 2 * target.sm_count
     # an unbound reduced extent may be long at run time; the host splits it only if it is
-    unbound = any(isinstance(e, str) and e not in dims for n in nests for e in n.extents)
+    unbound = any(s not in dims for n in nests for s in symbols_of(n.extents))
     long = reduced >= target.split_min_extent or unbound
     if blocker is None and layout == "rows" and few_points and long:
         return ScheduleChoice("split-rows", f"{points} point(s) cannot fill {target.sm_count} SMs "
