@@ -64,7 +64,7 @@ def _arg_reduction(np_arg: Callable) -> Callable:
     return rule
 
 
-def _cumsum(op, x, *, dims):
+def cumsum(op, x, *, dims):
     axis = op["axis"]
     y = np.flip(x, axis) if op["reverse"] else x
     total = np.cumsum(y, axis=axis, dtype=x.dtype)
@@ -84,6 +84,6 @@ WINDOW_RULES: dict[str, Callable] = {
     "tensor.avg_pool2d": _avg_pool2d,
     "tensor.argmax": _arg_reduction(np.argmax),
     "tensor.argmin": _arg_reduction(np.argmin),
-    "tensor.cumsum": _cumsum,
+    "tensor.cumsum": cumsum,
     "tensor.dim_size": _dim_size,
 }
