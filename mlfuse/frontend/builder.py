@@ -256,6 +256,12 @@ class FunctionBuilder:
     def elementwise(self, name: str, operands, loc: Location):
         """An elementwise op; literal operands fold together or take their partner's dtype."""
         spec = ELEMENTWISE[name]
+        if spec.accepts == "bool":
+            number = next((o for o in operands if isinstance(o, (Literal, Deferred))), None)
+            if number is not None:
+                raise MlfuseError(f"{name} takes bool operands, not {number} (a comparison "
+                                  "combined with & or | needs parentheses: (x > 0) & (y < 1))",
+                                  number.loc)
         if all(isinstance(o, Literal) for o in operands):
             return fold(spec, operands, loc)
         data = operands[1:] if spec.accepts == "where" else operands

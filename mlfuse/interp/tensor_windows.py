@@ -71,6 +71,9 @@ def cumsum(op, x, *, dims):
     if op["exclusive"]:  # shift by one along axis, a zero first
         total = np.concatenate([np.zeros_like(np.take(total, [0], axis)),
                                 np.take(total, np.arange(x.shape[axis] - 1), axis)], axis)
+    # every sum starts from +0, as the kernels' accumulators do (np.cumsum keeps the -0
+    # of a first element -0, whose sign 1/x would show); adding +0 changes nothing else
+    total = total + x.dtype.type(0)
     return np.flip(total, axis) if op["reverse"] else total
 
 
