@@ -18,6 +18,7 @@ from mlfuse.ir.registry import OpRegistry
 
 from mlfuse.dialects import arith, fused, loops, tensor
 from mlfuse.dialects import tensor_indexing  # noqa: F401  (declares its ops on tensor.DIALECT)
+from mlfuse.dialects import tensor_windows  # noqa: F401  (declares its ops on tensor's dialect)
 
 DIALECTS = (builtin.DIALECT, arith.DIALECT, tensor.DIALECT, loops.DIALECT, fused.DIALECT)
 

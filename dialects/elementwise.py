@@ -44,11 +44,33 @@ def _relu(x):
     return np.maximum(x, x.dtype.type(0))
 
 
+def _opmath(fn):
+    """``fn`` computed in f32 for f16 operands and rounded back once, as torch (and
+    mlfuse's kernels, which compute f16 values in f32) do: in f16 itself, softplus's
+    exp(x) and hardswish's x * 6 overflow long before the result does."""
+    def wrapped(x):
+        if x.dtype == np.float16:
+            return fn(x.astype(np.float32)).astype(np.float16)
+        return fn(x)
+    return wrapped
+
+
+def _relu6_plus3(x):
+    dt = x.dtype.type
+    return np.minimum(np.maximum(x + dt(3), dt(0)), dt(6))
+
+
+def _softplus(x):
+    # torch's default (beta 1, threshold 20): x itself above the threshold, where
+    # log1p(exp(x)) equals x to far below f32 precision; exp never overflows below it
+    return np.where(x > x.dtype.type(20), x, np.log1p(np.exp(x)))
+
+
 @dataclass(frozen=True)
 class ElementwiseSpec:
     name: str
     arity: int
-    accepts: str  # "float", "number" (float or int), "any" (bool too), "where"
+    accepts: str  # "float", "number" (float or int), "bool", "any" (bool too), "where"
     numpy: Callable
     doc: str
     result_bool: bool = False
@@ -57,7 +79,7 @@ class ElementwiseSpec:
 
 # Ops that cost many instructions: codegen keeps their values rather than computing them again.
 _COSTLY = {"exp", "log", "tanh", "sigmoid", "gelu", "silu", "sin", "cos", "erf", "div", "pow",
-           "sqrt", "rsqrt"}
+           "sqrt", "rsqrt", "log1p", "expm1", "softplus"}
 
 
 def _spec(name, arity, accepts, fn, doc, result_bool=False):
@@ -80,6 +102,18 @@ ELEMENTWISE = {s.name: s for s in [
     _spec("sin", 1, "float", np.sin, "sine"),
     _spec("cos", 1, "float", np.cos, "cosine"),
     _spec("erf", 1, "float", lambda x: _erf(x).astype(x.dtype), "the error function"),
+    _spec("floor", 1, "float", np.floor, "largest whole number <= x (a float)"),
+    _spec("ceil", 1, "float", np.ceil, "smallest whole number >= x (a float)"),
+    _spec("round", 1, "float", np.rint, "nearest whole number, halves to even (np.round)"),
+    _spec("log1p", 1, "float", np.log1p, "log(1 + x), accurate near 0"),
+    _spec("expm1", 1, "float", np.expm1, "exp(x) - 1, accurate near 0"),
+    _spec("softplus", 1, "float", _opmath(_softplus),
+          "log(1 + exp(x)); x itself above 20 (torch's default threshold)"),
+    _spec("hardswish", 1, "float", _opmath(lambda x: x * _relu6_plus3(x) / x.dtype.type(6)),
+          "x * min(max(x + 3, 0), 6) / 6 (torch)"),
+    _spec("hardsigmoid", 1, "float", _opmath(lambda x: _relu6_plus3(x) / x.dtype.type(6)),
+          "min(max(x + 3, 0), 6) / 6 (torch)"),
+    _spec("logical_not", 1, "bool", np.logical_not, "not x (bool); the operator ~x", True),
     _spec("add", 2, "number", np.add, "x + y"),
     _spec("sub", 2, "number", np.subtract, "x - y"),
     _spec("mul", 2, "number", np.multiply, "x * y"),
@@ -93,12 +127,16 @@ ELEMENTWISE = {s.name: s for s in [
     _spec("ge", 2, "number", np.greater_equal, "x >= y", True),
     _spec("eq", 2, "any", np.equal, "x == y", True),
     _spec("ne", 2, "any", np.not_equal, "x != y", True),
+    _spec("logical_and", 2, "bool", np.logical_and, "x and y (bool); the operator x & y", True),
+    _spec("logical_or", 2, "bool", np.logical_or, "x or y (bool); the operator x | y", True),
     _spec("where", 3, "where", np.where, "c ? x : y (c is bool)"),
 ]}
 
 # Source operators of the .fuse language and the ops they stand for.
 BINARY_OPERATORS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow",
-                    "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+                    "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne",
+                    "&": "logical_and", "|": "logical_or"}
+UNARY_OPERATORS = {"-": "neg", "~": "logical_not"}
 
 
 def check_dtypes(spec: ElementwiseSpec, dtypes: list[str]) -> str:
@@ -107,6 +145,9 @@ def check_dtypes(spec: ElementwiseSpec, dtypes: list[str]) -> str:
     data = dtypes[1:] if spec.accepts == "where" else dtypes
     if spec.accepts == "where" and dtypes[0] != "bool":
         raise ValueError(f"where's condition must be bool, got {dtypes[0]}")
+    if spec.accepts == "bool" and any(d != "bool" for d in dtypes):
+        raise ValueError(f"{spec.name} needs bool operands, got {', '.join(dtypes)} (a comparison "
+                         "combined with & or | needs parentheses: (x > 0) & (y < 1))")
     if len(set(data)) != 1:
         raise ValueError(f"{spec.name} operands have different dtypes "
                          f"({', '.join(data)}); cast one explicitly")

@@ -73,15 +73,28 @@ def reduced_shape(shape, axes, keepdims: bool):
 
 def conv_out_dim(size, kernel, stride, pad, dilation):
     """Output size of one convolved dim; a symbolic input works only for 'same' shapes."""
+    return window_out_dim("conv2d", size, kernel, stride, pad, dilation)
+
+
+def window_out_dim(op: str, size, kernel: int, stride: int, pad: int, dilation: int,
+                   ceil_mode: bool = False):
+    """Output size of one convolved or pooled dim (torch's rule; ceil_mode drops a last
+    window that would start in the right padding). A symbolic size works only for
+    'same' windows (stride 1, padding half the dilated kernel), which keep it."""
     span = dilation * (kernel - 1) + 1
     if isinstance(size, str):
         if stride == 1 and 2 * pad == span - 1:
             return size
-        raise VerifyError(f"conv2d over symbolic size {size} needs stride 1 and 'same' padding")
-    out = (size + 2 * pad - span) // stride + 1
-    if out < 1:
-        raise VerifyError(f"conv2d window {kernel} (dilation {dilation}) does not fit "
+        raise VerifyError(f"{op} over symbolic size {size} needs stride 1 and 'same' padding")
+    room = size + 2 * pad - span
+    if room < 0:
+        raise VerifyError(f"{op} window {kernel} (dilation {dilation}) does not fit "
                           f"size {size} with padding {pad}")
+    out = room // stride + 1
+    if ceil_mode:
+        out = (room + stride - 1) // stride + 1
+        if (out - 1) * stride >= size + pad:
+            out -= 1
     return out
 
 

@@ -223,9 +223,11 @@ class Conv2dOp(TensorOp):
     name = "tensor.conv2d"
     operand_names = ("x", "w")
     attrs = {"stride": Attr("ints", [1, 1]), "padding": Attr("ints", [0, 0]),
-             "dilation": Attr("ints", [1, 1])}
+             "dilation": Attr("ints", [1, 1]), "groups": Attr("int", 1)}
     fusion = OUT_ELEMENTWISE_FUSABLE
-    doc = "2-D cross-correlation, x NCHW, w OIHW, zero padding (as torch.nn.functional.conv2d)."
+    doc = ("2-D cross-correlation, x NCHW, w OIHW, zero padding (as torch.nn.functional.conv2d); "
+           "with groups g, w is [O, C/g, KH, KW] and output channel o reads the input channels "
+           "of group o // (O/g) (depthwise: g = C).")
 
     @classmethod
     def infer_types(cls, types, attributes):
@@ -235,8 +237,7 @@ class Conv2dOp(TensorOp):
                               f"{fmt_shape(x.shape)} and {fmt_shape(w.shape)}")
         if x.dtype != w.dtype or x.dtype not in FLOAT_DTYPES:
             raise VerifyError(f"conv2d needs float operands of one dtype, got {x.dtype}, {w.dtype}")
-        if x.shape[1] != w.shape[1]:
-            raise VerifyError(f"conv2d channels differ: input {x.shape[1]}, weights {w.shape[1]}")
+        _check_groups(x.shape[1], w.shape[0], w.shape[1], attributes.get("groups", 1))
         if isinstance(w.shape[2], str) or isinstance(w.shape[3], str):
             raise VerifyError("conv2d kernel sizes must be concrete")
         for key in ("stride", "padding", "dilation"):
@@ -247,6 +248,26 @@ class Conv2dOp(TensorOp):
         oh = conv_out_dim(x.shape[2], w.shape[2], s[0], p[0], d[0])
         ow = conv_out_dim(x.shape[3], w.shape[3], s[1], p[1], d[1])
         return [TensorType(x.dtype, (x.shape[0], w.shape[0], oh, ow))]
+
+
+def _check_groups(channels, out_channels, per_group, groups) -> None:
+    """x's C channels split into ``groups`` groups of w's ``per_group``; so do the
+    O output channels. Groups need the channel counts concrete."""
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise VerifyError(f"conv2d groups must be a positive int, got {groups!r}")
+    if groups == 1:
+        if channels != per_group:
+            raise VerifyError(f"conv2d channels differ: input {channels}, weights {per_group}")
+        return
+    if not all(isinstance(d, int) for d in (channels, out_channels, per_group)):
+        raise VerifyError(f"conv2d with groups={groups} needs concrete channel counts, got "
+                          f"input {channels}, weights [{out_channels}, {per_group}, ...]")
+    if channels % groups or out_channels % groups:
+        raise VerifyError(f"conv2d groups={groups} must divide the input channels ({channels}) "
+                          f"and the output channels ({out_channels})")
+    if per_group != channels // groups:
+        raise VerifyError(f"conv2d weights must have {channels // groups} input channels per "
+                          f"group ({channels} channels / groups={groups}), got {per_group}")
 
 
 # -- composites: rewritten into the ops above by the decompose pass ---------------

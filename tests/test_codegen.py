@@ -448,7 +448,7 @@ SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.
 
 
 def elementwise_program(ops: list[str], dtype: str) -> str:
-    """One kernel computing every op of ``ops`` on (x, y) [where: on (x > y, x, y)]."""
+    """One kernel computing every op of ``ops`` on (x, y) [where: on (x != y, x, y)]."""
     results = ", ".join(f"buf<{'bool' if ELEMENTWISE[o].result_bool else dtype}[N]>" for o in ops)
     lines = [f"func @ops(%x: buf<{dtype}[N]>, %y: buf<{dtype}[N]>) -> ({results}) {{"]
     for o in ops:
@@ -456,7 +456,7 @@ def elementwise_program(ops: list[str], dtype: str) -> str:
         lines.append(f"  %out_{o} = loops.alloc : buf<{out}[N]>")
     lines.append("  loops.parallel {extents = [N]} (%i: index) {")
     lines.append(f"    %a = loops.load %x, %i : {dtype}\n    %b = loops.load %y, %i : {dtype}")
-    lines.append("    %gt = arith.gt %a, %b : bool")
+    lines.append("    %gt = arith.ne %a, %b : bool")
     for o in ops:
         spec = ELEMENTWISE[o]
         operands = {1: "%a", 2: "%a, %b", 3: "%gt, %a, %b"}[spec.arity]
@@ -471,7 +471,7 @@ def _check_ops(ops, dtype, x, y, n_ops=8):
     got = run(elementwise_program(ops, dtype), x, y)
     for o, g in zip(ops, got if len(ops) > 1 else [got]):
         spec = ELEMENTWISE[o]
-        args = {1: (x,), 2: (x, y), 3: (x > y, x, y)}[spec.arity]
+        args = {1: (x,), 2: (x, y), 3: (x != y, x, y)}[spec.arity]
         assert_close(g, np.asarray(spec.numpy(*args)).astype(g.dtype), n_ops=n_ops, what=o)
 
 
@@ -479,7 +479,13 @@ def _check_ops(ops, dtype, x, y, n_ops=8):
 def test_every_float_elementwise_op_matches_numpy_on_special_values():
     x = np.repeat(SPECIAL, len(SPECIAL))     # every pair of special values
     y = np.tile(SPECIAL, len(SPECIAL))
-    _check_ops(sorted(ELEMENTWISE), "f32", x, y)
+    _check_ops(sorted(o for o, s in ELEMENTWISE.items() if s.accepts != "bool"), "f32", x, y)
+
+
+def test_bool_ops_match_numpy_on_every_pair():
+    x, y = np.array([True, True, False, False]), np.array([True, False, True, False])
+    _check_ops(sorted(o for o, s in ELEMENTWISE.items() if s.accepts in ("bool", "any", "where")),
+               "bool", x, y)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")

@@ -121,6 +121,22 @@ TYPE_CASES = [
     ("matmul(y, m)", "f32[8]"), ("matmul(y, y)", "f32[]"),
     ("matmul(broadcast_to(m, [2, 3, 4, 8]), transpose(m))", "f32[2, 3, 4, 4]"),
     ("matmul(m, broadcast_to(transpose(m), [5, 1, 8, 4]))", "f32[5, 1, 4, 4]"),
+    *[(f"{fn}(x)", "f32[N, 4]") for fn in
+      ("floor", "ceil", "round", "log1p", "expm1", "softplus", "hardswish", "hardsigmoid")],
+    ("logical_and(c, c)", "bool[N, 4]"), ("logical_or(c, x > y)", "bool[N, 4]"),
+    ("logical_not(c)", "bool[N, 4]"), ("c & ~c | c", "bool[N, 4]"),
+    ("clip(x, -1.0, y)", "f32[N, 4]"), ("clip(i, 0, 3)", "i32[N]"),
+    ("x / N", "f32[N, 4]"), ("i * N", "i32[N]"), ("cast(N, dtype=f16)", "f16[]"),
+    ("x * rsqrt(N + 1.0)", "f32[N, 4]"),
+    ("max_pool2d(w, 3)", "f32[8, 4, 1, 1]"), ("max_pool2d(w, 2, stride=1, padding=1)",
+                                               "f32[8, 4, 4, 4]"),
+    ("max_pool2d(w, [2, 2], stride=[2, 1], dilation=[1, 2], ceil_mode=true)", "f32[8, 4, 2, 1]"),
+    ("avg_pool2d(w, 2, stride=2, padding=1, ceil_mode=true)", "f32[8, 4, 2, 2]"),
+    ("avg_pool2d(w, 3, padding=1, count_include_pad=false)", "f32[8, 4, 1, 1]"),
+    ("global_avg_pool2d(w)", "f32[8, 4, 1, 1]"), ("global_max_pool2d(w)", "f32[8, 4, 1, 1]"),
+    ("argmax(x, axis=1)", "i32[N]"), ("argmin(x, axis=0, keepdims=true)", "i32[1, 4]"),
+    ("cumsum(x, axis=-1)", "f32[N, 4]"), ("cumsum(i, 0, exclusive=true, reverse=true)", "i32[N]"),
+    ("conv2d(w, reshape(m, [8, 1, 2, 2]), groups=4)", "f32[8, 8, 2, 2]"),
 ]
 
 

@@ -65,6 +65,7 @@ def func_text(params: str, results: str, body: str, ret: str) -> str:
 def elementwise_case(name):
     spec = ELEMENTWISE[name]
     dt = "i32" if name in ("eq", "ne") else "f32"  # integers too, where they mean something
+    dt = "bool" if spec.accepts == "bool" else dt
     out = "bool" if spec.result_bool else dt
     if spec.arity == 1:
         params, operands = f"%x: {dt}[N, 3]", "%x"

@@ -73,6 +73,16 @@ class ScalarContext:
         self.helpers.add(name)
         return name
 
+    def rounding(self, fn: str, arg: str) -> str:
+        """floor, ceil or rint of a float, staying a float: Python's math.floor and
+        math.ceil return ints (in Numba too, so an f32 value would go through int64 and
+        lose inf and nan), so the GPU calls libdevice's float function directly
+        (``floorf`` for f32 compute, ``floor`` for f64); the simulator NumPy's."""
+        if self.target != "cuda":
+            return f"np.{fn}({arg})"
+        suffix = "f" if COMPUTE_TYPE[self.dtype] == "float32" else ""
+        return f"cuda.libdevice.{fn}{suffix}({arg})"
+
 
 Template = Callable[..., str]
 
@@ -93,6 +103,15 @@ def _sigmoid(k, x):
     return f"{k.lit(1)} / ({k.lit(1)} + {k.call('exp', f'-{x}')})"
 
 
+def _relu6_plus3(k, x):  # min(max(x + 3, 0), 6), nan staying nan
+    return (f"{k.helper('_minimum')}({k.helper('_maximum')}({x} + {k.lit(3)}, {k.lit(0)}), "
+            f"{k.lit(6)})")
+
+
+def _softplus(k, x):  # torch's threshold: x itself above 20 (exp is evaluated only below)
+    return f"{x} if {x} > {k.lit(20)} else {k.call('log1p', k.call('exp', x))}"
+
+
 SCALAR_EXPRESSIONS: dict[str, Template] = {
     "neg": lambda k, x: f"-{x}",
     "abs": lambda k, x: f"abs({x})",
@@ -109,6 +128,17 @@ SCALAR_EXPRESSIONS: dict[str, Template] = {
     "sin": _unary("sin"),
     "cos": _unary("cos"),
     "erf": _unary("erf"),
+    "floor": lambda k, x: k.rounding("floor", x),
+    "ceil": lambda k, x: k.rounding("ceil", x),
+    "round": lambda k, x: k.rounding("rint", x),  # halves to even, as np.round
+    "log1p": _unary("log1p"),
+    "expm1": _unary("expm1"),
+    "softplus": _softplus,
+    "hardswish": lambda k, x: f"{x} * {_relu6_plus3(k, x)} / {k.lit(6)}",
+    "hardsigmoid": lambda k, x: f"{_relu6_plus3(k, x)} / {k.lit(6)}",
+    "logical_not": lambda k, x: f"not {x}",
+    "logical_and": _binary("&"),  # on bools: no short circuit, no branch
+    "logical_or": _binary("|"),
     "add": _binary("+"),
     "sub": _binary("-"),
     "mul": _binary("*"),

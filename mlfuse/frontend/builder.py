@@ -10,7 +10,7 @@ import difflib
 
 from lark import Token, Tree
 
-from mlfuse.dialects.elementwise import BINARY_OPERATORS, ELEMENTWISE
+from mlfuse.dialects.elementwise import BINARY_OPERATORS, ELEMENTWISE, UNARY_OPERATORS
 from mlfuse.dialects.tensor import ELEMENTWISE_OPS
 from mlfuse.errors import Location, MlfuseError
 from mlfuse.syntax.lark_errors import location_of
@@ -19,8 +19,9 @@ from mlfuse.ir.core import Value, VerifyError
 from mlfuse.ir.types import DTYPES, MAX_ELEMENTS, TensorType, product_dim
 
 from mlfuse.frontend.calls import SIGNATURES, bind
+from mlfuse.dialects.tensor_windows import DimSizeOp
 from mlfuse.frontend.indexing import Index, Rest, Values, Window, subscript
-from mlfuse.frontend.literals import Literal, constant_op, fold, parse_number
+from mlfuse.frontend.literals import Deferred, Literal, constant_op, fold, parse_number
 from mlfuse.frontend.static import Name, convert_static
 
 
@@ -170,21 +171,23 @@ class FunctionBuilder:
         999 levels deep) are evaluated with an explicit stack, operands left to right
         as a recursive walk would; calls nest through ``call`` (and a program nesting
         them past Python's limit gets the 'nested too deeply' error)."""
-        if tree.data not in ("binary", "neg"):
+        if tree.data not in ("binary", "unary"):
             return self.leaf(tree)
         values: list = []
         stack = [(tree, False)]
         while stack:
             node, ready = stack.pop()
-            if node.data not in ("binary", "neg"):
+            if node.data not in ("binary", "unary"):
                 values.append(self.leaf(node))
             elif not ready:
                 stack.append((node, True))
-                operands = [node.children[0]] if node.data == "neg" else \
+                operands = [node.children[1]] if node.data == "unary" else \
                     [node.children[0], node.children[2]]
                 stack.extend((c, False) for c in reversed(operands))
-            elif node.data == "neg":
-                values.append(self.elementwise("neg", [values.pop()], self.ctx.loc(node)))
+            elif node.data == "unary":
+                op_tok = node.children[0].children[0]
+                values.append(self.elementwise(UNARY_OPERATORS[str(op_tok)], [values.pop()],
+                                               self.ctx.loc(node)))
             else:
                 rhs, lhs = values.pop(), values.pop()
                 op_tok = node.children[1].children[0]
@@ -207,11 +210,21 @@ class FunctionBuilder:
         raise self.ctx.error(f"{what.get(kind, kind)} is not a value here", tree)
 
     def lookup(self, tok: Token):
-        try:
-            return self.scope[str(tok)]
-        except KeyError:
-            raise self.ctx.error(f"undefined name '{tok}'{_suggest(str(tok), self.scope)}",
-                                 tok) from None
+        name = str(tok)
+        if name in self.scope:
+            return self.scope[name]
+        if name in self.symbols:  # a dim as a value: its size at call time
+            loc = self.ctx.loc(tok)
+            return Deferred(name, lambda dtype: self.dim_size(name, dtype, loc), loc)
+        raise self.ctx.error(f"undefined name '{tok}'{_suggest(name, [*self.scope, *self.symbols])}",
+                             tok)
+
+    def dim_size(self, sym: str, dtype: str, loc: Location) -> Value:
+        if dtype == "bool":
+            raise MlfuseError(f"dim {sym} cannot stand for a bool operand", loc)
+        op = DimSizeOp(attributes={"sym": sym}, result_types=[TensorType(dtype, ())], loc=loc)
+        self.func.body.append(op)
+        return op.result
 
     def call(self, tree: Tree):
         name_tok, *args = tree.children
@@ -258,7 +271,7 @@ class FunctionBuilder:
 
     def static_int(self, tree, hint: str = "") -> int:
         """A subscript bound or index: an integer constant."""
-        value = self.static(tree) if tree.data in ("number", "neg") else None
+        value = self.static(tree) if tree.data in ("number", "unary") else None
         if not isinstance(value, int) or isinstance(value, bool):
             raise self.ctx.error("a subscript takes integer constants" + (f"; {hint}" if hint
                                                                           else ""), tree)
@@ -290,8 +303,8 @@ class FunctionBuilder:
         kind = tree.data
         if kind == "number":
             return parse_number(str(tree.children[0]), self.ctx.loc(tree)).value
-        if kind == "neg":
-            inner = self.static(tree.children[0])
+        if kind == "unary" and str(tree.children[0].children[0]) == "-":
+            inner = self.static(tree.children[1])
             if isinstance(inner, (int, float)) and not isinstance(inner, bool):
                 return -inner
         elif kind in ("true", "false"):
@@ -327,14 +340,28 @@ class FunctionBuilder:
         """An elementwise op; literal operands fold together or take their partner's dtype."""
         operands = [self.single(o, loc) for o in operands]
         spec = ELEMENTWISE[name]
+        if spec.accepts == "bool":
+            number = next((o for o in operands if isinstance(o, (Literal, Deferred))), None)
+            if number is not None:
+                raise MlfuseError(f"{name} takes bool operands, not {number} (a comparison "
+                                  "combined with & or | needs parentheses: (x > 0) & (y < 1))",
+                                  number.loc)
         if all(isinstance(o, Literal) for o in operands):
             return fold(spec, operands, loc)
         data = operands[1:] if spec.accepts == "where" else operands
         partner = next((o.type.dtype for o in data if isinstance(o, Value)), None)
+        if partner is None and all(isinstance(o, (Literal, Deferred)) for o in operands) \
+                and not spec.result_bool and spec.accepts not in ("bool", "where"):
+            # dims (and literals) only: typed once the result meets a partner or a cast
+            text = f"{name}({', '.join(map(str, operands))})"
+            return Deferred(text, lambda dtype: self.emit(
+                ELEMENTWISE_OPS[name], [self.constant(o, dtype) for o in operands], None, loc),
+                loc)
         if partner is None:
             raise MlfuseError(f"{name} needs a tensor among its data operands to give the "
-                              "literals a dtype", loc)
-        typed = [self.constant(o, partner) if isinstance(o, Literal) else o for o in operands]
+                              "literals and dims a dtype (or cast one: cast(D, dtype=f32))", loc)
+        typed = [self.constant(o, partner) if isinstance(o, (Literal, Deferred)) else o
+                 for o in operands]
         return self.emit(ELEMENTWISE_OPS[name], typed, None, loc)
 
     def tensor(self, value, what: str, loc: Location) -> Value:
@@ -342,9 +369,14 @@ class FunctionBuilder:
         if isinstance(value, Literal):
             raise MlfuseError(f"{what} must be a tensor, not the literal {value} (a literal alone "
                               "has no dtype; use cast(..., dtype=...))", loc)
+        if isinstance(value, Deferred):
+            raise MlfuseError(f"{what} must be a tensor, not {value}, which uses a dim as a value "
+                              f"and has no dtype alone; use cast({value}, dtype=...)", loc)
         return value
 
-    def constant(self, literal: Literal, dtype: str) -> Value:
+    def constant(self, literal: Literal | Deferred, dtype: str) -> Value:
+        if isinstance(literal, Deferred):
+            return literal.build(dtype)
         op = constant_op(literal, dtype)
         self.func.body.append(op)
         return op.result

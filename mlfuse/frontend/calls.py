@@ -12,6 +12,7 @@ from typing import Any, Callable, Protocol
 
 from mlfuse.dialects import tensor as T
 from mlfuse.dialects import tensor_indexing as TI
+from mlfuse.dialects import tensor_windows as W
 from mlfuse.dialects.elementwise import ELEMENTWISE
 from mlfuse.dialects.shapes import normalize_axes
 from mlfuse.errors import Location, MlfuseError
@@ -19,7 +20,8 @@ from mlfuse.ir.core import VerifyError
 
 from mlfuse.frontend.indexing import (build_arange, build_concat, build_iota, build_matmul,
                                       build_pad, build_split, build_take)
-from mlfuse.frontend.literals import Literal
+import mlfuse.frontend.window_calls as window_calls
+from mlfuse.frontend.literals import Deferred, Literal
 from mlfuse.frontend.static import convert_static
 
 REQUIRED = object()
@@ -135,7 +137,7 @@ def _reduction(name):
 
 def _cast(site, args):
     x, dtype = args["x"], args["dtype"]
-    if isinstance(x, Literal):  # cast is how a literal alone gets a dtype
+    if isinstance(x, (Literal, Deferred)):  # cast is how a literal or a dim alone gets a dtype
         return site.constant(x, dtype)
     return site.emit(T.CastOp, [x], {"dtype": dtype}, args.call_loc)
 
@@ -182,6 +184,37 @@ def _elementwise_result(spec) -> str:
 
 _REDUCE_RESULT = "x's shape without the reduced axes (kept as 1 with keepdims=true); x's dtype"
 
+_POOL_RESULT = ("[N, C, OH, OW] with OH = (H + 2*padding - dilation*(KH-1) - 1 "
+                "(+ stride-1 with ceil_mode)) // stride + 1; x's dtype")
+_STRIDE = Param("stride", "pair_or_none", None, "kernel")
+_WINDOW_SIGNATURES = [
+    Signature("max_pool2d", (_X, Param("kernel", "pair"), _STRIDE, Param("padding", "pair", 0),
+                             Param("dilation", "pair", 1), Param("ceil_mode", "bool", False)),
+              window_calls.pool(W.MaxPool2dOp, ("kernel", "stride", "padding", "dilation",
+                                                "ceil_mode")),
+              _POOL_RESULT, (W.MaxPool2dOp,), "Windows"),
+    Signature("avg_pool2d", (_X, Param("kernel", "pair"), _STRIDE, Param("padding", "pair", 0),
+                             Param("ceil_mode", "bool", False),
+                             Param("count_include_pad", "bool", True)),
+              window_calls.pool(W.AvgPool2dOp, ("kernel", "stride", "padding", "ceil_mode",
+                                                "count_include_pad")),
+              _POOL_RESULT.replace("dilation*(KH-1) - 1", "KH"), (W.AvgPool2dOp,), "Windows"),
+    Signature("global_avg_pool2d", (_X,), window_calls.global_pool("mean"),
+              "[N, C, 1, 1]; x's dtype (mean over axes [2, 3])", (T.MeanOp,), "Windows"),
+    Signature("global_max_pool2d", (_X,), window_calls.global_pool("max"),
+              "[N, C, 1, 1]; x's dtype (max over axes [2, 3])", (T.MaxOp,), "Windows"),
+    *[Signature(name, (_X, Param("axis", "int"), Param("keepdims", "bool", False)),
+                window_calls.arg_reduce(cls), "x's shape without axis (kept as 1 with "
+                "keepdims=true); i32", (cls,), "Windows")
+      for name, cls in (("argmax", W.ArgmaxOp), ("argmin", W.ArgminOp))],
+    Signature("cumsum", (_X, Param("axis", "int"), Param("exclusive", "bool", False),
+                         Param("reverse", "bool", False)),
+              window_calls.cumsum, "x's shape and dtype", (W.CumsumOp,), "Windows"),
+    Signature("clip", (_X, Param("lo", "tensor"), Param("hi", "tensor")), window_calls.clip,
+              "broadcast shape of x, lo, hi; x's dtype (minimum(maximum(x, lo), hi))",
+              (T.ELEMENTWISE_OPS["maximum"], T.ELEMENTWISE_OPS["minimum"]), "Elementwise"),
+]
+
 SIGNATURES: dict[str, Signature] = {}
 for _name, _spec in ELEMENTWISE.items():
     SIGNATURES[_name] = Signature(_name, _ELEMENTWISE_PARAMS[_spec.arity],
@@ -207,8 +240,9 @@ for _sig in [
               "reshapes, broadcasts and the op's forms); the operands' dtype", (T.MatmulOp,),
               "Contractions"),
     Signature("conv2d", (_X, Param("w", "tensor"), Param("stride", "pair", 1),
-                         Param("padding", "pair", 0), Param("dilation", "pair", 1)),
-              _with_attrs(T.Conv2dOp, ("x", "w"), ("stride", "padding", "dilation")),
+                         Param("padding", "pair", 0), Param("dilation", "pair", 1),
+                         Param("groups", "int", 1)),
+              _with_attrs(T.Conv2dOp, ("x", "w"), ("stride", "padding", "dilation", "groups")),
               "[N, O, OH, OW] with OH = (H + 2*padding - dilation*(KH-1) - 1) // stride + 1; "
               "x's dtype", (T.Conv2dOp,), "Contractions"),
     Signature("concat", (Param("xs", "tensors"), Param("axis", "int", 0)), build_concat,
@@ -231,6 +265,7 @@ for _sig in [
               build_arange, "[ceil((stop - start) / step)]: start + i*step computed in dtype "
               "(auto: i32 if start, stop and step are integers, else f32); arange(n) is "
               "0, 1, ..., n-1", (TI.IotaOp,), "Indexing"),
+    *_WINDOW_SIGNATURES,
     Signature("softmax", (_X, Param("axis", "int", -1)), _single_axis(T.SoftmaxOp, ("x",)),
               "x's shape and dtype", (T.SoftmaxOp,), "Composites"),
     Signature("layernorm", (_X, Param("gamma", "tensor"), Param("beta", "tensor"),

@@ -13,6 +13,7 @@ import math
 
 from mlfuse.dialects import tensor as T
 from mlfuse.dialects import tensor_indexing as TI
+from mlfuse.dialects import tensor_windows as W
 from mlfuse.dialects.elementwise import BINARY_OPERATORS
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
@@ -53,11 +54,19 @@ def _window(size, start, step, count) -> str:
     return (f"{start}:{stop if stop >= 0 else ''}" + (f":{step}" if step != 1 else ""))
 
 
+def _static(value) -> str:
+    """An int, bool or int list attribute as a .fuse constant argument."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return _list(value) if isinstance(value, list) else str(value)
+
+
 class _FunctionPrinter:
     def __init__(self, func: FuncOp):
         self.func = func
         self.names: dict[int, str] = {}
-        self.taken: set[str] = set()
+        # a dim used as a value is written as its name: no value may take that name then
+        self.taken: set[str] = {op["sym"] for op in func.body.ops if isinstance(op, W.DimSizeOp)}
         self.lines: list[str] = []
 
     def name(self, v: Value) -> str:
@@ -137,8 +146,15 @@ class _FunctionPrinter:
         if isinstance(op, T.MatmulOp):
             return f"matmul({args[0]}, {args[1]})"
         if isinstance(op, T.Conv2dOp):
+            groups = f", groups={attrs['groups']}" if attrs.get("groups", 1) != 1 else ""
             return (f"conv2d({args[0]}, {args[1]}, stride={_list(attrs['stride'])}, "
-                    f"padding={_list(attrs['padding'])}, dilation={_list(attrs['dilation'])})")
+                    f"padding={_list(attrs['padding'])}, dilation={_list(attrs['dilation'])}"
+                    f"{groups})")
+        if isinstance(op, W.DimSizeOp):
+            return f"cast({attrs['sym']}, dtype={op.result.type.dtype})"
+        if isinstance(op, (W.Pool2dOp, W.ArgReduceOp, W.CumsumOp)):  # every attribute spelled out
+            keywords = ", ".join(f"{key}={_static(attrs[key])}" for key in op.attrs)
+            return f"{op.name.split('.')[1]}({args[0]}, {keywords})"
         if isinstance(op, T.SoftmaxOp):
             return f"softmax({args[0]}, axis={attrs['axis']})"
         if isinstance(op, T.LayernormOp):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -37,6 +38,21 @@ class Literal:
         return repr(self.value)
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """A rank-0 number typed like a literal (by its partner operand, or by ``cast``)
+    whose value is known only at run time: a symbolic dim used as a value (``x / D``)
+    and elementwise ops over such dims and literals (``x * rsqrt(D)``). ``build(dtype)``
+    appends the ops computing it in that dtype and returns the value."""
+
+    text: str
+    build: Callable[[str], object]
+    loc: Location
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def parse_number(text: str, loc: Location) -> Literal:
     """A NUMBER token: digits only make an int, a '.' or exponent makes a float."""
     if text.isdigit():
@@ -54,8 +70,8 @@ def fold(spec: ElementwiseSpec, operands: list[Literal], loc: Location) -> Liter
     """Evaluate an elementwise op on literals at compile time (NumPy semantics, float64)."""
     if spec.accepts == "where":
         raise MlfuseError("where needs a bool tensor condition, not literals", loc)
-    if spec.result_bool:
-        raise MlfuseError(f"{spec.name} of two literals would be a compile-time bool; "
+    if spec.result_bool or spec.accepts == "bool":
+        raise MlfuseError(f"{spec.name} of literals would be a compile-time bool; "
                           "the language has no bool constants", loc)
     args = [np.float64(o.value) for o in operands]
     result = float(spec.numpy(*args))

@@ -69,6 +69,10 @@ def _pair(v, loc, symbols):
     return _fail("an integer or a list of two integers", v, loc)
 
 
+def _pair_or_none(v, loc, symbols):  # None: the builder's default (a pool's stride)
+    return None if v is None else _pair(v, loc, symbols)
+
+
 def _dtype(v, loc, symbols):
     if v is None:  # an optional dtype left out (arange picks one)
         return None
@@ -111,8 +115,8 @@ def _pads(v, loc, symbols):
 
 
 _CONVERTERS = {"int": _int, "float": _float, "bool": _bool, "ints": _ints, "axes": _axes,
-               "pair": _pair, "dtype": _dtype, "dims": _dims, "number": _number, "parts": _parts,
-               "pads": _pads}
+               "pair": _pair, "pair_or_none": _pair_or_none, "dtype": _dtype, "dims": _dims,
+               "number": _number, "parts": _parts, "pads": _pads}
 STATIC_KINDS = tuple(_CONVERTERS)
 
 

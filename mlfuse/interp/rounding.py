@@ -48,6 +48,7 @@ import numpy as np
 from mlfuse.dialects import tensor
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 
+from mlfuse.interp import tensor_windows as windows
 from mlfuse.interp.common import bind_arguments
 from mlfuse.interp.indexing_rules import ROUNDING_RULES
 from mlfuse.interp.tensor_interp import _conv2d, _evaluate
@@ -306,6 +307,58 @@ def _where(ins, out):
     return err, c.undecided | chosen
 
 
+def _whole(offset: float):
+    """floor, ceil (offset 0) and round (offset 0.5): exact, but the result jumps by 1
+    where the operand's error reaches a whole number (a half for round)."""
+    def rule(ins, out):
+        (x,) = ins
+        v = x.value.astype(np.float64) + offset
+        with np.errstate(invalid="ignore"):
+            jumps = (x.err > 0) & np.isfinite(v) & (np.floor(v - x.err) != np.floor(v + x.err))
+        return 0.0, x.undecided | jumps
+    return rule
+
+
+def _log1p(ins, out):
+    """log(1 + x): the derivative 1 / (1 + x); a jump to -inf where 1 + x may be zero."""
+    (x,) = ins
+    room = np.abs(1.0 + x.value.astype(np.float64)) - x.err
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err = _spread(1.0 / np.maximum(room, 0.0), x) + _rounding(out, LIBM)
+    return _exact_at_zero(x, err), x.undecided | ((x.err > 0) & (room <= 0))
+
+
+def _expm1(ins, out):
+    (x,) = ins  # the derivative exp(x) = out + 1
+    err = _spread(_finite_abs(out) + 1.0, x) + _rounding(out, LIBM)
+    return _exact_at_zero(x, err), x.undecided
+
+
+def _softplus(ins, out):
+    """Slope below 1; the switch to x itself at 20 is a jump of about 2e-9 (an f64 result
+    may land on either side)."""
+    (x,) = ins
+    v = x.value.astype(np.float64)
+    switch = (x.err > 0) & (np.abs(v - 20.0) <= x.err)
+    err = x.err + _rounding(out, LIBM) + _eps(out) * 4.0 * np.where(np.isfinite(v), np.abs(v), 0)
+    return err, x.undecided | (switch & (out.dtype == np.float64))
+
+
+def _hard(slope: float):
+    """hardswish (slope up to 1.5) and hardsigmoid (1/6): piecewise polynomials of x + 3,
+    whose rounding is that of x + 3 scaled by the slope, plus the result's own."""
+    def rule(ins, out):
+        (x,) = ins
+        near = np.abs(x.value.astype(np.float64)) + 3.0
+        err = slope * (x.err + _eps(out) * np.where(np.isfinite(near), near, 0.0))
+        return err + _rounding(out, 2 * BASIC), x.undecided
+    return rule
+
+
+def _logical(ins, out):
+    return 0.0, _any(*(s.undecided for s in ins))
+
+
 # x - x, x / x and x compared with itself (the same element of one value, also through
 # reshape, transpose or broadcast_to): no evaluation order can make the two sides differ,
 # so x - x is 0 (or NaN) and x / x is 1 (or NaN: still undecided where x may be zero)
@@ -332,6 +385,10 @@ _ELEMENTWISE = {
     "tanh": _smooth(1.0), "sigmoid": _smooth(0.25), "sin": _smooth(1.0), "cos": _smooth(1.0),
     "erf": _smooth(1.13), "gelu": _smooth(1.13, cancels=True),
     "silu": _smooth(1.1, cancels=True),
+    "floor": _whole(0.0), "ceil": _whole(0.0), "round": _whole(0.5),
+    "log1p": _log1p, "expm1": _expm1, "softplus": _softplus,
+    "hardswish": _hard(1.5), "hardsigmoid": _hard(1.0 / 6.0),
+    **{name: _logical for name in ("logical_and", "logical_or", "logical_not")},
 }
 
 
@@ -438,6 +495,55 @@ def _matmul(op, a, b, dims):
     return np.matmul(a, b)
 
 
+# -- windowed ops (dialects/tensor_windows.py) ----------------------------------------
+def _full(s: Shadow):
+    shape = s.value.shape
+    return np.broadcast_to(s.err, shape).astype(np.float64), np.broadcast_to(s.undecided, shape)
+
+
+def _pool(op, ins, out, dims):
+    """max: the window's largest error; avg: a mean over the window (its rounding as a
+    sum's, then one division)."""
+    (x,) = ins
+    err, undecided = _full(x)
+    undecided = windows.pool_windows(op, undecided, False).any(axis=(-2, -1))
+    if op.name == "tensor.max_pool2d":
+        return windows.pool_windows(op, err, 0.0).max(axis=(-2, -1)), undecided
+    taps = int(np.prod(op["kernel"]))
+    divisor = windows.avg_divisor(op, *x.value.shape[2:], np.float64)
+    total = windows.pool_windows(op, err, 0.0).sum(axis=(-2, -1))
+    magnitude = windows.pool_windows(op, x.mag, 0.0).sum(axis=(-2, -1))
+    total = total + max(taps - 1, 0) * _eps(out) * magnitude
+    return total / divisor + _rounding(out), undecided
+
+
+def _arg_reduce(op, ins, out, dims):
+    """The index is decided unless another element may tie the extreme (their values
+    within their errors) or the extreme's nan status is undecided."""
+    (x,) = ins
+    err, undecided = _full(x)
+    axis, keep = op["axis"], op["keepdims"]
+    undecided = undecided.any(axis=axis, keepdims=keep)
+    if x.value.dtype.kind != "f":
+        return 0.0, undecided
+    v = x.value.astype(np.float64)
+    best = np.expand_dims(out, axis) if not keep else out
+    m, m_err = (np.take_along_axis(a, best.astype(np.int64), axis) for a in (v, err))
+    with np.errstate(invalid="ignore"):
+        near = (np.abs(v - m) <= err + m_err) & (err + m_err > 0)
+    ties = (near.sum(axis=axis, keepdims=keep) > 1) & ~np.isnan(v).any(axis=axis, keepdims=keep)
+    return 0.0, undecided | ties
+
+
+def _cumsum(op, ins, out, dims):
+    """A sum of up to n terms for each element (n the axis length)."""
+    (x,) = ins
+    err, undecided = _full(x)
+    n = x.value.shape[op["axis"]]
+    carried = [windows.cumsum(op, a, dims=dims) for a in (err, x.mag, undecided.astype(np.int64))]
+    return carried[0] + max(n - 1, 0) * _eps(out) * carried[1], carried[2] > 0
+
+
 _RULES = {
     "tensor.constant": _constant,
     "tensor.cast": _cast,
@@ -446,4 +552,10 @@ _RULES = {
     "tensor.matmul": _contraction(_matmul),
     "tensor.conv2d": _contraction(lambda op, x, w, dims: _conv2d(op, x, w, dims=dims)),
     **ROUNDING_RULES,  # concat, pad, gather, iota
+    "tensor.max_pool2d": _pool,
+    "tensor.avg_pool2d": _pool,
+    "tensor.argmax": _arg_reduce,
+    "tensor.argmin": _arg_reduce,
+    "tensor.cumsum": _cumsum,
+    "tensor.dim_size": _constant,
 }

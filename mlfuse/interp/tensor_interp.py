@@ -19,6 +19,7 @@ from mlfuse.ir.core import Operation
 
 from mlfuse.interp.common import apply_elementwise, bind_arguments, numpy_dtype, resolve_shape, scalar
 from mlfuse.interp.indexing_rules import INDEXING_RULES
+from mlfuse.interp.tensor_windows import WINDOW_RULES
 
 
 def run_tensor(func: FuncOp, args: list) -> list[np.ndarray]:
@@ -90,7 +91,15 @@ def _conv2d(op, x, w, *, dims):
     windows = np.lib.stride_tricks.sliding_window_view(padded, span, axis=(2, 3))
     # windows[n, c, oh, ow, a, b]: keep dilated taps and strided output positions
     windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]
-    out = np.einsum("ncxykl,ockl->noxy", windows, w, dtype=x.dtype, optimize=True)
+    groups = op.attributes.get("groups", 1)
+    if groups == 1:
+        out = np.einsum("ncxykl,ockl->noxy", windows, w, dtype=x.dtype, optimize=True)
+    else:  # output channel o reads the input channels of its group, o // (O / groups)
+        n, c, oh, ow = windows.shape[:4]
+        grouped = windows.reshape(n, groups, c // groups, oh, ow, kh, kw)
+        per_group = w.reshape(groups, w.shape[0] // groups, *w.shape[1:])
+        out = np.einsum("ngcxykl,gockl->ngoxy", grouped, per_group, dtype=x.dtype,
+                        optimize=True).reshape(n, w.shape[0], oh, ow)
     # A sum starts from +0 (as the kernels' accumulators and torch do), so an output
     # that sees only padding is +0; einsum keeps the -0 of one product 0 * -w, whose
     # sign 1/x would then show. Adding +0 turns -0 into +0 and changes nothing else.
@@ -133,4 +142,5 @@ _RULES: dict[str, Callable] = {
     "tensor.layernorm": _layernorm,
     "tensor.rmsnorm": _rmsnorm,
     **INDEXING_RULES,
+    **WINDOW_RULES,
 }

@@ -29,6 +29,7 @@ from mlfuse.ir.types import INDEX, BufferType, TensorType
 
 from mlfuse.transforms.loop_emitter import Emitter, Source
 from mlfuse.transforms.lower_indexing import INDEXING_LOWERINGS
+from mlfuse.transforms.lower_windows import WINDOW_LOWERINGS
 from mlfuse.ir.traits import COMPOSITE
 
 # An op lowering: (the tensor op, the nest body's emitter, the nest's output index)
@@ -234,50 +235,6 @@ def lower_matmul(op: tensor.MatmulOp, em: Emitter, idx: list[Value]) -> Value:
     return em.reduce(em.constant(0, dtype), a.type.shape[-1], "add", "k0", product)
 
 
-def lower_conv2d(op: tensor.Conv2dOp, em: Emitter, idx: list[Value]) -> Value:
-    """Sum over c, kh, kw of x[n, c, ih, iw] * w[o, c, kh, kw] with
-    ih = oh*stride - pad + kh*dilation (iw alike); taps in the zero padding are masked."""
-    x, w = op.operand("x"), op.operand("w")
-    n, o, oh, ow = idx
-    _, channels, height, width = x.type.shape
-    _, _, kh_size, kw_size = w.type.shape
-    strides, pads, dilations = op["stride"], op["padding"], op["dilation"]
-    zero = em.constant(0, op.result.type.dtype)
-
-    def window_start(out: Value, axis: int) -> Value:  # oh*stride - pad, once per point
-        pos = out if strides[axis] == 1 else em.arith("mul", out, em.index(strides[axis]))
-        return em.arith("sub", pos, em.index(pads[axis])) if pads[axis] else pos
-
-    starts = [window_start(oh, 0), window_start(ow, 1)]
-
-    def tap_position(e: Emitter, tap: Value, axis: int, size) -> tuple[Value, Value | None]:
-        """The input position of ``tap`` and, with padding, whether it is inside the input."""
-        step = tap if dilations[axis] == 1 else e.arith("mul", tap, e.index(dilations[axis]))
-        pos = e.arith("add", starts[axis], step)
-        if not pads[axis]:
-            return pos, None  # the output size keeps every tap inside
-        inside = e.arith("and", e.arith("ge", pos, e.index(0)), e.arith("lt", pos, e.size(size)))
-        return pos, inside
-
-    def over_c(e: Emitter, c: Value) -> Value:
-        def over_kh(e2: Emitter, kh: Value) -> Value:
-            ih, row_ok = tap_position(e2, kh, 0, height)
-
-            def over_kw(e3: Emitter, kw: Value) -> Value:
-                iw, col_ok = tap_position(e3, kw, 1, width)
-                masks = [m for m in (row_ok, col_ok) if m is not None]
-                at = [n, c, ih, iw]
-                if not masks:
-                    pixel = e3.read(x, at)
-                else:
-                    pixel = e3.read_masked(x, e3.fold("and", masks), at, 0.0)
-                return e3.arith("mul", pixel, e3.read(w, [o, c, kh, kw]))
-            return e2.reduce(zero, kw_size, "add", "k2", over_kw)
-        return e.reduce(zero, kh_size, "add", "k1", over_kh)
-
-    return em.reduce(zero, channels, "add", "k0", over_c)
-
-
 # (op classes, lowering): the conversion patterns, by op class
 LOWERINGS: list[tuple[tuple, Lowering]] = [
     ((tensor.ElementwiseOp,), lower_elementwise),
@@ -287,5 +244,5 @@ LOWERINGS: list[tuple[tuple, Lowering]] = [
     ((tensor.TransposeOp,), lower_transpose),
     ((tensor.BroadcastToOp,), lower_broadcast_to),
     ((tensor.MatmulOp,), lower_matmul),
-    ((tensor.Conv2dOp,), lower_conv2d),
+    *WINDOW_LOWERINGS,  # conv2d, pooling, argmax/argmin, cumsum, dim_size
 ] + INDEXING_LOWERINGS
