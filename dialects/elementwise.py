@@ -145,12 +145,13 @@ def check_dtypes(spec: ElementwiseSpec, dtypes: list[str]) -> str:
     data = dtypes[1:] if spec.accepts == "where" else dtypes
     if spec.accepts == "where" and dtypes[0] != "bool":
         raise ValueError(f"where's condition must be bool, got {dtypes[0]}")
+    if spec.accepts == "bool" and any(d != "bool" for d in dtypes):
+        raise ValueError(f"{spec.name} needs bool operands, got {', '.join(dtypes)} (a comparison "
+                         "combined with & or | needs parentheses: (x > 0) & (y < 1))")
     if len(set(data)) != 1:
         raise ValueError(f"{spec.name} operands have different dtypes "
                          f"({', '.join(data)}); cast one explicitly")
     dtype = data[0]
-    if spec.accepts == "bool" and dtype != "bool":
-        raise ValueError(f"{spec.name} needs bool operands, got {dtype}")
     if spec.accepts == "float" and dtype not in FLOAT_DTYPES:
         raise ValueError(f"{spec.name} needs a float dtype, got {dtype}")
     if spec.accepts == "number" and dtype in ("bool", "index") and not (

@@ -103,6 +103,8 @@ def dim_sum(dims) -> object | None:
     product of names: N + N = 2*N), else None (4 + N has no dim)."""
     total, names = 0, None
     for d in dims:
+        if d == 0:
+            continue
         coefficient, syms = dim_factors(d)
         if names is None:
             names = syms
@@ -119,6 +121,7 @@ def slice_params(size, start, stop, step) -> tuple[int, int, int]:
     takes only slices whose result does not depend on it: the whole axis forwards
     (stop left out or at least 2**62), or the first element (0:1); anything else is a
     VerifyError."""
+    shown = ":".join("" if v is None else str(v) for v in (start, stop, step)[:3 if step else 2])
     step = 1 if step is None else step
     if step == 0:
         raise VerifyError("slice step cannot be 0")
@@ -128,12 +131,12 @@ def slice_params(size, start, stop, step) -> tuple[int, int, int]:
             return 0, 1, size
         if step > 0 and begin == 0 and stop == 1:
             return 0, 1, 1
-        show = ":".join("" if v is None else str(v) for v in (start, stop, step))
-        raise VerifyError(f"slice {show} of symbolic size {size} has a size that depends on "
+        raise VerifyError(f"slice {shown} of symbolic size {size} has a size that depends on "
                           f"{size}; only the whole axis (:) or the first element (0:1) can be "
                           "taken from it")
     # Python's slice.indices, on an int size
     lo, hi = (0, size) if step > 0 else (-1, size - 1)
+
     def clamp(v, default):
         if v is None:
             return default

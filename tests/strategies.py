@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from mlfuse.dialects.shapes import broadcast_shapes
+from mlfuse.dialects.shapes import broadcast_shapes, dim_sum, slice_params
 from mlfuse.ir.core import VerifyError
 
 # -- profiles (MLFUSE_FUZZ): examples per property, sizes and target -----------------
@@ -302,10 +302,74 @@ def _conv2d(draw, p, a):
     return _call("conv2d", x, w.name, text), (shape[0], w.shape[0]) + tuple(out), a.dtype
 
 
+def _slice(draw, p, a):
+    """A subscript: per axis a whole ':' , an integer index or a window (a symbolic axis
+    only whole or its first element)."""
+    if not a.shape:
+        return None
+    items, shape = [], []
+    for size in a.shape:
+        if isinstance(size, str):
+            item = draw(st.sampled_from([":", "0", "0:1"]))
+        else:
+            item = draw(st.sampled_from([":", "index", "window"]))
+            if item == "index":
+                item = str(draw(st.integers(-size, size - 1)))
+            elif item == "window":
+                start, stop = draw(st.integers(-size, size - 1)), draw(st.integers(-size - 1, size))
+                step = draw(st.sampled_from([1, 2, -1, -2]))
+                count = slice_params(size, start, stop, step)[2]
+                if count == 0:
+                    return None
+                item = f"{start}:{stop}:{step}"
+        items.append(item)
+        if ":" in item:
+            shape.append(size if item == ":" else 1 if item == "0:1" else
+                         slice_params(size, *map(int, item.split(":")))[2])
+    return f"{a.name}[{', '.join(items)}]", tuple(shape), a.dtype
+
+
+def _concat(draw, p, a):
+    """a joined with values of its dtype and shape off one axis (a itself too)."""
+    if not a.shape:
+        return None
+    axis = draw(st.integers(0, len(a.shape) - 1))
+    same = [v for v in p.values if v.dtype == a.dtype and len(v.shape) == len(a.shape)
+            and all(x == y for k, (x, y) in enumerate(zip(v.shape, a.shape)) if k != axis)]
+    parts = [a] + draw(st.lists(st.sampled_from(same), min_size=1, max_size=2))
+    total = dim_sum([v.shape[axis] for v in parts])
+    if total is None:
+        return None
+    shape = a.shape[:axis] + (total,) + a.shape[axis + 1:]
+    written = axis - len(a.shape) if draw(st.booleans()) else axis
+    return _call("concat", dims_text([v.name for v in parts]), f"axis={written}"), shape, a.dtype
+
+
+def _pad(draw, p, a):
+    if not a.shape or a.dtype == "bool":
+        return None
+    widths = [[0, 0] if isinstance(d, str) else [draw(st.integers(0, 2)), draw(st.integers(0, 2))]
+              for d in a.shape]
+    shape = tuple(d if isinstance(d, str) else d + lo + hi for d, (lo, hi) in zip(a.shape, widths))
+    value = draw(st.sampled_from(INT_LITERALS if a.dtype == "i32" else FLOAT_LITERALS))
+    return _call("pad", a.name, str(widths), f"value={value}"), shape, a.dtype
+
+
+def _take(draw, p, a):
+    """a gathered along an axis at a fresh i32 parameter's indices (inputs_for draws
+    them in and out of range)."""
+    if not a.shape:
+        return None
+    axis = draw(st.integers(0, len(a.shape) - 1))
+    indices = p.param(tuple(draw(st.lists(st.sampled_from(DIMS), max_size=2))), "i32")
+    shape = a.shape[:axis] + indices.shape + a.shape[axis + 1:]
+    return _call("take", a.name, indices.name, f"axis={axis}"), shape, a.dtype
+
+
 KINDS = {"unary": _unary, "binary": _binary, "compare": _compare, "where": _where,
          "cast": _cast, "reduce": _reduce, "transpose": _transpose, "reshape": _reshape,
          "broadcast_to": _broadcast_to, "composite": _composite, "matmul": _matmul,
-         "conv2d": _conv2d}
+         "conv2d": _conv2d, "slice": _slice, "concat": _concat, "pad": _pad, "take": _take}
 ELEMENTWISE_KINDS = ["unary", "binary", "binary", "compare", "where", "cast"]
 
 
@@ -323,7 +387,8 @@ def programs(draw, max_ops: int = 8, contractions: bool = True):
             shape = tuple(1 if draw(st.booleans()) else d for d in base[k:])
         p.param(shape, dtype)
     kinds = ELEMENTWISE_KINDS + ["reduce", "reduce", "transpose", "reshape", "broadcast_to",
-                                 "composite"] + (["matmul", "conv2d"] if contractions else [])
+                                 "composite", "slice", "concat", "pad", "take"] + (
+        ["matmul", "conv2d"] if contractions else [])
     for n in range(draw(st.integers(1, max_ops))):
         a = draw(st.sampled_from(p.values))
         made = KINDS[draw(st.sampled_from(kinds))](draw, p, a)
@@ -365,6 +430,10 @@ def inputs_for(draw, func, dims: dict, special: bool = True, huge: bool = False)
     for a in func.args:
         shape = tuple(dims[d] if isinstance(d, str) else d for d in a.type.shape)
         dtype = np.dtype(NUMPY_DTYPE[a.type.dtype]).type
-        array = draw(hnp.arrays(dtype, shape, elements=_elements(dtype, special, huge)))
+        if dtype == np.int32:  # gather indices (strategies' only i32 parameters): some out of range
+            elements = st.integers(-6, 6)
+        else:
+            elements = _elements(dtype, special, huge)
+        array = draw(hnp.arrays(dtype, shape, elements=elements))
         args.append(np.ascontiguousarray(array) if array.ndim else array)
     return args

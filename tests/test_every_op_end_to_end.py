@@ -17,7 +17,8 @@ from helpers import assert_close
 DIMS = {"N": 37}
 X = "x: f32[N, 3]"
 UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu",
-         "sin", "cos", "erf"]
+         "sin", "cos", "erf", "floor", "ceil", "round", "log1p", "expm1", "softplus", "hardswish",
+         "hardsigmoid"]
 BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
 COMPARE = ["lt", "le", "gt", "ge", "eq", "ne"]
 
@@ -33,6 +34,10 @@ CASES = {
     # eq/ne on equal elements too: y repeats x's first row
     **{op: program(f"{X}, y: f32[1, 3]", "bool[N, 3]", f"{op}(x, y)") for op in COMPARE},
     "where": program(f"c: bool[N, 1], {X}, y: f32[3]", "f32[N, 3]", "where(c, x, y)"),
+    **{op: program("c: bool[N, 3], d: bool[3]", "bool[N, 3]", expr) for op, expr in
+       (("logical_and", "c & d"), ("logical_or", "c | d"), ("logical_not", "~c"))},
+    # a dim as a value, in the partner's dtype: concrete in the kernel, symbolic from its size
+    "dim_size": program(X, "f32[N, 3]", "x / N + rsqrt(N)"),
     "constant": program(X, "f32[N, 3]", "x * 2.5"),
     "cast": program(X, "(f64[N, 3], i32[N, 3], bool[N, 3])",
                     "cast(x, dtype=f64), cast(x * 3.0, dtype=i32), cast(relu(x), dtype=bool)"),
@@ -50,9 +55,37 @@ CASES = {
                       "k: f32[2, 2, 3, 3]", "(f32[2, 3, 3, 4], f32[1, 2, 3, N])",
                       "conv2d(x, w, stride=[2, 2], padding=[1, 1], dilation=[1, 2]), "
                       "conv2d(v, k, padding=1)"),
+    # grouped: 4 output channels over 2 groups of 1 input channel (depthwise, multiplier 2)
+    "conv2d_groups": program("x: f32[2, 2, 5, 4], w: f32[4, 1, 3, 2]", "f32[2, 4, 5, 4]",
+                             "conv2d(x, w, padding=[1, 1], dilation=[1, 2], groups=2)"),
+    # ceil_mode windows past the input, padding, a symbolic 'same' width
+    "max_pool2d": program("x: f32[2, 3, 5, N], v: f32[1, 2, 1, 13]",
+                          "(f32[2, 3, 3, N], f32[1, 2, 1, 7])",
+                          "max_pool2d(x, [3, 3], stride=[2, 1], padding=1, ceil_mode=true), "
+                          "max_pool2d(v, [1, 3], stride=[1, 2], dilation=[1, 2], padding=[0, 2])"),
+    "avg_pool2d": program("x: f32[2, 3, 5, 6]", "(f32[2, 3, 3, 4], f32[2, 3, 3, 4])",
+                          "avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=true, "
+                          "count_include_pad=false), avg_pool2d(x, [2, 2], padding=1, "
+                          "stride=2, ceil_mode=true)"),
+    "argmax": program(X, "(i32[N], i32[1, 3])", "argmax(x, axis=1), argmax(x, 0, keepdims=true)"),
+    "argmin": program(X, "i32[N]", "argmin(-x, axis=-1)"),
+    "cumsum": program(X, "(f32[N, 3], f32[N, 3])",
+                      "cumsum(x, axis=0), cumsum(x, axis=1, exclusive=true, reverse=true)"),
     "softmax": program(X, "f32[N, 3]", "softmax(x, axis=0)"),
     "layernorm": program(f"{X}, g: f32[3], b: f32[3]", "f32[N, 3]", "layernorm(x, g, b, eps=0.1)"),
     "rmsnorm": program(f"{X}, g: f32[3]", "f32[N, 3]", "rmsnorm(x, g)"),
+    # index maps (tests/test_indexing_ops.py has more): reversed and strided windows, an
+    # integer index, parts on both sides of a symbolic axis, a border, wrapped and
+    # out-of-range gather indices (i32 inputs are in [-5, 5]), positions
+    "slice": program("x: f32[N, 6]", "(f32[N, 3], f32[6], f32[2, N])",
+                     "x[:, ::-2], x[0], transpose(x[..., 1:5:3])"),
+    "concat": program(f"{X}, y: f32[N, 2]", "(f32[N, 5], f32[2*N, 3])",
+                      "concat([x, exp(y)], axis=1), concat([x, -x])"),
+    "pad": program(X, "f32[N, 6]", "pad(x, [[0, 0], [1, 2]], value=-1.5)"),
+    "gather": program(f"{X}, i: i32[2, 4]", "(f32[N, 2, 4], f32[2, 4, 3])",
+                      "take(x, i, axis=1), take(x, i)"),
+    "iota": program(X, "(f32[N, 3], i32[N, 3])",
+                    "x + iota([N, 3], axis=1, dtype=f32), iota([N, 3])"),
 }
 
 

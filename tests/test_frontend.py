@@ -1,6 +1,7 @@
 """The .fuse frontend: examples parse, IR snapshots, inferred types, literals, docs."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,37 @@ TYPE_CASES = [
     ("softmax(x)", "f32[N, 4]"), ("softmax(x, axis=0)", "f32[N, 4]"),
     ("layernorm(x, y, y)", "f32[N, 4]"), ("layernorm(x, x, x, axis=0, eps=1e-3)", "f32[N, 4]"),
     ("rmsnorm(x, y)", "f32[N, 4]"),
+    # indexing (tests/test_indexing_ops.py has their semantics)
+    ("x[0]", "f32[4]"), ("x[:, 1:3]", "f32[N, 2]"), ("x[..., ::-1]", "f32[N, 4]"),
+    ("m[1:-1, ::3]", "f32[2, 3]"), ("m[-1, 2]", "f32[]"), ("m[::-2][0]", "f32[8]"),
+    ("concat([x, x], axis=1)", "f32[N, 8]"), ("concat([x, x])", "f32[2*N, 4]"),
+    ("concat(split(m, [1, 3]), axis=0)", "f32[4, 8]"), ("pad(m, [[1, 0], [2, 3]], value=-1)",
+                                                          "f32[5, 13]"),
+    ("take(m, i)", "f32[N, 8]"), ("take(x, 2, axis=1)", "f32[N]"),
+    ("take(m, reshape(i, [N, 1]), axis=-1)", "f32[4, N, 1]"),
+    ("iota([N, 4], axis=1)", "i32[N, 4]"), ("iota([3], dtype=f32)", "f32[3]"),
+    ("arange(5)", "i32[5]"), ("arange(2, 11, 3)", "i32[3]"), ("arange(1, 2, 0.25)", "f32[4]"),
+    ("arange(0.0, 1.0, 0.25, dtype=f16)", "f16[4]"),
+    ("reshape(x, [4*N])", "f32[4*N]"), ("reshape(reshape(x, [N*4]), [N, 2, 2])", "f32[N, 2, 2]"),
+    ("matmul(y, m)", "f32[8]"), ("matmul(y, y)", "f32[]"),
+    ("matmul(broadcast_to(m, [2, 3, 4, 8]), transpose(m))", "f32[2, 3, 4, 4]"),
+    ("matmul(m, broadcast_to(transpose(m), [5, 1, 8, 4]))", "f32[5, 1, 4, 4]"),
+    *[(f"{fn}(x)", "f32[N, 4]") for fn in
+      ("floor", "ceil", "round", "log1p", "expm1", "softplus", "hardswish", "hardsigmoid")],
+    ("logical_and(c, c)", "bool[N, 4]"), ("logical_or(c, x > y)", "bool[N, 4]"),
+    ("logical_not(c)", "bool[N, 4]"), ("c & ~c | c", "bool[N, 4]"),
+    ("clip(x, -1.0, y)", "f32[N, 4]"), ("clip(i, 0, 3)", "i32[N]"),
+    ("x / N", "f32[N, 4]"), ("i * N", "i32[N]"), ("cast(N, dtype=f16)", "f16[]"),
+    ("x * rsqrt(N + 1.0)", "f32[N, 4]"),
+    ("max_pool2d(w, 3)", "f32[8, 4, 1, 1]"), ("max_pool2d(w, 2, stride=1, padding=1)",
+                                               "f32[8, 4, 4, 4]"),
+    ("max_pool2d(w, [2, 2], stride=[2, 1], dilation=[1, 2], ceil_mode=true)", "f32[8, 4, 2, 1]"),
+    ("avg_pool2d(w, 2, stride=2, padding=1, ceil_mode=true)", "f32[8, 4, 2, 2]"),
+    ("avg_pool2d(w, 3, padding=1, count_include_pad=false)", "f32[8, 4, 1, 1]"),
+    ("global_avg_pool2d(w)", "f32[8, 4, 1, 1]"), ("global_max_pool2d(w)", "f32[8, 4, 1, 1]"),
+    ("argmax(x, axis=1)", "i32[N]"), ("argmin(x, axis=0, keepdims=true)", "i32[1, 4]"),
+    ("cumsum(x, axis=-1)", "f32[N, 4]"), ("cumsum(i, 0, exclusive=true, reverse=true)", "i32[N]"),
+    ("conv2d(w, reshape(m, [8, 1, 2, 2]), groups=4)", "f32[8, 8, 2, 2]"),
 ]
 
 
@@ -114,7 +146,7 @@ def test_expression_has_inferred_type(expr, expected):
 
 
 def test_every_builtin_function_is_covered_by_a_type_case():
-    called = {expr.split("(")[0] for expr, _ in TYPE_CASES if "(" in expr}
+    called = {name for expr, _ in TYPE_CASES for name in re.findall(r"(\w+)\(", expr)}
     operator_only = {"add", "sub", "mul", "div", "lt", "le", "gt", "ge", "eq", "ne"}
     assert set(SIGNATURES) - operator_only <= called
 

@@ -221,6 +221,9 @@ class KernelEmitter(VectorPhases):
         self.target, self.helpers, self.hw = target, helpers, hw
         self.vector = variant.endswith("-vector")
         self.held_rows = variant == "registers"  # shared loops take VALUES_PER_THREAD slots
+        # slots of a held row per thread: a schedule that knows its rows' length at
+        # compile time asks for fewer (each slot is a register and an unrolled step)
+        self.row_slots = VALUES_PER_THREAD
         self.schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
         self.iface = kernel_interface(op)
         self.namer = Namer(taken)
@@ -424,7 +427,7 @@ class KernelEmitter(VectorPhases):
         groups, index_ops = row_held_loads(row_loops)
         first = {id(g.loads[0]) for g in groups}  # the load that fills a group's array
         for group in groups:
-            self.hold(group.loads, VALUES_PER_THREAD)
+            self.hold(group.loads, self.row_slots)
         for loop in row_loops:
             loads = [o for o in loop.body.ops if id(o) in first]
             self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
@@ -433,7 +436,7 @@ class KernelEmitter(VectorPhases):
             for o in self.reuse.kept.values():
                 self.kept[id(o)] = self.local_array(
                     f"{o.result.name_hint or o.name.split('.')[1]}_vals",
-                    COMPUTE_TYPE[o.result.type.dtype], VALUES_PER_THREAD)
+                    COMPUTE_TYPE[o.result.type.dtype], self.row_slots)
 
     def leader(self) -> str:
         """The condition of the one thread that stores a value the block shares."""
@@ -455,7 +458,13 @@ class KernelEmitter(VectorPhases):
         rest = flat
         for d in range(len(names) - 1, 0, -1):
             quotient = names[0] if d == 1 else self.local["rest"]
-            self.w.line(f"{quotient}, {names[d]} = divmod({rest}, {self.extent(extents[d])})")
+            size = self.extent(extents[d])
+            if isinstance(extents[d], int):
+                divide = f"divmod({rest}, {size})"  # by a constant: a multiply and shifts
+            else:
+                self.helpers.add("_divmod_index")
+                divide = f"_divmod_index({rest}, {size})"
+            self.w.line(f"{quotient}, {names[d]} = {divide}")
             rest = quotient
 
     # -- statements --------------------------------------------------------------
@@ -590,10 +599,10 @@ class KernelEmitter(VectorPhases):
             if self.fills[id(op)][1]:
                 w.line("# this thread's values of the row first: loads with no use between "
                        "them are in flight at once")
-                with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}):"):
+                with w.indented(f"for {loc['slot']} in range({self.row_slots}):"):
                     with each_slot():
                         self.fill(op)
-            with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}):"):
+            with w.indented(f"for {loc['slot']} in range({self.row_slots}):"):
                 with each_slot():
                     yield
         else:

@@ -29,6 +29,19 @@ def _minimum(a, b):
     return a if (a < b or a != a) else b
 '''
 
+# A 64-bit integer division is a long software routine on the GPU (dozens of
+# instructions); most index spaces fit 32 bits, where it is one short sequence.
+_DIVMOD_INDEX = '''\
+@cuda.jit(device=True, inline="always")
+def _divmod_index(flat, size):
+    """divmod of a non-negative flat index by a positive size: in unsigned 32 bits
+    when both fit (a 64-bit division costs several times more), else in 64."""
+    if flat <= 0x7FFFFFFF and size <= 0x7FFFFFFF:
+        quotient, rest = divmod(numba.uint32(flat), numba.uint32(size))
+        return numba.int64(quotient), numba.int64(rest)
+    return divmod(numba.int64(flat), numba.int64(size))
+'''
+
 # blockDim.x is a power of two (the host picks it): the tree halves it each step.
 _BLOCK_REDUCE_TREE = '''\
 @cuda.jit(device=True)
@@ -268,12 +281,13 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
     return _BLOCK_REDUCE_TREE.format(name=name, combiner=combiner, combine_tree=tree)
 
 
-_FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_pointwise_blocks": _POINTWISE_BLOCKS,
+_FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_INDEX,
+          "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY}
 # The order helpers appear in a module: device helpers before those that call them.
-ORDER = ["_bf16", "_maximum", "_minimum"] + [f(c) for f in (block_reduce_name, group_reduce_name)
+ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index"] + [f(c) for f in (block_reduce_name, group_reduce_name)
                                     for c in ("add", "max", "min")] + [
     "_vector_access", "_mma_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks",
     "_row_threads", "_split_rows", "_split_columns", "_row_group", "_vector_ready",

@@ -29,6 +29,20 @@ _DOC = ("Warp-rows schedule over [{space}]: a group of `width` threads per point
 _MOST_WIDTH = 32
 
 
+def group_width(extent: int) -> int:
+    """Threads per row for rows of ``extent`` values: the least power of two >= extent,
+    at most a warp (what the host's ``_row_group`` computes at run time)."""
+    return min(_MOST_WIDTH, 1 << max(0, extent - 1).bit_length())
+
+
+def _constant_rows(op) -> int | None:
+    """The longest row loop's extent when every row loop's extent is a constant."""
+    extents = [o["extent"] for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    if extents and all(isinstance(e, int) for e in extents):
+        return max(extents)
+    return None
+
+
 def _held(op, hw) -> bool:
     """Whether every row fits in VALUES_PER_THREAD slots of the widest group (constant
     rows): then each thread keeps its values of a row in registers."""
@@ -42,12 +56,21 @@ class WarpRowsEmitter(KernelEmitter):
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.schedule = "row"  # top-level reduces and fors are shared (by the group)
         self.held_rows = _held(op, hw)
+        row = _constant_rows(op)
+        # rows of a constant length: the group's width is known here, so `%` and `//` by
+        # it are shifts and each thread holds only the slots its rows need
+        self.constant_width = group_width(row) if row is not None else None
+        if self.constant_width is not None:
+            self.row_slots = -(-row // self.constant_width)
         for n in ("width", "group", "row", "valid", "row_base", "rows_per_block"):
             self.local[n] = self.namer.fresh(n)
 
     def emit(self) -> str:
         w, loc = self.w, self.local
         with self.kernel_def([loc["width"]], _DOC):
+            if self.constant_width is not None:
+                w.line(f"{loc['width']} = {self.constant_width}  # rows of constant length: the "
+                       "host passes the same")
             row_loops = [o for o in self.op.body.ops if isinstance(o, (ReduceOp, ForOp))]
             w.line(f"{loc['tid']} = cuda.threadIdx.x % {loc['width']}  # lane in the row's group")
             w.line(f"{loc['nthreads']} = {loc['width']}")

@@ -1,7 +1,10 @@
-"""Vector accesses: VECTOR_WIDTH neighbouring 4-byte values in one load or store.
+"""Vector accesses: VECTOR_WIDTH neighbouring values in one load or store.
 
 A GPU thread that loads 4 floats with one ``ld.global.v4.f32`` (16 bytes) keeps one
-address instead of four and issues a quarter of the instructions. Numba has no float4,
+address instead of four and issues a quarter of the instructions. f16 values move
+4 at a time too (``ld.global.v4.b16``, 8 bytes), widened to the f32 registers they
+are computed in on the way in and rounded back (to nearest even, as a scalar f16
+store rounds) on the way out. Numba has no float4,
 so on the "cuda" target the generated module defines two small intrinsics that emit
 the PTX vector load and store themselves (inline PTX through llvmlite, which Numba
 brings); on the "simulator" target the same two names are plain device functions
@@ -9,7 +12,7 @@ that move the values one by one and raise where the GPU would fault on a misalig
 address, so CI runs the vector kernels' index math as they are.
 
 Which accesses qualify (:func:`pointwise_vector_accesses`, :func:`row_vector_accesses`):
-plain loads and stores of 4-byte values whose last index is the innermost loop index
+plain loads and stores of f32, i32 or f16 values whose last index is the innermost loop index
 itself and whose other indices stay fixed while it steps. A vector kernel reads and
 writes those VECTOR_WIDTH at a time and every other access one by one. The host
 launches it only when ``_vector_ready`` finds every such buffer's rows starting on a
@@ -22,7 +25,7 @@ from mlfuse.ir.core import Block, Operation, Value
 
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 
-VECTOR_DTYPES = ("f32", "i32")  # 4 bytes each: VECTOR_WIDTH 4 makes a 16-byte access
+VECTOR_DTYPES = ("f32", "i32", "f16")  # VECTOR_WIDTH 4 makes a 16- (8-) byte access
 
 
 def _buffer_and_indices(op: Operation) -> tuple[Value, list[Value]]:
@@ -83,7 +86,10 @@ def vector_buffers(accesses: list[Operation]) -> list[Value]:
 # per-thread local array (whose slots Numba keeps in registers once its loops unroll).
 _CUDA_INTRINSICS = '''\
 # PTX type and register class of each element type a vector access may move.
-_VECTOR_PTX = {types.float32: ("f32", "f"), types.int32: ("s32", "r")}
+_VECTOR_PTX = {types.float32: ("f32", "f"), types.int32: ("s32", "r"),
+               types.float16: ("b16", "h")}
+# Element types held in registers of a wider type (f16 computes in f32).
+_WIDENED = {types.float16: types.float32}
 
 
 def _vector_operands(context, builder, sig, args):
@@ -107,21 +113,42 @@ def _vector_operands(context, builder, sig, args):
 
 def _vector_intrinsic(move):
     """An intrinsic ``(array, index, values, slot)`` whose code ``move`` emits, given
-    the element type, its PTX type and register class, and the operands' pointers."""
+    the element type as the PTX moves it (f16 as 16-bit words), its PTX type and
+    register class, the operands' pointers, and the element type of ``values``."""
     @intrinsic
     def access(typingctx, array, index, values, slot):
-        if values.dtype != array.dtype or array.dtype not in _VECTOR_PTX:
+        if array.dtype not in _VECTOR_PTX or values.dtype not in (
+                array.dtype, _WIDENED.get(array.dtype)):
             return None
 
         def codegen(context, builder, sig, args):
-            element = context.get_value_type(array.dtype)
+            element = context.get_value_type(array.dtype)  # a half is an i16 in Numba
             move(builder, element, *_VECTOR_PTX[array.dtype],
-                 *_vector_operands(context, builder, sig, args))
+                 *_vector_operands(context, builder, sig, args),
+                 context.get_value_type(array.dtype), context.get_value_type(values.dtype))
         return types.void(array, index, values, slot), codegen
     return access
 
 
-def _vector_load(builder, element, ptx, register, first, lanes):
+def _widen(builder, word, stored, value):
+    """A moved element as the registers hold it: f16 bits to f32 (Numba keeps a half as
+    a 16-bit integer and converts it with the same ``cvt``)."""
+    if stored == value:
+        return word
+    cvt = ir.InlineAsm(ir.FunctionType(value, [word.type]), "cvt.f32.f16 $0, $1;", "=f,h")
+    return builder.call(cvt, [word])
+
+
+def _narrow(builder, register, stored, element):
+    """A register value as the PTX moves it: f32 rounded to f16 bits, to nearest even."""
+    if register.type == element:
+        return register
+    cvt = ir.InlineAsm(ir.FunctionType(element, [register.type]), "cvt.rn.f16.f32 $0, $1;",
+                       "=h,f")
+    return builder.call(cvt, [register])
+
+
+def _vector_load(builder, element, ptx, register, first, lanes, stored, value):
     """values[slot + lane] = the lane-th value from array[index] on along the last axis,
     for each of the VECTOR_WIDTH lanes, in one PTX vector load. array[index] must be
     aligned to the vector (the host checks before it launches a vector kernel)."""
@@ -132,10 +159,11 @@ def _vector_load(builder, element, ptx, register, first, lanes):
         ",".join([f"={register}"] * VECTOR_WIDTH + ["l"]))
     loaded = builder.call(load, [first])
     for lane, pointer in enumerate(lanes):
-        builder.store(builder.extract_value(loaded, lane), pointer)
+        builder.store(_widen(builder, builder.extract_value(loaded, lane), stored, value),
+                      pointer)
 
 
-def _vector_store(builder, element, ptx, register, first, lanes):
+def _vector_store(builder, element, ptx, register, first, lanes, stored, value):
     """The lane-th value from array[index] on along the last axis = values[slot + lane],
     for each of the VECTOR_WIDTH lanes, in one PTX vector store (aligned, as above)."""
     inputs = ", ".join(f"${lane + 1}" for lane in range(VECTOR_WIDTH))
@@ -143,12 +171,14 @@ def _vector_store(builder, element, ptx, register, first, lanes):
         ir.FunctionType(ir.VoidType(), [first.type] + [element] * VECTOR_WIDTH),
         f"st.global{STORE_CACHE}.v{VECTOR_WIDTH}.{ptx} [$0], {{{inputs}}};",
         ",".join(["l"] + [register] * VECTOR_WIDTH) + ",~{memory}")
-    builder.call(store, [first] + [builder.load(p) for p in lanes])
+    builder.call(store, [first] + [_narrow(builder, builder.load(p), stored, element)
+                                   for p in lanes])
 
 
-def _shared_load(builder, element, ptx, register, first, lanes):
+def _shared_load(builder, element, ptx, register, first, lanes, stored, value):
     """As _vector_load, from shared memory: an LLVM vector load, which the compiler
-    turns into ld.shared.v4 (it knows the address is in a shared array)."""
+    turns into ld.shared.v4 (it knows the address is in a shared array). f32 only."""
+    assert stored == value and ptx == "f32", "shared vectors move f32 values"
     vector_type = ir.VectorType(element, VECTOR_WIDTH)
     vector = builder.load(builder.bitcast(first, vector_type.as_pointer()),
                           align=VECTOR_WIDTH * 4)
@@ -157,8 +187,9 @@ def _shared_load(builder, element, ptx, register, first, lanes):
                       pointer)
 
 
-def _shared_store(builder, element, ptx, register, first, lanes):
-    """As _vector_store, into shared memory (st.shared.v4)."""
+def _shared_store(builder, element, ptx, register, first, lanes, stored, value):
+    """As _vector_store, into shared memory (st.shared.v4). f32 only."""
+    assert stored == value and ptx == "f32", "shared vectors move f32 values"
     vector_type = ir.VectorType(element, VECTOR_WIDTH)
     vector = ir.Constant(vector_type, ir.Undefined)
     for lane, pointer in enumerate(lanes):
@@ -235,7 +266,7 @@ def _address(array):
 CUDA_IMPORTS = ("from llvmlite import ir", "from numba import types",
                 "from numba.cuda import cgutils", "from numba.cuda.extending import intrinsic")
 # Module-level names the vector helpers define or import: generated names avoid them.
-VECTOR_NAMES = ("_VECTOR_PTX", "_vector_operands", "_vector_intrinsic", "_vector_load",
+VECTOR_NAMES = ("_VECTOR_PTX", "_WIDENED", "_widen", "_narrow", "_vector_operands", "_vector_intrinsic", "_vector_load",
                 "_vector_store", "_vector_row", "_load_vector", "_store_vector", "_address",
                 "_shared_load", "_shared_store", "_load_shared", "_store_shared",
                 "ir", "types", "cgutils", "intrinsic")

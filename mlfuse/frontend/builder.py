@@ -271,7 +271,7 @@ class FunctionBuilder:
 
     def static_int(self, tree, hint: str = "") -> int:
         """A subscript bound or index: an integer constant."""
-        value = self.static(tree) if tree.data in ("number", "neg") else None
+        value = self.static(tree) if tree.data in ("number", "unary") else None
         if not isinstance(value, int) or isinstance(value, bool):
             raise self.ctx.error("a subscript takes integer constants" + (f"; {hint}" if hint
                                                                           else ""), tree)
@@ -280,11 +280,14 @@ class FunctionBuilder:
     def argument(self, tree, kind: str, loc: Location):
         if kind == "tensor":
             return self.single(self.expr(tree), loc)
-        if kind == "tensors":  # a list of values: concat([a, b], ...)
-            if tree.data != "list":
+        if kind == "tensors":  # a list of values, concat([a, b]), or a split's values
+            if tree.data == "list":
+                return [self.single(self.expr(c), self.ctx.loc(c)) for c in tree.children
+                        if c is not None]
+            value = self.expr(tree)
+            if not isinstance(value, Values):
                 raise MlfuseError("expected a list of values such as [a, b]", loc)
-            return [self.single(self.expr(c), self.ctx.loc(c)) for c in tree.children
-                    if c is not None]
+            return list(value)
         return convert_static(kind, self.static(tree), loc, self.symbols)
 
     def single(self, value, loc: Location):
@@ -337,6 +340,12 @@ class FunctionBuilder:
         """An elementwise op; literal operands fold together or take their partner's dtype."""
         operands = [self.single(o, loc) for o in operands]
         spec = ELEMENTWISE[name]
+        if spec.accepts == "bool":
+            number = next((o for o in operands if isinstance(o, (Literal, Deferred))), None)
+            if number is not None:
+                raise MlfuseError(f"{name} takes bool operands, not {number} (a comparison "
+                                  "combined with & or | needs parentheses: (x > 0) & (y < 1))",
+                                  number.loc)
         if all(isinstance(o, Literal) for o in operands):
             return fold(spec, operands, loc)
         data = operands[1:] if spec.accepts == "where" else operands

@@ -18,8 +18,9 @@ from mlfuse.dialects.shapes import normalize_axes
 from mlfuse.errors import Location, MlfuseError
 from mlfuse.ir.core import VerifyError
 
-from mlfuse.frontend import indexing as IX
-from mlfuse.frontend import window_calls
+from mlfuse.frontend.indexing import (build_arange, build_concat, build_iota, build_matmul,
+                                      build_pad, build_split, build_take)
+import mlfuse.frontend.window_calls as window_calls
 from mlfuse.frontend.literals import Deferred, Literal
 from mlfuse.frontend.static import convert_static
 
@@ -234,7 +235,7 @@ for _sig in [
               "the given shape; x's dtype", (T.BroadcastToOp,)),
     Signature("transpose", (_X, Param("perm", "ints", None, "reversed")), _transpose,
               "x's dims permuted; x's dtype", (T.TransposeOp,)),
-    Signature("matmul", (Param("a", "tensor"), Param("b", "tensor")), IX.build_matmul,
+    Signature("matmul", (Param("a", "tensor"), Param("b", "tensor")), build_matmul,
               "NumPy matmul: operands of any rank >= 1, batch dims broadcast (built from "
               "reshapes, broadcasts and the op's forms); the operands' dtype", (T.MatmulOp,),
               "Contractions"),
@@ -244,24 +245,24 @@ for _sig in [
               _with_attrs(T.Conv2dOp, ("x", "w"), ("stride", "padding", "dilation", "groups")),
               "[N, O, OH, OW] with OH = (H + 2*padding - dilation*(KH-1) - 1) // stride + 1; "
               "x's dtype", (T.Conv2dOp,), "Contractions"),
-    Signature("concat", (Param("xs", "tensors"), Param("axis", "int", 0)), IX.build_concat,
+    Signature("concat", (Param("xs", "tensors"), Param("axis", "int", 0)), build_concat,
               "the operands' shape with their sizes on axis added; their dtype", (TI.ConcatOp,),
               "Indexing"),
-    Signature("split", (_X, Param("parts", "parts"), Param("axis", "int", 0)), IX.build_split,
+    Signature("split", (_X, Param("parts", "parts"), Param("axis", "int", 0)), build_split,
               "one value per part (assign them to as many names): x cut on axis into `parts` "
               "equal parts, or into parts of the listed sizes", (TI.SliceOp,), "Indexing"),
-    Signature("pad", (_X, Param("widths", "pads"), Param("value", "float", 0.0)), IX.build_pad,
+    Signature("pad", (_X, Param("widths", "pads"), Param("value", "float", 0.0)), build_pad,
               "each axis d longer by widths[d][0] + widths[d][1]; x's dtype", (TI.PadOp,),
               "Indexing"),
-    Signature("take", (_X, Param("indices", "tensor"), Param("axis", "int", 0)), IX.build_take,
+    Signature("take", (_X, Param("indices", "tensor"), Param("axis", "int", 0)), build_take,
               "x.shape[:axis] + indices.shape + x.shape[axis+1:]; x's dtype (indices i32, or an "
               "integer literal)", (TI.GatherOp,), "Indexing"),
     Signature("iota", (Param("shape", "dims"), Param("axis", "int", 0),
-                       Param("dtype", "dtype", "i32")), IX.build_iota,
+                       Param("dtype", "dtype", "i32")), build_iota,
               "the given shape; the given dtype", (TI.IotaOp,), "Indexing"),
     Signature("arange", (Param("start", "number"), Param("stop", "number", None, "none"),
                          Param("step", "number", 1), Param("dtype", "dtype", None, "auto")),
-              IX.build_arange, "[ceil((stop - start) / step)]: start + i*step computed in dtype "
+              build_arange, "[ceil((stop - start) / step)]: start + i*step computed in dtype "
               "(auto: i32 if start, stop and step are integers, else f32); arange(n) is "
               "0, 1, ..., n-1", (TI.IotaOp,), "Indexing"),
     *_WINDOW_SIGNATURES,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from mlfuse.dialects import tensor as T
+from mlfuse.dialects import tensor_indexing as TI
 from mlfuse.dialects import tensor_windows as W
 from mlfuse.dialects.elementwise import BINARY_OPERATORS
 from mlfuse.errors import MlfuseError
@@ -43,6 +44,14 @@ def _literal(value, dtype: str) -> str:
 
 def _list(values) -> str:
     return "[" + ", ".join(map(str, values)) + "]"
+
+
+def _window(size, start, step, count) -> str:
+    """One axis of a tensor.slice as the Python slice that parses back to it."""
+    if (start, step, count) == (0, 1, size):
+        return ":"
+    stop = start + count * step  # one step past the last element; below 0: to the front
+    return (f"{start}:{stop if stop >= 0 else ''}" + (f":{step}" if step != 1 else ""))
 
 
 def _static(value) -> str:
@@ -152,4 +161,17 @@ class _FunctionPrinter:
             return f"layernorm({', '.join(args)}, axis={attrs['axis']}, eps={attrs['eps']!r})"
         if isinstance(op, T.RmsnormOp):
             return f"rmsnorm({', '.join(args)}, eps={attrs['eps']!r})"
+        if isinstance(op, TI.SliceOp):
+            windows = map(_window, op.operands[0].type.shape, attrs["starts"], attrs["steps"],
+                          attrs["sizes"])
+            return f"{args[0]}[{', '.join(windows)}]"
+        if isinstance(op, TI.ConcatOp):
+            return f"concat({_list(args)}, axis={attrs['axis']})"
+        if isinstance(op, TI.PadOp):
+            widths = _list(_list(pair) for pair in zip(attrs["low"], attrs["high"]))
+            return f"pad({args[0]}, {widths}, value={attrs['value']!r})"
+        if isinstance(op, TI.GatherOp):
+            return f"take({args[0]}, {args[1]}, axis={attrs['axis']})"
+        if isinstance(op, TI.IotaOp):
+            return f"iota({_list(attrs['shape'])}, axis={attrs['axis']}, dtype={attrs['dtype']})"
         raise MlfuseError(f"{op.name} has no .fuse form (print a tensor-level module)", op.loc)

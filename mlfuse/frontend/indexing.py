@@ -16,7 +16,7 @@ from typing import Callable
 
 from mlfuse.dialects import tensor as T
 from mlfuse.dialects import tensor_indexing as TI
-from mlfuse.dialects.shapes import broadcast_shapes, normalize_axes, slice_params
+from mlfuse.dialects.shapes import broadcast_shapes, fmt_shape, normalize_axes, slice_params
 from mlfuse.errors import Location, MlfuseError
 from mlfuse.ir.core import Value, VerifyError
 from mlfuse.ir.types import Dim, dim_factors, product_dim
@@ -90,13 +90,14 @@ def matmul(emit: Emit, a: Value, b: Value) -> Value:
     if a.type.rank == 0 or b.type.rank == 0:
         raise VerifyError("matmul takes operands of rank 1 or more, not scalars")
     a_rank, b_rank = a.type.rank, b.type.rank
+    if a.type.shape[-1] != b.type.shape[-2 if b_rank > 1 else 0]:
+        raise VerifyError(f"matmul inner dims differ: {fmt_shape(a.type.shape)} x "
+                          f"{fmt_shape(b.type.shape)}")
     if a_rank == 1:
         a = reshape(emit, a, [1, a.type.shape[0]])
     if b_rank == 1:
         b = reshape(emit, b, [b.type.shape[0], 1])
-    (m, k), (k_b, n) = a.type.shape[-2:], b.type.shape[-2:]
-    if k != k_b:
-        raise VerifyError(f"matmul inner dims differ: {list(a.type.shape)} x {list(b.type.shape)}")
+    (m, k), n = a.type.shape[-2:], b.type.shape[-1]
     batch = broadcast_shapes(a.type.shape[:-2], b.type.shape[:-2])
     flat = product_dim(batch)
     if all(d == 1 for d in b.type.shape[:-2]):  # one matrix b: a's batch stays a's

@@ -76,7 +76,7 @@ def _pair_or_none(v, loc, symbols):  # None: the builder's default (a pool's str
 def _dtype(v, loc, symbols):
     if v is None:  # an optional dtype left out (arange picks one)
         return None
-    if isinstance(v, Name) and v in DTYPES:
+    if isinstance(v, str) and v in DTYPES:  # a Name, or a parameter's default
         return str(v)
     close = difflib.get_close_matches(str(v), DTYPES, n=1)
     hint = f"; did you mean {close[0]}?" if close else f" (one of {', '.join(DTYPES)})"

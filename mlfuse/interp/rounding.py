@@ -49,7 +49,9 @@ from mlfuse.dialects import tensor
 from mlfuse.dtypes import eps, finfo, is_float
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 
+from mlfuse.interp import tensor_windows as windows
 from mlfuse.interp.common import bind_arguments
+from mlfuse.interp.indexing_rules import ROUNDING_RULES
 from mlfuse.interp.tensor_interp import _conv2d, _evaluate
 
 BASIC = 1.0   # ulps two correctly rounded results of one op may differ by
@@ -447,11 +449,11 @@ def _eps(out: np.ndarray) -> float:
     return eps(out.dtype)
 
 
-_VIEWS = ("tensor.reshape", "tensor.transpose", "tensor.broadcast_to")
+_VIEWS = ("tensor.reshape", "tensor.transpose", "tensor.broadcast_to", "tensor.slice")
 
 
 def _shape_op(op, ins, out, dims):
-    """reshape, transpose, broadcast_to: move the shadows as the values move."""
+    """reshape, transpose, broadcast_to, slice: move the shadows as the values move."""
     (x,) = ins
     full = [np.broadcast_to(a, x.value.shape) for a in (x.err, x.undecided)]
     return tuple(np.asarray(_evaluate(op, [a], dims)) for a in full)
@@ -494,6 +496,55 @@ def _matmul(op, a, b, dims):
     return np.matmul(a, b)
 
 
+# -- windowed ops (dialects/tensor_windows.py) ----------------------------------------
+def _full(s: Shadow):
+    shape = s.value.shape
+    return np.broadcast_to(s.err, shape).astype(np.float64), np.broadcast_to(s.undecided, shape)
+
+
+def _pool(op, ins, out, dims):
+    """max: the window's largest error; avg: a mean over the window (its rounding as a
+    sum's, then one division)."""
+    (x,) = ins
+    err, undecided = _full(x)
+    undecided = windows.pool_windows(op, undecided, False).any(axis=(-2, -1))
+    if op.name == "tensor.max_pool2d":
+        return windows.pool_windows(op, err, 0.0).max(axis=(-2, -1)), undecided
+    taps = int(np.prod(op["kernel"]))
+    divisor = windows.avg_divisor(op, *x.value.shape[2:], np.float64)
+    total = windows.pool_windows(op, err, 0.0).sum(axis=(-2, -1))
+    magnitude = windows.pool_windows(op, x.mag, 0.0).sum(axis=(-2, -1))
+    total = total + max(taps - 1, 0) * _eps(out) * magnitude
+    return total / divisor + _rounding(out), undecided
+
+
+def _arg_reduce(op, ins, out, dims):
+    """The index is decided unless another element may tie the extreme (their values
+    within their errors) or the extreme's nan status is undecided."""
+    (x,) = ins
+    err, undecided = _full(x)
+    axis, keep = op["axis"], op["keepdims"]
+    undecided = undecided.any(axis=axis, keepdims=keep)
+    if x.value.dtype.kind != "f":
+        return 0.0, undecided
+    v = x.value.astype(np.float64)
+    best = np.expand_dims(out, axis) if not keep else out
+    m, m_err = (np.take_along_axis(a, best.astype(np.int64), axis) for a in (v, err))
+    with np.errstate(invalid="ignore"):
+        near = (np.abs(v - m) <= err + m_err) & (err + m_err > 0)
+    ties = (near.sum(axis=axis, keepdims=keep) > 1) & ~np.isnan(v).any(axis=axis, keepdims=keep)
+    return 0.0, undecided | ties
+
+
+def _cumsum(op, ins, out, dims):
+    """A sum of up to n terms for each element (n the axis length)."""
+    (x,) = ins
+    err, undecided = _full(x)
+    n = x.value.shape[op["axis"]]
+    carried = [windows.cumsum(op, a, dims=dims) for a in (err, x.mag, undecided.astype(np.int64))]
+    return carried[0] + max(n - 1, 0) * _eps(out) * carried[1], carried[2] > 0
+
+
 _RULES = {
     "tensor.constant": _constant,
     "tensor.cast": _cast,
@@ -501,4 +552,11 @@ _RULES = {
     **{name: _shape_op for name in _VIEWS},
     "tensor.matmul": _contraction(_matmul),
     "tensor.conv2d": _contraction(lambda op, x, w, dims: _conv2d(op, x, w, dims=dims)),
+    **ROUNDING_RULES,  # concat, pad, gather, iota
+    "tensor.max_pool2d": _pool,
+    "tensor.avg_pool2d": _pool,
+    "tensor.argmax": _arg_reduce,
+    "tensor.argmin": _arg_reduce,
+    "tensor.cumsum": _cumsum,
+    "tensor.dim_size": _constant,
 }

@@ -64,13 +64,16 @@ def _arg_reduction(np_arg: Callable) -> Callable:
     return rule
 
 
-def _cumsum(op, x, *, dims):
+def cumsum(op, x, *, dims):
     axis = op["axis"]
     y = np.flip(x, axis) if op["reverse"] else x
     total = np.cumsum(y, axis=axis, dtype=x.dtype)
     if op["exclusive"]:  # shift by one along axis, a zero first
         total = np.concatenate([np.zeros_like(np.take(total, [0], axis)),
                                 np.take(total, np.arange(x.shape[axis] - 1), axis)], axis)
+    # every sum starts from +0, as the kernels' accumulators do (np.cumsum keeps the -0
+    # of a first element -0, whose sign 1/x would show); adding +0 changes nothing else
+    total = total + x.dtype.type(0)
     return np.flip(total, axis) if op["reverse"] else total
 
 
@@ -84,6 +87,6 @@ WINDOW_RULES: dict[str, Callable] = {
     "tensor.avg_pool2d": _avg_pool2d,
     "tensor.argmax": _arg_reduction(np.argmax),
     "tensor.argmin": _arg_reduction(np.argmin),
-    "tensor.cumsum": _cumsum,
+    "tensor.cumsum": cumsum,
     "tensor.dim_size": _dim_size,
 }

@@ -151,4 +151,6 @@ def program_size(func: FuncOp, default_dim: int = 1024, dims: dict | None = None
         elif op.name == "tensor.conv2d":
             _, c, kh, kw = op.operands[1].type.shape
             reduced = max(reduced, size(c) * kh * kw)
+        elif "kernel" in op.attributes:  # pooling: a reduction over each window
+            reduced = max(reduced, math.prod(op.attributes["kernel"]))
     return len(func.body.ops), reduced

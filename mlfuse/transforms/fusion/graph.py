@@ -66,27 +66,28 @@ def _identity_store(nest_op: ParallelOp) -> Value | None:
 
 def _row_extent(nest: Nest):
     """C if the nest reduces over the last axis of rows indexed by its own indices:
-    one top-level reduce whose loads use its index only in the last position,
-    after the nest's (non-keepdims) indices in order."""
-    if len(nest.reduces) != 1:
+    top-level reduces over one extent (one, or several in turn, as argmax's extreme
+    then its index) whose loads use their index only in the last position, after the
+    nest's (non-keepdims) indices in order."""
+    if not nest.reduces or len({repr(r["extent"]) for r in nest.reduces}) != 1:
         return None
-    red = nest.reduces[0]
-    k = red.body.args[0]
     args = list(nest.op.body.args)
     n_outer = len(args)
     if nest.extents and nest.extents[-1] == 1:
         n_outer -= 1  # keepdims: the trailing size-1 dim is the reduced one
-    for op in red.walk():
-        if op is red:
-            continue
-        if isinstance(op, ReduceOp):
-            return None  # a multi-axis reduction
-        if isinstance(op, (LoadOp, MaskedLoadOp)):
-            idx = list(op.operands[2:] if isinstance(op, MaskedLoadOp) else op.operands[1:])
-            if k in idx:
-                if idx[-1] is not k or idx[:-1] != args[:n_outer] or k in idx[:-1]:
-                    return None
-    return red["extent"]
+    for red in nest.reduces:
+        k = red.body.args[0]
+        for op in red.walk():
+            if op is red:
+                continue
+            if isinstance(op, ReduceOp):
+                return None  # a multi-axis reduction
+            if isinstance(op, (LoadOp, MaskedLoadOp)):
+                idx = list(op.operands[2:] if isinstance(op, MaskedLoadOp) else op.operands[1:])
+                if k in idx:
+                    if idx[-1] is not k or idx[:-1] != args[:n_outer] or k in idx[:-1]:
+                        return None
+    return nest.reduces[0]["extent"]
 
 
 def _count_ops(op: Operation) -> int:

@@ -19,6 +19,7 @@ from mlfuse.ir.types import INDEX
 
 from mlfuse.transforms.cse import cse_block, dead_code
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
+from mlfuse.transforms.fusion.hoist import hoist_invariant_loads
 
 
 class CannotFuse(Exception):
@@ -214,6 +215,8 @@ class KernelBuilder:
                 idx = self.point_args + [k]
                 self._store(self.value_at(nest, idx, loop.body), nest, idx, loop.body)
         cse_block(body)
+        hoist_invariant_loads(body)
+        cse_block(body)  # loads hoisted out of several loops over a row are one
         dead_code(body)
         return self.kernel
 

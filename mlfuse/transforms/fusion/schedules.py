@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
 from mlfuse.dialects.reductions import ReduceNest, reduce_nest, reduce_nests
@@ -81,18 +82,26 @@ def access_layout(kernel: Operation) -> str | None:
     "rows" when every load that steps with a reduced index has the nest's innermost
     index as its last index (the reduced values of a point are contiguous), "columns"
     when every such load has the kernel's last point index as its last index (neighbouring
-    points are contiguous), None otherwise (mixed, e.g. a matmul)."""
+    points are contiguous), None otherwise (mixed, e.g. a matmul, or a window: an index
+    computed from a point index and a reduced one, whose short reductions one thread
+    per point walks best)."""
     loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
     if not loops:
         return None
     rows = columns = True
     point_last = kernel.body.args[-1] if kernel.body.args else None
+    points = set(kernel.body.args)
+    memo: dict = {}
     for loop in loops:
         nest = reduce_nest(loop) if isinstance(loop, ReduceOp) else None
         steps = [id(a) for a in (nest.indices if nest else [loop.body.args[0]])]
         fastest = steps[-1]
         for load in _loads(loop):
             idx = _indices(load)
+            for v in idx:  # oh*stride + kh: a sliding window (pooling, a grouped conv)
+                deps = arg_deps(v, memo)
+                if deps & points and any(id(a) in steps for a in deps):
+                    return None  # neighbouring points' values overlap: neither layout
             if not any(id(v) in steps for v in idx):
                 continue
             rows &= bool(idx) and id(idx[-1]) == fastest
