@@ -150,3 +150,27 @@ def test_the_table_block_of_benchmarks_md_is_replaced_and_the_prose_kept(tmp_pat
     text = md.read_text()
     assert text.startswith("# Benchmarks\nintro\n") and text.endswith(f"{run.TABLE_END}\nanalysis\n")
     assert "old table" not in text and "| softmax | ms | 0.500 |" in text
+
+
+def test_models_script_selects_models_and_renders_its_table():
+    """benchmarks/models.py on the CPU: the model list, the relative-error rule and
+    the table (the export, the check and the timings need torch and a GPU)."""
+    import models
+    assert [m.name for m in models.selected(None, False)] == [
+        "resnet18", "mobilenet_v3_small", "vit_tiny", "gpt2", "bert_encoder", "mlp"]
+    assert len(models.selected(None, True)) > 6
+    assert [m.name for m in models.selected(["llama"], False)] == ["llama"]
+    with pytest.raises(SystemExit, match="no model 'alexnet'"):
+        models.selected(["alexnet"], False)
+    want = np.array([[1.0, -4.0], [0.0, 2.0]], np.float32)
+    assert models.relative_error(want + np.float32(1e-6), want) == pytest.approx(2.5e-7, rel=0.1)
+    assert models.relative_error(want[:1], want) == float("inf")
+    results = {"device": "H100", "date": "2026-11-23", "models": {
+        "mlp": {"mlfuse": 0.5, "torch": 1.0, "torch_compile": 0.4, "checked": True,
+                "kernels_unfused": 11, "kernels_fused": 2, "compile_s": 1.2,
+                "first_call_s": 3.4, "rel_error": 3e-7},
+        "gpt2": {"mlfuse": None, "torch": None, "torch_compile": None, "checked": False,
+                 "error": "MlfuseError: ..."}}}
+    table = models.markdown(results)
+    assert "| mlp | 0.500 | 1.000 | 0.400 | 2.00x | 11 -> 2 | 1.200 | 3.400 | 3.0e-07 | yes |" in table
+    assert "| gpt2 | - | - | - | - | - | - | - | MlfuseError: ... | NO |" in table
