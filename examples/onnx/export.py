@@ -36,7 +36,7 @@ class EncoderBlock(nn.Module):
     """A pre-norm transformer encoder block: softmax self-attention, then a GELU MLP,
     each with a residual connection. Written out (rather than nn.TransformerEncoderLayer)
     so the export has fixed reshapes instead of shape arithmetic, and separate q, k, v
-    projections: a fused qkv projection would export a Split, which mlfuse lacks."""
+    projections (benchmarks/models.py has real models with fused ones and Split)."""
 
     def __init__(self, seq=8, d_model=16, heads=2, d_ff=32):
         super().__init__()
