@@ -108,8 +108,10 @@ def _conv2d(op, x, w, *, dims):
     windows = np.lib.stride_tricks.sliding_window_view(padded, span, axis=(2, 3))
     # windows[n, c, oh, ow, a, b]: keep dilated taps and strided output positions
     windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]
-    wide = np.float32 if x.dtype == BFLOAT16 else x.dtype  # einsum has no bf16 loop
-    out = np.einsum("ncxykl,ockl->noxy", windows, w, dtype=wide, optimize=True).astype(x.dtype)
+    if x.dtype == BFLOAT16:  # einsum has no bf16 loops: sum the f32 products, round once
+        windows, w = windows.astype(np.float32), w.astype(np.float32)
+    out = np.einsum("ncxykl,ockl->noxy", windows, w, dtype=windows.dtype,
+                    optimize=True).astype(x.dtype)
     # A sum starts from +0 (as the kernels' accumulators and torch do), so an output
     # that sees only padding is +0; einsum keeps the -0 of one product 0 * -w, whose
     # sign 1/x would then show. Adding +0 turns -0 into +0 and changes nothing else.
