@@ -68,7 +68,7 @@ def conversions():
         def jit(device=False):
             return lambda f: f
     space = {"np": np, "cuda": Cuda}
-    exec(bf16_helper_source("simulator"), space)
+    exec(bf16_helper_source("simulator"), space)  # noqa: S102 (mlfuse's own helper text)
     return space
 
 
@@ -306,7 +306,7 @@ def test_i64_scalar_parameter_takes_python_ints_in_range():
 def test_device_arrays_pass_bf16_as_uint16_bits(args_module):
     from numba import cuda
     x, k = _bf16([1.5, -2.0, 3.0]), np.array([1, 2, 3], np.int64)
-    y, j = args_module.f(cuda.to_device(x.view(np.uint16)), cuda.to_device(k),
+    y, _ = args_module.f(cuda.to_device(x.view(np.uint16)), cuda.to_device(k),
                          cuda.to_device(np.array(2.0, np.float32).astype(BF16).view(np.uint16)))
     host = y.copy_to_host()
     assert host.dtype == np.uint16 and np.array_equal(host.view(BF16), _bf16([3.0, -4.0, 6.0]))
