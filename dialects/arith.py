@@ -64,7 +64,7 @@ class ConstantOp(Operation):
         t = self.result.type
         if not isinstance(t, ScalarType):
             raise VerifyError(f"arith.constant yields a scalar, got {t}", self.loc)
-        if t.dtype in ("index", "i32", "bool") and float(self["value"]) != int(self["value"]):
+        if t.dtype in ("index", "bool") + INT_DTYPES and float(self["value"]) != int(self["value"]):
             raise VerifyError(f"constant {self['value']} is not whole for {t.dtype}", self.loc)
 
 

@@ -19,19 +19,20 @@ from __future__ import annotations
 from mlfuse.ir.core import OPAQUE, Attr, Operation, VerifyError
 from mlfuse.ir.registry import Dialect
 from mlfuse.ir.traits import MEMORY_READ, MEMORY_WRITE, PURE
-from mlfuse.ir.types import BOOL, INDEX, BufferType, ScalarType
+from mlfuse.ir.types import BOOL, INDEX, INT_BITS, INT_DTYPES, BufferType, ScalarType
 
 COMBINERS = ("add", "max", "min")
 
 
 def combiner_identity(combiner: str, dtype: str) -> float | int:
     """The neutral value of ``combiner`` on ``dtype``: what a reduction starts from and
-    what a thread with no elements holds (0, or the extreme value of the dtype; i32 has
-    no infinity, so its extreme integer)."""
+    what a thread with no elements holds (0, or the extreme value of the dtype; integers
+    have no infinity, so their extreme integer)."""
     if combiner == "add":
-        return 0 if dtype in ("i32", "index") else 0.0
-    if dtype == "i32":
-        return -2 ** 31 if combiner == "max" else 2 ** 31 - 1
+        return 0 if dtype in INT_DTYPES + ("index",) else 0.0
+    if dtype in INT_BITS:
+        bits = INT_BITS[dtype]
+        return -2 ** (bits - 1) if combiner == "max" else 2 ** (bits - 1) - 1
     return float("-inf") if combiner == "max" else float("inf")
 
 DIALECT = Dialect("loops", __doc__)

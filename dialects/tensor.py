@@ -10,7 +10,7 @@ from mlfuse.ir.core import (BROADCAST, ELEMENTWISE, INJECTIVE, OPAQUE, OUT_ELEME
                             REDUCTION, Attr, Operation, VerifyError)
 from mlfuse.ir.registry import Dialect
 from mlfuse.ir.traits import COMPOSITE, PURE
-from mlfuse.ir.types import DTYPES, FLOAT_DTYPES, TensorType
+from mlfuse.ir.types import DTYPES, FLOAT_DTYPES, INT_DTYPES, TensorType
 
 from mlfuse.dialects.elementwise import ELEMENTWISE as ELEMENTWISE_SPECS
 from mlfuse.dialects.elementwise import check_dtypes
@@ -82,7 +82,7 @@ class ConstantOp(TensorOp):
         if not isinstance(t, TensorType) or t.rank != 0:
             raise VerifyError(f"tensor.constant yields a rank-0 tensor, got {t}", self.loc)
         v = self["value"]
-        if t.dtype in ("i32", "bool") and float(v) != int(v):
+        if t.dtype in INT_DTYPES + ("bool",) and float(v) != int(v):
             raise VerifyError(f"constant {v} is not a whole number for {t.dtype}", self.loc)
 
 

@@ -45,9 +45,10 @@ class CompiledFunction:
             results = fast.call_and_plan(self.host, args, call)
         else:
             results = self.host(*call.device_args)
+        dtypes = self.signature.results
         if self.signature.num_results == 1:
-            return convert_result(results, call.kind)
-        return tuple(convert_result(r, call.kind) for r in results)
+            return convert_result(results, call.kind, dtypes[0])
+        return tuple(convert_result(r, call.kind, d) for r, d in zip(results, dtypes))
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.describe()}" for p in self.signature.params)

@@ -11,6 +11,7 @@ Targets: "cuda" (a real GPU: block reductions use warp shuffles) and "simulator"
 """
 from __future__ import annotations
 
+from mlfuse.codegen.bf16 import BF16_NAMES
 from mlfuse.codegen.contraction import CUDA_TILES, SIMULATOR_TILES, emit_contraction, factory_name
 from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel, kernel_interface
 from mlfuse.codegen.emit_mma import emit_mma_contraction
@@ -105,7 +106,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
         raise MlfuseError(f"unknown codegen target {target!r}; choose one of {', '.join(TARGETS)}")
     hw = hw or get_target()
     names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES)
-                  + list(MMA_NAMES) + list(MMA_GEOMETRY_NAMES))
+                  + list(MMA_NAMES) + list(MMA_GEOMETRY_NAMES) + list(BF16_NAMES))
     host_names = {f.sym_name: names.fresh(f.sym_name) for f in module.funcs}
     helpers: set[str] = set()
     kernels: dict[int, KernelCode] = {}
@@ -119,7 +120,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     hosts = [emit_host(f, host_names[f.sym_name], kernels, helpers, names.taken, target)
              for f in module.funcs]
     threads = hw.threads_per_block if target == "cuda" else _SIMULATOR_THREADS_PER_BLOCK
-    intrinsics = target == "cuda" and bool({"_vector_access", "_mma_intrinsics"} & helpers)
+    intrinsics = target == "cuda" and bool({"_vector_access", "_mma_intrinsics", "_bf16"} & helpers)
     parts = [_HEADER.format(target=target, threads=threads,
                             imports="".join(f"{line}\n" for line in _imports(intrinsics)),
                             llvmlite_note=" (and llvmlite, which numba brings)" if intrinsics

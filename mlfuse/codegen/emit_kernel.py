@@ -54,6 +54,7 @@ from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.types import BufferType, dim_factors, symbols_of
 from mlfuse.hardware import Target
 
+from mlfuse.codegen.bf16 import BF16_HELPER, bf16_load, bf16_store
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
 from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
@@ -493,7 +494,8 @@ class KernelEmitter(VectorPhases):
             w.line(f"{self.staged[id(op)]}[{self.local['slot']}] = {self.namer(op.operands[0])}")
         elif isinstance(op, StoreOp):
             value, buf = op.operands[0], op.operands[1]
-            line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = {self.namer(value)}"
+            line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = " + \
+                self.stored(self.namer(value), buf.type.dtype)
             if shared:  # one value per point: one thread writes it
                 with w.indented(f"if {self.leader()}:"):
                     w.line(line)
@@ -517,10 +519,21 @@ class KernelEmitter(VectorPhases):
         text = f"{self.namer(buf)}[{self.index(indices)}]"
         if buf.type.dtype == "f16":
             text = f"np.float32({text})"
+        elif buf.type.dtype == "bf16":
+            self.helpers.add(BF16_HELPER)
+            text = bf16_load(text)
         if isinstance(op, MaskedLoadOp):
             # the conditional expression reads memory only where the mask holds
             other = literal(op["other"], buf.type.dtype)
             text = f"{text} if {self.namer(op.operands[1])} else {other}"
+        return text
+
+    def stored(self, text: str, dtype: str) -> str:
+        """What a store of value ``text`` into a ``dtype`` buffer writes (the buffer's
+        element type converts the compute type, except bf16's 16-bit words)."""
+        if dtype == "bf16":
+            self.helpers.add(BF16_HELPER)
+            return bf16_store(text)
         return text
 
     def load_statement(self, op: Operation) -> None:

@@ -7,9 +7,12 @@ Types: every value is computed in its *compute type* (:data:`COMPUTE_TYPE`). f32
 code stays f32 because every literal is a typed ``np.float32(...)`` and Numba CUDA
 keeps float32 for ``math`` functions of float32 arguments; f16 values are loaded
 into f32, computed in f32 and rounded back to f16 by the store (an f16 cast rounds
-through ``np.float16`` so the value matches NumPy's). i32 arithmetic is wrapped in
-``np.int32(...)`` because Numba widens int32 + int32 to int64. Loop indices are
-int64, so flat indices do not overflow past 2**31 elements.
+through ``np.float16`` so the value matches NumPy's); bf16 likewise, stored as its
+16 bits (mlfuse/codegen/bf16.py). i32 arithmetic is wrapped in ``np.int32(...)``
+because Numba widens int32 + int32 to int64; i64 is Numba's own int64, which wraps
+around on overflow as NumPy's does. Loop indices are int64, so flat indices do not
+overflow past 2**31 elements. Float literals are rounded to their dtype first, so
+an f16 or bf16 constant has the value the interpreters give it.
 """
 from __future__ import annotations
 
@@ -17,14 +20,18 @@ import math
 from typing import Callable
 
 
+from mlfuse.codegen.bf16 import BF16_HELPER, bf16_round
+from mlfuse.dtypes import numpy_dtype
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Operation
+from mlfuse.ir.types import INT_DTYPES
 from mlfuse.dialects.loops import combiner_identity
 
-COMPUTE_TYPE = {"f16": "float32", "f32": "float32", "f64": "float64", "i32": "int32",
-                "bool": "bool_", "index": "int64"}
-STORAGE_TYPE = {"f16": "float16", "f32": "float32", "f64": "float64", "i32": "int32",
-                "bool": "bool_"}
+COMPUTE_TYPE = {"f16": "float32", "bf16": "float32", "f32": "float32", "f64": "float64",
+                "i32": "int32", "i64": "int64", "bool": "bool_", "index": "int64"}
+# The NumPy dtype of a buffer's elements on the device (bf16: its 16 bits, see bf16.py).
+STORAGE_TYPE = {"f16": "float16", "bf16": "uint16", "f32": "float32", "f64": "float64",
+                "i32": "int32", "i64": "int64", "bool": "bool_"}
 SHARED_TYPE = {"float32": "numba.float32", "float64": "numba.float64", "int32": "numba.int32",
                "int64": "numba.int64"}
 
@@ -37,8 +44,9 @@ def literal(value: float, dtype: str) -> str:
         return "True" if value else "False"
     if dtype == "index":
         return str(int(value))
-    if dtype == "i32":
-        return f"np.int32({int(value)})"
+    if dtype in INT_DTYPES:
+        return f"np.{COMPUTE_TYPE[dtype]}({int(value)})"
+    value = float(numpy_dtype(dtype).type(value))  # as the dtype holds it
     if math.isnan(value):
         text = "math.nan"
     elif math.isinf(value):
@@ -171,6 +179,8 @@ def _cast(x: str, src: str, dst: str) -> str:
         return f"{x} != {literal(0, src)}"
     if dst == "f16":  # round to half precision, keep computing in f32
         return f"np.float32(np.float16({x}))"
+    if dst == "bf16":
+        return bf16_round(x if COMPUTE_TYPE[src] == "float32" else f"np.float32({x})")
     return f"np.{COMPUTE_TYPE[dst]}({x})"
 
 
@@ -181,6 +191,8 @@ def scalar_expression(op: Operation, operands: list[str], target: str, helpers: 
     if kind == "constant":
         return literal(op["value"], result)
     if kind == "cast":
+        if result == "bf16":
+            helpers.add(BF16_HELPER)
         return _cast(operands[0], op.operands[0].type.dtype, result)
     template = SCALAR_EXPRESSIONS.get(kind)
     if template is None:

@@ -20,11 +20,11 @@ import numpy as np
 from mlfuse.dialects.elementwise import ElementwiseSpec
 from mlfuse.dialects.tensor import ConstantOp
 from mlfuse.errors import Location, MlfuseError
-from mlfuse.ir.types import FLOAT_DTYPES, NUMPY_DTYPE, TensorType
+from mlfuse.dtypes import numpy_dtype
+from mlfuse.ir.types import FLOAT_DTYPES, INT_BITS, TensorType
 
 # Ints are folded in float64, which is exact only up to 2**53.
 MAX_INT_LITERAL = 2 ** 53
-_I32_RANGE = (-2 ** 31, 2 ** 31 - 1)
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def constant_op(literal: Literal, dtype: str) -> ConstantOp:
     if dtype in FLOAT_DTYPES:
         value = float(value)
         with np.errstate(over="ignore"):
-            rounded = np.dtype(NUMPY_DTYPE[dtype]).type(value)
+            rounded = numpy_dtype(dtype).type(value)
         if math.isfinite(value) and not np.isfinite(rounded):
             raise MlfuseError(f"literal {literal} overflows {dtype}", loc)
     else:
@@ -98,6 +98,7 @@ def constant_op(literal: Literal, dtype: str) -> ConstantOp:
             raise MlfuseError(f"literal {literal} is not a whole number, but its partner "
                               f"operand is {dtype}", loc)
         value = int(value)
-        if not _I32_RANGE[0] <= value <= _I32_RANGE[1]:
+        bits = INT_BITS[dtype]
+        if not -2 ** (bits - 1) <= value < 2 ** (bits - 1):
             raise MlfuseError(f"literal {literal} is out of the {dtype} range", loc)
     return ConstantOp(attributes={"value": value}, result_types=[TensorType(dtype, ())], loc=loc)

@@ -8,19 +8,18 @@ from mlfuse.dialects.elementwise import ElementwiseSpec
 from mlfuse.errors import ArgumentError, MlfuseError
 from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.core import Operation
-from mlfuse.ir.types import NUMPY_DTYPE, Dim, dim_value, symbols_of
-
-# Loop indices are int64 arrays in the interpreters.
-INTERP_DTYPE = {**NUMPY_DTYPE, "index": "int64"}
+from mlfuse import dtypes
+from mlfuse.ir.types import INT_DTYPES, Dim, dim_value, symbols_of
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
-    return np.dtype(INTERP_DTYPE[dtype])
+    """The NumPy dtype of an IR dtype; loop indices are int64 arrays in the interpreters."""
+    return np.dtype(np.int64) if dtype == "index" else dtypes.numpy_dtype(dtype)
 
 
 def scalar(value, dtype: str) -> np.ndarray:
     """A 0-d array holding ``value`` in ``dtype`` (a constant attribute's value)."""
-    if dtype in ("index", "i32", "bool"):
+    if dtype in ("index", "bool") + INT_DTYPES:
         value = int(value)
     return np.array(value, dtype=numpy_dtype(dtype))
 

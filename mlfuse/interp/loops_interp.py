@@ -10,6 +10,11 @@ sequentially over their extent, on all points at once.
 Buffers are NumPy arrays; fresh ones start as NaN (0 for ints, False for bools)
 so that an element no nest wrote stands out. Every load and store checks its
 indices: NumPy would wrap a negative index around instead of failing.
+
+bf16 values compute in f32, as kernels compute them (mlfuse/codegen/scalar.py): a
+load widens, constants and casts to bf16 round to bf16 and stay f32, and only a
+store rounds what it writes. A bf16 reduction therefore adds up in f32, like the
+kernels and the tensor interpreter (bf16 steps would stall: 1000 ones make 256).
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import numpy as np
 
 from mlfuse.dialects.arith import SCALAR_OPS
 from mlfuse.dialects.loops import COMBINERS
+from mlfuse.dtypes import is_float
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.core import Block, Operation
@@ -27,6 +33,17 @@ from mlfuse.interp.common import (apply_elementwise, bind_arguments, numpy_dtype
 # How loops.reduce combines partial results; maximum/minimum propagate NaN, as NumPy.
 COMBINE = {"add": np.add, "max": np.maximum, "min": np.minimum}
 assert set(COMBINE) == set(COMBINERS)
+
+# Scalar values of these dtypes are held (and computed) in a wider dtype.
+COMPUTED_IN = {"bf16": "f32"}
+
+
+def _computed(value: np.ndarray, dtype: str) -> np.ndarray:
+    """``value`` (of IR dtype ``dtype``) as the loops interpreter holds it."""
+    if dtype not in COMPUTED_IN:
+        return value
+    return np.asarray(value).astype(numpy_dtype(COMPUTED_IN[dtype]))
+
 
 # Scalar ops that are not in the elementwise table.
 INDEX_AND_BOOL_OPS = {"arith.floordiv": np.floor_divide, "arith.mod": np.mod,
@@ -83,7 +100,7 @@ class _Machine:
     def alloc(self, op):
         t = op.result.type
         dtype = numpy_dtype(t.dtype)
-        fill = np.nan if dtype.kind == "f" else 0
+        fill = np.nan if is_float(dtype) else 0
         self.set(op, np.full(resolve_shape(t.shape, self.dims, op), fill, dtype=dtype))
 
     def checked_indices(self, op, buf: np.ndarray, indices: list[np.ndarray], mask=None):
@@ -99,18 +116,18 @@ class _Machine:
 
     def load(self, op):
         buf, *indices = self.get(op)
-        self.set(op, buf[self.checked_indices(op, buf, indices)])
+        self.set(op, _computed(buf[self.checked_indices(op, buf, indices)], op.result.type.dtype))
 
     def masked_load(self, op):
         buf, mask, *indices = self.get(op)
-        other = scalar(op["other"], op.result.type.dtype)
+        other = _computed(scalar(op["other"], op.result.type.dtype), op.result.type.dtype)
         if buf.size == 0:
             self.set(op, np.broadcast_to(other, np.broadcast(mask, *indices).shape))
             return
         self.checked_indices(op, buf, indices, mask)
         # where the mask is off an index may be anything: clip it into range to gather
         safe = [np.clip(i, 0, n - 1) for i, n in zip(indices, buf.shape)]
-        self.set(op, np.where(mask, buf[tuple(safe)], other))
+        self.set(op, np.where(mask, _computed(buf[tuple(safe)], op.result.type.dtype), other))
 
     def store(self, op):
         value, buf, *indices = self.get(op)
@@ -121,19 +138,21 @@ class _Machine:
 
     # -- scalar ops ---------------------------------------------------------------
     def constant(self, op):
-        self.set(op, scalar(op["value"], op.result.type.dtype))
+        self.set(op, _computed(scalar(op["value"], op.result.type.dtype), op.result.type.dtype))
 
     def elementwise(self, op):
         spec = ARITH_ELEMENTWISE[op.name]
-        self.set(op, apply_elementwise(spec, self.get(op), op.result.type.dtype, op))
+        dtype = op.result.type.dtype
+        self.set(op, apply_elementwise(spec, self.get(op), COMPUTED_IN.get(dtype, dtype), op))
 
     def index_or_bool(self, op):
         self.set(op, np.asarray(INDEX_AND_BOOL_OPS[op.name](*self.get(op))))
 
     def cast(self, op):
-        with np.errstate(invalid="ignore"):  # nan to int is as NumPy's astype makes it
+        # nan to int is as NumPy's astype makes it; overflow (f64 to f32) gives inf
+        with np.errstate(invalid="ignore", over="ignore"):
             (x,) = self.get(op)
-            self.set(op, x.astype(numpy_dtype(op["dtype"])))
+            self.set(op, _computed(x.astype(numpy_dtype(op["dtype"])), op["dtype"]))
 
     # -- loops -----------------------------------------------------------------------
     def parallel(self, op):

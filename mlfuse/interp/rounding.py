@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlfuse.dialects import tensor
+from mlfuse.dtypes import eps, finfo, is_float
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 
 from mlfuse.interp import tensor_windows as windows
@@ -73,12 +74,12 @@ class Shadow:
 
     @property
     def is_inf(self) -> np.ndarray:
-        return np.isinf(self.value) if self.value.dtype.kind == "f" else np.zeros(
+        return np.isinf(self.value) if is_float(self.value.dtype) else np.zeros(
             self.value.shape, bool)
 
     @property
     def may_be_zero(self) -> np.ndarray:
-        if self.value.dtype.kind not in "fi":
+        if not (is_float(self.value.dtype) or self.value.dtype.kind == "i"):
             return np.zeros(self.value.shape, bool)
         v = np.abs(self.value.astype(np.float64))
         return (self.err > 0) & (v <= self.err)
@@ -127,10 +128,10 @@ def _finish(out: np.ndarray, err, undecided) -> Shadow:
     """Zero the error of non-finite values; mark values that may overflow."""
     err = np.broadcast_to(np.nan_to_num(np.asarray(err, np.float64), nan=np.inf), out.shape)
     undecided = np.broadcast_to(undecided, out.shape)
-    if out.dtype.kind == "f":
+    if is_float(out.dtype):
         finite = np.isfinite(out)
         err = np.where(finite, err, 0.0)
-        biggest = float(np.finfo(out.dtype).max)
+        biggest = float(finfo(out.dtype).max)
         undecided = undecided | (finite & (np.abs(out.astype(np.float64)) + err >= biggest))
     else:
         err = np.zeros(out.shape)
@@ -139,10 +140,10 @@ def _finish(out: np.ndarray, err, undecided) -> Shadow:
 
 def _rounding(out: np.ndarray, ulps: float = BASIC) -> np.ndarray:
     """How far two correct roundings of ``out`` may differ."""
-    if out.dtype.kind != "f":
+    if not is_float(out.dtype):
         return np.zeros(out.shape)
     r = np.abs(out.astype(np.float64))
-    return ulps * float(np.finfo(out.dtype).eps) * np.where(np.isfinite(r), r, 0.0)
+    return ulps * eps(out.dtype) * np.where(np.isfinite(r), r, 0.0)
 
 
 def _any(*masks) -> np.ndarray:
@@ -244,9 +245,9 @@ def _mul(ins, out):
 
 
 def _product_error(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """|a * b - out| exactly: for f16 and f32 the float64 product is exact; for f64,
-    Dekker's split (each half has at most 26 significant bits)."""
-    if out.dtype.kind != "f":
+    """|a * b - out| exactly: for f16, bf16 and f32 the float64 product is exact; for
+    f64, Dekker's split (each half has at most 26 significant bits)."""
+    if not is_float(out.dtype):
         return np.zeros(out.shape)
     a, b, r = (np.broadcast_to(v, out.shape).astype(np.float64) for v in (a, b, out))
     with np.errstate(all="ignore"):
@@ -401,7 +402,7 @@ def _cast(op, ins, out, dims):
     (x,) = ins
     if out.dtype.kind == "b":
         return 0.0, x.undecided | x.may_be_zero
-    if out.dtype.kind == "i" and x.value.dtype.kind == "f":
+    if out.dtype.kind == "i" and is_float(x.value.dtype):
         v = x.value.astype(np.float64)
         with np.errstate(invalid="ignore"):
             straddles = np.trunc(v - x.err) != np.trunc(v + x.err)
@@ -432,9 +433,9 @@ def _sums_exactly(x: np.ndarray, axes, keep) -> np.ndarray:
     """Where every partial sum over ``axes``, in any order, is exact: all terms are
     multiples of one power of two q and their magnitudes add up to at most 2**p q
     (p the dtype's significand bits), e.g. small integers."""
-    if x.dtype.kind != "f":
+    if not is_float(x.dtype):
         return np.ones(np.sum(x, axis=axes, keepdims=keep).shape, bool)
-    p = np.finfo(x.dtype).nmant + 1
+    p = finfo(x.dtype).nmant + 1
     v = np.abs(x.astype(np.float64))
     v = np.where(np.isfinite(v), v, 0.0)
     m, e = np.frexp(v)
@@ -445,7 +446,7 @@ def _sums_exactly(x: np.ndarray, axes, keep) -> np.ndarray:
 
 
 def _eps(out: np.ndarray) -> float:
-    return float(np.finfo(out.dtype).eps) if out.dtype.kind == "f" else 0.0
+    return eps(out.dtype)
 
 
 _VIEWS = ("tensor.reshape", "tensor.transpose", "tensor.broadcast_to", "tensor.slice")

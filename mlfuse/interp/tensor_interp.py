@@ -1,7 +1,11 @@
 """The oracle: runs a tensor-dialect function on NumPy arrays with NumPy semantics.
 
 Every op computes in its own dtype (f32 in, f32 arithmetic; no silent f64), so
-its results are what every lower level and every kernel is compared with.
+its results are what every lower level and every kernel is compared with. The one
+widening: bf16 sums (sum, mean, matmul, conv2d, and the composites' sums) add up
+in f32 and round once, as kernels (which compute bf16 in f32) and PyTorch do; a
+running sum in bf16 itself stalls (1000 ones add up to 256), which is no answer
+to compare a kernel with.
 Composite ops are computed directly from their definitions, which lets the same
 oracle check the ``decompose`` pass.
 """
@@ -13,6 +17,7 @@ import numpy as np
 
 from mlfuse.dialects import tensor
 from mlfuse.dialects.shapes import normalize_axes
+from mlfuse.dtypes import BFLOAT16
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.core import Operation
@@ -58,11 +63,23 @@ def _cast(op, x, *, dims):
     return x.astype(numpy_dtype(op["dtype"]))
 
 
+def _accumulated(np_reduce: Callable, x: np.ndarray, **kwargs) -> np.ndarray:
+    """``np_reduce`` (np.sum, np.mean) of ``x`` in x's dtype: bf16 adds up in f32 and
+    rounds once; a sum's dtype= keeps integer sums in i32 (NumPy would widen them to
+    int64); NumPy's mean of f16 adds up in f32 itself."""
+    if x.dtype == BFLOAT16:
+        return np.asarray(np_reduce(x, dtype=np.float32, **kwargs)).astype(x.dtype)
+    if np_reduce is np.sum:
+        kwargs["dtype"] = x.dtype
+    return np_reduce(x, **kwargs)
+
+
 def _reduction(np_reduce: Callable) -> Callable:
     def rule(op, x, *, dims):
-        # dtype= keeps integer sums in i32 (NumPy would widen them to int64)
-        extra = {"dtype": x.dtype} if np_reduce is np.sum else {}
-        return np_reduce(x, axis=tuple(op["axis"]), keepdims=op["keepdims"], **extra)
+        kwargs = {"axis": tuple(op["axis"]), "keepdims": op["keepdims"]}
+        if np_reduce in (np.sum, np.mean):
+            return _accumulated(np_reduce, x, **kwargs)
+        return np_reduce(x, **kwargs)
     return rule
 
 
@@ -79,6 +96,8 @@ def _broadcast_to(op, x, *, dims):
 
 
 def _matmul(op, a, b, *, dims):
+    if a.dtype == BFLOAT16:  # ml_dtypes' matmul returns the f32 sums: round them once
+        return np.matmul(a, b).astype(a.dtype)
     return np.matmul(a, b)
 
 
@@ -92,14 +111,17 @@ def _conv2d(op, x, w, *, dims):
     # windows[n, c, oh, ow, a, b]: keep dilated taps and strided output positions
     windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]
     groups = op.attributes.get("groups", 1)
+    if x.dtype == BFLOAT16:  # einsum has no bf16 loops: sum the f32 products, round once
+        windows, w = windows.astype(np.float32), w.astype(np.float32)
     if groups == 1:
-        out = np.einsum("ncxykl,ockl->noxy", windows, w, dtype=x.dtype, optimize=True)
+        out = np.einsum("ncxykl,ockl->noxy", windows, w, dtype=windows.dtype, optimize=True)
     else:  # output channel o reads the input channels of its group, o // (O / groups)
         n, c, oh, ow = windows.shape[:4]
         grouped = windows.reshape(n, groups, c // groups, oh, ow, kh, kw)
         per_group = w.reshape(groups, w.shape[0] // groups, *w.shape[1:])
-        out = np.einsum("ngcxykl,gockl->ngoxy", grouped, per_group, dtype=x.dtype,
+        out = np.einsum("ngcxykl,gockl->ngoxy", grouped, per_group, dtype=windows.dtype,
                         optimize=True).reshape(n, w.shape[0], oh, ow)
+    out = out.astype(x.dtype)
     # A sum starts from +0 (as the kernels' accumulators and torch do), so an output
     # that sees only padding is +0; einsum keeps the -0 of one product 0 * -w, whose
     # sign 1/x would then show. Adding +0 turns -0 into +0 and changes nothing else.
@@ -109,21 +131,21 @@ def _conv2d(op, x, w, *, dims):
 def _softmax(op, x, *, dims):
     (axis,) = normalize_axes(op["axis"], x.ndim)
     shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return shifted / np.sum(shifted, axis=axis, keepdims=True)
+    return shifted / _accumulated(np.sum, shifted, axis=axis, keepdims=True)
 
 
 def _layernorm(op, x, gamma, beta, *, dims):
     (axis,) = normalize_axes(op["axis"], x.ndim)
     axes = tuple(range(axis, x.ndim))
-    mean = np.mean(x, axis=axes, keepdims=True)
-    var = np.mean((x - mean) * (x - mean), axis=axes, keepdims=True)
+    mean = _accumulated(np.mean, x, axis=axes, keepdims=True)
+    var = _accumulated(np.mean, (x - mean) * (x - mean), axis=axes, keepdims=True)
     eps = x.dtype.type(op["eps"])
     return (x - mean) / np.sqrt(var + eps) * gamma + beta
 
 
 def _rmsnorm(op, x, gamma, *, dims):
     eps = x.dtype.type(op["eps"])
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+    return x / np.sqrt(_accumulated(np.mean, x * x, axis=-1, keepdims=True) + eps) * gamma
 
 
 _RULES: dict[str, Callable] = {

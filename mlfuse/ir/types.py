@@ -16,10 +16,14 @@ from typing import Iterable, Union
 
 Dim = Union[int, str]
 
-FLOAT_DTYPES = ("f16", "f32", "f64")
-INT_DTYPES = ("i32",)
+FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
+INT_DTYPES = ("i32", "i64")
 DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
-NUMPY_DTYPE = {"f16": "float16", "f32": "float32", "f64": "float64", "i32": "int32", "bool": "bool"}
+# NumPy's name for each; "bfloat16" is ml_dtypes' (mlfuse.dtypes imports it, which
+# registers the name: use mlfuse.dtypes.numpy_dtype rather than np.dtype on these)
+NUMPY_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+               "i32": "int32", "i64": "int64", "bool": "bool"}
+INT_BITS = {"i32": 32, "i64": 64}  # two's complement: wraps around on overflow, as NumPy
 
 
 class Type:
@@ -158,7 +162,8 @@ BOOL = ScalarType("bool")
 
 
 def itemsize(dtype: str) -> int:
-    return {"f16": 2, "f32": 4, "f64": 8, "i32": 4, "bool": 1, "index": 8}[dtype]
+    return {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1,
+            "index": 8}[dtype]
 
 
 def symbols_of(shape) -> list[str]:

@@ -8,6 +8,14 @@ Kinds of argument: NumPy arrays (copied to the device; results come back as NumP
 Numba device arrays, and objects with ``__cuda_array_interface__`` (PyTorch, CuPy:
 wrapped without a copy; results come back as the same library's arrays). Python and
 NumPy scalars are accepted for rank-0 parameters.
+
+bf16 (docs/language.md): on the host, ``ml_dtypes.bfloat16`` NumPy arrays, and bf16
+results come back as such. On the device, kernels take a bf16 array as its 16-bit
+words (mlfuse/codegen/bf16.py): a ``torch.bfloat16`` CUDA tensor (PyTorch has no
+``__cuda_array_interface__`` for bf16: mlfuse reinterprets the tensor's memory as
+int16, no copy) and its results come back as torch.bfloat16; Numba and CuPy arrays,
+which have no bf16 dtype, pass and get back uint16 arrays of the bits
+(``array.view(np.uint16)`` of the same memory).
 """
 from __future__ import annotations
 
@@ -15,9 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlfuse.dtypes import BFLOAT16, device_dtype, finfo, numpy_dtype
 from mlfuse.errors import ArgumentError, ArgumentValueError
 from mlfuse.ir.builtin import FuncOp
-from mlfuse.ir.types import NUMPY_DTYPE, Dim, dim_value, shape_problem
+from mlfuse.ir.types import FLOAT_DTYPES, INT_BITS, Dim, dim_value, shape_problem
 
 HOST = "numpy"
 
@@ -25,12 +34,17 @@ HOST = "numpy"
 @dataclass(frozen=True)
 class Param:
     name: str
-    dtype: str                 # IR dtype: f16 f32 f64 i32 bool
+    dtype: str                 # IR dtype: f16 bf16 f32 f64 i32 i64 bool
     shape: tuple[Dim, ...]
 
     @property
     def np_dtype(self) -> np.dtype:
-        return np.dtype(NUMPY_DTYPE[self.dtype])
+        return numpy_dtype(self.dtype)
+
+    @property
+    def device_dtype(self) -> np.dtype:
+        """The dtype of the device array a kernel takes (bf16: uint16, its bits)."""
+        return device_dtype(self.dtype)
 
     def describe(self) -> str:
         return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
@@ -44,6 +58,7 @@ class Signature:
     made: tuple[tuple[str, tuple[Dim, ...]], ...] = ()
     # (name, shape) of every array a call allocates (results and intermediates), whose
     # sizes are checked once the arguments bind the symbolic dims, before any launch
+    results: tuple[str, ...] = ()  # the results' IR dtypes
 
     @staticmethod
     def of(func: FuncOp) -> "Signature":
@@ -51,7 +66,8 @@ class Signature:
                        for i, a in enumerate(func.args))
         made = tuple((op.results[0].name_hint or "a result", tuple(op.results[0].type.shape))
                      for op in func.body.ops if op.name == "loops.alloc")
-        return Signature(func.sym_name, params, len(func["result_types"]), made)
+        results = tuple(t.dtype for t in func["result_types"])
+        return Signature(func.sym_name, params, len(results), made, results)
 
     def positional(self, args: tuple, kwargs: dict) -> tuple:
         """``args`` followed by the parameters ``kwargs`` names, in parameter order."""
@@ -81,6 +97,8 @@ def kind_of(value) -> str | None:
         return HOST
     if getattr(value, "__cuda_ndarray__", False):
         return "numba"
+    if _is_torch_bf16(value):  # no __cuda_array_interface__: asking for it raises
+        return "torch"
     if hasattr(value, "__cuda_array_interface__"):
         library = type(value).__module__.split(".")[0]
         return library if library in ("torch", "cupy") else "cuda_array"
@@ -100,13 +118,14 @@ def _scalar(sig: Signature, p: Param, value) -> np.ndarray:
     is_int = isinstance(value, int) and not isinstance(value, bool)
     if p.dtype == "bool":
         fits = isinstance(value, bool)
-    elif p.dtype == "i32":
-        fits = is_int and np.iinfo(np.int32).min <= value <= np.iinfo(np.int32).max
+    elif p.dtype in INT_BITS:
+        bits = INT_BITS[p.dtype]
+        fits = is_int and -2 ** (bits - 1) <= value < 2 ** (bits - 1)
     else:  # a float parameter takes Python ints and floats
         fits = is_int or isinstance(value, float)
     if not fits:
         raise sig.error(f"expects {p.dtype}, got {type(value).__name__} {value!r}", p)
-    if p.dtype in ("f16", "f32", "f64"):
+    if p.dtype in FLOAT_DTYPES:
         return _float_scalar(sig, p, value)
     return np.array(value, dtype=p.np_dtype)
 
@@ -115,7 +134,7 @@ def _float_scalar(sig: Signature, p: Param, value) -> np.ndarray:
     """``value`` rounded to ``p``'s dtype, which must not overflow it: a finite number
     beyond the largest finite value would silently become inf (10**400 does not even
     fit a Python float)."""
-    largest = np.finfo(p.np_dtype).max
+    largest = finfo(p.np_dtype).max
     beyond = sig.error(f"{value!r} is beyond the largest {p.dtype} ({largest}); pass inf "
                        "explicitly if that is meant", p, value=True)
     try:
@@ -129,11 +148,21 @@ def _float_scalar(sig: Signature, p: Param, value) -> np.ndarray:
     return array
 
 
+def _is_torch_bf16(value) -> bool:
+    return type(value).__module__.split(".")[0] == "torch" and \
+        str(getattr(value, "dtype", "")) == "torch.bfloat16" and getattr(value, "is_cuda", False)
+
+
 def _as_numba(sig: Signature, p: Param, value):
     from numba import cuda
     if not hasattr(cuda, "as_cuda_array"):
         raise sig.error(f"a {type(value).__module__} device array needs a GPU; the CUDA "
                         "simulator only takes NumPy and Numba arrays", p)
+    if _is_torch_bf16(value):  # the same memory as int16 words, seen as uint16 bits
+        if value.requires_grad:
+            raise sig.error("is a tensor that requires grad; pass .detach()", p)
+        import torch
+        return cuda.as_cuda_array(value.view(torch.int16)).view(np.uint16)
     return cuda.as_cuda_array(value)
 
 
@@ -143,13 +172,26 @@ def _contiguous(array) -> bool:
     return array.is_c_contiguous()
 
 
-def _check_array(sig: Signature, p: Param, array, dims: dict[str, tuple[int, str]]) -> None:
+def _check_dtype(sig: Signature, p: Param, array, kind: str) -> None:
+    """A host array holds ``p``'s NumPy dtype; a device array what kernels take (bf16:
+    uint16 bits; a torch.bfloat16 tensor is seen as such by ``_as_numba``)."""
+    want = p.np_dtype if kind in (HOST, "scalar") else p.device_dtype
+    if array.dtype == want:
+        return
+    if want == p.np_dtype:
+        raise sig.error(f"expects dtype {p.np_dtype} ({p.dtype}), got {array.dtype}; "
+                        "arguments are never cast", p)
+    raise sig.error(f"expects {p.dtype} as a device array of its {want.itemsize * 8}-bit words, "
+                    f"dtype {want} (a torch.{p.np_dtype} tensor, or a {want} view of Numba or "
+                    f"CuPy memory), got {array.dtype}; arguments are never cast", p)
+
+
+def _check_array(sig: Signature, p: Param, array, dims: dict[str, tuple[int, str]],
+                 kind: str = HOST) -> None:
     if array.ndim != len(p.shape):
         raise sig.error(f"expects rank {len(p.shape)} ({p.describe()}), got an array of rank "
                         f"{array.ndim} (shape {tuple(array.shape)})", p)
-    if array.dtype != p.np_dtype:
-        raise sig.error(f"expects dtype {p.np_dtype} ({p.dtype}), got {array.dtype}; "
-                        "arguments are never cast", p)
+    _check_dtype(sig, p, array, kind)
     for axis, (want, got) in enumerate(zip(p.shape, array.shape)):
         if isinstance(want, int) and want != got:
             raise sig.error(f"dim {axis} must be {want} ({p.describe()}), got {got} "
@@ -214,7 +256,9 @@ def bind_arguments(sig: Signature, args: tuple) -> BoundCall:
             value = _scalar(sig, p, value)
         elif kind not in (HOST, "numba"):
             value = _as_numba(sig, p, value)
-        _check_array(sig, p, value, dims)
+        _check_array(sig, p, value, dims, kind)
+        if kind in (HOST, "scalar") and p.device_dtype != p.np_dtype:
+            value = value.view(p.device_dtype)  # bf16: its bits, as kernels take it
         values.append(value)
         kinds.append(kind)
     _check_products(sig, values, {name: size for name, (size, _) in dims.items()})
@@ -229,12 +273,16 @@ def bind_arguments(sig: Signature, args: tuple) -> BoundCall:
     return BoundCall(moved, device[0][1] if device else HOST)
 
 
-def convert_result(array, kind: str):
-    """A device result as the kind of array the call was given."""
+def convert_result(array, kind: str, dtype: str | None = None):
+    """A device result (of IR dtype ``dtype``) as the kind of array the call was given."""
+    bf16 = dtype == "bf16"
     if kind == HOST:
-        return array.copy_to_host()
+        host = array.copy_to_host()
+        return host.view(BFLOAT16) if bf16 else host
     if kind == "torch":
         import torch
+        if bf16:  # PyTorch takes no uint16 through the interface: int16, then the bits
+            return torch.as_tensor(array.view(np.int16), device="cuda").view(torch.bfloat16)
         return torch.as_tensor(array, device="cuda")
     if kind == "cupy":
         import cupy

@@ -10,6 +10,8 @@ launcher keys on its alignment only (see ``launcher.FastPath.read``).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from mlfuse.runtime.cuda_driver import device_pointer
 from mlfuse.runtime.launch_plan import Buffer
 
@@ -60,7 +62,10 @@ class NumbaArrays:
 
 def _torch_tensors(buffer: Buffer, like):
     import torch
-    shape, dtype, device = buffer.shape, getattr(torch, buffer.dtype.name), like.device
+    # uint16 buffers hold bf16 bits (the only uint16 buffers codegen makes, see
+    # mlfuse.dtypes.device_dtype): PyTorch callers get them back as bf16 tensors
+    dtype = torch.bfloat16 if buffer.dtype == np.uint16 else getattr(torch, buffer.dtype.name)
+    shape, device = buffer.shape, like.device
 
     def allocate():
         tensor = torch.empty(shape, dtype=dtype, device=device)

@@ -28,7 +28,7 @@ import numpy as np
 
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp
-from mlfuse.ir.types import NUMPY_DTYPE
+from mlfuse.dtypes import eps, is_float, numpy_dtype
 
 
 def bind_dims(func: FuncOp, dims: dict, default: int | None = None) -> dict:
@@ -47,14 +47,14 @@ def random_inputs(func: FuncOp, dims: dict | None = None, seed: int = 0,
                   low: float | None = None) -> list[np.ndarray]:
     """One random array per parameter of ``func`` (tensor or buffer types alike).
     Floats are standard normal (or uniform in [low, low + 1], e.g. to keep log and
-    sqrt real), i32 in [-5, 5], bools fair coins; rank-0 parameters get 0-d arrays."""
+    sqrt real), integers in [-5, 5], bools fair coins; rank-0 parameters get 0-d arrays."""
     rng = np.random.default_rng(seed)
     dims = dims or {}
     args = []
     for a in func.args:
         shape = tuple(dims[d] if isinstance(d, str) else d for d in a.type.shape)
-        dtype = np.dtype(NUMPY_DTYPE[a.type.dtype])
-        if dtype.kind == "f":
+        dtype = numpy_dtype(a.type.dtype)
+        if is_float(dtype):
             values = rng.standard_normal(shape) if low is None else rng.uniform(low, low + 1, shape)
         elif dtype.kind == "i":
             values = rng.integers(-5, 6, shape)
@@ -66,10 +66,7 @@ def random_inputs(func: FuncOp, dims: dict | None = None, seed: int = 0,
 
 def tolerance(dtype, ops: int = 1, reduced: int = 1) -> float:
     """rtol = atol for a result in ``dtype`` (see the module docstring); 0 for exact types."""
-    dt = np.dtype(dtype)
-    if dt.kind != "f":
-        return 0.0
-    return 4 * float(np.finfo(dt).eps) * (max(ops, 1) + max(reduced, 1) - 1)
+    return 4 * eps(dtype) * (max(ops, 1) + max(reduced, 1) - 1)
 
 
 @dataclass
@@ -106,7 +103,7 @@ def compare(reference: np.ndarray, got: np.ndarray, ops: int = 1, reduced: int =
 
 
 def _compare_decided(reference, got, ops: int, reduced: int, precision, xp) -> Comparison:
-    if reference.dtype.kind != "f":
+    if not is_float(reference.dtype):
         bad = int(xp.count_nonzero(reference != got))
         return Comparison(bad == 0, float(bad > 0), float(bad > 0),
                           "exact" if bad == 0 else f"{bad} elements differ")

@@ -8,6 +8,7 @@ binds the rest itself, as NumPy arrays for NumPy calls and as device arrays
 from __future__ import annotations
 
 from mlfuse.api import CompiledModule, compile_ir
+from mlfuse.dtypes import device_dtype, ir_dtype
 from mlfuse.pipeline import lower
 from mlfuse.errors import ArgumentError
 from mlfuse.dialects import parse_ir
@@ -43,7 +44,9 @@ class OnnxModel:
             return [array for _, array in self.imported.constants]
         if self._device_constants is None:
             from numba import cuda
-            self._device_constants = [cuda.to_device(a) for _, a in self.imported.constants]
+            # as kernels take them: bf16 as its bits (mlfuse.dtypes.device_dtype)
+            self._device_constants = [cuda.to_device(a.view(device_dtype(ir_dtype(a.dtype))))
+                                      for _, a in self.imported.constants]
         return self._device_constants
 
     def __call__(self, *inputs) -> tuple:

@@ -29,13 +29,14 @@ from mlfuse.dialects import tensor as T
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import OpResult, Value, VerifyError
-from mlfuse.ir.types import NUMPY_DTYPE, TensorType, shape_problem
+from mlfuse.dtypes import ir_dtype as _numpy_to_ir, numpy_dtype
+from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, shape_problem
 from mlfuse.ir.verifier import verify
 
 # ONNX element types mlfuse has, and the IR dtype of each.
 IR_DTYPE = {TensorProto.FLOAT: "f32", TensorProto.FLOAT16: "f16", TensorProto.DOUBLE: "f64",
-            TensorProto.INT32: "i32", TensorProto.BOOL: "bool"}
-_NUMPY_TO_IR = {np.dtype(v): k for k, v in NUMPY_DTYPE.items()}
+            TensorProto.BFLOAT16: "bf16", TensorProto.INT32: "i32", TensorProto.INT64: "i64",
+            TensorProto.BOOL: "bool"}
 _RESERVED = {"func", "return", "true", "false"}  # .fuse keywords
 
 
@@ -48,8 +49,9 @@ def ir_dtype(elem_type: int, what: str) -> str:
     try:
         return IR_DTYPE[elem_type]
     except KeyError:
+        handled = ", ".join(onnx_type_name(t) for t in IR_DTYPE)
         raise MlfuseError(f"{what} has element type {onnx_type_name(elem_type)}; mlfuse handles "
-                          "FLOAT16, FLOAT, DOUBLE, INT32 and BOOL") from None
+                          f"{handled}") from None
 
 
 def sanitize(name: str, fallback: str = "v") -> str:
@@ -283,17 +285,17 @@ class GraphImporter:
 
     def scalar(self, value, dtype: str) -> Value:
         """A rank-0 constant of ``dtype``."""
-        if dtype not in ("f16", "f32", "f64", "i32"):
+        if dtype not in FLOAT_DTYPES + INT_DTYPES:
             raise self.error(f"a constant of dtype {dtype} is not supported")
-        value = int(value) if dtype == "i32" else float(value)
+        value = int(value) if dtype in INT_DTYPES else float(value)
         op = T.ConstantOp(attributes={"value": value}, result_types=[TensorType(dtype, ())])
         self.func.body.append(op)
         return op.result
 
     def _materialize(self, name: str, array: np.ndarray, dtype: str | None) -> Value:
         if dtype is not None:
-            array = array.astype(NUMPY_DTYPE[dtype])
-        ir = _NUMPY_TO_IR.get(array.dtype)
+            array = array.astype(numpy_dtype(dtype))
+        ir = _numpy_to_ir(array.dtype)
         if ir is None:
             raise self.error(f"constant '{name}' has dtype {array.dtype}, which mlfuse lacks "
                              "as a tensor dtype")

@@ -17,6 +17,7 @@ from onnx import numpy_helper
 from mlfuse.dialects import tensor as T
 from mlfuse.dialects.shapes import broadcast_shapes, normalize_axes
 from mlfuse.ir.core import VerifyError
+from mlfuse.ir.types import FLOAT_DTYPES
 
 from mlfuse.frontend.onnx_import.graph import IR_DTYPE, GraphImporter, ir_dtype
 
@@ -172,7 +173,7 @@ def _layer_norm(g, node, attrs):
     (axis,) = _axes(g, [attrs.get("axis", -1)], x.type.rank)
     eps = float(attrs.get("epsilon", 1e-5))
     stash = IR_DTYPE.get(attrs.get("stash_type", 1))
-    if stash is None or stash not in ("f16", "f32", "f64"):
+    if stash is None or stash not in FLOAT_DTYPES:
         raise g.error(f"stash_type {attrs.get('stash_type')} is not a float type")
     norm_shape = x.type.shape[axis:]
     scale = _broadcast(g, scale, norm_shape)
