@@ -26,6 +26,7 @@ onnx = pytest.importorskip("onnx")
 from mlfuse.errors import MlfuseError  # noqa: E402
 from mlfuse.interp import run_loops  # noqa: E402
 from mlfuse.frontend.onnx_import import compile_onnx, import_onnx  # noqa: E402
+from mlfuse.frontend.onnx_import.graph import StaticInputNeeded  # noqa: E402
 from mlfuse.frontend.onnx_import.ops import CONVERTERS  # noqa: E402
 
 SIMULATOR_LIMIT = 1024  # elements of the largest input or output (test_erf has 3072)
@@ -39,8 +40,15 @@ SKIPS = [  # (pattern on the case name, why mlfuse does not run it)
     (r"^test_identity_(sequence|opt)$", "sequence and optional types"),
     (r"^test_reduce_\w+_bool_inputs$", "reducing bool tensors"),
     ((r"empty_set|non_reduced_axis_zero|allowzero|^test_castlike_\w+_expanded$"
-      r"|^test_shape_start_greater_than_end$"),
+      r"|^test_shape_start_greater_than_end$|_shape_zero$|zero_size|^test_slice_start_out_of"),
      "zero-size tensors (mlfuse needs positive dims)"),
+    (r"_training_mode$", "BatchNormalization training_mode=1 (mlfuse imports inference graphs)"),
+    (r"window(_symmetric)?_expanded$",
+     "Range with a limit computed at run time: the result's size depends on values"),
+    (r"^test_(edge|reflect|wrap)_pad$", "Pad modes other than constant"),
+    (r"^test_(average|max)pool_3d", "3-D windows (mlfuse pools and convolves in 1-D and 2-D)"),
+    (r"^test_averagepool_2d_dilations$", "AveragePool with dilations (opset 19)"),
+    (r"^test_maxpool_with_argmax", "MaxPool's Indices output"),
 ]
 
 
@@ -74,7 +82,20 @@ def _static_inputs(case, inputs):
 
 
 def _run(case, inputs):
+    """Compile and run; a graph input the importer needs when compiling (e.g. CumSum's
+    INT32 axis) is fixed as a static input and the case compiled again."""
     static = _static_inputs(case, inputs)
+    values = dict(zip((i.name for i in case.model.graph.input), inputs))
+    while True:
+        try:
+            return _run_with(case, inputs, static)
+        except StaticInputNeeded as e:
+            if e.value_name not in values or e.value_name in static:
+                raise
+            static[e.value_name] = np.asarray(values[e.value_name])
+
+
+def _run_with(case, inputs, static):
     names = [i.name for i in case.model.graph.input]
     dynamic = [np.require(v, requirements="C") for n, v in zip(names, inputs) if n not in static]
     largest = max((_array(a).size for a in list(inputs) + list(case.data_sets[0][1])),

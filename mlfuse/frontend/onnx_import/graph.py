@@ -81,6 +81,16 @@ def load_model(model) -> onnx.ModelProto:
         raise MlfuseError(f"{model} is not an ONNX model: {type(e).__name__}: {e}") from None
 
 
+class StaticInputNeeded(MlfuseError):
+    """A value the importer must know when compiling (a shape, axes, pads) is computed
+    at run time; ``value_name`` names it (a graph input can be fixed with
+    ``static_inputs``)."""
+
+    def __init__(self, message: str, value_name: str):
+        super().__init__(message)
+        self.value_name = value_name
+
+
 @dataclass
 class ImportedGraph:
     """An ONNX graph as a tensor-dialect module with one function."""
@@ -265,14 +275,27 @@ class GraphImporter:
         """Input ``index`` of ``node`` as an IR value; None when it is absent (optional)."""
         return self.value(node.input[index], dtype) if self.has_input(node, index) else None
 
+    def input_shape(self, node, index: int) -> tuple:
+        """The shape of input ``index``, without making a known array a value."""
+        name = node.input[index]
+        if name in self.known:
+            return tuple(self.known[name].shape)
+        return tuple(self.value(name).type.shape)
+
+    def array_value(self, array: np.ndarray, name: str) -> Value:
+        """An array a converter computed at import time (e.g. folded parameters) as a
+        value: a splat constant, or a parameter bound on every call (named ``name``)."""
+        return self._materialize(name, np.asarray(array), None)
+
     def static(self, node, index: int, what: str) -> np.ndarray | None:
         """Input ``index`` as an array known at import time (None when absent)."""
         if not self.has_input(node, index):
             return None
         name = node.input[index]
         if name not in self.known:
-            raise self.error(f"{what} (input '{name}') must be known when compiling: an "
-                             "initializer, a Constant, or a static input")
+            raise StaticInputNeeded(self.error(
+                f"{what} (input '{name}') must be known when compiling: an initializer, a "
+                "Constant, or a static input").message, name)
         return self.known[name]
 
     def emit(self, cls, operands, attributes=None) -> Value:
