@@ -19,6 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 from mlfuse.dialects.shapes import broadcast_shapes, dim_sum, slice_params
 from mlfuse.ir.core import VerifyError
+from mlfuse.ir.types import num_elements
 
 # -- profiles (MLFUSE_FUZZ): examples per property, sizes and target -----------------
 PROFILE = os.environ.get("MLFUSE_FUZZ", "ci")
@@ -92,7 +93,7 @@ class Program:
         return v
 
     def max_elements(self, dims: dict) -> int:
-        return max(int(np.prod([dims.get(d, d) for d in v.shape])) for v in self.values)
+        return max(num_elements(v.shape, dims) for v in self.values)
 
     def source(self) -> str:
         params = ", ".join(f"{v.name}: {type_text(v.dtype, v.shape)}" for v in self.params)
