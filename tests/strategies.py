@@ -305,13 +305,13 @@ def _conv2d(draw, p, a):
 
 def _slice(draw, p, a):
     """A subscript: per axis a whole ':' , an integer index or a window (a symbolic axis
-    only whole or its first element)."""
+    only whole, forwards or backwards, or its first or last element)."""
     if not a.shape:
         return None
     items, shape = [], []
     for size in a.shape:
         if isinstance(size, str):
-            item = draw(st.sampled_from([":", "0", "0:1"]))
+            item = draw(st.sampled_from([":", "::-1", "0", "-1", "0:1", "-1:"]))
         else:
             item = draw(st.sampled_from([":", "index", "window"]))
             if item == "index":
@@ -325,7 +325,7 @@ def _slice(draw, p, a):
                 item = f"{start}:{stop}:{step}"
         items.append(item)
         if ":" in item:
-            shape.append(size if item == ":" else 1 if item == "0:1" else
+            shape.append(size if item in (":", "::-1") else 1 if item in ("0:1", "-1:") else
                          slice_params(size, *map(int, item.split(":")))[2])
     return f"{a.name}[{', '.join(items)}]", tuple(shape), a.dtype
 

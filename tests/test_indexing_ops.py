@@ -332,6 +332,22 @@ def test_product_dims_are_checked_at_call_time():
 
 
 # -- split, arange, iota, printing --------------------------------------------------------
+def test_symbolic_axes_whole_reversed_first_and_last():
+    source = """
+func f(x: f32[B, S, 4]) -> (f32[B, 4], f32[B, 4], f32[B, S, 4], f32[B, 1, 2], f32[1, S]) {
+    return x[:, -1], x[:, 0], x[::-1, ::-1], x[:, -1:, 1:3], x[-1:, :, 3]
+}
+"""
+    x = np.arange(2 * 5 * 4, dtype=np.float32).reshape(2, 5, 4)
+    want = [x[:, -1], x[:, 0], x[::-1, ::-1], x[:, -1:, 1:3], x[-1:, :, 3]]
+    assert_levels_equal(source, [x], want)
+    for g, w in zip(kernels(source, [x]), want):
+        np.testing.assert_array_equal(g, w)
+    text = print_fuse(parse_source(source, "t.fuse"))
+    assert "x[:, -1:, :]" in text and "x[::-1, ::-1, :]" in text
+    assert print_fuse(parse_source(text, "printed.fuse")) == text
+
+
 def test_split_into_equal_parts_and_by_sizes():
     source = """
 func f(x: f32[N, 6]) -> (f32[N, 2], f32[N, 2], f32[N, 2], f32[N, 1], f32[N, 5]) {
