@@ -19,6 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 from mlfuse.dialects.shapes import broadcast_shapes, dim_sum, slice_params
 from mlfuse.ir.core import VerifyError
+from mlfuse.ir.types import num_elements
 
 # -- profiles (MLFUSE_FUZZ): examples per property, sizes and target -----------------
 PROFILE = os.environ.get("MLFUSE_FUZZ", "ci")
@@ -93,7 +94,7 @@ class Program:
         return v
 
     def max_elements(self, dims: dict) -> int:
-        return max(int(np.prod([dims.get(d, d) for d in v.shape])) for v in self.values)
+        return max(num_elements(v.shape, dims) for v in self.values)
 
     def source(self) -> str:
         params = ", ".join(f"{v.name}: {type_text(v.dtype, v.shape)}" for v in self.params)
@@ -307,13 +308,13 @@ def _conv2d(draw, p, a):
 
 def _slice(draw, p, a):
     """A subscript: per axis a whole ':' , an integer index or a window (a symbolic axis
-    only whole or its first element)."""
+    only whole, forwards or backwards, or its first or last element)."""
     if not a.shape:
         return None
     items, shape = [], []
     for size in a.shape:
         if isinstance(size, str):
-            item = draw(st.sampled_from([":", "0", "0:1"]))
+            item = draw(st.sampled_from([":", "::-1", "0", "-1", "0:1", "-1:"]))
         else:
             item = draw(st.sampled_from([":", "index", "window"]))
             if item == "index":
@@ -327,7 +328,7 @@ def _slice(draw, p, a):
                 item = f"{start}:{stop}:{step}"
         items.append(item)
         if ":" in item:
-            shape.append(size if item == ":" else 1 if item == "0:1" else
+            shape.append(size if item in (":", "::-1") else 1 if item in ("0:1", "-1:") else
                          slice_params(size, *map(int, item.split(":")))[2])
     return f"{a.name}[{', '.join(items)}]", tuple(shape), a.dtype
 
