@@ -25,8 +25,7 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ReduceOp
 
 # Operand dtype -> the tensor-core variant that multiplies it (f32 accumulation).
-# bf16 is one more entry here once the language has the dtype.
-MMA_VARIANTS = {"f16": "mma-f16"}
+MMA_VARIANTS = {"f16": "mma-f16", "bf16": "mma-bf16"}
 VARIANTS = ("simt",) + tuple(MMA_VARIANTS.values())
 
 

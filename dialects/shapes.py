@@ -118,22 +118,27 @@ def slice_params(size, start, stop, step) -> tuple[int, int, int]:
     """(start, step, count) of the Python/NumPy slice ``start:stop:step`` (each may be
     None) over an axis of ``size``: negatives count from the end, out-of-range bounds
     clamp (ONNX Slice has the same rules). ``count`` may be 0. A symbolic ``size``
-    takes only slices whose result does not depend on it: the whole axis forwards
-    (stop left out or at least 2**62), or the first element (0:1); anything else is a
-    VerifyError."""
+    takes only slices whose result does not depend on it, and then ``start`` -1 stands
+    for its last element: the whole axis forwards (stop left out or at least 2**62) or
+    backwards (``::-1``), the first element (0:1) or the last (-1:); anything else is
+    a VerifyError."""
     shown = ":".join("" if v is None else str(v) for v in (start, stop, step)[:3 if step else 2])
     step = 1 if step is None else step
     if step == 0:
         raise VerifyError("slice step cannot be 0")
     if isinstance(size, str):
-        begin = 0 if start is None else start
-        if step == 1 and begin == 0 and (stop is None or stop >= MAX_ELEMENTS):
+        to_end = stop is None or abs(stop) >= MAX_ELEMENTS
+        if step == 1 and start in (None, 0) and to_end:
             return 0, 1, size
-        if step > 0 and begin == 0 and stop == 1:
+        if step == -1 and start in (None, -1) and to_end:
+            return -1, -1, size
+        if step > 0 and start in (None, 0) and stop == 1:
             return 0, 1, 1
+        if step > 0 and start == -1 and to_end:
+            return -1, 1, 1
         raise VerifyError(f"slice {shown} of symbolic size {size} has a size that depends on "
-                          f"{size}; only the whole axis (:) or the first element (0:1) can be "
-                          "taken from it")
+                          f"{size}; only the whole axis (: or ::-1), its first element (0:1) "
+                          "or its last (-1:) can be taken from it")
     # Python's slice.indices, on an int size
     lo, hi = (0, size) if step > 0 else (-1, size - 1)
 

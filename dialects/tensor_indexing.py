@@ -52,7 +52,8 @@ class SliceOp(TensorOp):
     attrs = {"starts": Attr("ints"), "steps": Attr("ints"), "sizes": Attr("dims")}
     fusion = INJECTIVE
     doc = ("out[o0, o1, ...] = x[starts[0] + o0*steps[0], starts[1] + o1*steps[1], ...]: "
-           "a strided window, reversed where a step is negative (NumPy basic slicing).")
+           "a strided window, reversed where a step is negative (NumPy basic slicing); "
+           "on a symbolic axis start -1 is its last element.")
 
     @classmethod
     def infer_types(cls, types, attributes):
@@ -64,11 +65,13 @@ class SliceOp(TensorOp):
             if step == 0:
                 raise VerifyError(f"slice step on axis {axis} is 0")
             if isinstance(size, str) or isinstance(count, str):
-                # a symbolic axis is taken whole, or its first element
-                if not (start == 0 and (count == size and step == 1 or count == 1)):
+                # a symbolic axis is taken whole (forwards from 0 or backwards from its
+                # last element, start -1), or its first or last element alone
+                whole = count == size and (start, step) in ((0, 1), (-1, -1))
+                if not (whole or count == 1 and start in (0, -1)):
                     raise VerifyError(f"slice of symbolic axis {axis} ({size}) must take it "
-                                      f"whole or its first element, got start {start}, step "
-                                      f"{step}, size {count}")
+                                      f"whole or its first or last element, got start {start}, "
+                                      f"step {step}, size {count}")
                 continue
             last = start + (count - 1) * step
             if count < 1 or not (0 <= start < size and 0 <= last < size):

@@ -19,6 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 from mlfuse.dialects.shapes import broadcast_shapes, dim_sum, slice_params
 from mlfuse.ir.core import VerifyError
+from mlfuse.ir.types import num_elements
 
 # -- profiles (MLFUSE_FUZZ): examples per property, sizes and target -----------------
 PROFILE = os.environ.get("MLFUSE_FUZZ", "ci")
@@ -45,10 +46,11 @@ def fuzz_settings(prop: str) -> settings:
     return settings(FUZZ, max_examples=EXAMPLES[prop][PROFILE])
 
 
-FLOATS = ("f32", "f64")
+FLOATS = ("f32", "f64", "bf16")  # a program's dtype; integers come from casts
+INTS = ("i32", "i64")
 FLOAT_UNARY = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "silu", "sin", "cos",
                "erf"]
-SIGNED_UNARY = ["neg", "abs", "relu"]  # also defined on i32
+SIGNED_UNARY = ["neg", "abs", "relu"]  # also defined on integers
 FLOAT_BINARY = ["/", "**", "div", "pow"]
 SIGNED_BINARY = ["+", "-", "*", "add", "sub", "mul", "maximum", "minimum"]
 OPERATORS = {"+", "-", "*", "/", "**"}
@@ -63,7 +65,7 @@ DIMS = [1, 2, 3, 4, "N", "M"]
 class Value:
     name: str
     shape: tuple
-    dtype: str  # f32, f64, i32 or bool
+    dtype: str  # one of FLOATS, one of INTS or bool
 
     @property
     def concrete(self) -> bool:
@@ -92,7 +94,7 @@ class Program:
         return v
 
     def max_elements(self, dims: dict) -> int:
-        return max(int(np.prod([dims.get(d, d) for d in v.shape])) for v in self.values)
+        return max(num_elements(v.shape, dims) for v in self.values)
 
     def source(self) -> str:
         params = ", ".join(f"{v.name}: {type_text(v.dtype, v.shape)}" for v in self.params)
@@ -122,7 +124,7 @@ def _apply(fn: str, a: str, b: str) -> str:
 def _unary(draw, p, a):
     if a.dtype == "bool":
         return None
-    fns = SIGNED_UNARY + (FLOAT_UNARY if a.dtype != "i32" else [])
+    fns = SIGNED_UNARY + (FLOAT_UNARY if a.dtype not in INTS else [])
     fn = draw(st.sampled_from(fns + ["-"]))
     return (f"-{a.name}" if fn == "-" else _call(fn, a.name)), a.shape, a.dtype
 
@@ -130,9 +132,9 @@ def _unary(draw, p, a):
 def _binary(draw, p, a):
     if a.dtype == "bool":
         return None
-    fn = draw(st.sampled_from(SIGNED_BINARY + (FLOAT_BINARY if a.dtype != "i32" else [])))
+    fn = draw(st.sampled_from(SIGNED_BINARY + (FLOAT_BINARY if a.dtype not in INTS else [])))
     if draw(st.integers(0, 3)) == 0:  # a literal on either side
-        lit = draw(st.sampled_from(INT_LITERALS if a.dtype == "i32" else FLOAT_LITERALS))
+        lit = draw(st.sampled_from(INT_LITERALS if a.dtype in INTS else FLOAT_LITERALS))
         x, y = (a.name, lit) if draw(st.booleans()) else (lit, a.name)
         return _apply(fn, x, y), a.shape, a.dtype
     b = draw(st.sampled_from([v for v in p.values if v.dtype == a.dtype
@@ -162,24 +164,26 @@ def _where(draw, p, a):
     if not ys:
         return None
     if draw(st.integers(0, 3)) == 0:  # a literal branch now and then
-        lit = draw(st.sampled_from(INT_LITERALS if x.dtype == "i32" else FLOAT_LITERALS))
+        lit = draw(st.sampled_from(INT_LITERALS if x.dtype in INTS else FLOAT_LITERALS))
         return _call("where", a.name, x.name, lit), shape, x.dtype
     y = draw(st.sampled_from(ys))
     return _call("where", a.name, x.name, y.name), _broadcast(shape, y.shape), x.dtype
 
 
 def _cast(draw, p, a):
-    # float <-> float, comparisons to 0/1 values, and floats or i32 to bool; never a float
-    # to i32 (NaN and overflow have no defined i32 value)
-    to = draw(st.sampled_from({"bool": ["f32", "f64", "i32"], "i32": ["f32", "f64", "bool"]}
-                              .get(a.dtype, ["f32", "f64", "bool"])))
+    # float <-> float, bools to 0/1 values, integers to floats, bool and each other (their
+    # values are small), and floats or integers to bool; never a float to an integer
+    # (NaN and overflow have no defined integer value)
+    floats = list(FLOATS)
+    targets = {"bool": floats + list(INTS), **{i: floats + ["bool"] + list(INTS) for i in INTS}}
+    to = draw(st.sampled_from([t for t in targets.get(a.dtype, floats + ["bool"]) if t != a.dtype]))
     return _call("cast", a.name, f"dtype={to}"), a.shape, to
 
 
 def _reduce(draw, p, a):
     if a.dtype == "bool" or not a.shape:
         return None
-    fn = draw(st.sampled_from(REDUCE if a.dtype != "i32" else REDUCE[:3]))
+    fn = draw(st.sampled_from(REDUCE if a.dtype not in INTS else REDUCE[:3]))
     rank = len(a.shape)
     keep = draw(st.booleans())
     form = draw(st.sampled_from(["all", "int", "list"]))
@@ -304,13 +308,13 @@ def _conv2d(draw, p, a):
 
 def _slice(draw, p, a):
     """A subscript: per axis a whole ':' , an integer index or a window (a symbolic axis
-    only whole or its first element)."""
+    only whole, forwards or backwards, or its first or last element)."""
     if not a.shape:
         return None
     items, shape = [], []
     for size in a.shape:
         if isinstance(size, str):
-            item = draw(st.sampled_from([":", "0", "0:1"]))
+            item = draw(st.sampled_from([":", "::-1", "0", "-1", "0:1", "-1:"]))
         else:
             item = draw(st.sampled_from([":", "index", "window"]))
             if item == "index":
@@ -324,7 +328,7 @@ def _slice(draw, p, a):
                 item = f"{start}:{stop}:{step}"
         items.append(item)
         if ":" in item:
-            shape.append(size if item == ":" else 1 if item == "0:1" else
+            shape.append(size if item in (":", "::-1") else 1 if item in ("0:1", "-1:") else
                          slice_params(size, *map(int, item.split(":")))[2])
     return f"{a.name}[{', '.join(items)}]", tuple(shape), a.dtype
 
@@ -410,7 +414,7 @@ HUGE = [1e4, -1e4, 1e30, -1e30, 3e38, -3e38, 1e300, -1e300, 88.0, 89.0, 710.0]
 
 
 def _elements(dtype, special, huge):
-    width = 32 if dtype == np.float32 else 64
+    width = 64 if dtype == np.float64 else 32  # bf16 values: f32 ones, rounded
     normal = st.floats(-4, 4, width=width, allow_subnormal=False)
     extra = SPECIAL + (HUGE if huge else []) if special else []
     if not extra:
@@ -425,15 +429,16 @@ def inputs_for(draw, func, dims: dict, special: bool = True, huge: bool = False)
     """Arguments for a tensor-level function drawn element by element, so they shrink
     to zeros: floats in [-4, 4] mixed with values that stress semantics (signed zeros,
     infinities, NaN, large and tiny magnitudes; with ``huge``, magnitudes that overflow)."""
-    from mlfuse.ir.types import NUMPY_DTYPE
+    from mlfuse.dtypes import BFLOAT16, numpy_dtype
     args = []
     for a in func.args:
         shape = tuple(dims[d] if isinstance(d, str) else d for d in a.type.shape)
-        dtype = np.dtype(NUMPY_DTYPE[a.type.dtype]).type
+        dtype = numpy_dtype(a.type.dtype)
         if dtype == np.int32:  # gather indices (strategies' only i32 parameters): some out of range
-            elements = st.integers(-6, 6)
+            array = draw(hnp.arrays(dtype, shape, elements=st.integers(-6, 6)))
         else:
-            elements = _elements(dtype, special, huge)
-        array = draw(hnp.arrays(dtype, shape, elements=elements))
+            drawn = np.float32 if dtype == BFLOAT16 else dtype.type  # Hypothesis has no bf16
+            array = draw(hnp.arrays(drawn, shape, elements=_elements(drawn, special, huge)))
+            array = array.astype(dtype)
         args.append(np.ascontiguousarray(array) if array.ndim else array)
     return args

@@ -29,7 +29,7 @@ from mlfuse.interp import run_loops, run_tensor
 from mlfuse.interp.rounding import rounding_decided
 from mlfuse.ir import print_ir, verify
 from mlfuse.dialects import parse_ir
-from mlfuse.ir.types import NUMPY_DTYPE
+from mlfuse.dtypes import eps, finfo, is_float, numpy_dtype
 from mlfuse.tools.checking import compare, program_size, tolerance
 
 LEVELS = {"tensor": ("tensor", True), "loops": ("loops", True), "fused": ("fused", True),
@@ -40,10 +40,10 @@ MAX_KERNEL_ELEMENTS = 1 << 22  # per value, at KERNEL_DIMS (GPU profile)
 def _coarsest_float(func):
     """The least precise float dtype the function computes in: an f64 result cast from
     an f32 sum carries f32 rounding, so that dtype's eps sets the tolerance."""
-    dtypes = {NUMPY_DTYPE[v.type.dtype] for v in func.args} | \
-        {NUMPY_DTYPE[r.type.dtype] for op in func.body.ops for r in op.results}
-    floats = [np.dtype(d) for d in dtypes if np.dtype(d).kind == "f"]
-    return max(floats, key=lambda d: np.finfo(d).eps) if floats else None
+    dtypes = {numpy_dtype(v.type.dtype) for v in func.args} | \
+        {numpy_dtype(r.type.dtype) for op in func.body.ops for r in op.results}
+    floats = [d for d in dtypes if is_float(d)]
+    return max(floats, key=eps) if floats else None
 
 
 def _check_same(ref, got, func, what, undecided, dims):
@@ -119,9 +119,9 @@ def _agree_where_finite(ref, got, args, func, what):
     magnitude = max([float(np.max(np.abs(a[np.isfinite(a)]), initial=1.0)) for a in args])
     for i, (r, g) in enumerate(zip(ref, got)):
         assert r.shape == g.shape and r.dtype == g.dtype, f"{what}, result {i}: type differs"
-        if r.dtype.kind != "f":
-            continue  # a bool or i32 result may come from a comparison with an overflow
-        huge = np.finfo(r.dtype).max / 256
+        if not is_float(r.dtype):
+            continue  # a bool or integer result may come from a comparison with an overflow
+        huge = float(finfo(r.dtype).max) / 256
         r64, g64 = r.astype(np.float64), g.astype(np.float64)
         with np.errstate(invalid="ignore"):
             tame = (np.abs(r64) < huge) & (np.abs(g64) < huge)

@@ -219,6 +219,30 @@ func f(x: f32[N, 5], y: f32[N, 3], z: f32[7, 5]) -> (f32[N, 8], f32[3], f32[N]) 
             assert_close(g, w, 8, "concat/slice/pad", 8)
 
 
+@pytest.mark.parametrize("n", [1 << 20, 64])
+def test_kernels_gathered_and_concatenated_values_in_every_reduction_schedule(n):
+    """Planned for N = 2**20 rows: warp-rows (rows of 8 and 16), split-rows (everything)
+    and split-columns (over N); for 64: row. The kernels run at N = 9."""
+    source = """
+func f(t: f32[V, 8], ids: i32[N], x: f32[N, 8]) -> (f32[], f32[8], f32[N], f32[N]) {
+    g = take(t, ids) * x
+    return sum(g), sum(g, axis=0), max(g, axis=1), sum(concat([g, x[:, ::-1]], axis=1), axis=1)
+}
+"""
+    module = compile_text(source, "t.fuse", fuse_options={"dims": {"N": n, "V": 10}})
+    schedules = {k["schedule"] for k in module.funcs[0].body.ops if k.name == "fused.kernel"}
+    assert schedules == ({"warp-rows", "split-rows", "split-columns"} if n > 64 else
+                         {"warp-rows", "row", "split-columns"})
+    func = parse_source(source).funcs[0]
+    args = random_inputs(func, {"N": 9, "V": 10}, seed=9)
+    args[1] = np.abs(args[1])  # ids in range: the sums would be all nan otherwise
+    want = run_tensor(func, args)
+    compiled = mlfuse.compile_source(source, "t.fuse", target="simulator",
+                                     fuse_options={"dims": {"N": n, "V": 10}})
+    for g, w in zip(compiled.f(*args), want):
+        assert_close(g, w, 4, f"N planned {n}", 9)
+
+
 def test_kernels_vector_variants_keep_computed_indices_scalar():
     """Innermost extents of 16: the vector variant moves the plain loads and the store
     four at a time, the slice's and gather's computed indices one at a time."""
@@ -308,6 +332,22 @@ def test_product_dims_are_checked_at_call_time():
 
 
 # -- split, arange, iota, printing --------------------------------------------------------
+def test_symbolic_axes_whole_reversed_first_and_last():
+    source = """
+func f(x: f32[B, S, 4]) -> (f32[B, 4], f32[B, 4], f32[B, S, 4], f32[B, 1, 2], f32[1, S]) {
+    return x[:, -1], x[:, 0], x[::-1, ::-1], x[:, -1:, 1:3], x[-1:, :, 3]
+}
+"""
+    x = np.arange(2 * 5 * 4, dtype=np.float32).reshape(2, 5, 4)
+    want = [x[:, -1], x[:, 0], x[::-1, ::-1], x[:, -1:, 1:3], x[-1:, :, 3]]
+    assert_levels_equal(source, [x], want)
+    for g, w in zip(kernels(source, [x]), want):
+        np.testing.assert_array_equal(g, w)
+    text = print_fuse(parse_source(source, "t.fuse"))
+    assert "x[:, -1:, :]" in text and "x[::-1, ::-1, :]" in text
+    assert print_fuse(parse_source(text, "printed.fuse")) == text
+
+
 def test_split_into_equal_parts_and_by_sizes():
     source = """
 func f(x: f32[N, 6]) -> (f32[N, 2], f32[N, 2], f32[N, 2], f32[N, 1], f32[N, 5]) {

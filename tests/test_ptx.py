@@ -109,3 +109,28 @@ def test_f16_matmul_runs_on_tensor_cores_without_spills(tmp_path):
     for k in found:
         assert k["mma"] > 0 and k["fma"] == 0, k
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
+def test_bf16_matmul_runs_on_tensor_cores_without_spills(tmp_path):
+    path = tmp_path / "matmul_bf16.fuse"
+    path.write_text("func f(x: bf16[M, K], w: bf16[K, N], b: bf16[N]) -> bf16[M, N] {\n"
+                    "    return relu(matmul(x, w) + b)\n}\n")
+    found = kernels(str(path))
+    assert len(found) == 4  # every tile shape of the tensor-core variant
+    for k in found:
+        assert k["mma"] > 0 and k["fma"] == 0 and k["f64"] == [], k
+        assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
+def test_bf16_and_i64_kernels_compute_in_f32_and_int64(tmp_path):
+    """bf16 loads widen and stores round with integer code (mlfuse/codegen/bf16.py):
+    no f64 and no stack; i64 arithmetic and sums stay integer."""
+    path = tmp_path / "dtypes.fuse"
+    path.write_text(
+        "func f(x: bf16[R, C], k: i64[R, C]) -> (bf16[R, C], bf16[R], i64[R], f32[R, C]) {\n"
+        "    y = exp(x) * 0.5 + cast(k, dtype=bf16)\n"
+        "    return y, sum(y, axis=1), max(k * 3 - 1, axis=1), cast(y, dtype=f32)\n}\n")
+    found = kernels(str(path))
+    assert found
+    for k in found:
+        assert k["f64"] == [] and k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k

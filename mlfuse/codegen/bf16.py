@@ -23,7 +23,7 @@ simulator, so the tests run the same rounding the GPU runs.
 """
 from __future__ import annotations
 
-HELPER = "_bf16"  # the helper name generated code records to get these functions
+BF16_HELPER = "_bf16"  # the helper name generated code records to get these functions
 
 # Names the helper defines: generated names avoid them.
 BF16_NAMES = ("_bf16_load", "_bf16_store", "_bf16_round", "_f32_bits", "_bits_f32")
@@ -96,16 +96,16 @@ def bf16_helper_source(target: str) -> str:
     return _BITCASTS[target] + "\n\n" + _CONVERSIONS
 
 
-def load(text: str) -> str:
+def bf16_load(text: str) -> str:
     """The f32 value of the bf16 bits ``text`` reads."""
     return f"_bf16_load({text})"
 
 
-def store(text: str) -> str:
+def bf16_store(text: str) -> str:
     """The bf16 bits to store for f32 value ``text``."""
     return f"_bf16_store({text})"
 
 
-def round_f32(text: str) -> str:
+def bf16_round(text: str) -> str:
     """f32 value ``text`` rounded to bf16, staying f32."""
     return f"_bf16_round({text})"

@@ -54,7 +54,7 @@ from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.types import BufferType, dim_factors, symbols_of
 from mlfuse.hardware import Target
 
-from mlfuse.codegen import bf16
+from mlfuse.codegen.bf16 import BF16_HELPER, bf16_load, bf16_store
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
 from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
@@ -520,8 +520,8 @@ class KernelEmitter(VectorPhases):
         if buf.type.dtype == "f16":
             text = f"np.float32({text})"
         elif buf.type.dtype == "bf16":
-            self.helpers.add(bf16.HELPER)
-            text = bf16.load(text)
+            self.helpers.add(BF16_HELPER)
+            text = bf16_load(text)
         if isinstance(op, MaskedLoadOp):
             # the conditional expression reads memory only where the mask holds
             other = literal(op["other"], buf.type.dtype)
@@ -532,8 +532,8 @@ class KernelEmitter(VectorPhases):
         """What a store of value ``text`` into a ``dtype`` buffer writes (the buffer's
         element type converts the compute type, except bf16's 16-bit words)."""
         if dtype == "bf16":
-            self.helpers.add(bf16.HELPER)
-            return bf16.store(text)
+            self.helpers.add(BF16_HELPER)
+            return bf16_store(text)
         return text
 
     def load_statement(self, op: Operation) -> None:

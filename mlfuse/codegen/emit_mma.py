@@ -1,4 +1,5 @@
-"""Tensor-core kernels for f16 contractions (``variant = "mma-f16"``): the same sum of
+"""Tensor-core kernels for f16 and bf16 contractions (``variant = "mma-f16"``,
+``"mma-bf16"``): the same sum of
 products as emit_contraction.py, C[batch, m, n] = sum_k A[batch, m, k] B[batch, k, n],
 multiplied by ``mma.sync.m16n8k16`` with f32 accumulation (helpers: ptx_mma.py).
 
@@ -10,11 +11,13 @@ holds A as BM rows of K (K contiguous) and B as MMA_BK rows of N (N contiguous),
 row padded by 8 values (16 bytes), so that the 8 rows one ldmatrix phase reads fall in
 distinct banks; ``ldmatrix`` (A) and ``ldmatrix.trans`` (B) load the fragments.
 
-An operand that is one plain f16 load contiguous along the tile's fast axis (K for A,
+The stages hold 16-bit values: f16, or bf16 as its bits (uint16, mlfuse/codegen/bf16.py).
+An operand that is one plain 16-bit load contiguous along the tile's fast axis (K for A,
 N for B) is copied 16 bytes at a time with ``cp.async`` (zero-filled past the sizes)
 when the host finds whole, aligned groups of 8 (VECTOR_A / VECTOR_B); any other operand
 (a prologue, an im2col gather, a transposed operand, odd sizes) is computed value by
-value, rounded to f16 and stored into the stage by the threads (zeros past the sizes).
+value, rounded to the operand dtype and stored into the stage by the threads (zeros
+past the sizes).
 
 The epilogue (the ops after the reduction) runs on the f32 accumulators: half the
 tile's rows at a time go through shared memory, then consecutive threads take
@@ -26,7 +29,9 @@ from __future__ import annotations
 from mlfuse.codegen.contraction import ContractionEmitter
 from mlfuse.codegen.ptx_mma import MMA_HELPER
 
-PAD = 8  # f16 values (16 bytes) after each row of a stage
+PAD = 8  # 16-bit values (16 bytes) after each row of a stage
+# How a stage's 16-bit values are viewed, per operand dtype: bf16 as its bits.
+STAGE_VIEW = {"f16": "np.float16", "bf16": "np.uint16"}
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 
 
@@ -40,7 +45,7 @@ class MmaContractionEmitter(ContractionEmitter):
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)
         self.loc.update({n: self.namer.fresh(n) for n in _LOCALS})
-        operand = self.c.a.type.dtype
+        self.operand = operand = self.c.a.type.dtype
         self.mma = MMA_HELPER[operand]
         helpers.update({"_mma_intrinsics", "_mma_geometry"})
 
@@ -59,7 +64,7 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("A_REGS, B_REGS, ACC = MT * 4, NT * 2, MT * NT * 4  # a lane's fragment registers")
         w.line(f"A_STRIDE, B_STRIDE = MMA_BK + {PAD}, BN + {PAD}  # padded rows: conflict-free "
                "ldmatrix")
-        w.line("A_STAGE, B_STAGE = BM * A_STRIDE, MMA_BK * B_STRIDE  # f16 values")
+        w.line("A_STAGE, B_STAGE = BM * A_STRIDE, MMA_BK * B_STRIDE  # 16-bit values")
         w.line(f"STAGES = min(3, {SHARED_BYTES} // (2 * (A_STAGE + B_STAGE)))")
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
@@ -70,8 +75,8 @@ class MmaContractionEmitter(ContractionEmitter):
         w, L = self.w, self.loc
         align = ", alignment=16" if self.target == "cuda" else ""
         w.line(f"{L['tiles32']} = cuda.shared.array(SHARED, numba.float32{align})")
-        w.line(f"{L['tiles']} = {L['tiles32']}.view(np.float16)  # the stages")
-        w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # f16 pairs")
+        w.line(f"{L['tiles']} = {L['tiles32']}.view({STAGE_VIEW[self.operand]})  # the stages")
+        w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # {self.operand} pairs")
         w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
         w.line(f"{L['acc']} = cuda.local.array(ACC, numba.float32)  # registers once "
                "loops unroll")
@@ -115,10 +120,11 @@ class MmaContractionEmitter(ContractionEmitter):
                 self.gather_side(side)
 
     def vector_side(self, side: str):
-        """The operand's plain f16 load, which cp.async can copy 16 bytes at a time
-        (both targets: the simulator's twin checks the alignment the host promised)."""
+        """The operand's plain load of its own dtype (16-bit), which cp.async can copy 16
+        bytes at a time (both targets: the simulator's twin checks the alignment the
+        host promised)."""
         load = self.c.direct_load(side)
-        return load if load is not None and load.operands[0].type.dtype == "f16" else None
+        return load if load is not None and load.operands[0].type.dtype == self.operand else None
 
     def copy_side(self, side: str) -> None:
         """The side's tile as 16-byte copies; a copy past the sizes reads a clamped
@@ -153,7 +159,7 @@ class MmaContractionEmitter(ContractionEmitter):
 
     def gather_side(self, side: str) -> None:
         """The side's tile value by value (consecutive threads on the tile's fast axis),
-        rounded to f16 by the store into the stage; zeros past the sizes."""
+        rounded to the operand dtype by the store into the stage; zeros past the sizes."""
         w, L, c = self.w, self.loc, self.c
         value = c.a if side == "a" else c.b
         if side == "a":
@@ -175,7 +181,7 @@ class MmaContractionEmitter(ContractionEmitter):
                 self.unravel_into(L["k"], self.k_vals, c.k_extents)
                 self.slice_of([value])
                 w.line(f"{L['value']} = {self.namer(value)}")
-            w.line(f"{L['tiles']}[{at}] = {L['value']}")
+            w.line(f"{L['tiles']}[{at}] = {self.stored(L['value'], self.operand)}")
 
     # -- the math --------------------------------------------------------------------
     def multiply(self) -> None:

@@ -20,7 +20,7 @@ import math
 from typing import Callable
 
 
-from mlfuse.codegen import bf16
+from mlfuse.codegen.bf16 import BF16_HELPER, bf16_round
 from mlfuse.dtypes import numpy_dtype
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Operation
@@ -180,7 +180,7 @@ def _cast(x: str, src: str, dst: str) -> str:
     if dst == "f16":  # round to half precision, keep computing in f32
         return f"np.float32(np.float16({x}))"
     if dst == "bf16":
-        return bf16.round_f32(x if COMPUTE_TYPE[src] == "float32" else f"np.float32({x})")
+        return bf16_round(x if COMPUTE_TYPE[src] == "float32" else f"np.float32({x})")
     return f"np.{COMPUTE_TYPE[dst]}({x})"
 
 
@@ -192,7 +192,7 @@ def scalar_expression(op: Operation, operands: list[str], target: str, helpers: 
         return literal(op["value"], result)
     if kind == "cast":
         if result == "bf16":
-            helpers.add(bf16.HELPER)
+            helpers.add(BF16_HELPER)
         return _cast(operands[0], op.operands[0].type.dtype, result)
     template = SCALAR_EXPRESSIONS.get(kind)
     if template is None:

@@ -50,6 +50,8 @@ def _window(size, start, step, count) -> str:
     """One axis of a tensor.slice as the Python slice that parses back to it."""
     if (start, step, count) == (0, 1, size):
         return ":"
+    if start < 0:  # a symbolic axis' last element: backwards whole, or alone
+        return "::-1" if count == size else "-1:"
     stop = start + count * step  # one step past the last element; below 0: to the front
     return (f"{start}:{stop if stop >= 0 else ''}" + (f":{step}" if step != 1 else ""))
 

@@ -169,10 +169,10 @@ def _window(item, axis: int, size) -> tuple[int, int, Dim]:
         if isinstance(size, int) and not -size <= item.value < size:
             raise MlfuseError(f"index {item.value} is out of range for axis {axis} of size {size}",
                               item.loc)
-        if isinstance(size, str) and item.value != 0:
-            raise MlfuseError(f"index {item.value} on symbolic axis {axis} ({size}): only index 0 "
-                              "is known to exist", item.loc)
-        return item.value % size if isinstance(size, int) else 0, 1, 1
+        if isinstance(size, str) and item.value not in (0, -1):
+            raise MlfuseError(f"index {item.value} on symbolic axis {axis} ({size}): only 0 and "
+                              "-1 are known to exist", item.loc)
+        return item.value % size if isinstance(size, int) else item.value, 1, 1
     if item.step == 0:
         raise MlfuseError("slice step cannot be 0", item.step_loc)
     try:

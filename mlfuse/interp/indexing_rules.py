@@ -16,7 +16,8 @@ from mlfuse.interp.common import numpy_dtype, resolve_shape
 def _slice(op, x, *, dims):
     sizes = resolve_shape(tuple(op["sizes"]), dims, op)
     window = []
-    for start, step, count in zip(op["starts"], op["steps"], sizes):
+    for start, step, count, size in zip(op["starts"], op["steps"], sizes, x.shape):
+        start = start % size  # -1 (a symbolic axis' last element) is size - 1
         stop = start + count * step
         window.append(slice(start, stop if stop >= 0 else None, step))
     return x[tuple(window)]

@@ -149,7 +149,8 @@ class _Machine:
         self.set(op, np.asarray(INDEX_AND_BOOL_OPS[op.name](*self.get(op))))
 
     def cast(self, op):
-        with np.errstate(invalid="ignore"):  # nan to int is as NumPy's astype makes it
+        # nan to int is as NumPy's astype makes it; overflow (f64 to f32) gives inf
+        with np.errstate(invalid="ignore", over="ignore"):
             (x,) = self.get(op)
             self.set(op, _computed(x.astype(numpy_dtype(op["dtype"])), op["dtype"]))
 

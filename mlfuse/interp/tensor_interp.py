@@ -110,15 +110,16 @@ def _conv2d(op, x, w, *, dims):
     windows = np.lib.stride_tricks.sliding_window_view(padded, span, axis=(2, 3))
     # windows[n, c, oh, ow, a, b]: keep dilated taps and strided output positions
     windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]
-    wide = np.float32 if x.dtype == BFLOAT16 else x.dtype  # einsum has no bf16 loop
     groups = op.attributes.get("groups", 1)
+    if x.dtype == BFLOAT16:  # einsum has no bf16 loops: sum the f32 products, round once
+        windows, w = windows.astype(np.float32), w.astype(np.float32)
     if groups == 1:
-        out = np.einsum("ncxykl,ockl->noxy", windows, w, dtype=wide, optimize=True)
+        out = np.einsum("ncxykl,ockl->noxy", windows, w, dtype=windows.dtype, optimize=True)
     else:  # output channel o reads the input channels of its group, o // (O / groups)
         n, c, oh, ow = windows.shape[:4]
         grouped = windows.reshape(n, groups, c // groups, oh, ow, kh, kw)
         per_group = w.reshape(groups, w.shape[0] // groups, *w.shape[1:])
-        out = np.einsum("ngcxykl,gockl->ngoxy", grouped, per_group, dtype=wide,
+        out = np.einsum("ngcxykl,gockl->ngoxy", grouped, per_group, dtype=windows.dtype,
                         optimize=True).reshape(n, w.shape[0], oh, ow)
     out = out.astype(x.dtype)
     # A sum starts from +0 (as the kernels' accumulators and torch do), so an output

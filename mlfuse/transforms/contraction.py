@@ -20,9 +20,9 @@ runs the epilogue on the accumulators before the single store.
 
 The pass ``schedule-contractions`` marks such kernels ``schedule = "contraction"`` and
 writes the parts into the kernel's attributes (dialects/contraction.py), which codegen
-reads. f32/f64 sums are tiled on the SIMT cores ("simt"); f16 ones on tensor cores
-with f32 accumulation ("mma-f16"). Sums are reassociated (blocked over
-K), as every tiled matmul does.
+reads. f32/f64 sums are tiled on the SIMT cores ("simt"); f16 and bf16 ones on tensor
+cores with f32 accumulation ("mma-f16", "mma-bf16"). Sums are reassociated (blocked
+over K), as every tiled matmul does.
 """
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ class ScheduleContractionsPass(Pass):
     doc = ("Mark kernels that are a sum of products (matmul, conv2d, with their fused "
            "prologues and epilogues) schedule = \"contraction\", for tiled codegen, and "
            "record the analysis (m_dims, n_dims, batch_dims, a_operand, variant: simt, or "
-           "mma-f16 for tensor cores) as the kernel's attributes.")
+           "mma-f16 / mma-bf16 for tensor cores) as the kernel's attributes.")
 
     def run(self, module: ModuleOp) -> None:
         for func in module.funcs:

@@ -41,19 +41,26 @@ def _last(em: Emitter, size) -> Value:
     return em.arith("sub", em.size(size), em.index(1))
 
 
+def _start(em: Emitter, start: int, size) -> Value:
+    return em.index(start) if start >= 0 else _last(em, size)
+
+
 def lower_slice(op: TI.SliceOp, em: Emitter, idx: list[Value]) -> Value:
-    """x at starts + idx * steps, per axis (a size-1 result axis reads at its start)."""
+    """x at starts + idx * steps, per axis (a size-1 result axis reads at its start;
+    start -1, on a symbolic axis, is its last element)."""
+    x = op.operand("x")
     at = []
-    for i, start, step, count in zip(idx, op["starts"], op["steps"], op["sizes"]):
+    for i, size, start, step, count in zip(idx, x.type.shape, op["starts"], op["steps"],
+                                           op["sizes"]):
         if count == 1:
-            at.append(em.index(start))
+            at.append(_start(em, start, size))
             continue
         offset = i if abs(step) == 1 else em.arith("mul", i, em.index(abs(step)))
         if step < 0:
-            at.append(em.arith("sub", em.index(start), offset))
+            at.append(em.arith("sub", _start(em, start, size), offset))
         else:
-            at.append(em.arith("add", offset, em.index(start)) if start else offset)
-    return em.read(op.operand("x"), at)
+            at.append(em.arith("add", offset, _start(em, start, size)) if start else offset)
+    return em.read(x, at)
 
 
 def lower_concat(op: TI.ConcatOp, em: Emitter, idx: list[Value]) -> Value:

@@ -33,7 +33,7 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
 from mlfuse.dialects.reductions import ReduceNest, reduce_nest, reduce_nests
 from mlfuse.ir.core import Operation
-from mlfuse.ir.types import symbols_of
+from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
 
 from mlfuse.transforms.fusion.cost import resolve
@@ -64,7 +64,7 @@ def why_not_split(kernel: Operation) -> str | None:
     for n in nests:
         if any(id(v) in tainted for o in n.top.walk() for v in o.operands if o is not n.top):
             return "one reduction reads another's result (softmax-like: one pass needs the first)"
-        if n.top.result.type.dtype not in ("f16", "f32", "f64", "i32"):
+        if n.top.result.type.dtype not in FLOAT_DTYPES + INT_DTYPES:
             return f"no partial buffer for {n.top.result.type}"
     return None
 
