@@ -92,19 +92,48 @@ def _cast(g, node, attrs):
 
 
 # -- reductions and normalizations ---------------------------------------------------
-def _reduce(name):
+def reduce_axes(g, node, attrs, x):
+    """The axes a Reduce* node reduces (normalized), or None when it reduces none:
+    empty axes with noop_with_empty_axes, or a rank-0 input."""
+    axes = axes_input(g, node, attrs, 1)
+    if not axes:
+        if attrs.get("noop_with_empty_axes", 0):
+            return None
+        axes = list(range(x.type.rank))
+    return norm_axes(g, axes, x.type.rank) if axes else None
+
+
+def _reduce(name, before=None, after=None):
+    """Reduce* as ``after(reduce(before(x)))``: ReduceL1 = sum of abs, ReduceL2 = sqrt
+    of the sum of squares, ... A reduction over no axes (noop_with_empty_axes) still
+    applies before and after, as ONNX's reference does (ReduceL2 gives |x|)."""
     def convert(g, node, attrs):
         x = g.input(node, 0)
-        axes = axes_input(g, node, attrs, 1)
-        if not axes:
-            if attrs.get("noop_with_empty_axes", 0):
-                return [x]
-            axes = list(range(x.type.rank))
-        if not axes:  # rank 0: reducing nothing
-            return [x]
-        return [g.emit(T.REDUCE_OPS[name], [x], {"axis": norm_axes(g, axes, x.type.rank),
-                                                 "keepdims": bool(attrs.get("keepdims", 1))})]
+        axes = reduce_axes(g, node, attrs, x)
+        y = before(g, x) if before else x
+        if axes is not None:
+            y = g.emit(T.REDUCE_OPS[name], [y], {"axis": axes,
+                                               "keepdims": bool(attrs.get("keepdims", 1))})
+        return [after(g, y) if after else y]
     return convert
+
+
+def _reduce_log_sum_exp(g, node, attrs):
+    """log(sum(exp(x - m))) + m with m the maximum (no overflow); an infinite maximum
+    shifts by 0 instead, so all -inf gives -inf and +inf gives +inf, not nan."""
+    x = g.input(node, 0)
+    axes = reduce_axes(g, node, attrs, x)
+    if axes is None:
+        return [x]  # log(exp(x)), exactly
+    peak = g.emit(T.REDUCE_OPS["max"], [x], {"axis": axes, "keepdims": True})
+    infinite = ew(g, "eq", ew(g, "abs", peak), const_like(g, math.inf, peak))
+    shift = ew(g, "where", infinite, const_like(g, 0.0, peak), peak)
+    total = g.emit(T.REDUCE_OPS["sum"], [ew(g, "exp", ew(g, "sub", x, shift))],
+                   {"axis": axes, "keepdims": True})
+    y = ew(g, "add", ew(g, "log", total), shift)
+    if not attrs.get("keepdims", 1):
+        y = reshape(g, y, [d for i, d in enumerate(x.type.shape) if i not in axes])
+    return [y]
 
 
 def _softmax(g, node, attrs):
@@ -317,7 +346,12 @@ CONVERTERS = {
     "Pow": _pow, "Reciprocal": _reciprocal, "LeakyRelu": _leaky_relu, "Gelu": _gelu,
     "Max": _variadic("maximum"), "Min": _variadic("minimum"), "Where": _where, "Cast": _cast,
     "ReduceSum": _reduce("sum"), "ReduceMean": _reduce("mean"), "ReduceMax": _reduce("max"),
-    "ReduceMin": _reduce("min"), "Softmax": _softmax, "LayerNormalization": _layer_norm,
+    "ReduceMin": _reduce("min"),
+    "ReduceL1": _reduce("sum", lambda g, x: ew(g, "abs", x)),
+    "ReduceL2": _reduce("sum", lambda g, x: ew(g, "mul", x, x), lambda g, y: ew(g, "sqrt", y)),
+    "ReduceSumSquare": _reduce("sum", lambda g, x: ew(g, "mul", x, x)),
+    "ReduceLogSum": _reduce("sum", after=lambda g, y: ew(g, "log", y)),
+    "ReduceLogSumExp": _reduce_log_sum_exp, "Softmax": _softmax, "LayerNormalization": _layer_norm,
     "MatMul": _matmul, "Gemm": _gemm,
     "Transpose": _transpose, "Reshape": _reshape_node, "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze, "Flatten": _flatten, "Identity": _identity, "Constant": _constant,
