@@ -84,6 +84,14 @@ class AvgPool2dOp(Pool2dOp):
            "counts as zeros in the divisor with count_include_pad, else only input taps do.")
 
 
+def _one_axis(op_name: str, x: TensorType, attributes: dict) -> int:
+    axis = attributes.get("axis")
+    if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < x.rank:
+        raise VerifyError(f"{op_name} axis must be one non-negative axis below rank {x.rank}, "
+                          f"got {axis}")
+    return axis
+
+
 class ArgReduceOp(TensorOp):
     """The index of the first extreme along one axis, as i32."""
 
@@ -97,10 +105,7 @@ class ArgReduceOp(TensorOp):
         (x,) = _tensors(cls.name, types)
         if x.dtype == "bool":
             raise VerifyError(f"{cls.name} does not take bool tensors (cast to i32 first)")
-        axis = attributes.get("axis")
-        if not isinstance(axis, int) or not 0 <= axis < x.rank:
-            raise VerifyError(f"{cls.name} axis must be one non-negative axis below rank "
-                              f"{x.rank}, got {axis}")
+        axis = _one_axis(cls.name, x, attributes)
         return [TensorType("i32", reduced_shape(x.shape, [axis], attributes.get("keepdims", False)))]
 
 
@@ -131,10 +136,7 @@ class CumsumOp(TensorOp):
         (x,) = _tensors(cls.name, types)
         if x.dtype == "bool":
             raise VerifyError("tensor.cumsum does not sum bool tensors")
-        axis = attributes.get("axis")
-        if not isinstance(axis, int) or not 0 <= axis < x.rank:
-            raise VerifyError(f"tensor.cumsum axis must be one non-negative axis below rank "
-                              f"{x.rank}, got {axis}")
+        _one_axis(cls.name, x, attributes)
         return [x]
 
 
