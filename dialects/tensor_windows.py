@@ -18,6 +18,7 @@ Pooling follows torch.nn.functional (NCHW; padding symmetric per spatial dim):
 """
 from __future__ import annotations
 
+from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.core import ELEMENTWISE, OUT_ELEMENTWISE_FUSABLE, REDUCTION, Attr, VerifyError
 from mlfuse.ir.types import TensorType
 
@@ -153,4 +154,15 @@ class DimSizeOp(TensorOp):
             raise VerifyError(f"tensor.dim_size yields a rank-0 number, got {t}", self.loc)
         if not isinstance(self["sym"], str):
             raise VerifyError(f"tensor.dim_size needs a symbolic dim, got {self['sym']}", self.loc)
+        func = self._function()
+        if func is not None and self["sym"] not in {d for a in func.args for d in a.type.shape}:
+            raise VerifyError(f"tensor.dim_size: {self['sym']} is not a dim of the function's "
+                              "parameters", self.loc)
+
+    def _function(self):
+        """The enclosing function (None while the op is not in one yet)."""
+        for op in self.ancestors():
+            if isinstance(op, FuncOp):
+                return op
+        return None
 

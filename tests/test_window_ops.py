@@ -305,11 +305,14 @@ def test_scan_and_arg_reductions_are_right_under_their_schedules(name):
 
 
 def test_arg_reductions_and_cumsum_choose_reduction_schedules():
-    got = {name: {k["schedule"] for k in compile_text(src, "t.fuse", fuse_options={
-        "dims": {"R": 4096, "C": 4096}}).funcs[0].body.ops if isinstance(k, KernelOp)}
-        for name, src in SCHEDULED.items()}
-    assert got["argmax rows"] == {"row"} and got["argmin short rows"] == {"warp-rows"}
-    assert got["argmax columns"] == {"pointwise"}
+    """The schedules the test above ran (unbound dims, as compile_source compiles them):
+    a block per row, a group of threads per short row, a thread per point, and chunks of
+    a column combined by a second kernel."""
+    got = {name: [k["schedule"] for k in compile_text(src, "t.fuse").funcs[0].body.ops
+                  if isinstance(k, KernelOp)] for name, src in SCHEDULED.items()}
+    assert got == {"argmax rows": ["row"], "argmin short rows": ["warp-rows"],
+                   "argmax columns": ["pointwise"], "cumsum rows": ["pointwise"],
+                   "cumsum columns": ["split-columns"]}
 
 
 def test_cumsum_follows_onnx_cumsum():
@@ -378,3 +381,12 @@ ERRORS = [
 def test_errors_point_at_the_offending_token(body, position, message):
     assert_error_at((body if body.startswith("func") else HEAD + body) + "    return i\n}\n",
                     position, message)
+
+
+def test_dim_size_in_ir_text_must_name_a_parameter_dim():
+    from mlfuse.dialects import parse_ir
+    from mlfuse.ir.core import VerifyError
+    text = "func @f(%x: f32[R]) -> (f32[]) {\n  %d = tensor.dim_size {sym = K} : f32[]\n  return %d\n}\n"
+    with pytest.raises(VerifyError, match="K is not a dim of the function's parameters"):
+        parse_ir(text)
+    parse_ir(text.replace("sym = K", "sym = R"))
