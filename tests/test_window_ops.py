@@ -121,14 +121,17 @@ def _onnx_pool(kind, x, kernel, stride, pad, dilation, ceil, include):
         "x", TensorProto.FLOAT, list(x.shape))], [helper.make_tensor_value_info(
             "y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    session = onnxruntime.InferenceSession(model.SerializeToString(),
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # not the warning about ONNX's inferred shape
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
     return session.run(None, {"x": x})[0]
 
 
-@pytest.mark.parametrize("case", [c for c in POOLS if not c[5]],  # ORT's ceil_mode differs
-                         ids=lambda c: f"{c[0]}{c[1]}")
+@pytest.mark.parametrize("case", POOLS, ids=[f"{c[0]}{i}" for i, c in enumerate(POOLS)])
 def test_pool_oracle_matches_onnx_runtime(case):
+    """ONNX Runtime computes torch's sizes and divisors, ceil_mode included (ONNX's own
+    shape inference disagrees with both for a last window starting in the padding)."""
     pytest.importorskip("onnxruntime")
     kind, kernel, stride, pad, dilation, ceil, include, h, w = case
     x = RNG.standard_normal((2, 3, h, w)).astype(np.float32)
