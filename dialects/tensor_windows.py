@@ -18,6 +18,7 @@ Pooling follows torch.nn.functional (NCHW; padding symmetric per spatial dim):
 """
 from __future__ import annotations
 
+from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.core import ELEMENTWISE, OUT_ELEMENTWISE_FUSABLE, REDUCTION, Attr, VerifyError
 from mlfuse.ir.types import TensorType
 
@@ -84,6 +85,14 @@ class AvgPool2dOp(Pool2dOp):
            "counts as zeros in the divisor with count_include_pad, else only input taps do.")
 
 
+def _one_axis(op_name: str, x: TensorType, attributes: dict) -> int:
+    axis = attributes.get("axis")
+    if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < x.rank:
+        raise VerifyError(f"{op_name} axis must be one non-negative axis below rank {x.rank}, "
+                          f"got {axis}")
+    return axis
+
+
 class ArgReduceOp(TensorOp):
     """The index of the first extreme along one axis, as i32."""
 
@@ -97,10 +106,7 @@ class ArgReduceOp(TensorOp):
         (x,) = _tensors(cls.name, types)
         if x.dtype == "bool":
             raise VerifyError(f"{cls.name} does not take bool tensors (cast to i32 first)")
-        axis = attributes.get("axis")
-        if not isinstance(axis, int) or not 0 <= axis < x.rank:
-            raise VerifyError(f"{cls.name} axis must be one non-negative axis below rank "
-                              f"{x.rank}, got {axis}")
+        axis = _one_axis(cls.name, x, attributes)
         return [TensorType("i32", reduced_shape(x.shape, [axis], attributes.get("keepdims", False)))]
 
 
@@ -131,10 +137,7 @@ class CumsumOp(TensorOp):
         (x,) = _tensors(cls.name, types)
         if x.dtype == "bool":
             raise VerifyError("tensor.cumsum does not sum bool tensors")
-        axis = attributes.get("axis")
-        if not isinstance(axis, int) or not 0 <= axis < x.rank:
-            raise VerifyError(f"tensor.cumsum axis must be one non-negative axis below rank "
-                              f"{x.rank}, got {axis}")
+        _one_axis(cls.name, x, attributes)
         return [x]
 
 
@@ -151,4 +154,15 @@ class DimSizeOp(TensorOp):
             raise VerifyError(f"tensor.dim_size yields a rank-0 number, got {t}", self.loc)
         if not isinstance(self["sym"], str):
             raise VerifyError(f"tensor.dim_size needs a symbolic dim, got {self['sym']}", self.loc)
+        func = self._function()
+        if func is not None and self["sym"] not in {d for a in func.args for d in a.type.shape}:
+            raise VerifyError(f"tensor.dim_size: {self['sym']} is not a dim of the function's "
+                              "parameters", self.loc)
+
+    def _function(self):
+        """The enclosing function (None while the op is not in one yet)."""
+        for op in self.ancestors():
+            if isinstance(op, FuncOp):
+                return op
+        return None
 

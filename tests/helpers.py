@@ -16,6 +16,19 @@ def assert_close(actual, expected, n_ops: int = 1, what: str = "result", reduced
     assert c.ok, f"{what}: {c.message}; max abs error {c.max_abs_error:.3g}"
 
 
+def assert_error_at(source: str, position: str, message: str) -> None:
+    """Compiling ``source`` (as t.fuse) fails with one MlfuseError at ``position``
+    (line:col) whose text holds ``message``."""
+    import pytest
+
+    from mlfuse.errors import MlfuseError
+    from mlfuse.frontend import parse_source
+    with pytest.raises(MlfuseError) as info:
+        parse_source(source, "t.fuse")
+    text = str(info.value)
+    assert f"t.fuse:{position}:" in text and message in text, text
+
+
 class _Recording:
     """A kernel that notes its name when launched."""
 

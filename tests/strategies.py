@@ -49,7 +49,8 @@ def fuzz_settings(prop: str) -> settings:
 FLOATS = ("f32", "f64", "bf16")  # a program's dtype; integers come from casts
 INTS = ("i32", "i64")
 FLOAT_UNARY = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "silu", "sin", "cos",
-               "erf"]
+               "erf", "floor", "ceil", "round", "log1p", "expm1", "softplus", "hardswish",
+               "hardsigmoid"]
 SIGNED_UNARY = ["neg", "abs", "relu"]  # also defined on integers
 FLOAT_BINARY = ["/", "**", "div", "pow"]
 SIGNED_BINARY = ["+", "-", "*", "add", "sub", "mul", "maximum", "minimum"]
@@ -133,8 +134,11 @@ def _binary(draw, p, a):
     if a.dtype == "bool":
         return None
     fn = draw(st.sampled_from(SIGNED_BINARY + (FLOAT_BINARY if a.dtype not in INTS else [])))
-    if draw(st.integers(0, 3)) == 0:  # a literal on either side
+    if draw(st.integers(0, 3)) == 0:  # a literal (or a dim as a value) on either side
         lit = draw(st.sampled_from(INT_LITERALS if a.dtype in INTS else FLOAT_LITERALS))
+        dims = sorted({d for v in p.params for d in v.shape if isinstance(d, str)})
+        if dims and draw(st.integers(0, 2)) == 0:
+            lit = draw(st.sampled_from(dims))
         x, y = (a.name, lit) if draw(st.booleans()) else (lit, a.name)
         return _apply(fn, x, y), a.shape, a.dtype
     b = draw(st.sampled_from([v for v in p.values if v.dtype == a.dtype
@@ -168,6 +172,86 @@ def _where(draw, p, a):
         return _call("where", a.name, x.name, lit), shape, x.dtype
     y = draw(st.sampled_from(ys))
     return _call("where", a.name, x.name, y.name), _broadcast(shape, y.shape), x.dtype
+
+
+def _logical(draw, p, a):
+    """& | ~ of bool values (comparisons in parentheses, as the precedence needs)."""
+    bools = [v for v in p.values if v.dtype == "bool"]
+    if not bools:
+        return None
+    a = a if a.dtype == "bool" else draw(st.sampled_from(bools))
+    op = draw(st.sampled_from(["&", "|", "~"]))
+    if op == "~":
+        return f"~{a.name}", a.shape, "bool"
+    b = draw(st.sampled_from([v for v in bools if _broadcast(a.shape, v.shape) is not None]))
+    return f"{a.name} {op} {b.name}", _broadcast(a.shape, b.shape), "bool"
+
+
+def _clip(draw, p, a):
+    if a.dtype == "bool":
+        return None
+    lits = INT_LITERALS if a.dtype == "i32" else FLOAT_LITERALS
+    lo, hi = sorted(draw(st.sampled_from(lits)) for _ in range(2))
+    return _call("clip", a.name, lo, hi), a.shape, a.dtype
+
+
+def _nchw(a):
+    """``a`` viewed as NCHW (leading 1s added): (expression, shape), or None past rank 4."""
+    if not 1 <= len(a.shape) <= 4:
+        return None
+    shape = (1,) * (4 - len(a.shape)) + a.shape
+    return (a.name if len(a.shape) == 4 else _call("reshape", a.name, dims_text(shape))), shape
+
+
+def _pool(draw, p, a):
+    """max_pool2d or avg_pool2d with a valid window (symbolic sizes: 'same' windows)."""
+    viewed = _nchw(a) if a.dtype in FLOATS else None
+    if viewed is None:
+        return None
+    x, shape = viewed
+    kind = draw(st.sampled_from(["max_pool2d", "avg_pool2d"]))
+    ceil = draw(st.booleans())
+    attrs, out = [], []
+    for size in shape[2:]:
+        dilation = draw(st.sampled_from([1, 1, 2])) if kind == "max_pool2d" else 1
+        if isinstance(size, str):
+            kernel = draw(st.sampled_from([1, 3]))
+            stride, pad = 1, dilation * (kernel - 1) // 2
+        else:
+            stride = draw(st.integers(1, 3))
+            fits = [k for k in (1, 2, 3) if dilation * (k - 1) + 1 <= size]
+            kernel = draw(st.sampled_from(fits))
+            pad = draw(st.integers(0, (dilation * (kernel - 1) + 1) // 2))
+        span = dilation * (kernel - 1) + 1
+        if isinstance(size, str):
+            out.append(size)
+        else:
+            n = (size + 2 * pad - span + (stride - 1 if ceil else 0)) // stride + 1
+            out.append(n - 1 if ceil and (n - 1) * stride >= size + pad else n)
+        attrs.append((kernel, stride, pad, dilation))
+    text = [f"{key}=[{attrs[0][i]}, {attrs[1][i]}]"
+            for i, key in enumerate(["kernel", "stride", "padding", "dilation"])]
+    if kind == "avg_pool2d":
+        text = text[:3] + [f"count_include_pad={draw(st.sampled_from(['true', 'false']))}"]
+    text.append(f"ceil_mode={'true' if ceil else 'false'}")
+    return _call(kind, x, *text), shape[:2] + tuple(out), a.dtype
+
+
+def _scan(draw, p, a):
+    """argmax/argmin (an i32 result) or cumsum along one axis."""
+    if a.dtype == "bool" or not a.shape:
+        return None
+    rank = len(a.shape)
+    axis = draw(st.integers(-rank, rank - 1))
+    kind = draw(st.sampled_from(["argmax", "argmin", "cumsum"]))
+    if kind == "cumsum":
+        flags = [f"{f}={draw(st.sampled_from(['true', 'false']))}" for f in ("exclusive", "reverse")]
+        return _call("cumsum", a.name, f"axis={axis}", *flags), a.shape, a.dtype
+    keep = draw(st.booleans())
+    shape = tuple(1 if i == axis % rank else d for i, d in enumerate(a.shape)) if keep else \
+        tuple(d for i, d in enumerate(a.shape) if i != axis % rank)
+    return (_call(kind, a.name, f"axis={axis}", f"keepdims={'true' if keep else 'false'}"),
+            shape, "i32")
 
 
 def _cast(draw, p, a):
@@ -296,13 +380,20 @@ def _conv2d(draw, p, a):
             kernel = draw(st.sampled_from(fits))
         window.append(kernel)
         attrs.append((stride, pad, dilation))
-    w = p.param((draw(st.integers(1, 3)), shape[1]) + tuple(window), a.dtype)
+    channels, groups = shape[1], 1
+    if isinstance(channels, int) and channels > 1 and draw(st.booleans()):
+        groups = draw(st.sampled_from([g for g in range(2, channels + 1) if channels % g == 0]))
+    if groups > 1:  # grouped: per group 1 or 2 output channels
+        w = p.param((groups * draw(st.integers(1, 2)), channels // groups) + tuple(window), a.dtype)
+    else:
+        w = p.param((draw(st.integers(1, 3)), channels) + tuple(window), a.dtype)
     out = []
     for size, kernel, (stride, pad, dilation) in zip(shape[2:], window, attrs):
         span = dilation * (kernel - 1) + 1
         out.append(size if isinstance(size, str) else (size + 2 * pad - span) // stride + 1)
     text = ", ".join(f"{key}=[{attrs[0][i]}, {attrs[1][i]}]"
                      for i, key in enumerate(["stride", "padding", "dilation"]))
+    text += f", groups={groups}" if groups > 1 else ""
     return _call("conv2d", x, w.name, text), (shape[0], w.shape[0]) + tuple(out), a.dtype
 
 
@@ -373,8 +464,9 @@ def _take(draw, p, a):
 KINDS = {"unary": _unary, "binary": _binary, "compare": _compare, "where": _where,
          "cast": _cast, "reduce": _reduce, "transpose": _transpose, "reshape": _reshape,
          "broadcast_to": _broadcast_to, "composite": _composite, "matmul": _matmul,
-         "conv2d": _conv2d, "slice": _slice, "concat": _concat, "pad": _pad, "take": _take}
-ELEMENTWISE_KINDS = ["unary", "binary", "binary", "compare", "where", "cast"]
+         "conv2d": _conv2d, "slice": _slice, "concat": _concat, "pad": _pad, "take": _take,
+         "logical": _logical, "clip": _clip, "pool": _pool, "scan": _scan}
+ELEMENTWISE_KINDS = ["unary", "binary", "binary", "compare", "where", "cast", "logical", "clip"]
 
 
 @st.composite
@@ -391,8 +483,8 @@ def programs(draw, max_ops: int = 8, contractions: bool = True):
             shape = tuple(1 if draw(st.booleans()) else d for d in base[k:])
         p.param(shape, dtype)
     kinds = ELEMENTWISE_KINDS + ["reduce", "reduce", "transpose", "reshape", "broadcast_to",
-                                 "composite", "slice", "concat", "pad", "take"] + (
-        ["matmul", "conv2d"] if contractions else [])
+                                 "composite", "slice", "concat", "pad", "take", "scan"] + (
+        ["matmul", "conv2d", "pool"] if contractions else [])
     for n in range(draw(st.integers(1, max_ops))):
         a = draw(st.sampled_from(p.values))
         made = KINDS[draw(st.sampled_from(kinds))](draw, p, a)

@@ -20,7 +20,7 @@ from mlfuse.ir.core import VerifyError
 
 from mlfuse.frontend.indexing import (build_arange, build_concat, build_iota, build_matmul,
                                       build_pad, build_split, build_take)
-import mlfuse.frontend.window_calls as window_calls
+from mlfuse.frontend.window_calls import arg_reduce, clip, cumsum, global_pool, pool
 from mlfuse.frontend.literals import Deferred, Literal
 from mlfuse.frontend.static import convert_static
 
@@ -190,27 +190,27 @@ _STRIDE = Param("stride", "pair_or_none", None, "kernel")
 _WINDOW_SIGNATURES = [
     Signature("max_pool2d", (_X, Param("kernel", "pair"), _STRIDE, Param("padding", "pair", 0),
                              Param("dilation", "pair", 1), Param("ceil_mode", "bool", False)),
-              window_calls.pool(W.MaxPool2dOp, ("kernel", "stride", "padding", "dilation",
+              pool(W.MaxPool2dOp, ("kernel", "stride", "padding", "dilation",
                                                 "ceil_mode")),
               _POOL_RESULT, (W.MaxPool2dOp,), "Windows"),
     Signature("avg_pool2d", (_X, Param("kernel", "pair"), _STRIDE, Param("padding", "pair", 0),
                              Param("ceil_mode", "bool", False),
                              Param("count_include_pad", "bool", True)),
-              window_calls.pool(W.AvgPool2dOp, ("kernel", "stride", "padding", "ceil_mode",
+              pool(W.AvgPool2dOp, ("kernel", "stride", "padding", "ceil_mode",
                                                 "count_include_pad")),
               _POOL_RESULT.replace("dilation*(KH-1) - 1", "KH"), (W.AvgPool2dOp,), "Windows"),
-    Signature("global_avg_pool2d", (_X,), window_calls.global_pool("mean"),
+    Signature("global_avg_pool2d", (_X,), global_pool("mean"),
               "[N, C, 1, 1]; x's dtype (mean over axes [2, 3])", (T.MeanOp,), "Windows"),
-    Signature("global_max_pool2d", (_X,), window_calls.global_pool("max"),
+    Signature("global_max_pool2d", (_X,), global_pool("max"),
               "[N, C, 1, 1]; x's dtype (max over axes [2, 3])", (T.MaxOp,), "Windows"),
     *[Signature(name, (_X, Param("axis", "int"), Param("keepdims", "bool", False)),
-                window_calls.arg_reduce(cls), "x's shape without axis (kept as 1 with "
+                arg_reduce(cls), "x's shape without axis (kept as 1 with "
                 "keepdims=true); i32", (cls,), "Windows")
       for name, cls in (("argmax", W.ArgmaxOp), ("argmin", W.ArgminOp))],
     Signature("cumsum", (_X, Param("axis", "int"), Param("exclusive", "bool", False),
                          Param("reverse", "bool", False)),
-              window_calls.cumsum, "x's shape and dtype", (W.CumsumOp,), "Windows"),
-    Signature("clip", (_X, Param("lo", "tensor"), Param("hi", "tensor")), window_calls.clip,
+              cumsum, "x's shape and dtype", (W.CumsumOp,), "Windows"),
+    Signature("clip", (_X, Param("lo", "tensor"), Param("hi", "tensor")), clip,
               "broadcast shape of x, lo, hi; x's dtype (minimum(maximum(x, lo), hi))",
               (T.ELEMENTWISE_OPS["maximum"], T.ELEMENTWISE_OPS["minimum"]), "Elementwise"),
 ]

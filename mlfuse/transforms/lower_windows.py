@@ -38,7 +38,7 @@ class Window:
 
     @classmethod
     def at(cls, em: Emitter, out_index: list[Value], sizes: list[Dim], out_sizes: list[Dim],
-           kernel: list[int], stride: list[int], pads: list[int], dilation: list[int]) -> "Window":
+           kernel: list[int], stride: list[int], pads: list[int], dilation: list[int]) -> Window:
         starts, lower, upper = [], [], []
         for a in range(2):
             out = out_index[a]
