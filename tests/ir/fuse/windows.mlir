@@ -4,13 +4,14 @@
 // positions with plain loads, so a pointwise producer is inlined per tap (recomputed
 // where windows overlap); the pool's elementwise consumers join it at its own point.
 
-// bias + relu -> max pool -> scale: one kernel; the pool reads x and b, never r.
+// bias + relu -> max pool -> scale: one kernel; the pool reads x and b, never r (b's
+// load is the same at every tap, so it moves out of the window's loops).
 // CHECK-LABEL: func @relu_pool_scale
 // CHECK:        fused.kernel {extents = [N, 8, 16, 16], {{.*}}sources = ["a = tensor.add", "r = tensor.relu", "p = tensor.max_pool2d", "y = tensor.mul"]}
+// CHECK:          [[B:%[a-z0-9_]+]] = loops.load %b,
 // CHECK:          loops.reduce {{.*}} {combiner = "max", extent = 3}
 // CHECK:            loops.reduce {{.*}} {combiner = "max", extent = 3}
 // CHECK:              [[X:%[a-z0-9_]+]] = loops.load %x,
-// CHECK:              [[B:%[a-z0-9_]+]] = loops.load %b,
 // CHECK-NEXT:         [[A:%[a-z0-9_]+]] = arith.add [[X]], [[B]] : f32
 // CHECK:              arith.relu [[A]] : f32
 // CHECK:          arith.mul
