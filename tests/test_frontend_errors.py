@@ -128,7 +128,7 @@ CASES = [
     ("pad symbolic axis", HEAD + "    r = pad(x, [[1, 0], [0, 0]])\n    return x\n}\n", "2:9",
      "cannot pad symbolic axis 0 (N)"),
     ("take float indices", HEAD + "    r = take(y, x)\n    return x\n}\n", "2:9",
-     "gather indices must be i32, got f32"),
+     "gather indices must be i32 or i64, got f32"),
     ("empty arange", HEAD + "    r = arange(3, 1)\n    return x\n}\n", "2:9",
      "arange(3, 1, 1) is empty"),
     ("product dim in a parameter", "func f(x: f32[B*H]) -> f32[B] {\n    return x\n}\n", "1:15",

@@ -112,9 +112,11 @@ def test_terminator_must_be_last():
 
 
 # -- property: every generated module prints, parses back and prints the same ---------
-UNARY = sorted(n for n, op in tensor.ELEMENTWISE_OPS.items() if op.spec.arity == 1)
+# the modules are of float values: the ops that take floats (not the bool-only logical ops)
+UNARY = sorted(n for n, op in tensor.ELEMENTWISE_OPS.items()
+               if op.spec.arity == 1 and op.spec.accepts != "bool")
 BINARY = sorted(n for n, op in tensor.ELEMENTWISE_OPS.items()
-                if op.spec.arity == 2 and not op.spec.result_bool)
+                if op.spec.arity == 2 and not op.spec.result_bool and op.spec.accepts != "bool")
 
 dims = st.sampled_from([1, 3, 4, "N", "M"])
 
