@@ -239,20 +239,25 @@ def _cuda_home() -> str | None:
     return next((h for h in found if h and os.path.exists(f"{h}/bin/ptxas")), None)
 
 
+def _ptx_rows(*programs) -> dict:
+    """ptx_report's row of each kernel of ``programs``, by kernel name: PTX for the H100
+    through Numba, registers and spills from ptxas, with no GPU."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(CUDA_HOME=_cuda_home(), PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "mlfuse.tools.ptx_report", "--json",
+                           *map(str, programs)], capture_output=True, text=True, env=env,
+                          timeout=300)
+    if done.returncode and "nvrtc" in done.stderr.lower():
+        pytest.skip("Numba cannot find NVRTC here")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {r["kernel"]: r for r in map(json.loads, done.stdout.splitlines())}
+
+
 @pytest.mark.skipif(_cuda_home() is None, reason="needs the CUDA toolkit (libNVVM, ptxas)")
 def test_vector_kernels_compile_to_16_byte_accesses_without_spills():
     """For the H100, with no GPU: PTX through Numba, registers and spills from ptxas
     (mlfuse.tools.ptx_report)."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env.update(CUDA_HOME=_cuda_home(), PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "mlfuse.tools.ptx_report", "--json",
-                           str(ROOT / "examples" / "chain.fuse"),
-                           str(ROOT / "examples" / "layernorm.fuse")],
-                          capture_output=True, text=True, env=env, timeout=300)
-    if done.returncode and "nvrtc" in done.stderr.lower():
-        pytest.skip("Numba cannot find NVRTC here")
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = {r["kernel"]: r for r in map(json.loads, done.stdout.splitlines())}
+    rows = _ptx_rows(ROOT / "examples" / "chain.fuse", ROOT / "examples" / "layernorm.fuse")
     chain = rows["chain_0_vector"]
     assert chain["global_v4_loads"] > 0 and chain["v4_stores"] > 0
     layernorm = rows["layernorm_0_vector"]
@@ -303,14 +308,7 @@ def test_f16_vector_kernel_compiles_to_8_byte_accesses_without_spills(tmp_path):
     program = tmp_path / "bias_gelu_f16.fuse"
     program.write_text("func bias_gelu_f16(x: f16[R, C], b: f16[C]) -> f16[R, C] {\n"
                        "    return gelu(x + b)\n}\n")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env.update(CUDA_HOME=_cuda_home(), PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "mlfuse.tools.ptx_report", "--json",
-                           str(program)], capture_output=True, text=True, env=env, timeout=300)
-    if done.returncode and "nvrtc" in done.stderr.lower():
-        pytest.skip("Numba cannot find NVRTC here")
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = {r["kernel"]: r for r in map(json.loads, done.stdout.splitlines())}
+    rows = _ptx_rows(program)
     vector = rows["bias_gelu_f16_0_vector"]
     assert vector["global_v4_loads"] > 0 and vector["v4_stores"] > 0, vector
     assert vector["spill_bytes"] == 0 and vector["stack_bytes"] == 0, vector

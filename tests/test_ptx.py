@@ -100,20 +100,10 @@ def test_every_float_op_stays_f32_but_for_libdevice_trig_reduction(tmp_path):
     assert found and all(k["f64"] == [] for k in found)
 
 
-def test_f16_matmul_runs_on_tensor_cores_without_spills(tmp_path):
-    path = tmp_path / "matmul_f16.fuse"
-    path.write_text("func f(x: f16[M, K], w: f16[K, N], b: f16[N]) -> f16[M, N] {\n"
-                    "    return relu(matmul(x, w) + b)\n}\n")
-    found = kernels(str(path))
-    assert len(found) == 4  # every tile shape of the tensor-core variant
-    for k in found:
-        assert k["mma"] > 0 and k["fma"] == 0, k
-        assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
-
-
-def test_bf16_matmul_runs_on_tensor_cores_without_spills(tmp_path):
-    path = tmp_path / "matmul_bf16.fuse"
-    path.write_text("func f(x: bf16[M, K], w: bf16[K, N], b: bf16[N]) -> bf16[M, N] {\n"
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_matmul_runs_on_tensor_cores_without_spills(tmp_path, dtype):
+    path = tmp_path / f"matmul_{dtype}.fuse"
+    path.write_text(f"func f(x: {dtype}[M, K], w: {dtype}[K, N], b: {dtype}[N]) -> {dtype}[M, N] {{\n"
                     "    return relu(matmul(x, w) + b)\n}\n")
     found = kernels(str(path))
     assert len(found) == 4  # every tile shape of the tensor-core variant
