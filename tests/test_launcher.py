@@ -384,8 +384,8 @@ def test_the_ctypes_launch_hands_the_driver_the_patched_words():
         failing()
 
 
-_LENDING = """
-import weakref
+_LENDING_SETUP = """
+import gc, weakref
 from numba.cuda.cudadrv import driver as drv
 from mlfuse.runtime.memory import _manager_class
 
@@ -393,21 +393,67 @@ class Context:
     pass
 context = Context()
 manager = _manager_class()(context=context)
-block = drv.MemoryPointer(weakref.proxy(context), drv.binding.CUdeviceptr(0x1000), 1024)
-manager.cached[1024].append(block)
+address = drv.binding.CUdeviceptr(0x1000)
+"""
+
+_LENDING = _LENDING_SETUP + """
+manager.cached[1024].append(address)
 lent = manager.memalloc(1000)
 assert manager.hits == 1 and not manager.cached[1024] and int(lent.handle) == 0x1000
-view = lent.view(100)  # a view keeps its owner, and so the block, lent
+view = lent.view(100)  # a view keeps its owner, and so the address, lent
 del lent
 assert not manager.cached[1024]
 del view
-assert manager.cached[1024] == [block]
+assert manager.cached[1024] == [address]
+print("ok")
+"""
+
+# A lent pointer that dies in a reference cycle (the cyclic collector runs weakref
+# callbacks before __del__): its address comes back and can be lent again. With
+# Numba's owned pointers in the free lists this lent freed memory (a ReferenceError on
+# the GPU during the models benchmark).
+_LENDING_IN_A_CYCLE = _LENDING_SETUP + """
+manager.cached[1024].append(address)
+class Holder:
+    pass
+holder = Holder()
+holder.memory, holder.me = manager.memalloc(1000), holder
+del holder
+gc.collect()
+assert manager.cached[1024] == [address]
+again = manager.memalloc(1000)
+assert int(again.handle) == 0x1000 and manager.hits == 2
+print("ok")
+"""
+
+# A miss allocates; out of memory gives the cache back (each cached address freed) and
+# retries once.
+_OUT_OF_MEMORY = _LENDING_SETUP + """
+freed, tries = [], []
+def allocate(nbytes):
+    tries.append(nbytes)
+    if len(tries) == 1:
+        raise drv.CudaAPIError(2, "out of memory")
+    return drv.binding.CUdeviceptr(0x9000)
+manager._allocate, manager._free_device = allocate, freed.append
+manager.cached[512].append(address)
+lent = manager.memalloc(2000)
+assert tries == [2048, 2048] and freed == [address] and int(lent.handle) == 0x9000
+assert manager.misses == 1 and not manager.cached[512]
 print("ok")
 """
 
 
 def test_a_cached_block_comes_back_when_the_last_array_on_it_dies():
     _run_plain(_LENDING)
+
+
+def test_an_array_collected_in_a_reference_cycle_returns_a_live_address():
+    _run_plain(_LENDING_IN_A_CYCLE)
+
+
+def test_out_of_memory_frees_the_cache_and_retries_once():
+    _run_plain(_OUT_OF_MEMORY)
 
 
 def test_numba_accepts_the_caching_allocator():

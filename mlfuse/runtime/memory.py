@@ -28,22 +28,28 @@ def _manager_class():
     from numba.cuda.cudadrv import driver as drv
 
     class LentPointer(drv.MemoryPointer):
-        """A cached block lent out: it goes back to its free list when the last reference
-        to this pointer dies. ``__del__`` rather than a finalizer: weakref.finalize costs
-        four times the rest of an allocation (~1.7 us), paid by every compiled call."""
+        """A cached device address lent out: it goes back to its free list when the last
+        reference to this pointer dies. ``__del__`` rather than a finalizer: weakref.finalize
+        costs four times the rest of an allocation (~1.7 us), paid by every compiled call.
 
-        def __init__(self, context, block, size, free):
-            super().__init__(context, block.handle, size)
-            self._block, self._free = block, free
+        The free lists hold raw addresses, not Numba's owned pointers: when a lent pointer
+        dies in a reference cycle, the cyclic collector runs weakref callbacks before
+        ``__del__``, so an owned pointer it held would already have freed its memory by
+        the time ``__del__`` put it back (seen on the GPU as a ReferenceError, and worse,
+        a freed address handed out again)."""
+
+        def __init__(self, context, pointer, size, free):
+            self._pointer, self._free = pointer, free  # first: __del__ must find them
+            super().__init__(context, pointer, size)
 
         def __del__(self):
-            self._free.append(self._block)
+            self._free.append(self._pointer)
 
     class CachingMemoryManager(drv.NumbaCUDAMemoryManager):
         def __init__(self, *args, **kwargs):
             # not in initialize(): Numba calls that each time it hands out the context
             super().__init__(*args, **kwargs)
-            self.cached = defaultdict(list)  # rounded size -> owned pointers not in use
+            self.cached = defaultdict(list)  # rounded size -> device addresses not in use
             self.hits = self.misses = 0
             # Numba first builds a dummy manager with context=None (set_memory_manager
             # checks the plugin's interface): it allocates nothing
@@ -53,24 +59,34 @@ def _manager_class():
             rounded = _rounded(size)
             free = self.cached[rounded]
             if free:
-                block = free.pop()
+                pointer = free.pop()
                 self.hits += 1
             else:
                 self.misses += 1
                 try:
-                    block = super().memalloc(rounded)
+                    pointer = self._allocate(rounded)
                 except drv.CudaAPIError:
                     self.release()  # out of memory: give the cache back and retry once
-                    block = super().memalloc(rounded)
-            return LentPointer(self._context, block, size, free)
+                    pointer = self._allocate(rounded)
+            return LentPointer(self._context, pointer, size, free)
+
+        def _allocate(self, nbytes):
+            # Numba's retry: flush its own pending frees on out-of-memory, then try again.
+            # The address is never freed while mlfuse runs, only by release() or with the
+            # context, so it needs no finalizer.
+            return self._attempt_allocation(lambda: drv.driver.cuMemAlloc(nbytes))
+
+        def _free_device(self, pointer):
+            drv.driver.cuMemFree(pointer)
 
         def release(self):
-            for blocks in self.cached.values():
-                blocks.clear()
+            for pointers in self.cached.values():
+                while pointers:
+                    self._free_device(pointers.pop())
             self.deallocations.clear()
 
         def reset(self):
-            self.cached.clear()
+            self.cached.clear()  # the context's teardown frees its memory
             super().reset()
 
     return CachingMemoryManager
