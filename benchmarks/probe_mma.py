@@ -3,6 +3,10 @@ matmul + bias + relu (cuBLAS), checked against float64. Also the kernel's regist
 and shared memory as Numba compiled it. Table last.
 
     python benchmarks/probe_mma.py            # from the repository root, on a GPU
+    python benchmarks/probe_mma.py '{"tiles": [[128, 128]], "warps": [[64, 64]], "bk": 32}' ...
+
+Each JSON argument is a geometry for the "cuda" target (mlfuse.codegen.helpers.MMA_GEOMETRY:
+the block tiles the host may pick, its warp tiles, largest first, K per stage), probed in turn.
 """
 import os
 import sys
@@ -36,6 +40,19 @@ def events_ms(fn, repeats=20):
 
 
 def main():
+    import json
+
+    from mlfuse.codegen import helpers
+    geometries = [json.loads(a) for a in sys.argv[1:]] or [None]
+    for geometry in geometries:
+        if geometry is not None:
+            helpers.MMA_GEOMETRY["cuda"] = {k: tuple(map(tuple, v)) if k != "bk" else v
+                                            for k, v in geometry.items()}
+        print("#### geometry", helpers.MMA_GEOMETRY["cuda"], flush=True)
+        probe(helpers.MMA_GEOMETRY["cuda"])
+
+
+def probe(geometry):
     module = mlfuse.compile_source(SOURCE, "probe_mma.fuse")
     print([(k["schedule"], k["variant"]) for k in module.kernels("f")], flush=True)
     rows = []
@@ -66,7 +83,7 @@ def main():
                   r["shared_bytes"], "B smem", flush=True)
     except Exception:
         traceback.print_exc()
-    print(torch.cuda.get_device_name())
+    print(torch.cuda.get_device_name(), geometry)
     print("| shape MxNxK | mlfuse ms | torch ms | torch/mlfuse | mlfuse TFLOP/s | rel err | "
           "torch rel err |")
     for r in rows:

@@ -5,11 +5,13 @@ multiplied by ``mma.sync.m16n8k16`` with f32 accumulation (helpers: ptx_mma.py).
 
 A block computes a BM x BN tile; its warps each a WARP_M x WARP_N part of it, as
 MT x NT mma tiles of 16 x 8 (MT * NT * 4 f32 accumulators a lane). K runs MMA_BK at a
-time through STAGES shared-memory stages (as many as fit in 48 KB, at most 3): while
+time through STAGES shared-memory stages (as many as fit in 48 KB, at most 4): while
 the warps multiply one stage, the copies of the next STAGES - 1 are in flight. A stage
-holds A as BM rows of K (K contiguous) and B as MMA_BK rows of N (N contiguous), each
-row padded by 8 values (16 bytes), so that the 8 rows one ldmatrix phase reads fall in
-distinct banks; ``ldmatrix`` (A) and ``ldmatrix.trans`` (B) load the fragments.
+holds A as BM rows of K (K contiguous) and B as MMA_BK rows of N (N contiguous), unpadded
+(a 128 x 128 x 32 tile then has 3 stages in 48 KB, not 2) but swizzled: the 16-byte
+chunk c of row r sits at chunk c ^ (the row's line number mod 8), so the 8 rows one
+ldmatrix phase reads, and the 8 chunks a quarter warp copies, fall in distinct banks
+(``swizzled``); ``ldmatrix`` (A) and ``ldmatrix.trans`` (B) load the fragments.
 
 The stages hold 16-bit values: f16, or bf16 as its bits (uint16, mlfuse/codegen/bf16.py).
 An operand that is one plain 16-bit load contiguous along the tile's fast axis (K for A,
@@ -29,7 +31,7 @@ from __future__ import annotations
 from mlfuse.codegen.contraction import ContractionEmitter
 from mlfuse.codegen.ptx_mma import MMA_HELPER
 
-PAD = 8  # 16-bit values (16 bytes) after each row of a stage
+PAD = 8  # f32 words after each row of the epilogue's staged half tile
 # How a stage's 16-bit values are viewed, per operand dtype: bf16 as its bits.
 STAGE_VIEW = {"f16": "np.float16", "bf16": "np.uint16"}
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
@@ -57,15 +59,23 @@ class MmaContractionEmitter(ContractionEmitter):
 
     def factory_constants(self) -> None:
         w = self.w
-        w.line("WARP_M, WARP_N = min(BM, MMA_WARP[0]), min(BN, MMA_WARP[1])")
+        w.line("WARP_M, WARP_N = _mma_warp(BM, BN)")
         w.line("WARPS_N = BN // WARP_N")
         w.line("THREADS = _mma_threads(BM, BN)")
         w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
         w.line("A_REGS, B_REGS, ACC = MT * 4, NT * 2, MT * NT * 4  # a lane's fragment registers")
-        w.line(f"A_STRIDE, B_STRIDE = MMA_BK + {PAD}, BN + {PAD}  # padded rows: conflict-free "
-               "ldmatrix")
+        w.line("A_STRIDE, B_STRIDE = MMA_BK, BN  # 16-bit values a row; rows are swizzled")
+        w.line("# swizzle: a row's 16-byte chunks XOR its 128-byte line's number (mod 8)")
+        w.line("A_LINE, B_LINE = max(1, 64 // A_STRIDE), max(1, 64 // B_STRIDE)  # rows a line")
+        w.line("A_MASK, B_MASK = min(8, A_STRIDE // 8) - 1, min(8, B_STRIDE // 8) - 1")
         w.line("A_STAGE, B_STAGE = BM * A_STRIDE, MMA_BK * B_STRIDE  # 16-bit values")
-        w.line(f"STAGES = min(3, {SHARED_BYTES} // (2 * (A_STAGE + B_STAGE)))")
+        w.line(f"STAGES = min(4, {SHARED_BYTES} // (2 * (A_STAGE + B_STAGE)))")
+        w.line("# 16-byte copies a thread makes per stage: a constant count, so the loops unroll "
+               "and their")
+        w.line("# positions (all but K) are computed once, outside the K loop")
+        w.line("A_COPIES, B_COPIES = BM * MMA_BK // 8 // THREADS, MMA_BK * BN // 8 // THREADS")
+        w.line("assert A_COPIES * THREADS * 8 == A_STAGE and B_COPIES * THREADS * 8 == B_STAGE")
+        w.line("assert STAGES >= 2, 'a tile too large for two stages in shared memory'")
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
         w.line("SHARED = max(STAGES * (A_STAGE + B_STAGE) // 2, BM // 2 * C_STRIDE)  # f32 words")
@@ -106,6 +116,12 @@ class MmaContractionEmitter(ContractionEmitter):
         self.epilogue()
 
     # -- operands into a stage ---------------------------------------------------------
+    @staticmethod
+    def swizzled(side: str, row: str, chunk: str) -> str:
+        """The offset in a side's stage of 16-byte chunk ``chunk`` of row ``row``."""
+        s = side.upper()
+        return (f"{row} * {s}_STRIDE + ((({chunk}) ^ (({row} // {s}_LINE) & {s}_MASK)) << 3)")
+
     def fetch_stage(self, k_tile: str) -> None:
         w, L = self.w, self.loc
         w.line(f"{L['stage']} = ({k_tile} % STAGES) * (A_STAGE + B_STAGE)")
@@ -135,18 +151,18 @@ class MmaContractionEmitter(ContractionEmitter):
             per_row, own, own_size = "MMA_BK // 8", "m", L["m_size"]
         else:  # MMA_BK rows of BN: groups along N
             per_row, own, own_size = "BN // 8", "n", L["n_size"]
-        count = "BM * MMA_BK // 8" if side == "a" else "MMA_BK * BN // 8"
-        with w.indented(f"for {L['e']} in range({L['tid']}, {count}, THREADS):"):
-            w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, {per_row})")
+        with w.indented(f"for {L['slot']} in range({side.upper()}_COPIES):"):
+            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+            w.line(f"{L['i']}, {L['j']} = {L['e']} // ({per_row}), {L['e']} % ({per_row})")
             if side == "a":
                 w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * 8")
-                at = f"{L['stage']} + {L['i']} * A_STRIDE + {L['j']} * 8"
+                at = f"{L['stage']} + {self.swizzled('a', L['i'], L['j'])}"
                 w.line(f"{L['valid']} = {L['m']} < {own_size} and {L['k']} < {L['k_size']}")
                 w.line(f"{L['m']} = min({L['m']}, {own_size} - 1)")
                 w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 8)")
             else:
                 w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * 8")
-                at = f"{L['stage']} + A_STAGE + {L['i']} * B_STRIDE + {L['j']} * 8"
+                at = f"{L['stage']} + A_STAGE + {self.swizzled('b', L['i'], L['j'])}"
                 w.line(f"{L['valid']} = {L['n']} < {own_size} and {L['k']} < {L['k_size']}")
                 w.line(f"{L['n']} = min({L['n']}, {own_size} - 8)")
                 w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 1)")
@@ -164,13 +180,15 @@ class MmaContractionEmitter(ContractionEmitter):
         value = c.a if side == "a" else c.b
         if side == "a":
             count, fast = "BM * MMA_BK", "MMA_BK"
-            at = f"{L['stage']} + {L['i']} * A_STRIDE + {L['j']}"
+            at = f"{L['stage']} + {self.swizzled('a', L['i'], L['j'] + ' >> 3')} + ({L['j']} & 7)"
         else:
             count, fast = "MMA_BK * BN", "BN"
-            at = f"{L['stage']} + A_STAGE + {L['i']} * B_STRIDE + {L['j']}"
+            at = (f"{L['stage']} + A_STAGE + {self.swizzled('b', L['i'], L['j'] + ' >> 3')}"
+                  f" + ({L['j']} & 7)")
         own = "m" if side == "a" else "n"
-        with w.indented(f"for {L['e']} in range({L['tid']}, {count}, THREADS):"):
-            w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, {fast})")
+        with w.indented(f"for {L['slot']} in range({count} // THREADS):"):
+            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+            w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
             if side == "a":
                 w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']}")
             else:
@@ -195,13 +213,15 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"{L['q']} = ({L['lane']} // 16) * 8  # and its column offset")
         with w.indented(f"for {L['kk']} in range(0, MMA_BK, 16):"):
             with w.indented(f"for {L['i']} in range(MT):"):
+                a_row = f"({L['wm0']} + {L['i']} * 16 + {L['row']})"
+                a_chunk = f"({L['kk']} + {L['q']}) >> 3"
                 w.line(f"_ldmatrix_x4({L['a_frag']}, {L['i']} * 4, {L['tiles']}, {L['a_base']} + "
-                       f"({L['wm0']} + {L['i']} * 16 + {L['row']}) * A_STRIDE + {L['kk']} + "
-                       f"{L['q']})")
+                       f"{self.swizzled('a', a_row, a_chunk)})")
             with w.indented(f"for {L['j']} in range(NT // 2):"):
+                b_row = f"({L['kk']} + {L['row']})"
+                b_chunk = f"({L['wn0']} + {L['j']} * 16 + {L['q']}) >> 3"
                 w.line(f"_ldmatrix_x4_trans({L['b_frag']}, {L['j']} * 4, {L['tiles']}, "
-                       f"{L['b_base']} + ({L['kk']} + {L['row']}) * B_STRIDE + {L['wn0']} + "
-                       f"{L['j']} * 16 + {L['q']})")
+                       f"{L['b_base']} + {self.swizzled('b', b_row, b_chunk)})")
             with w.indented(f"for {L['i']} in range(MT):"):
                 with w.indented(f"for {L['j']} in range(NT):"):
                     w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, "
