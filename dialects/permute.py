@@ -51,19 +51,31 @@ def load_indices(load: Operation) -> list[Value]:
 
 
 def permuted_axis(kernel: LoopOp, load: Operation, memo: dict | None = None) -> int | None:
-    """The kernel axis ``load`` is permuted along (see the module doc), or None: its last
-    index is computed from exactly one kernel index, not the innermost axis's, and from
-    no loop index or loaded value."""
+    """The kernel axis ``load`` is permuted along (see the module doc), or None. Its
+    fastest-varying index (the last one that moves: indices that are constants or follow
+    only axes of extent 1 do not) is computed from exactly one kernel index, not the
+    innermost axis's, and from no loop index or loaded value; and another of its indices
+    follows the innermost axis."""
     inner = innermost_axis(kernel)
+    if inner is None:
+        return None
+    memo = {} if memo is None else memo
+    args, extents = list(kernel.body.args), kernel.extent_list
+    still = {a for a, e in zip(args, extents) if e == 1}  # axes of one point do not move
     indices = load_indices(load)
-    if inner is None or not indices:
+    deps = [_index_deps(v, memo) for v in indices]
+    moving = [n for n, d in enumerate(deps) if d is None or d - still]
+    if not moving:
         return None
-    deps = _index_deps(indices[-1], {} if memo is None else memo)
-    args = list(kernel.body.args)
-    if not deps or len(deps) != 1 or any(a not in args for a in deps):
+    last = deps[moving[-1]]
+    if last is None or len(last - still) != 1 or any(a not in args for a in last):
         return None
-    axis = args.index(next(iter(deps)))
-    return None if axis == inner else axis
+    axis = args.index(next(iter(last - still)))
+    if axis == inner:
+        return None
+    # neighbouring threads must read different elements: a load not indexed by the
+    # innermost axis (a broadcast, mean[c] over [N, C, H, W]) reads one for all
+    return axis if any(d is not None and args[inner] in d for d in deps) else None
 
 
 def permuted_loads(kernel: LoopOp) -> list[tuple[Operation, int]]:
