@@ -105,6 +105,13 @@ func bce_mean(x: f32[N, C], t: f32[N, C]) -> f32[] {
 }
 """
 
+# Attention's tail: P.V, then the heads merged back ([B, H, S, D] -> [B, S, H*D]).
+ATTN_TAIL = """
+func attn_tail(p: f32[B, H, S, S], v: f32[B, H, S, D]) -> f32[B, S, H*D] {
+    return reshape(transpose(matmul(p, v), [0, 2, 1, 3]), [B, S, H*D])
+}
+"""
+
 
 def _torch():
     import torch
@@ -180,6 +187,11 @@ def t_bce_mean(x, t):
     return F.binary_cross_entropy_with_logits(x, t)
 
 
+def t_attn_tail(p, v):
+    b, h, s, d = v.shape
+    return (p @ v).transpose(1, 2).reshape(b, s, h * d)
+
+
 def c_chain():
     import cupy
 
@@ -240,6 +252,8 @@ CASES = [
     Case("nchw_nhwc", NCHW_NHWC, {"N": 32, "C": 256, "H": 64, "W": 64}, t_nchw_nhwc,
          dry_dims={"N": 1, "C": 17, "H": 2, "W": 16}),
     Case("bce_mean", BCE_MEAN, {"N": 16384, "C": 4096}, t_bce_mean, dry_dims={"N": 5, "C": 41}),
+    Case("attn_tail", ATTN_TAIL, {"B": 8, "H": 16, "S": 1024, "D": 64}, t_attn_tail,
+         dry_dims={"B": 1, "H": 2, "S": 5, "D": 3}),
     Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
          latency=True),
 ]
