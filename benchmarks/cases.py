@@ -90,6 +90,28 @@ func transpose_add(x: f32[N, N], y: f32[N, N]) -> f32[N, N] {
 }
 """
 
+# NCHW -> NHWC with a per-channel scale (a layout change fused with elementwise work).
+NCHW_NHWC = """
+func nchw_nhwc(x: f32[N, C, H, W], g: f32[C]) -> f32[N, H, W, C] {
+    return transpose(x, [0, 2, 3, 1]) * g
+}
+"""
+
+# Binary cross-entropy with logits, averaged to a scalar: the [N, C] loss never stored.
+BCE_MEAN = """
+func bce_mean(x: f32[N, C], t: f32[N, C]) -> f32[] {
+    l = maximum(x, 0.0) - x * t + log1p(exp(-abs(x)))
+    return mean(l)
+}
+"""
+
+# Attention's tail: P.V, then the heads merged back ([B, H, S, D] -> [B, S, H*D]).
+ATTN_TAIL = """
+func attn_tail(p: f32[B, H, S, S], v: f32[B, H, S, D]) -> f32[B, S, H*D] {
+    return reshape(transpose(matmul(p, v), [0, 2, 1, 3]), [B, S, H*D])
+}
+"""
+
 
 def _torch():
     import torch
@@ -156,6 +178,20 @@ def t_transpose_add(x, y):
     return x.t() + y
 
 
+def t_nchw_nhwc(x, g):
+    return x.permute(0, 2, 3, 1) * g
+
+
+def t_bce_mean(x, t):
+    _, F = _torch()
+    return F.binary_cross_entropy_with_logits(x, t)
+
+
+def t_attn_tail(p, v):
+    b, h, s, d = v.shape
+    return (p @ v).transpose(1, 2).reshape(b, s, h * d)
+
+
 def c_chain():
     import cupy
 
@@ -213,6 +249,11 @@ CASES = [
          {"R": 512, "C": 65536}, t_softmax),
     Case("bias_gelu_f16", BIAS_GELU_F16, {"R": 16384, "C": 8192}, t_bias_gelu),
     Case("transpose_add", TRANSPOSE_ADD, {"N": 8192}, t_transpose_add, dry_dims={"N": 9}),
+    Case("nchw_nhwc", NCHW_NHWC, {"N": 32, "C": 256, "H": 64, "W": 64}, t_nchw_nhwc,
+         dry_dims={"N": 1, "C": 17, "H": 2, "W": 16}),
+    Case("bce_mean", BCE_MEAN, {"N": 16384, "C": 4096}, t_bce_mean, dry_dims={"N": 5, "C": 41}),
+    Case("attn_tail", ATTN_TAIL, {"B": 8, "H": 16, "S": 1024, "D": 64}, t_attn_tail,
+         dry_dims={"B": 1, "H": 2, "S": 5, "D": 3}),
     Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
          latency=True),
 ]

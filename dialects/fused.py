@@ -20,6 +20,10 @@ inner loops (``loops.for``).
 - "split-rows", "split-columns", "warp-rows": reductions split across blocks (few
   points, long reductions), over non-innermost axes, and over short rows; see
   mlfuse/transforms/fusion/schedules.py.
+- "transpose-tiles": a loop-free kernel with loads whose fastest-varying index follows
+  another axis than the kernel's innermost (a transpose): a block takes a tile of the
+  two axes ``tile_axes`` (that axis, the innermost) and reads those loads through
+  shared memory so both their reads and the stores are coalesced (dialects/permute.py).
 ``sources`` names the tensor ops the kernel computes, for reports and comments.
 """
 from __future__ import annotations
@@ -29,7 +33,8 @@ from mlfuse.ir.registry import Dialect
 
 from mlfuse.dialects.loops import LoopOp
 
-SCHEDULES = ("pointwise", "row", "contraction", "split-rows", "split-columns", "warp-rows")
+SCHEDULES = ("pointwise", "row", "contraction", "split-rows", "split-columns", "warp-rows",
+             "transpose-tiles")
 
 DIALECT = Dialect("fused", __doc__)
 
@@ -41,7 +46,9 @@ class KernelOp(LoopOp):
              "kernel_name": Attr("str", "kernel"), "sources": Attr("any", []),
              # a contraction's analysis, written by schedule-contractions (dialects/contraction.py)
              "m_dims": Attr("ints", []), "n_dims": Attr("ints", []), "batch_dims": Attr("ints", []),
-             "a_operand": Attr("int", 0), "variant": Attr("str", "")}
+             "a_operand": Attr("int", 0), "variant": Attr("str", ""),
+             # transpose-tiles: the tiled axes (the permuted loads' axis, the innermost)
+             "tile_axes": Attr("ints", [])}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -30,6 +30,7 @@ EXAMPLES = {  # property -> examples in each profile
     "explain": {"ci": 150, "long": 5000, "gpu": 50},
     "mutations": {"ci": 200, "long": 10000, "gpu": 50},
     "calls": {"ci": 20, "long": 500, "gpu": 50},
+    "permute": {"ci": 8, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
@@ -534,3 +535,30 @@ def inputs_for(draw, func, dims: dict, special: bool = True, huge: bool = False)
             array = array.astype(dtype)
         args.append(np.ascontiguousarray(array) if array.ndim else array)
     return args
+
+
+@st.composite
+def permuted_programs(draw):
+    """A transpose of rank 2-4 fused with elementwise work: ``op(transpose(x, perm), y)``
+    and maybe a second input read transposed, in f32, f16 or bf16, over dims long enough
+    for transpose tiles (17: part of a square) and short ones. Sizes are concrete, so the
+    schedule the fuse pass picks is the one the simulator runs."""
+    rank = draw(st.integers(2, 4))
+    dtype = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    shape = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 16, 17]), min_size=rank, max_size=rank)))
+    assume(int(np.prod(shape)) <= 2048)  # the simulator runs a Python thread per point
+    perm = draw(st.permutations(range(rank)))
+    out = tuple(shape[i] for i in perm)
+    p = Program()
+    x = p.param(shape, dtype)
+    y = p.param(out, dtype)
+    term = _call("transpose", x.name, dims_text(perm))
+    op = draw(st.sampled_from(["+", "*", "-"]))
+    expr = f"{term} {op} {y.name}"
+    if draw(st.booleans()):
+        z = p.param(shape, dtype)
+        expr = f"maximum({expr}, {_call('transpose', z.name, dims_text(perm))})"
+    p.lines.append(f"v0 = {_call('relu', expr) if draw(st.booleans()) else expr}")
+    p.values.append(Value("v0", out, dtype))
+    p.results = [p.values[-1]]
+    return p

@@ -124,3 +124,17 @@ def test_bf16_and_i64_kernels_compute_in_f32_and_int64(tmp_path):
     assert found
     for k in found:
         assert k["f64"] == [] and k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
+def test_transpose_tiles_compile_without_spills_or_f64(tmp_path):
+    """The tiled transpose (mlfuse/codegen/schedule_tiles.py) for sm_90: rank 2 in f32 and
+    rank 4 (NCHW -> NHWC) in f16, one padded 32 x 33 tile of 4-byte values each."""
+    path = tmp_path / "tiles.fuse"
+    path.write_text("func a(x: f32[N, M], y: f32[M, N]) -> f32[M, N] { return transpose(x) + y }\n"
+                    "func b(x: f16[B, C, H, W], g: f16[C]) -> f16[B, H, W, C] {\n"
+                    "    return relu(transpose(x, [0, 2, 3, 1]) * g) }\n")
+    found = kernels(str(path))
+    assert [k["schedule"] for k in found] == ["transpose-tiles"] * 2
+    for k in found:
+        assert k["f64"] == [] and k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+        assert k["shared_bytes"] == 32 * 33 * 4, k

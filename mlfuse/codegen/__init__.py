@@ -20,6 +20,7 @@ from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
 from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.schedule_split import emit_split
+from mlfuse.codegen.schedule_tiles import emit_tiles
 from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
 from mlfuse.codegen.ptx_mma import MMA_NAMES
 from mlfuse.codegen.vector import CUDA_IMPORTS, VECTOR_NAMES
@@ -91,7 +92,8 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
 
 # The schedules with a module of their own; the rest (pointwise, row) are emit_kernel's.
 SCHEDULE_EMITTERS = {"contraction": contraction_kernel, "split-rows": emit_split,
-                     "split-columns": emit_split, "warp-rows": emit_warp_rows}
+                     "split-columns": emit_split, "warp-rows": emit_warp_rows,
+                     "transpose-tiles": emit_tiles}
 
 
 def _kernel_ops(func: FuncOp) -> list:

@@ -185,6 +185,7 @@ class KernelCode:
     # contraction: the operand sides ("a", "b") that may be read 16 bytes at a time, with
     # their buffers (the host checks sizes and alignment and tells the kernel)
     vector_sides: dict = field(default_factory=dict)
+    launch: dict = field(default_factory=dict)  # a schedule's own launch constants
 
     @property
     def name(self) -> str:
@@ -214,6 +215,8 @@ def row_variants(op: LoopOp, hw: Target) -> list[str]:
 
 class KernelEmitter(VectorPhases):
     """One kernel of ``op`` in one variant (see _SCHEDULE_DOC)."""
+
+    launch_bound: str | None = None  # threads per block, where a schedule module fixes them
 
     def __init__(self, op: LoopOp, name: str, variant: str, target: str, helpers: set[str],
                  hw: Target, taken=()):
@@ -284,7 +287,7 @@ class KernelEmitter(VectorPhases):
         sources = _sources(self.op)
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
-        bound = _LAUNCH_BOUND.get(self.variant, "THREADS_PER_BLOCK")
+        bound = self.launch_bound or _LAUNCH_BOUND.get(self.variant, "THREADS_PER_BLOCK")
         if self.schedule == "row" and self.hw.row_min_blocks and bound != str(MAX_THREADS):
             bound = f"({bound}, ROW_MIN_BLOCKS)"  # so many blocks resident per SM, at least
         elif self.variant == "registers":
@@ -643,7 +646,8 @@ def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, lis
 
 # Schedules emitted by their own modules (generate in codegen/__init__.py picks them).
 SCHEDULE_MODULES = {"contraction": "contraction", "split-rows": "schedule_split",
-                    "split-columns": "schedule_split", "warp-rows": "schedule_warp_rows"}
+                    "split-columns": "schedule_split", "warp-rows": "schedule_warp_rows",
+                    "transpose-tiles": "schedule_tiles"}
 
 
 def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Namer,

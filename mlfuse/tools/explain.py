@@ -78,9 +78,10 @@ def _kernels(func: FuncOp) -> list[KernelOp]:
 
 
 def _schedule_reason(kernel: KernelOp, dims, target) -> str:
-    """Why a kernel with reductions runs as it does ("" for the others: nothing to choose)."""
-    if kernel["schedule"] == "contraction" or not any(isinstance(o, (ReduceOp, ForOp))
-                                          for o in kernel.body.ops):
+    """Why a kernel with reductions or transpose tiles runs as it does ("" for the others:
+    nothing to choose)."""
+    if kernel["schedule"] == "contraction" or kernel["schedule"] == "pointwise" and not any(
+            isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops):
         return ""
     return choose_schedule(kernel, dims, target).reason
 

@@ -1,6 +1,8 @@
 """The fusion cost model: bytes moved, flops, launches and live registers of a kernel.
 
-time(kernel) = max(bytes / bandwidth, flops / peak) + launch cost. A fusion is taken
+time(kernel) = max(bytes / bandwidth, flops / peak) + launch cost, where a pointwise
+kernel's permuted reads (dialects/permute.py: a transpose read along the wrong axis)
+count ``strided_read_factor`` times their bytes unless a transpose tile reads them. A fusion is taken
 when the fused kernels' time is below the separate kernels' time, which counts the
 intermediates' round trips through memory and the launches saved:
 cost(fused) < sum(cost(ops)) + traffic(intermediates) + launches saved x launch cost.
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
+from mlfuse.dialects.permute import innermost_axis, permuted_loads, tiled_loads
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, dim_value, itemsize
 from mlfuse.hardware import Target
@@ -37,6 +40,7 @@ class KernelCost:
     threads: int = 0            # threads that can run at once (the kernel's parallelism)
     launches: int = 1
     seconds_total: float = 0.0  # filled by with_time: sum over the kernels added up
+    strided_bytes: int = 0      # bytes read with a stride, counted again for time only
 
     @property
     def bytes(self) -> int:
@@ -46,7 +50,8 @@ class KernelCost:
         # a kernel with fewer threads than the device holds gets that share of its throughput
         full = target.sm_count * 2048
         share = min(1.0, max(self.threads, 1) / full)
-        busy = max(self.bytes / target.dram_bytes_per_s, self.flops / target.flops_per_s)
+        moved = self.bytes + self.strided_bytes * (target.strided_read_factor - 1)
+        busy = max(moved / target.dram_bytes_per_s, self.flops / target.flops_per_s)
         self.seconds_total = busy / share + self.launches * target.launch_s
         return self
 
@@ -57,7 +62,8 @@ class KernelCost:
         return KernelCost(self.bytes_read + other.bytes_read, self.bytes_written + other.bytes_written,
                           self.flops + other.flops, max(self.registers, other.registers),
                           self.threads + other.threads, self.launches + other.launches,
-                          self.seconds_total + other.seconds_total)
+                          self.seconds_total + other.seconds_total,
+                          self.strided_bytes + other.strided_bytes)
 
 
 ZERO = KernelCost(0, 0, 0, 0, 0, 0)
@@ -129,6 +135,21 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         threads = points * min(32, max(1, inner // 64))
     return KernelCost(
         bytes_read=sum(buffer_bytes(t, dims, target) for t in read.values()),
+        strided_bytes=_strided_bytes(kernel, dims, target),
         bytes_written=sum(buffer_bytes(t, dims, target) for t in written.values()),
         flops=_flops(kernel.body, points, dims, target),
         registers=live_registers(kernel.body), threads=threads).with_time(target)
+
+
+def _strided_bytes(kernel: Operation, dims: dict, target: Target) -> int:
+    """Bytes of the buffers a pointwise kernel reads permuted (not through a tile), when
+    its innermost axis is long enough for the stride to waste sectors."""
+    schedule = kernel.attributes.get("schedule", "pointwise")
+    inner = innermost_axis(kernel)
+    if schedule not in ("pointwise", "transpose-tiles") or inner is None or \
+            resolve(kernel.extent_list[inner], dims, target) < 8:
+        return 0
+    tiled = {id(o) for o in tiled_loads(kernel)} if schedule == "transpose-tiles" else set()
+    strided = {id(o.operands[0]): o.operands[0].type for o, _ in permuted_loads(kernel)
+               if id(o) not in tiled}
+    return sum(buffer_bytes(t, dims, target) for t in strided.values())

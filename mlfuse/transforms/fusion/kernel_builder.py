@@ -60,9 +60,16 @@ def candidate_spaces(members: list[Nest], outputs: list[Nest]):
     return unique
 
 
+def _moving(extents: list) -> list:
+    """The extents other than 1: a permutation that moves only axes of one point (a
+    transpose of a [R, 1] result) or a reshape adding or dropping them keeps the
+    element order, so over the same moving extents it is the same layout."""
+    return [e for e in extents if e != 1]
+
+
 def level(nest: Nest, E: list, C) -> str | None:
     ext = nest.extents
-    if ext == E or ext == E + [1]:
+    if ext == E or ext == E + [1] or _moving(ext) == _moving(E):
         return "point"
     if C is not None and ext == E + [C]:
         return "row"
@@ -124,12 +131,20 @@ class KernelBuilder:
         return self._zero
 
     def point_index(self, nest: Nest) -> list[Value]:
-        return self.point_args + ([self.zero()] if len(nest.extents) == len(self.E) + 1 else [])
+        """The index of the kernel's point in ``nest``'s result (a "point" level nest):
+        the point's indices, with 0 for a keepdims axis, or for the axes of one point
+        where only those differ from the kernel's (see ``_moving``)."""
+        ext = nest.extents
+        if ext[:len(self.E)] == self.E:
+            return self.point_args + [self.zero() for _ in ext[len(self.E):]]
+        moving = iter(a for a, e in zip(self.point_args, self.E) if e != 1)
+        return [self.zero() if e == 1 else next(moving) for e in ext]
 
     def _is_point_index(self, nest: Nest, idx: list[Value]) -> bool:
-        n = len(self.E)
-        return (len(idx) == len(nest.extents) and idx[:n] == self.point_args
-                and all(_is_zero_index(v) for v in idx[n:]))
+        if len(idx) != len(nest.extents):
+            return False
+        return all(v is p or _is_zero_index(v) and _is_zero_index(p)
+                   for v, p in zip(idx, self.point_index(nest)))
 
     # -- inlining --------------------------------------------------------------
     def value_at(self, nest: Nest, idx: list[Value], block: Block) -> Value:

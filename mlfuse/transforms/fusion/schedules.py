@@ -16,6 +16,9 @@ A kernel's top-level ``loops.reduce`` ops may run five ways (``fused.kernel``'s
   rows per warp (softmax over rows of 16).
 - "pointwise": one thread per point walks the reduction (short reductions).
 
+A loop-free kernel is "pointwise", or "transpose-tiles" where it reads a transpose
+(mlfuse/transforms/fusion/tiles.py).
+
 A reduction over several axes is a nest of reduces (one per axis, the inner ones
 starting from the combiner's identity); the split schedules walk such a nest as one
 flat loop over the product of its extents (:class:`ReduceNest`).
@@ -37,6 +40,7 @@ from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
 
 from mlfuse.transforms.fusion.cost import resolve
+from mlfuse.transforms.fusion.tiles import choose_tiles
 
 SPLIT_SCHEDULES = ("split-rows", "split-columns")
 
@@ -113,17 +117,21 @@ def access_layout(kernel: Operation) -> str | None:
 class ScheduleChoice:
     schedule: str
     reason: str
+    tile_axes: list | None = None  # transpose-tiles: the tiled axes
 
 
 def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     """The schedule of ``kernel`` (see the module doc) and why, from the sizes its
     symbols have in ``dims`` (the target's default size where unbound)."""
     current = kernel["schedule"]  # the builder's "row" or "pointwise", or an earlier choice
-    if current not in ("pointwise", "row", "warp-rows") + SPLIT_SCHEDULES:
+    if current not in ("pointwise", "row", "warp-rows", "transpose-tiles") + SPLIT_SCHEDULES:
         return ScheduleChoice(current, f"{current} (set by an earlier pass)")
     nests = reduce_nests(kernel)
     loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
     if not loops:
+        tiles = choose_tiles(kernel, dims, target)
+        if tiles is not None:
+            return ScheduleChoice("transpose-tiles", tiles[1], tiles[0])
         return ScheduleChoice("pointwise", "no reduction: one thread per point")
     from mlfuse.transforms.contraction import match_contraction
     if current == "pointwise" and match_contraction(kernel) is not None:
@@ -163,6 +171,10 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
 def apply_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     choice = choose_schedule(kernel, dims, target)
     kernel.attributes["schedule"] = choice.schedule
+    if choice.tile_axes is not None:
+        kernel.attributes["tile_axes"] = list(choice.tile_axes)
+    else:
+        kernel.attributes.pop("tile_axes", None)
     return choice
 
 

@@ -37,7 +37,7 @@ func @reduction_read_at_another_index(%x: f32[R, R]) -> (f32[R, R]) {
 // [R] of the reduction): the reduction stays apart, the sub joins the transpose.
 // CHECK-LABEL: func @other_iteration_space
 // CHECK:        fused.kernel {extents = [R], {{.*}}sources = ["s = tensor.sum"]}
-// CHECK:        fused.kernel {extents = [C, R], {{.*}}sources = ["y = tensor.sub", "t = tensor.transpose"]}
+// CHECK:        fused.kernel {extents = [C, R], {{.*}}schedule = "transpose-tiles", sources = ["y = tensor.sub", "t = tensor.transpose"], tile_axes = [0, 1]}
 func @other_iteration_space(%x: f32[R, C]) -> (f32[C, R]) {
   %s = tensor.sum %x {axis = [1], keepdims = true} : f32[R, 1]
   %y = tensor.sub %x, %s : f32[R, C]

@@ -1,0 +1,114 @@
+"""Permuted reads of a kernel: loads whose fastest-varying index follows another axis
+of the iteration space than the innermost one. Shared by the cost model and the
+schedule choice (mlfuse/transforms/fusion/) and by codegen (mlfuse/codegen/schedule_tiles.py),
+which reads only the IR and the kernel's ``tile_axes``.
+
+Threads of a pointwise kernel take neighbouring points of the innermost axis, so a load
+whose last index is that axis's index reads neighbouring elements (coalesced). A load
+``x[i1, i0]`` in a kernel over ``[i0, i1]`` (a transpose) instead reads elements a row
+apart in neighbouring threads: each 4-byte value costs a 32-byte sector. Such a load is
+*permuted along* axis 0 here. The "transpose-tiles" schedule reads it through a
+shared-memory tile of the two axes: threads first step along axis 0 to load the tile
+(coalesced), then along the innermost axis to compute and store.
+
+The innermost axis is the last one whose extent is not the literal 1 (an axis of one
+point does not move between threads).
+"""
+from __future__ import annotations
+
+from mlfuse.ir.core import BlockArgument, Operation, Value
+
+from mlfuse.dialects.loops import DimOp, LoadOp, LoopOp, MaskedLoadOp
+
+
+def innermost_axis(kernel: LoopOp) -> int | None:
+    """The position of the innermost axis that is not of extent 1 (None: no such axis)."""
+    extents = kernel.extent_list
+    return next((d for d in reversed(range(len(extents))) if extents[d] != 1), None)
+
+
+def _index_deps(value: Value, memo: dict) -> frozenset | None:
+    """The block arguments an index is computed from through pure index arithmetic
+    (None when a load or a loop result feeds it: not a static layout)."""
+    key = id(value)
+    if key not in memo:
+        if isinstance(value, BlockArgument):
+            memo[key] = frozenset([value])
+        else:
+            op = value.op
+            if isinstance(op, (LoadOp, MaskedLoadOp)) or op.regions:
+                memo[key] = None
+            elif isinstance(op, DimOp) or not op.operands:
+                memo[key] = frozenset()
+            else:
+                deps = [_index_deps(v, memo) for v in op.operands]
+                memo[key] = None if any(d is None for d in deps) else frozenset().union(*deps)
+    return memo[key]
+
+
+def load_indices(load: Operation) -> list[Value]:
+    return list(load.operands[2:] if isinstance(load, MaskedLoadOp) else load.operands[1:])
+
+
+def permuted_axis(kernel: LoopOp, load: Operation, memo: dict | None = None) -> int | None:
+    """The kernel axis ``load`` is permuted along (see the module doc), or None. Its
+    fastest-varying index (the last one that moves: indices that are constants or follow
+    only axes of extent 1 do not) is computed from exactly one kernel index, not the
+    innermost axis's, and from no loop index or loaded value; and another of its indices
+    follows the innermost axis."""
+    inner = innermost_axis(kernel)
+    if inner is None:
+        return None
+    memo = {} if memo is None else memo
+    args, extents = list(kernel.body.args), kernel.extent_list
+    still = {a for a, e in zip(args, extents) if e == 1}  # axes of one point do not move
+    indices = load_indices(load)
+    deps = [_index_deps(v, memo) for v in indices]
+    moving = [n for n, d in enumerate(deps) if d is None or d - still]
+    if not moving:
+        return None
+    last = deps[moving[-1]]
+    if last is None or len(last - still) != 1 or any(a not in args for a in last):
+        return None
+    axis = args.index(next(iter(last - still)))
+    if axis == inner:
+        return None
+    # neighbouring threads must read different elements: a load not indexed by the
+    # innermost axis (a broadcast, mean[c] over [N, C, H, W]) reads one for all
+    return axis if any(d is not None and args[inner] in d for d in deps) else None
+
+
+def permuted_loads(kernel: LoopOp) -> list[tuple[Operation, int]]:
+    """Every load of the kernel (at any depth) that is permuted, with its axis."""
+    memo: dict = {}
+    found = []
+    for op in kernel.walk():
+        if isinstance(op, (LoadOp, MaskedLoadOp)):
+            axis = permuted_axis(kernel, op, memo)
+            if axis is not None:
+                found.append((op, axis))
+    return found
+
+
+def tileable_loads(kernel: LoopOp, axis: int) -> list[Operation]:
+    """The loads a transpose tile over (``axis``, innermost) reads: plain top-level loads
+    permuted along ``axis`` whose every index is computed from kernel indices alone
+    (codegen computes them a second time, at the tile-loading threads' points), of a
+    dtype a shared array holds (not bool)."""
+    memo: dict = {}
+    found = []
+    for op in kernel.body.ops:
+        if isinstance(op, LoadOp) and op.result.type.dtype != "bool" \
+                and permuted_axis(kernel, op, memo) == axis \
+                and all(_index_deps(v, memo) is not None for v in load_indices(op)):
+            found.append(op)
+    return found
+
+
+def tiled_loads(kernel) -> list[Operation]:
+    """The loads a "transpose-tiles" kernel reads through its tile (from ``tile_axes``)."""
+    return tileable_loads(kernel, kernel["tile_axes"][0])
+
+
+__all__ = ["innermost_axis", "load_indices", "permuted_axis", "permuted_loads",
+           "tileable_loads", "tiled_loads"]
