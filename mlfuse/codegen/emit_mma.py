@@ -2,12 +2,14 @@
 ``"mma-bf16"``): the same sum of
 products as emit_contraction.py, C[batch, m, n] = sum_k A[batch, m, k] B[batch, k, n],
 multiplied by ``mma.sync.m16n8k16`` with f32 accumulation (helpers: ptx_mma.py).
+The TF32 variants of f32 sums (emit_tf32.py) are this kernel with f32 stages and
+their own fragments and multiply.
 
 A block computes a BM x BN tile; its warps each a WARP_M x WARP_N part of it, as
-MT x NT mma tiles of 16 x 8 (MT * NT * 4 f32 accumulators a lane). K runs MMA_BK at a
-time through STAGES shared-memory stages (as many as fit in 48 KB, at most 3): while
-the warps multiply one stage, the copies of the next STAGES - 1 are in flight. A stage
-holds A as BM rows of K (K contiguous) and B as MMA_BK rows of N (N contiguous), each
+MT x NT mma tiles of 16 x 8 (MT * NT * 4 f32 accumulators a lane). K runs STAGE_K
+(MMA_BK) at a time through STAGES shared-memory stages (as many as fit in 48 KB, at
+most 3): while the warps multiply one stage, the copies of the next STAGES - 1 are in flight. A stage
+holds A as BM rows of K (K contiguous) and B as STAGE_K rows of N (N contiguous), each
 row padded by 8 values (16 bytes), so that the 8 rows one ldmatrix phase reads fall in
 distinct banks; ``ldmatrix`` (A) and ``ldmatrix.trans`` (B) load the fragments.
 
@@ -32,6 +34,7 @@ from mlfuse.codegen.ptx_mma import MMA_HELPER
 PAD = 8  # 16-bit values (16 bytes) after each row of a stage
 # How a stage's 16-bit values are viewed, per operand dtype: bf16 as its bits.
 STAGE_VIEW = {"f16": "np.float16", "bf16": "np.uint16"}
+STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a stage
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 
 
@@ -46,13 +49,14 @@ class MmaContractionEmitter(ContractionEmitter):
         super().__init__(op, name, target, helpers, hw, taken)
         self.loc.update({n: self.namer.fresh(n) for n in _LOCALS})
         self.operand = operand = self.c.a.type.dtype
-        self.mma = MMA_HELPER[operand]
+        self.mma = MMA_HELPER.get(operand)  # (the TF32 variants pick their own: emit_tf32)
+        self.group = 16 // STAGE_BYTES[operand]  # values of one 16-byte cp.async
         helpers.update({"_mma_intrinsics", "_mma_geometry"})
 
     def schedule_text(self) -> str:
         return ("Tensor cores: a block computes a BM x BN tile, each warp a WARP_M x WARP_N "
                 "part as 16 x 8 mma tiles (f32 accumulators), from STAGES cp.async stages "
-                "MMA_BK K deep; the epilogue runs on the accumulators, half a tile at a time "
+                "STAGE_K K deep; the epilogue runs on the accumulators, half a tile at a time "
                 "through shared memory (coalesced stores).")
 
     def factory_constants(self) -> None:
@@ -61,30 +65,47 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("WARPS_N = BN // WARP_N")
         w.line("THREADS = _mma_threads(BM, BN)")
         w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
-        w.line("A_REGS, B_REGS, ACC = MT * 4, NT * 2, MT * NT * 4  # a lane's fragment registers")
-        w.line(f"A_STRIDE, B_STRIDE = MMA_BK + {PAD}, BN + {PAD}  # padded rows: conflict-free "
-               "ldmatrix")
-        w.line("A_STAGE, B_STAGE = BM * A_STRIDE, MMA_BK * B_STRIDE  # 16-bit values")
-        w.line(f"STAGES = min(3, {SHARED_BYTES} // (2 * (A_STAGE + B_STAGE)))")
+        self.stage_constants()
+        size = STAGE_BYTES[self.operand]
+        w.line(f"STAGES = min(3, {SHARED_BYTES} // ({size} * (A_STAGE + B_STAGE)))")
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
-        w.line("SHARED = max(STAGES * (A_STAGE + B_STAGE) // 2, BM // 2 * C_STRIDE)  # f32 words")
+        w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4, BM // 2 * C_STRIDE)"
+               "  # f32 words")
         w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
+
+    def stage_constants(self) -> None:
+        """A lane's registers (A_REGS, B_REGS, ACC), the K of a stage (STAGE_K), its rows'
+        strides and sizes in operand values (A_STRIDE, B_STRIDE, A_STAGE, B_STAGE)."""
+        w = self.w
+        w.line("A_REGS, B_REGS, ACC = MT * 4, NT * 2, MT * NT * 4  # a lane's fragment registers")
+        w.line("STAGE_K = MMA_BK  # K values per stage")
+        w.line(f"A_STRIDE, B_STRIDE = STAGE_K + {PAD}, BN + {PAD}  # padded rows: conflict-free "
+               "ldmatrix")
+        w.line("A_STAGE, B_STAGE = BM * A_STRIDE, STAGE_K * B_STRIDE  # 16-bit values")
 
     def body(self) -> None:
         w, L = self.w, self.loc
         align = ", alignment=16" if self.target == "cuda" else ""
         w.line(f"{L['tiles32']} = cuda.shared.array(SHARED, numba.float32{align})")
-        w.line(f"{L['tiles']} = {L['tiles32']}.view({STAGE_VIEW[self.operand]})  # the stages")
-        w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # {self.operand} pairs")
-        w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
+        if self.operand in STAGE_VIEW:
+            w.line(f"{L['tiles']} = {L['tiles32']}.view({STAGE_VIEW[self.operand]})  # the stages")
+        else:
+            w.line(f"{L['tiles']} = {L['tiles32']}  # the stages hold {self.operand}")
+        self.fragments()
         w.line(f"{L['acc']} = cuda.local.array(ACC, numba.float32)  # registers once "
                "loops unroll")
         self.sizes()
         w.line(f"{L['lane']}, {L['warp']} = {L['tid']} % 32, {L['tid']} // 32")
         w.line(f"{L['wm0']} = ({L['warp']} // WARPS_N) * WARP_M  # this warp's part of the tile")
         w.line(f"{L['wn0']} = ({L['warp']} % WARPS_N) * WARP_N")
-        self.tiles_and_batches(f"{L['k_tiles']} = ({L['k_size']} + MMA_BK - 1) // MMA_BK")
+        self.tiles_and_batches(f"{L['k_tiles']} = ({L['k_size']} + STAGE_K - 1) // STAGE_K")
+
+    def fragments(self) -> None:
+        """A lane's A and B fragment registers."""
+        w, L = self.w, self.loc
+        w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # {self.operand} pairs")
+        w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
 
     def tile(self) -> None:
         w, L = self.w, self.loc
@@ -109,7 +130,7 @@ class MmaContractionEmitter(ContractionEmitter):
     def fetch_stage(self, k_tile: str) -> None:
         w, L = self.w, self.loc
         w.line(f"{L['stage']} = ({k_tile} % STAGES) * (A_STAGE + B_STAGE)")
-        w.line(f"{L['k0']} = {k_tile} * MMA_BK")
+        w.line(f"{L['k0']} = {k_tile} * STAGE_K")
         for side in ("a", "b"):
             if self.vector_side(side) is not None:
                 with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned 16 bytes"):
@@ -127,28 +148,28 @@ class MmaContractionEmitter(ContractionEmitter):
         return load if load is not None and load.operands[0].type.dtype == self.operand else None
 
     def copy_side(self, side: str) -> None:
-        """The side's tile as 16-byte copies; a copy past the sizes reads a clamped
-        position and fills zeros."""
-        w, L, c = self.w, self.loc, self.c
+        """The side's tile as 16-byte copies (``group`` values each); a copy past the
+        sizes reads a clamped position and fills zeros."""
+        w, L, c, g = self.w, self.loc, self.c, self.group
         load = self.vector_side(side)
-        if side == "a":  # BM rows of MMA_BK: 8-value groups along K
-            per_row, own, own_size = "MMA_BK // 8", "m", L["m_size"]
-        else:  # MMA_BK rows of BN: groups along N
-            per_row, own, own_size = "BN // 8", "n", L["n_size"]
-        count = "BM * MMA_BK // 8" if side == "a" else "MMA_BK * BN // 8"
+        if side == "a":  # BM rows of STAGE_K: groups along K
+            per_row, own, own_size = f"STAGE_K // {g}", "m", L["m_size"]
+        else:  # STAGE_K rows of BN: groups along N
+            per_row, own, own_size = f"BN // {g}", "n", L["n_size"]
+        count = f"BM * STAGE_K // {g}" if side == "a" else f"STAGE_K * BN // {g}"
         with w.indented(f"for {L['e']} in range({L['tid']}, {count}, THREADS):"):
             w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, {per_row})")
             if side == "a":
-                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * 8")
-                at = f"{L['stage']} + {L['i']} * A_STRIDE + {L['j']} * 8"
+                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {g}")
+                at = f"{L['stage']} + {L['i']} * A_STRIDE + {L['j']} * {g}"
                 w.line(f"{L['valid']} = {L['m']} < {own_size} and {L['k']} < {L['k_size']}")
                 w.line(f"{L['m']} = min({L['m']}, {own_size} - 1)")
-                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 8)")
+                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - {g})")
             else:
-                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * 8")
-                at = f"{L['stage']} + A_STAGE + {L['i']} * B_STRIDE + {L['j']} * 8"
+                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * {g}")
+                at = f"{L['stage']} + A_STAGE + {L['i']} * B_STRIDE + {L['j']} * {g}"
                 w.line(f"{L['valid']} = {L['n']} < {own_size} and {L['k']} < {L['k_size']}")
-                w.line(f"{L['n']} = min({L['n']}, {own_size} - 8)")
+                w.line(f"{L['n']} = min({L['n']}, {own_size} - {g})")
                 w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 1)")
             self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
             self.unravel_into(L["k"], self.k_vals, c.k_extents)
@@ -163,10 +184,10 @@ class MmaContractionEmitter(ContractionEmitter):
         w, L, c = self.w, self.loc, self.c
         value = c.a if side == "a" else c.b
         if side == "a":
-            count, fast = "BM * MMA_BK", "MMA_BK"
+            count, fast = "BM * STAGE_K", "STAGE_K"
             at = f"{L['stage']} + {L['i']} * A_STRIDE + {L['j']}"
         else:
-            count, fast = "MMA_BK * BN", "BN"
+            count, fast = "STAGE_K * BN", "BN"
             at = f"{L['stage']} + A_STAGE + {L['i']} * B_STRIDE + {L['j']}"
         own = "m" if side == "a" else "n"
         with w.indented(f"for {L['e']} in range({L['tid']}, {count}, THREADS):"):
@@ -185,7 +206,7 @@ class MmaContractionEmitter(ContractionEmitter):
 
     # -- the math --------------------------------------------------------------------
     def multiply(self) -> None:
-        """The stage kt's MMA_BK // 16 steps: each warp's A fragments (ldmatrix: lane l
+        """The stage kt's STAGE_K // 16 steps: each warp's A fragments (ldmatrix: lane l
         gives row l % 16, columns (l // 16) * 8 on, of a 16 x 16 tile), B fragments
         (ldmatrix.trans of 16 K rows, two n8 tiles a load), then MT x NT mma."""
         w, L = self.w, self.loc
@@ -193,7 +214,7 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"{L['b_base']} = {L['a_base']} + A_STAGE")
         w.line(f"{L['row']} = {L['lane']} % 16  # the row this lane addresses")
         w.line(f"{L['q']} = ({L['lane']} // 16) * 8  # and its column offset")
-        with w.indented(f"for {L['kk']} in range(0, MMA_BK, 16):"):
+        with w.indented(f"for {L['kk']} in range(0, STAGE_K, 16):"):
             with w.indented(f"for {L['i']} in range(MT):"):
                 w.line(f"_ldmatrix_x4({L['a_frag']}, {L['i']} * 4, {L['tiles']}, {L['a_base']} + "
                        f"({L['wm0']} + {L['i']} * 16 + {L['row']}) * A_STRIDE + {L['kk']} + "
@@ -237,14 +258,16 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("cuda.syncthreads()  # all stores read the tiles before they are refilled")
 
 
-def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, taken):
+def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, taken,
+                         emitter_class=MmaContractionEmitter):
     """The factory's source and the operand sides it may copy 16 bytes at a time (side ->
-    the buffer the host must find aligned), as emit_contraction."""
-    emitter = MmaContractionEmitter(op, name, target, helpers, hw, taken)
+    the buffer the host must find aligned), as emit_contraction. ``emitter_class``: this
+    module's emitter or a subclass (emit_tf32's)."""
+    emitter = emitter_class(op, name, target, helpers, hw, taken)
     text = emitter.emit()
     sides = {side: load.operands[0] for side in ("a", "b")
              if (load := emitter.vector_side(side)) is not None}
     return text, sides
 
 
-__all__ = ["PAD", "emit_mma_contraction"]
+__all__ = ["PAD", "MmaContractionEmitter", "emit_mma_contraction"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from mlfuse.codegen.bf16 import bf16_helper_source
 from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.ptx_mma import mma_helper_source
+from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -289,7 +290,7 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index"] + [f(c) for f in (block_reduce_name, group_reduce_name)
                                     for c in ("add", "max", "min")] + [
-    "_vector_access", "_mma_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks",
+    "_vector_access", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks",
     "_row_threads", "_split_rows", "_split_columns", "_row_group", "_vector_ready",
     "_TiledKernel", "_contraction_geometry"]
 
@@ -303,6 +304,7 @@ def helper_sources(used: set[str], target: str) -> list[str]:
         texts[name] = _group_reduce(name.removeprefix("_group_reduce_"), target, used)
     fixed = {**_FIXED, **vector_helper_sources(target),
              "_mma_intrinsics": mma_helper_source(target), "_bf16": bf16_helper_source(target),
+             "_tf32_intrinsics": tf32_helper_source(target),
              "_mma_geometry": _MMA_GEOMETRY.format(**MMA_GEOMETRY[target])}
     for name in used:
         if name in fixed:
