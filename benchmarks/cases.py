@@ -190,6 +190,8 @@ class Case:
     dry_dims: dict = field(default_factory=dict)  # overrides DRY_DIMS for this case
     simulate: bool = True                  # --dry-run runs mlfuse on the simulator (else
                                            # only the peers on the CPU: too many threads)
+    matmul_precision: str | None = None    # mlfuse's f32 contractions (mlfuse/matmul_precision.py)
+    f64_error: bool = False                # also report every peer's error against float64
 
     def dims_for(self, dry_run: bool) -> dict:
         if not dry_run:
@@ -213,6 +215,11 @@ CASES = [
          {"R": 512, "C": 65536}, t_softmax),
     Case("bias_gelu_f16", BIAS_GELU_F16, {"R": 16384, "C": 8192}, t_bias_gelu),
     Case("transpose_add", TRANSPOSE_ADD, {"N": 8192}, t_transpose_add, dry_dims={"N": 9}),
+    # 3xTF32 on tensor cores (issue 14): its error against float64 is reported beside
+    # cuBLAS SGEMM's (torch with TF32 off), as the target compares them
+    Case("matmul_3xtf32", MATMUL.replace("func matmul_bias_relu", "func matmul_3xtf32"),
+         {"M": 4096, "K": 4096, "N": 4096}, t_matmul, dry_dims={"N": 16},
+         matmul_precision="high", f64_error=True),
     Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
          latency=True),
 ]
