@@ -226,6 +226,8 @@ class Case:
     dry_dims: dict = field(default_factory=dict)  # overrides DRY_DIMS for this case
     simulate: bool = True                  # --dry-run runs mlfuse on the simulator (else
                                            # only the peers on the CPU: too many threads)
+    matmul_precision: str | None = None    # mlfuse's f32 contractions (mlfuse/matmul_precision.py)
+    f64_error: bool = False                # also report every peer's error against float64
 
     def dims_for(self, dry_run: bool) -> dict:
         if not dry_run:
@@ -254,6 +256,11 @@ CASES = [
     Case("bce_mean", BCE_MEAN, {"N": 16384, "C": 4096}, t_bce_mean, dry_dims={"N": 5, "C": 41}),
     Case("attn_tail", ATTN_TAIL, {"B": 8, "H": 16, "S": 1024, "D": 64}, t_attn_tail,
          dry_dims={"B": 1, "H": 2, "S": 5, "D": 3}),
+    # 3xTF32 on tensor cores (issue 14): its error against float64 is reported beside
+    # cuBLAS SGEMM's (torch with TF32 off), as the target compares them
+    Case("matmul_3xtf32", MATMUL.replace("func matmul_bias_relu", "func matmul_3xtf32"),
+         {"M": 4096, "K": 4096, "N": 4096}, t_matmul, dry_dims={"N": 16},
+         matmul_precision="high", f64_error=True),
     Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
          latency=True),
 ]

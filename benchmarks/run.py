@@ -12,7 +12,11 @@ Device times: CUDA events around back-to-back calls after a warm-up, median of
 repeats, inputs rotated when they fit in L2 (mlfuse.tools.benchmark.time_gpu). The
 small_latency case reports host microseconds per call over 2000 calls instead.
 A peer passes its check when mlfuse.tools.checking.compare accepts every element and
-||out - ref|| / ||ref|| <= REL_ERROR_LIMIT (which TF32 would not meet).
+||out - ref|| / ||ref|| <= REL_ERROR_LIMIT (which TF32 would not meet). A case with
+``matmul_precision`` compiles mlfuse at that precision (compared at its unit:
+checking.matmul_eps); a case with ``f64_error`` also records each peer's
+max |out - exact| / max |exact| against the program evaluated in float64 by the NumPy
+interpreter (``f64_errors``; printed under the table).
 """
 from __future__ import annotations
 
@@ -78,7 +82,7 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
     from mlfuse.cli.bench import bytes_moved
     from mlfuse.pipeline import parse_program
     from mlfuse.interp import run_tensor
-    from mlfuse.tools.checking import compare, program_size, random_inputs
+    from mlfuse.tools.checking import compare, matmul_eps, program_size, random_inputs
     module = parse_program(case.source, f"{case.name}.fuse")
     func = module.funcs[0]
     inputs = random_inputs(func, dims, seed=0)
@@ -88,9 +92,14 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
     result = {p: None for p in PEERS}
     result.update(checked=True, errors={}, rel_errors={},
                   bytes_fused=bytes_moved(func, dims)[1])  # explain's model, for GB/s
+    exact = float64_reference(case, inputs) if case.f64_error else None
+    units = {}  # peer -> the relative error unit of its matmul precision
 
     def check(label, got):
-        c = compare(expected, got, ops, reduced)
+        c = compare(expected, got, ops, reduced, unit=units.get(label, 0.0))
+        if exact is not None:
+            result.setdefault("f64_errors", {})[label] = float(
+                np.abs(got.astype(np.float64) - exact).max() / np.abs(exact).max())
         rel = relative_error(expected, got)
         result["errors"][label] = c.max_abs_error
         result["rel_errors"][label] = rel
@@ -108,8 +117,10 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
         if label in peers:
             log(f"{case.name}: compiling {label}")
             mod = mlfuse.compile_source(case.source, f"{case.name}.fuse", fuse=fuse,
-                                        target="cuda" if timed else "simulator")
+                                        target="cuda" if timed else "simulator",
+                                        matmul_precision=case.matmul_precision)
             calls[label] = mod[func.sym_name]
+            units[label] = matmul_eps(mod.kernels(func.sym_name))
     if "torch" in peers:
         calls["torch"] = case.torch_fn
     if "torch_compile" in peers:
@@ -139,6 +150,18 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
             result[label] = (_host_latency(fn, arg_sets[0]) if case.latency
                              else _device_time(fn, arg_sets))
     return result
+
+
+def float64_reference(case, inputs):
+    """The case's program evaluated in float64 by the NumPy interpreter (its f32 types
+    read as f64, the inputs widened exactly): the result the f64_errors are measured
+    against."""
+    import numpy as np
+    from mlfuse.interp import run_tensor
+    from mlfuse.pipeline import parse_program
+    func = parse_program(case.source.replace("f32", "f64"), f"{case.name}_f64.fuse").funcs[0]
+    (exact,) = run_tensor(func, [np.asarray(a, np.float64) for a in inputs])
+    return exact
 
 
 def shared_arrays(host_arrays, timed: bool) -> list:
@@ -256,9 +279,14 @@ def markdown(results: dict) -> str:
         wall = f" ({results['wall_s']:.0f} s wall)" if results.get("wall_s") else ""
         head += f"Command: `{results['command']}`{wall}.\n"
     head += "\n"
-    return head + markdown_table(
+    table = markdown_table(
         ["case", "unit", "mlfuse", "mlfuse unfused", "torch", "torch.compile", "cupy",
          "mlfuse vs best peer", "mlfuse % of copy BW", "all checked"], rows)
+    for name, r in results["cases"].items():  # max |out - exact| / max |exact|, float64 exact
+        if r.get("f64_errors"):
+            errors = ", ".join(f"{p} {e:.2e}" for p, e in r["f64_errors"].items())
+            table += f"\n{name}: error against float64: {errors}\n"
+    return head + table
 
 
 TABLE_START, TABLE_END = "<!-- results table: benchmarks/run.py --update-md -->", "<!-- end of results -->"

@@ -9,7 +9,8 @@ kernel's attributes, read back into its parts for codegen, which reads IR only.
   the A operand reads (M side), only B reads (N side), and both or neither (batch).
 - ``a_operand``: which operand (0 or 1) of the innermost reduce's product is A.
 - ``variant``: how codegen tiles it: "simt" (f32/f64 FMAs) or "mma-<dtype>" (tensor
-  cores, :data:`MMA_VARIANTS`).
+  cores, :data:`MMA_VARIANTS`), or for an f32 sum at a lower matmul precision
+  "mma-tf32x3" (3xTF32) or "mma-tf32" (TF32) (mlfuse/matmul_precision.py).
 
 The reduction is the kernel's one top-level ``loops.reduce`` and the reduces nested in
 it (their indices flatten into one K axis); the product is what the innermost yields.
@@ -20,13 +21,16 @@ from dataclasses import dataclass
 
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import BlockArgument, Value
+from mlfuse.matmul_precision import F32_VARIANT
 
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ReduceOp
 
 # Operand dtype -> the tensor-core variant that multiplies it (f32 accumulation).
 MMA_VARIANTS = {"f16": "mma-f16", "bf16": "mma-bf16"}
-VARIANTS = ("simt",) + tuple(MMA_VARIANTS.values())
+# f32 sums on tensor cores at the lower matmul precisions (TF32, 3xTF32)
+TF32_VARIANTS = tuple(v for v in F32_VARIANT.values() if v != "simt")
+VARIANTS = ("simt",) + tuple(MMA_VARIANTS.values()) + TF32_VARIANTS
 
 
 @dataclass
@@ -127,5 +131,5 @@ def contraction_of(kernel: KernelOp) -> Contraction:
                        list(kernel["batch_dims"]), kernel["variant"])
 
 
-__all__ = ["Contraction", "MMA_VARIANTS", "VARIANTS", "arg_deps", "contraction_of",
+__all__ = ["Contraction", "MMA_VARIANTS", "TF32_VARIANTS", "VARIANTS", "arg_deps", "contraction_of",
            "reduce_chain", "write_contraction"]

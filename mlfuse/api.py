@@ -125,20 +125,27 @@ def compile_ir(module: ModuleOp, target: str | None = None, name: str = "module"
 
 
 def compile_source(text: str, filename: str = "<string>", fuse: bool = True,
-                   target: str | None = None, fuse_options: dict | None = None) -> CompiledModule:
-    """Compile .fuse source text: parse, lower, fuse, generate, load."""
+                   target: str | None = None, fuse_options: dict | None = None,
+                   matmul_precision: str | None = None) -> CompiledModule:
+    """Compile .fuse source text: parse, lower, fuse, generate, load.
+    ``matmul_precision``: how f32 matmul/conv2d multiply, as
+    ``torch.set_float32_matmul_precision``: "highest" (default, exact fp32), "high"
+    (3xTF32 on tensor cores) or "medium" (TF32); mlfuse/matmul_precision.py."""
     from mlfuse.pipeline import compile_text
     if not isinstance(text, str):
         hint = (" (decode it first: text.decode('utf-8'))" if isinstance(text, (bytes, bytearray))
                 else "")
         raise TypeError(f"compile_source: text must be a str (the .fuse source), got "
                         f"{type(text).__name__}{hint}")
-    module = compile_text(text, filename, level="fused", fuse=fuse, fuse_options=fuse_options)
+    module = compile_text(text, filename, level="fused", fuse=fuse, fuse_options=fuse_options,
+                          matmul_precision=matmul_precision)
     return compile_ir(module, target, name=Path(filename).stem or "module")
 
 
 def compile_file(path, fuse: bool = True, target: str | None = None,
-                 fuse_options: dict | None = None) -> CompiledModule:
+                 fuse_options: dict | None = None,
+                 matmul_precision: str | None = None) -> CompiledModule:
     """Compile a .fuse file (see :func:`compile_source`)."""
     from mlfuse.syntax.source_file import read_source
-    return compile_source(read_source(str(path)), str(path), fuse, target, fuse_options)
+    return compile_source(read_source(str(path)), str(path), fuse, target, fuse_options,
+                          matmul_precision)

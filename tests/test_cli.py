@@ -177,8 +177,9 @@ def test_bench_checks_and_reports_each_function_with_stand_ins_for_the_gpu(
     monkeypatch.setattr(mlfuse.cli.bench, "measure_copy_bandwidth", lambda: 2.0e12)
     monkeypatch.setattr(mlfuse.runtime.memory, "install", lambda: None)
     monkeypatch.setattr(mlfuse.tools.benchmark, "time_gpu", fake_timer)
-    monkeypatch.setattr(Program, "compile", lambda self, fuse=True, target=None, fuse_options=None:
-                        compile_for_gpu(self, fuse, "simulator", fuse_options))
+    monkeypatch.setattr(Program, "compile", lambda self, fuse=True, target=None, fuse_options=None,
+                        matmul_precision=None:
+                        compile_for_gpu(self, fuse, "simulator", fuse_options, matmul_precision))
     out = tmp_path / "bench.json"
     code, text, _ = run(capsys, "bench", CHAIN, "--dim", "N=1000", "--json", str(out))
     assert code == 0 and "| chain | 0.500 | 0.500 |" in text and "| 1 / 5 | yes |" in text

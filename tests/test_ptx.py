@@ -112,6 +112,20 @@ def test_half_matmul_runs_on_tensor_cores_without_spills(tmp_path, dtype):
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
 
 
+def test_3xtf32_matmul_runs_on_tensor_cores_without_spills(tmp_path):
+    """matmul_precision "high": every tile shape assembles for sm_90 with the m16n8k8
+    .tf32 mma, no SIMT FMA in the main loop, no f64, no spills (the heaviest of the TF32
+    variants: hi and lo fragments of both operands live with the accumulators)."""
+    path = tmp_path / "matmul_3xtf32.fuse"
+    path.write_text("func f(x: f32[M, K], w: f32[K, N], b: f32[N]) -> f32[M, N] {\n"
+                    "    return relu(matmul(x, w) + b)\n}\n")
+    found = kernels("--matmul-precision=high", str(path))
+    assert len(found) == 4 and {k["variant"] for k in found} == {"mma-tf32x3"}
+    for k in found:
+        assert k["mma"] > 0 and k["fma"] == 0 and k["f64"] == [], k
+        assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
 def test_bf16_and_i64_kernels_compute_in_f32_and_int64(tmp_path):
     """bf16 loads widen and stores round with integer code (mlfuse/codegen/bf16.py):
     no f64 and no stack; i64 arithmetic and sums stay integer."""

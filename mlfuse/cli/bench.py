@@ -37,15 +37,17 @@ def measure_copy_bandwidth() -> float:
     return 2 * n * 4 / (best_ms * 1e-3)
 
 
-def bench_function(program, func, dims, seed=0, fuse_options=None, tune=False) -> dict:
+def bench_function(program, func, dims, seed=0, fuse_options=None, tune=False,
+                   matmul_precision=None) -> dict:
     """Compile ``func`` of ``program`` (a cli_program.Program) fused and unfused, check
     both, time both; return the numbers. The fused kernels are planned at ``dims`` (and
     ``fuse_options``' limit), as the bytes-moved figure is. ``tune``: first search the
-    tile shape of each contraction kernel (mlfuse.tools.tuning) and remember it."""
+    tile shape of each contraction kernel (mlfuse.tools.tuning) and remember it.
+    ``matmul_precision``: how f32 contractions multiply (checked with its tolerance)."""
     from numba import cuda
     from mlfuse.tools.benchmark import rotations, time_gpu
     from mlfuse.interp import run_tensor
-    from mlfuse.tools.checking import compare, program_size
+    from mlfuse.tools.checking import compare, matmul_eps, program_size
 
     name = func.sym_name
     inputs = program.inputs(func, dims, seed)
@@ -59,13 +61,16 @@ def bench_function(program, func, dims, seed=0, fuse_options=None, tune=False) -
     out = {"func": name, "dims": dims, "bytes_fused": bytes_fused, "bytes_unfused": bytes_unfused}
     for label, fuse in (("fused", True), ("unfused", False)):
         status(f"{name}: compiling and checking {label}")
-        mod = program.compile(fuse=fuse, target="cuda", fuse_options=fuse_options)
+        mod = program.compile(fuse=fuse, target="cuda", fuse_options=fuse_options,
+                              matmul_precision=matmul_precision)
         f = mod[name]
         if tune:
             out.setdefault("tuned", {})[label] = tune_tiles(mod, f, sets[0])
         got = f(*[cuda.to_device(a) for a in inputs])
         got = got if isinstance(got, tuple) else (got,)
-        checks = [compare(e, g.copy_to_host(), ops, reduced) for e, g in zip(expected, got)]
+        unit = matmul_eps(mod.kernels(name))
+        checks = [compare(e, g.copy_to_host(), ops, reduced, unit=unit)
+                  for e, g in zip(expected, got)]
         status(f"{name}: timing {label}")
         t = time_gpu(lambda i: f(*sets[i]), n_sets=n_sets)
         out[label] = {"median_ms": t.median_ms, "spread": t.spread, "kernels": len(mod.kernels(name)),
@@ -129,7 +134,7 @@ def bench_command(args) -> int:
     for func in program.module.funcs:
         dims = bind_dims(func, given, default=None)
         r = bench_function(program, func, dims, fuse_options=fuse_options(args),
-                           tune=args.tune)
+                           tune=args.tune, matmul_precision=args.matmul_precision)
         results.append(r)
         fused, unfused = r["fused"], r["unfused"]
         bw = r["bytes_fused"] / (fused["median_ms"] * 1e-3)

@@ -21,7 +21,7 @@ def compile_one(path: str, args) -> str:
     if show:
         show("parse", print_ir(module))
     module = lower(module, level, fuse=not args.no_fuse, fuse_options=fuse_options(args),
-                   print_after=show)
+                   print_after=show, matmul_precision=args.matmul_precision)
     if args.emit == "numba":
         from mlfuse.codegen import generate
         return generate(module, target=args.target)

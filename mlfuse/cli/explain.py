@@ -7,7 +7,7 @@ from mlfuse.pipeline import lower
 from mlfuse.tools.explain import explain_module, format_dot, format_json, format_text
 
 
-def _compile_and_measure(program, reports, dims, limit) -> None:
+def _compile_and_measure(program, reports, dims, limit, precision) -> None:
     """Compile for the GPU, run each function once on random inputs, and read back
     the registers, spills and shared memory Numba's compile reports."""
     from mlfuse.runtime.device import choose_device
@@ -17,7 +17,8 @@ def _compile_and_measure(program, reports, dims, limit) -> None:
     from mlfuse.tools.explain import attach_compiled_resources
     from mlfuse.tools.checking import bind_dims
     # the kernels the report describes: planned at the same dims, with the same limit
-    compiled = program.compile(target="cuda", fuse_options={"dims": dims, "limit": limit})
+    compiled = program.compile(target="cuda", fuse_options={"dims": dims, "limit": limit},
+                               matmul_precision=precision)
     for func in program.module.funcs:
         compiled[func.sym_name](*program.inputs(func, bind_dims(func, dims, default=64)))
     attach_compiled_resources(reports, compiled.python_module)
@@ -28,9 +29,9 @@ def explain_command(args) -> int:
     dims = program.dims(parse_dims(args.dim))
     loops = lower(program.copy(), "loops")
     limit = 1 if args.no_fuse else fuse_options(args).get("limit")
-    reports = explain_module(loops, dims, limit)
+    reports = explain_module(loops, dims, limit, matmul_precision=args.matmul_precision)
     if args.compile:
-        _compile_and_measure(program, reports, dims, limit)
+        _compile_and_measure(program, reports, dims, limit, args.matmul_precision)
     if args.dot:
         text = format_dot(reports)
     elif args.json:

@@ -9,7 +9,8 @@ import sys
 
 from mlfuse import __version__
 from mlfuse.cli.compile import EMIT_CHOICES
-from mlfuse.cli.options import add_dims, add_fusing, add_input, add_output, check_arguments
+from mlfuse.cli.options import (add_dims, add_fusing, add_input, add_output, add_precision,
+                                check_arguments)
 from mlfuse.errors import MlfuseError
 
 # verb -> (module, function): imported only when the verb runs
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=".fuse programs or .onnx models (by extension)")
     add_output(c)
     add_fusing(c)
+    add_precision(c)
     c.add_argument("--emit", choices=EMIT_CHOICES, default="numba",
                    help="fuse: the program as .fuse source (an ONNX model's equivalent); "
                         "tensor, loops, fused: IR after that level; numba: generated source")
@@ -46,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--passes", default="", help="comma-separated pass names: "
                    + ", ".join(PASSES))
     o.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
+    add_precision(o)
     add_dims(o)
     o.add_argument("--print-decisions", action="store_true",
                    help="after the IR, print each pass's decisions with their reasons as "
@@ -54,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run on random inputs and check against the NumPy interpreter")
     add_input(r, output=False)
     add_fusing(r)
+    add_precision(r)
     add_dims(r)
     r.add_argument("--simulator", action="store_true", help="force Numba's CUDA simulator")
     r.add_argument("--seed", type=int, default=0)
@@ -63,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("explain", help="report the fusion decisions")
     add_input(e)
     add_fusing(e)
+    add_precision(e)
     add_dims(e)
     form = e.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="machine-readable report")
@@ -73,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="time fused vs unfused on the GPU")
     add_input(b, output=False)
     add_fusing(b, no_fuse=False)
+    add_precision(b)
     add_dims(b)
     b.add_argument("--json", help="write the numbers here as JSON")
     b.add_argument("--tune", action="store_true",

@@ -16,7 +16,9 @@ def opt_command(args) -> int:
         raise MlfuseError(f"no function in the file {args.file}")
     names = [p.strip() for p in (args.passes or "").split(",") if p.strip()]
     options = dict(fuse_options(args), dims=parse_dims(args.dim))
-    passes = [get_pass(n, **options) if n in ("fuse", "no-fuse") else get_pass(n) for n in names]
+    by_pass = {"fuse": options, "no-fuse": options,
+               "schedule-contractions": {"precision": args.matmul_precision}}
+    passes = [get_pass(n, **by_pass.get(n, {})) for n in names]
     PassManager(passes, verify_each=True, print_after=print_after(args.print_ir_after_all)).run(module)
     text = print_ir(module)
     if args.print_decisions:  # comments, so the output still parses as IR

@@ -33,6 +33,14 @@ def add_fusing(sp: argparse.ArgumentParser, no_fuse: bool = True) -> None:
     sp.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
 
 
+def add_precision(sp: argparse.ArgumentParser) -> None:
+    """--matmul-precision: how f32 matmul and conv2d multiply (mlfuse/matmul_precision.py)."""
+    from mlfuse.matmul_precision import DEFAULT, PRECISIONS
+    sp.add_argument("--matmul-precision", choices=PRECISIONS, default=DEFAULT,
+                    help="f32 matmul/conv2d: highest = exact fp32 (SIMT), high = 3xTF32 on "
+                         "tensor cores (about fp32's error), medium = TF32 (10 mantissa bits)")
+
+
 def add_dims(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
 

@@ -70,11 +70,13 @@ class Program:
         return parse_ir(print_ir(self.module))
 
     def compile(self, fuse: bool = True, target: str | None = None,
-                fuse_options: dict | None = None):
+                fuse_options: dict | None = None, matmul_precision: str | None = None):
         """Lower, fuse, generate and load the whole module (a CompiledModule)."""
         from mlfuse.api import compile_ir
         from mlfuse.pipeline import lower
-        return compile_ir(lower(self.copy(), "fused", fuse, fuse_options), target, self.name)
+        module = lower(self.copy(), "fused", fuse, fuse_options,
+                       matmul_precision=matmul_precision)
+        return compile_ir(module, target, self.name)
 
     def dims(self, given: dict) -> dict:
         """``given`` (from --dim), checked: every name is a symbolic dim of some function

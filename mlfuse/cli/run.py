@@ -26,12 +26,13 @@ def run_command(args) -> int:
     target = choose_device(force_simulator=args.simulator)
     from mlfuse.interp import run_tensor
     from mlfuse.interp.rounding import rounding_decided
-    from mlfuse.tools.checking import bind_dims, compare, program_size
+    from mlfuse.tools.checking import bind_dims, compare, matmul_eps, program_size
     from numba.core.errors import NumbaPerformanceWarning
 
     # kernels planned at the sizes given, as `mlfuse explain --dim` reports them
     compiled = program.compile(fuse=not args.no_fuse, target=target,
-                               fuse_options={**fuse_options(args), "dims": dims})
+                               fuse_options={**fuse_options(args), "dims": dims},
+                               matmul_precision=args.matmul_precision)
     failures = 0
     for func in program.module.funcs:
         bound = bind_dims(func, {**_dims_of(func, given), **dims}, default=DEFAULT_DIM)
@@ -52,12 +53,13 @@ def run_command(args) -> int:
             got = compiled[func.sym_name](*inputs)
         got = got if isinstance(got, tuple) else (got,)
         ops, reduced = program_size(func, dims=bound)
+        unit = matmul_eps(compiled.kernels(func.sym_name))  # TF32: its coarser rounding
         sizes = ", ".join(f"{k}={v}" for k, v in bound.items() if k in
                           {d for a in func.args for d in a.type.shape if isinstance(d, str)})
         print(f"func {func.sym_name}" + (f" ({sizes})" if sizes else "")
               + f": {len(compiled.kernels(func.sym_name))} kernel(s)")
         for i, (ref, out, u) in enumerate(zip(expected, got, undecided)):
-            c = compare(ref, out, ops, reduced, undecided=u)
+            c = compare(ref, out, ops, reduced, undecided=u, unit=unit)
             status = "PASS" if c.ok else "FAIL"
             failures += not c.ok
             print(f"  result {i}: {ref.dtype}{list(ref.shape)} max abs error "

@@ -14,7 +14,8 @@ from __future__ import annotations
 from mlfuse.codegen.bf16 import BF16_NAMES
 from mlfuse.codegen.contraction import CUDA_TILES, SIMULATOR_TILES, emit_contraction, factory_name
 from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel, kernel_interface
-from mlfuse.codegen.emit_mma import emit_mma_contraction
+from mlfuse.codegen.emit_mma import MmaContractionEmitter, emit_mma_contraction
+from mlfuse.codegen.emit_tf32 import Tf32ContractionEmitter
 from mlfuse.codegen.host import emit_host
 from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
 from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
@@ -23,7 +24,9 @@ from mlfuse.codegen.schedule_split import emit_split
 from mlfuse.codegen.schedule_tiles import emit_tiles
 from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
 from mlfuse.codegen.ptx_mma import MMA_NAMES
+from mlfuse.codegen.ptx_tf32 import TF32_NAMES
 from mlfuse.codegen.vector import CUDA_IMPORTS, VECTOR_NAMES
+from mlfuse.dialects.contraction import TF32_VARIANTS
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ParallelOp
 from mlfuse.errors import MlfuseError
@@ -81,8 +84,8 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
     (``emit_mma``) or SIMT (``contraction``) as the kernel's ``variant`` says."""
     helpers.add("_TiledKernel")
     if op["variant"].startswith("mma"):  # tensor cores: their own tiles and threads
-        text, vector_sides = emit_mma_contraction(op, name, target, helpers, hw, names.taken)
-        text += f"\n\n{name} = _TiledKernel({factory_name(name)}, MMA_TILES, _mma_threads)\n"
+        kind = Tf32ContractionEmitter if op["variant"] in TF32_VARIANTS else MmaContractionEmitter
+        text, vector_sides = emit_mma_contraction(op, name, target, helpers, hw, names.taken, kind)
     else:
         text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
         text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"
@@ -108,7 +111,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
         raise MlfuseError(f"unknown codegen target {target!r}; choose one of {', '.join(TARGETS)}")
     hw = hw or get_target()
     names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES)
-                  + list(MMA_NAMES) + list(MMA_GEOMETRY_NAMES) + list(BF16_NAMES))
+                  + list(MMA_NAMES) + list(TF32_NAMES) + list(MMA_GEOMETRY_NAMES)
+                  + list(BF16_NAMES))
     host_names = {f.sym_name: names.fresh(f.sym_name) for f in module.funcs}
     helpers: set[str] = set()
     kernels: dict[int, KernelCode] = {}

@@ -2,16 +2,21 @@
 ``"mma-bf16"``): the same sum of
 products as emit_contraction.py, C[batch, m, n] = sum_k A[batch, m, k] B[batch, k, n],
 multiplied by ``mma.sync.m16n8k16`` with f32 accumulation (helpers: ptx_mma.py).
+The TF32 variants of f32 sums (emit_tf32.py) are this kernel with f32 stages and
+their own fragments and multiply.
 
 A block computes a BM x BN tile; its warps each a WARP_M x WARP_N part of it, as
-MT x NT mma tiles of 16 x 8 (MT * NT * 4 f32 accumulators a lane). K runs MMA_BK at a
-time through STAGES shared-memory stages (as many as fit in 48 KB, at most 4): while
-the warps multiply one stage, the copies of the next STAGES - 1 are in flight. A stage
-holds A as BM rows of K (K contiguous) and B as MMA_BK rows of N (N contiguous), unpadded
-(a 128 x 128 x 32 tile then has 3 stages in 48 KB, not 2) but swizzled: the 16-byte
-chunk c of row r sits at chunk c ^ (the row's line number mod 8), so the 8 rows one
-ldmatrix phase reads, and the 8 chunks a quarter warp copies, fall in distinct banks
-(``swizzled``); ``ldmatrix`` (A) and ``ldmatrix.trans`` (B) load the fragments.
+MT x NT mma tiles of 16 x 8 (MT * NT * 4 f32 accumulators a lane). K runs STAGE_K
+(MMA_BK) at a time through STAGES shared-memory stages (as many as fit in 48 KB, at
+most 4): while the warps multiply one stage, the copies of the next STAGES - 1 are in
+flight. A stage holds A as BM rows of K (K contiguous) and B as STAGE_K rows of N (N
+contiguous), unpadded (a 128 x 128 x 32 tile then has 3 stages in 48 KB, not 2) but
+swizzled: the 16-byte chunk c of row r sits at chunk c ^ (the row's 128-byte line
+number mod 8), so the 8 rows one ldmatrix phase reads, and the 8 chunks a quarter warp
+copies, fall in distinct banks (``stage_offset``); ``ldmatrix`` (A) and
+``ldmatrix.trans`` (B) load the fragments. Each thread makes a constant number of
+copies a stage (A_COPIES, B_COPIES), so the loops unroll and every position but K's is
+computed once, outside the K loop.
 
 The stages hold 16-bit values: f16, or bf16 as its bits (uint16, mlfuse/codegen/bf16.py).
 An operand that is one plain 16-bit load contiguous along the tile's fast axis (K for A,
@@ -28,12 +33,13 @@ consecutive N (coalesced stores), and the single store rounds to the output dtyp
 from __future__ import annotations
 
 
-from mlfuse.codegen.contraction import ContractionEmitter
+from mlfuse.codegen.contraction import ContractionEmitter, factory_name
 from mlfuse.codegen.ptx_mma import MMA_HELPER
 
 PAD = 8  # f32 words after each row of the epilogue's staged half tile
 # How a stage's 16-bit values are viewed, per operand dtype: bf16 as its bits.
 STAGE_VIEW = {"f16": "np.float16", "bf16": "np.uint16"}
+STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a stage
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 
 
@@ -44,57 +50,83 @@ _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "r
 class MmaContractionEmitter(ContractionEmitter):
     """The factory of one tensor-core contraction kernel (see the module doc)."""
 
+    WARP_SKIP = 0  # the warp tiles it may take: MMA_WARPS from this one (helpers._mma_warp)
+
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)
         self.loc.update({n: self.namer.fresh(n) for n in _LOCALS})
         self.operand = operand = self.c.a.type.dtype
-        self.mma = MMA_HELPER[operand]
+        self.mma = MMA_HELPER.get(operand)  # (the TF32 variants pick their own: emit_tf32)
+        self.group = 16 // STAGE_BYTES[operand]  # values of one 16-byte cp.async
         helpers.update({"_mma_intrinsics", "_mma_geometry"})
 
     def schedule_text(self) -> str:
         return ("Tensor cores: a block computes a BM x BN tile, each warp a WARP_M x WARP_N "
                 "part as 16 x 8 mma tiles (f32 accumulators), from STAGES cp.async stages "
-                "MMA_BK K deep; the epilogue runs on the accumulators, half a tile at a time "
+                "STAGE_K K deep; the epilogue runs on the accumulators, half a tile at a time "
                 "through shared memory (coalesced stores).")
 
     def factory_constants(self) -> None:
         w = self.w
-        w.line("WARP_M, WARP_N = _mma_warp(BM, BN)")
+        w.line(f"WARP_M, WARP_N = _mma_warp(BM, BN, {self.WARP_SKIP})")
         w.line("WARPS_N = BN // WARP_N")
-        w.line("THREADS = _mma_threads(BM, BN)")
+        w.line(f"THREADS = _mma_threads(BM, BN, {self.WARP_SKIP})")
         w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
+        self.stage_constants()
+        size = STAGE_BYTES[self.operand]
+        w.line(f"STAGES = min(4, {SHARED_BYTES} // ({size} * (A_STAGE + B_STAGE)))")
+        w.line("assert STAGES >= 2, 'a tile too large for two stages in shared memory'")
+        g = self.group
+        w.line(f"# 16-byte copies ({g} values) a thread makes per stage: a constant count")
+        w.line(f"A_COPIES, B_COPIES = BM * STAGE_K // {g} // THREADS, STAGE_K * BN // {g} // THREADS")
+        w.line(f"assert A_COPIES * THREADS * {g} == BM * STAGE_K and "
+               f"B_COPIES * THREADS * {g} == STAGE_K * BN")
+        w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
+        w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
+        w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4, BM // 2 * C_STRIDE)"
+               "  # f32 words")
+        w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
+
+    def stage_constants(self) -> None:
+        """A lane's registers (A_REGS, B_REGS, ACC), the K of a stage (STAGE_K), its rows'
+        strides and sizes in operand values (A_STRIDE, B_STRIDE, A_STAGE, B_STAGE)."""
+        w = self.w
         w.line("A_REGS, B_REGS, ACC = MT * 4, NT * 2, MT * NT * 4  # a lane's fragment registers")
-        w.line("A_STRIDE, B_STRIDE = MMA_BK, BN  # 16-bit values a row; rows are swizzled")
+        w.line("STAGE_K = MMA_BK  # K values per stage")
+        w.line("A_STRIDE, B_STRIDE = STAGE_K, BN  # 16-bit values a row; rows are swizzled")
         w.line("# swizzle: a row's 16-byte chunks XOR its 128-byte line's number (mod 8)")
         w.line("A_LINE, B_LINE = max(1, 64 // A_STRIDE), max(1, 64 // B_STRIDE)  # rows a line")
         w.line("A_MASK, B_MASK = min(8, A_STRIDE // 8) - 1, min(8, B_STRIDE // 8) - 1")
-        w.line("A_STAGE, B_STAGE = BM * A_STRIDE, MMA_BK * B_STRIDE  # 16-bit values")
-        w.line(f"STAGES = min(4, {SHARED_BYTES} // (2 * (A_STAGE + B_STAGE)))")
-        w.line("# 16-byte copies a thread makes per stage: a constant count, so the loops unroll "
-               "and their")
-        w.line("# positions (all but K) are computed once, outside the K loop")
-        w.line("A_COPIES, B_COPIES = BM * MMA_BK // 8 // THREADS, MMA_BK * BN // 8 // THREADS")
-        w.line("assert A_COPIES * THREADS * 8 == A_STAGE and B_COPIES * THREADS * 8 == B_STAGE")
-        w.line("assert STAGES >= 2, 'a tile too large for two stages in shared memory'")
-        w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
-        w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
-        w.line("SHARED = max(STAGES * (A_STAGE + B_STAGE) // 2, BM // 2 * C_STRIDE)  # f32 words")
-        w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
+        w.line("A_STAGE, B_STAGE = BM * A_STRIDE, STAGE_K * B_STRIDE  # 16-bit values")
+
+    def stage_offset(self, side: str, row: str, chunk: str) -> str:
+        """The offset in a side's stage of 16-byte chunk ``chunk`` of row ``row``:
+        swizzled (see the module doc)."""
+        s = side.upper()
+        return f"{row} * {s}_STRIDE + ((({chunk}) ^ (({row} // {s}_LINE) & {s}_MASK)) << 3)"
 
     def body(self) -> None:
         w, L = self.w, self.loc
         align = ", alignment=16" if self.target == "cuda" else ""
         w.line(f"{L['tiles32']} = cuda.shared.array(SHARED, numba.float32{align})")
-        w.line(f"{L['tiles']} = {L['tiles32']}.view({STAGE_VIEW[self.operand]})  # the stages")
-        w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # {self.operand} pairs")
-        w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
+        if self.operand in STAGE_VIEW:
+            w.line(f"{L['tiles']} = {L['tiles32']}.view({STAGE_VIEW[self.operand]})  # the stages")
+        else:
+            w.line(f"{L['tiles']} = {L['tiles32']}  # the stages hold {self.operand}")
+        self.fragments()
         w.line(f"{L['acc']} = cuda.local.array(ACC, numba.float32)  # registers once "
                "loops unroll")
         self.sizes()
         w.line(f"{L['lane']}, {L['warp']} = {L['tid']} % 32, {L['tid']} // 32")
         w.line(f"{L['wm0']} = ({L['warp']} // WARPS_N) * WARP_M  # this warp's part of the tile")
         w.line(f"{L['wn0']} = ({L['warp']} % WARPS_N) * WARP_N")
-        self.tiles_and_batches(f"{L['k_tiles']} = ({L['k_size']} + MMA_BK - 1) // MMA_BK")
+        self.tiles_and_batches(f"{L['k_tiles']} = ({L['k_size']} + STAGE_K - 1) // STAGE_K")
+
+    def fragments(self) -> None:
+        """A lane's A and B fragment registers."""
+        w, L = self.w, self.loc
+        w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # {self.operand} pairs")
+        w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
 
     def tile(self) -> None:
         w, L = self.w, self.loc
@@ -116,16 +148,10 @@ class MmaContractionEmitter(ContractionEmitter):
         self.epilogue()
 
     # -- operands into a stage ---------------------------------------------------------
-    @staticmethod
-    def swizzled(side: str, row: str, chunk: str) -> str:
-        """The offset in a side's stage of 16-byte chunk ``chunk`` of row ``row``."""
-        s = side.upper()
-        return (f"{row} * {s}_STRIDE + ((({chunk}) ^ (({row} // {s}_LINE) & {s}_MASK)) << 3)")
-
     def fetch_stage(self, k_tile: str) -> None:
         w, L = self.w, self.loc
         w.line(f"{L['stage']} = ({k_tile} % STAGES) * (A_STAGE + B_STAGE)")
-        w.line(f"{L['k0']} = {k_tile} * MMA_BK")
+        w.line(f"{L['k0']} = {k_tile} * STAGE_K")
         for side in ("a", "b"):
             if self.vector_side(side) is not None:
                 with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned 16 bytes"):
@@ -143,28 +169,28 @@ class MmaContractionEmitter(ContractionEmitter):
         return load if load is not None and load.operands[0].type.dtype == self.operand else None
 
     def copy_side(self, side: str) -> None:
-        """The side's tile as 16-byte copies; a copy past the sizes reads a clamped
-        position and fills zeros."""
-        w, L, c = self.w, self.loc, self.c
+        """The side's tile as 16-byte copies (``group`` values each); a copy past the
+        sizes reads a clamped position and fills zeros."""
+        w, L, c, g = self.w, self.loc, self.c, self.group
         load = self.vector_side(side)
-        if side == "a":  # BM rows of MMA_BK: 8-value groups along K
-            per_row, own, own_size = "MMA_BK // 8", "m", L["m_size"]
-        else:  # MMA_BK rows of BN: groups along N
-            per_row, own, own_size = "BN // 8", "n", L["n_size"]
+        if side == "a":  # BM rows of STAGE_K: groups along K
+            per_row, own, own_size = f"STAGE_K // {g}", "m", L["m_size"]
+        else:  # STAGE_K rows of BN: groups along N
+            per_row, own, own_size = f"BN // {g}", "n", L["n_size"]
         with w.indented(f"for {L['slot']} in range({side.upper()}_COPIES):"):
             w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
             w.line(f"{L['i']}, {L['j']} = {L['e']} // ({per_row}), {L['e']} % ({per_row})")
             if side == "a":
-                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * 8")
-                at = f"{L['stage']} + {self.swizzled('a', L['i'], L['j'])}"
+                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {g}")
+                at = f"{L['stage']} + {self.stage_offset('a', L['i'], L['j'])}"
                 w.line(f"{L['valid']} = {L['m']} < {own_size} and {L['k']} < {L['k_size']}")
                 w.line(f"{L['m']} = min({L['m']}, {own_size} - 1)")
-                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 8)")
+                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - {g})")
             else:
-                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * 8")
-                at = f"{L['stage']} + A_STAGE + {self.swizzled('b', L['i'], L['j'])}"
+                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * {g}")
+                at = f"{L['stage']} + A_STAGE + {self.stage_offset('b', L['i'], L['j'])}"
                 w.line(f"{L['valid']} = {L['n']} < {own_size} and {L['k']} < {L['k_size']}")
-                w.line(f"{L['n']} = min({L['n']}, {own_size} - 8)")
+                w.line(f"{L['n']} = min({L['n']}, {own_size} - {g})")
                 w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 1)")
             self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
             self.unravel_into(L["k"], self.k_vals, c.k_extents)
@@ -179,12 +205,13 @@ class MmaContractionEmitter(ContractionEmitter):
         w, L, c = self.w, self.loc, self.c
         value = c.a if side == "a" else c.b
         if side == "a":
-            count, fast = "BM * MMA_BK", "MMA_BK"
-            at = f"{L['stage']} + {self.swizzled('a', L['i'], L['j'] + ' >> 3')} + ({L['j']} & 7)"
+            count, fast = "BM * STAGE_K", "STAGE_K"
         else:
-            count, fast = "MMA_BK * BN", "BN"
-            at = (f"{L['stage']} + A_STAGE + {self.swizzled('b', L['i'], L['j'] + ' >> 3')}"
-                  f" + ({L['j']} & 7)")
+            count, fast = "STAGE_K * BN", "BN"
+        g = self.group
+        base = f"{L['stage']}" if side == "a" else f"{L['stage']} + A_STAGE"
+        at = (f"{base} + {self.stage_offset(side, L['i'], L['j'] + ' // ' + str(g))}"
+              f" + {L['j']} % {g}")
         own = "m" if side == "a" else "n"
         with w.indented(f"for {L['slot']} in range({count} // THREADS):"):
             w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
@@ -203,7 +230,7 @@ class MmaContractionEmitter(ContractionEmitter):
 
     # -- the math --------------------------------------------------------------------
     def multiply(self) -> None:
-        """The stage kt's MMA_BK // 16 steps: each warp's A fragments (ldmatrix: lane l
+        """The stage kt's STAGE_K // 16 steps: each warp's A fragments (ldmatrix: lane l
         gives row l % 16, columns (l // 16) * 8 on, of a 16 x 16 tile), B fragments
         (ldmatrix.trans of 16 K rows, two n8 tiles a load), then MT x NT mma."""
         w, L = self.w, self.loc
@@ -211,17 +238,17 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"{L['b_base']} = {L['a_base']} + A_STAGE")
         w.line(f"{L['row']} = {L['lane']} % 16  # the row this lane addresses")
         w.line(f"{L['q']} = ({L['lane']} // 16) * 8  # and its column offset")
-        with w.indented(f"for {L['kk']} in range(0, MMA_BK, 16):"):
+        with w.indented(f"for {L['kk']} in range(0, STAGE_K, 16):"):
             with w.indented(f"for {L['i']} in range(MT):"):
                 a_row = f"({L['wm0']} + {L['i']} * 16 + {L['row']})"
                 a_chunk = f"({L['kk']} + {L['q']}) >> 3"
                 w.line(f"_ldmatrix_x4({L['a_frag']}, {L['i']} * 4, {L['tiles']}, {L['a_base']} + "
-                       f"{self.swizzled('a', a_row, a_chunk)})")
+                       f"{self.stage_offset('a', a_row, a_chunk)})")
             with w.indented(f"for {L['j']} in range(NT // 2):"):
                 b_row = f"({L['kk']} + {L['row']})"
                 b_chunk = f"({L['wn0']} + {L['j']} * 16 + {L['q']}) >> 3"
                 w.line(f"_ldmatrix_x4_trans({L['b_frag']}, {L['j']} * 4, {L['tiles']}, "
-                       f"{L['b_base']} + {self.swizzled('b', b_row, b_chunk)})")
+                       f"{L['b_base']} + {self.stage_offset('b', b_row, b_chunk)})")
             with w.indented(f"for {L['i']} in range(MT):"):
                 with w.indented(f"for {L['j']} in range(NT):"):
                     w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, "
@@ -257,14 +284,19 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("cuda.syncthreads()  # all stores read the tiles before they are refilled")
 
 
-def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, taken):
+def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, taken,
+                         emitter_class=MmaContractionEmitter):
     """The factory's source and the operand sides it may copy 16 bytes at a time (side ->
-    the buffer the host must find aligned), as emit_contraction."""
-    emitter = MmaContractionEmitter(op, name, target, helpers, hw, taken)
+    the buffer the host must find aligned), as emit_contraction. ``emitter_class``: this
+    module's emitter or a subclass (emit_tf32's)."""
+    emitter = emitter_class(op, name, target, helpers, hw, taken)
     text = emitter.emit()
+    threads = ("_mma_threads" if not emitter.WARP_SKIP else
+               f"lambda bm, bn: _mma_threads(bm, bn, {emitter.WARP_SKIP})")
+    text += f"\n\n{name} = _TiledKernel({factory_name(name)}, MMA_TILES, {threads})\n"
     sides = {side: load.operands[0] for side in ("a", "b")
              if (load := emitter.vector_side(side)) is not None}
     return text, sides
 
 
-__all__ = ["PAD", "emit_mma_contraction"]
+__all__ = ["PAD", "MmaContractionEmitter", "emit_mma_contraction"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from mlfuse.codegen.bf16 import bf16_helper_source
 from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.ptx_mma import mma_helper_source
+from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -248,17 +249,19 @@ MMA_WARPS = {warps}  # (rows, columns) of the block tile one warp computes, larg
 MMA_BK = {bk}  # K values per shared-memory stage of a tensor-core contraction
 
 
-def _mma_warp(bm, bn):
-    """A block tile's warp tile: the largest that leaves the block 4 warps or more."""
-    for wm, wn in MMA_WARPS:
+def _mma_warp(bm, bn, skip=0):
+    """A block tile's warp tile: the largest that leaves the block 4 warps or more.
+    ``skip``: how many of the largest a kernel's registers cannot hold (3xTF32's)."""
+    warps = MMA_WARPS[min(skip, len(MMA_WARPS) - 1):]
+    for wm, wn in warps:
         if bm % wm == 0 and bn % wn == 0 and (bm // wm) * (bn // wn) >= 4:
             return wm, wn
-    return min(bm, MMA_WARPS[-1][0]), min(bn, MMA_WARPS[-1][1])
+    return min(bm, warps[-1][0]), min(bn, warps[-1][1])
 
 
-def _mma_threads(bm, bn):
+def _mma_threads(bm, bn, skip=0):
     """Threads of a tensor-core contraction's block: one warp per warp tile."""
-    wm, wn = _mma_warp(bm, bn)
+    wm, wn = _mma_warp(bm, bn, skip)
     return (bm // wm) * (bn // wn) * 32
 '''
 MMA_GEOMETRY_NAMES = ("MMA_TILES", "MMA_WARPS", "MMA_BK", "_mma_warp", "_mma_threads")
@@ -301,7 +304,7 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index"] + [f(c) for f in (block_reduce_name, group_reduce_name)
                                     for c in ("add", "max", "min")] + [
-    "_vector_access", "_mma_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks",
+    "_vector_access", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks",
     "_row_threads", "_split_rows", "_split_columns", "_row_group", "_vector_ready",
     "_TiledKernel", "_contraction_geometry"]
 
@@ -315,6 +318,7 @@ def helper_sources(used: set[str], target: str) -> list[str]:
         texts[name] = _group_reduce(name.removeprefix("_group_reduce_"), target, used)
     fixed = {**_FIXED, **vector_helper_sources(target),
              "_mma_intrinsics": mma_helper_source(target), "_bf16": bf16_helper_source(target),
+             "_tf32_intrinsics": tf32_helper_source(target),
              "_mma_geometry": _MMA_GEOMETRY.format(**MMA_GEOMETRY[target])}
     for name in used:
         if name in fixed:

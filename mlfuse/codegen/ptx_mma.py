@@ -84,8 +84,9 @@ def _ldmatrix_intrinsic(suffix):
     return ldmatrix
 
 
-def _mma_intrinsic(ptx_type):
-    """mma.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32, in place on acc."""
+def _mma_intrinsic(ptx_type, shape="m16n8k16"):
+    """mma.sync.aligned.{shape}.row.col.f32.{ptx_type}.{ptx_type}.f32, in place on acc: four
+    A registers, two B registers (the m16n8k16 16-bit and m16n8k8 tf32 forms alike)."""
     @intrinsic
     def mma(typingctx, acc, acc_slot, a, a_slot, b, b_slot):
         if acc.dtype != types.float32 or a.dtype != types.uint32 or b.dtype != types.uint32:
@@ -99,7 +100,7 @@ def _mma_intrinsic(ptx_type):
             f32, i32 = ir.FloatType(), ir.IntType(32)
             mma = ir.InlineAsm(
                 ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4),
-                f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32 "
+                f"mma.sync.aligned.{shape}.row.col.f32.{ptx_type}.{ptx_type}.f32 "
                 "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
                 ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4))
             d = builder.call(mma, [builder.load(p) for p in a + b + c])
@@ -192,7 +193,8 @@ def _ldmatrix_twin(frag, slot, tiles, index, transposed):
     """ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16, lane by lane (see ptx_mma)."""
     if index % 8:
         raise RuntimeError("misaligned ldmatrix row: shared address not 16-byte aligned")
-    rows = cuda.shared.array(TWIN_LANES, numba.int64)
+    with _TWIN_LOCK:  # (the simulator's first shared.array of a line races otherwise)
+        rows = cuda.shared.array(TWIN_LANES, numba.int64)
     me = cuda.threadIdx.x
     lane = me % 32
     warp = me - lane
@@ -226,7 +228,8 @@ def _mma_twin(acc, acc_slot, a, a_slot, b, b_slot, ptx_type):
     """mma.sync.aligned.m16n8k16.row.col.f32.<ptx_type>.<ptx_type>.f32, lane by lane:
     each lane's D values from the A and B registers every lane of its warp holds.
     Products of 16-bit floats are exact in f64; the sum is rounded to f32 once."""
-    regs = cuda.shared.array((TWIN_LANES, 6), numba.uint32)
+    with _TWIN_LOCK:
+        regs = cuda.shared.array((TWIN_LANES, 6), numba.uint32)
     me = cuda.threadIdx.x
     lane = me % 32
     warp = me - lane
@@ -288,11 +291,25 @@ def _cp_async_wait(pending):
     """cp.async.wait_group: nothing to wait for, the twin copied at once."""
 '''
 
+# The twins' module globals. The simulator's cuda.shared.array finds a line's array in
+# a dict it fills on first use without a lock: threads of a block that reach that line
+# together (as they do a twin's, after a barrier) may each make their own array on the
+# first call, and then exchange nothing (seen as a rare wrong 3xTF32 result). The twins
+# take their shared arrays under this lock.
+_TWIN_GLOBALS = """\
+import threading
+
+TWIN_LANES = {lanes}  # threads of a block the twins exchange among
+_TWIN_LOCK = threading.Lock()  # the twins take their shared arrays under it
+
+
+"""
+
 # Module-level names the helpers define: generated names avoid them.
 MMA_NAMES = ("_item_pointer", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async16",
              "_cp_async_commit", "_cp_async_wait", "_ldmatrix_x4", "_ldmatrix_x4_trans",
              "_mma_f16", "_mma_bf16", "_bits16", "_pack", "_unpack", "_ldmatrix_twin",
-             "_mma_twin", "TWIN_LANES")
+             "_mma_twin", "TWIN_LANES", "_TWIN_LOCK", "threading")
 
 
 def mma_helper_source(target: str) -> str:
@@ -300,5 +317,4 @@ def mma_helper_source(target: str) -> str:
     need the module's CUDA_IMPORTS; "simulator": the twins)."""
     if target == "cuda":
         return _CUDA
-    return f"TWIN_LANES = {TWIN_LANES}  # threads of a block the twins exchange among\n\n\n" \
-        + _SIMULATOR
+    return _TWIN_GLOBALS.format(lanes=TWIN_LANES) + _SIMULATOR

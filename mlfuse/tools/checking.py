@@ -12,6 +12,10 @@ of the whole result. NaN must
 appear exactly where the reference has NaN, and infinities must match exactly;
 integers and bools must match exactly.
 
+A function whose f32 contractions ran at a lower matmul precision (TF32, 3xTF32:
+mlfuse/matmul_precision.py) is compared with that precision's unit in place of the
+dtype's eps where it is the larger (``matmul_eps``): 2^-10 for TF32, 2^-21 for 3xTF32.
+
 The one exception is not a tolerance: an element whose NaN/inf status (or bool
 value) the evaluation order decides, such as ``inf * (x - mean(x))`` over equal
 values (0 in one summation order, one ulp in another: NaN against ±inf). Callers
@@ -64,9 +68,21 @@ def random_inputs(func: FuncOp, dims: dict | None = None, seed: int = 0,
     return args
 
 
-def tolerance(dtype, ops: int = 1, reduced: int = 1) -> float:
-    """rtol = atol for a result in ``dtype`` (see the module docstring); 0 for exact types."""
-    return 4 * eps(dtype) * (max(ops, 1) + max(reduced, 1) - 1)
+def tolerance(dtype, ops: int = 1, reduced: int = 1, unit: float = 0.0) -> float:
+    """rtol = atol for a result in ``dtype`` (see the module docstring); 0 for exact types.
+    ``unit``: a coarser relative error unit than the dtype's eps that some step had
+    (a TF32 matmul: ``matmul_eps``)."""
+    if not is_float(dtype):
+        return 0.0
+    return 4 * max(eps(dtype), unit) * (max(ops, 1) + max(reduced, 1) - 1)
+
+
+def matmul_eps(kernels) -> float:
+    """The relative error unit of the coarsest contraction among ``kernels`` (kernel ops,
+    e.g. ``CompiledModule.kernels(name)``) at a lower matmul precision, else 0."""
+    from mlfuse.matmul_precision import VARIANT_EPS
+    return max((VARIANT_EPS.get(k.attributes.get("variant"), 0.0) for k in kernels),
+               default=0.0)
 
 
 @dataclass
@@ -80,9 +96,11 @@ class Comparison:
 
 
 def compare(reference: np.ndarray, got: np.ndarray, ops: int = 1, reduced: int = 1,
-            precision=None, undecided: np.ndarray | None = None, xp=np) -> Comparison:
+            precision=None, undecided: np.ndarray | None = None, xp=np,
+            unit: float = 0.0) -> Comparison:
     """``precision``: the dtype whose eps sets the tolerance, when the result was computed
     in a coarser dtype than its own (an f32 sum cast to f64); the result's dtype if None.
+    ``unit``: the relative error unit of a lower matmul precision (``matmul_eps``).
     ``undecided``: a mask of elements the evaluation order decides, left out.
     ``xp``: the array module to compare with (NumPy; CuPy compares on the GPU)."""
     reference, got = xp.asarray(reference), xp.asarray(got)
@@ -95,14 +113,15 @@ def compare(reference: np.ndarray, got: np.ndarray, ops: int = 1, reduced: int =
         keep = ~xp.broadcast_to(xp.asarray(undecided), reference.shape)
         left_out = int(reference.size - xp.count_nonzero(keep))
         reference, got = reference[keep], got[keep]
-    result = _compare_decided(reference, got, ops, reduced, precision, xp)
+    result = _compare_decided(reference, got, ops, reduced, precision, xp, unit)
     result.left_out = left_out
     if left_out:
         result.message += f"; {left_out} undecided element(s) left out"
     return result
 
 
-def _compare_decided(reference, got, ops: int, reduced: int, precision, xp) -> Comparison:
+def _compare_decided(reference, got, ops: int, reduced: int, precision, xp,
+                     unit: float = 0.0) -> Comparison:
     if not is_float(reference.dtype):
         bad = int(xp.count_nonzero(reference != got))
         return Comparison(bad == 0, float(bad > 0), float(bad > 0),
@@ -121,7 +140,7 @@ def _compare_decided(reference, got, ops: int, reduced: int, precision, xp) -> C
     max_abs = float(diff.max()) if diff.size else 0.0
     nonzero = scale > 0  # relative to a zero reference means nothing
     max_rel = float((diff[nonzero] / scale[nonzero]).max()) if nonzero.any() else 0.0
-    tol = tolerance(reference.dtype if precision is None else precision, ops, reduced)
+    tol = tolerance(reference.dtype if precision is None else precision, ops, reduced, unit)
     if reduced > 1 and diff.size:
         # long sums cancel: an element near zero still carries the rounding error of
         # its large terms, whose size the root mean square of the result stands for

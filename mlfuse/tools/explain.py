@@ -20,6 +20,7 @@ from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
 from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost
 from mlfuse.transforms.fusion.schedules import choose_schedule
 from mlfuse.hardware import Target, get_target
+from mlfuse.matmul_precision import MEANING, check_matmul_precision
 from mlfuse.runtime.kernel_cache import cache_stats
 
 
@@ -38,6 +39,7 @@ class KernelReport:
     shared_memory_bytes: int | None = None
     schedule_reason: str = ""          # why this schedule (mlfuse/transforms/fusion/schedules.py)
     disk_cache: str | None = None      # "hit" or "miss": the kernel came from the disk cache
+    variant: str = ""                  # a contraction's: how it multiplies (simt, mma-tf32x3, ...)
 
 
 @dataclass
@@ -92,12 +94,15 @@ def _kernel_reports(func, dims, target) -> list[KernelReport]:
         c = kernel_cost(k, dims, target)
         out.append(KernelReport(k["kernel_name"], k["schedule"], list(k["extents"]), list(k["sources"]),
                                 c.bytes, c.flops, c.registers, round(c.seconds(target) * 1e6, 3),
-                                schedule_reason=_schedule_reason(k, dims, target)))
+                                schedule_reason=_schedule_reason(k, dims, target),
+                                variant=k["variant"] if k["schedule"] == "contraction" else ""))
     return out
 
 
 def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int | None = None,
-                   target: Target | None = None) -> list[FunctionReport]:
+                   target: Target | None = None,
+                   matmul_precision: str | None = None) -> list[FunctionReport]:
+    """``matmul_precision``: how f32 contractions multiply (mlfuse/matmul_precision.py)."""
     from mlfuse.transforms.fusion.options import check_fuse_options
     check_fuse_options({"limit": limit})
     dims, target = dims or {}, target or get_target()
@@ -107,7 +112,7 @@ def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int 
     fuse_pass = FusePass(limit=limit, dims=dims)
     fuse_pass.run(fused)
     for module in (base, fused):  # as the pipeline does: matmul and conv kernels are tiled
-        ScheduleContractionsPass().run(module)
+        ScheduleContractionsPass(check_matmul_precision(matmul_precision)).run(module)
     reports = []
     for bf, ff, plan in zip(base.funcs, fused.funcs, fuse_pass.plans):
         kb, kf = _kernel_reports(bf, dims, target), _kernel_reports(ff, dims, target)
@@ -159,6 +164,8 @@ def format_text(reports: list[FunctionReport]) -> str:
             lines.append(f"  kernel {k.name} [{k.schedule} over {k.extents}] ({regs}):")
             if k.schedule_reason:
                 lines.append(f"    schedule: {k.schedule_reason}")
+            if k.variant:
+                lines.append(f"    multiplies: {k.variant} ({MEANING.get(k.variant, '')})")
             for s in k.sources:
                 lines.append(f"    {s}")
         if r.decisions:

@@ -1,7 +1,8 @@
 """What the GPU would run, without a GPU: every kernel of a program compiled for the
 H100 (sm_90) by Numba and assembled by ptxas, with what they report.
 
-    CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json] FILE.fuse...
+    CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json]
+        [--matmul-precision=highest|high|medium] FILE.fuse...
 
 Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
 supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
@@ -112,13 +113,14 @@ def _kernels_of(op, python_module):
             yield attr, value
 
 
-def report(path: str, text: str, fuse: bool = True):
-    """Yield one dict per kernel of the program at ``path``."""
+def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None):
+    """Yield one dict per kernel of the program at ``path`` (f32 contractions at
+    ``matmul_precision``)."""
     _patch_device_lookup()
     from mlfuse.codegen import generate
     from mlfuse.pipeline import compile_text
     from mlfuse.runtime.loader import load_source
-    module = compile_text(text, path, fuse=fuse)
+    module = compile_text(text, path, fuse=fuse, matmul_precision=matmul_precision)
     python_module = load_source(generate(module, "cuda"), "ptx_report")
     for func in module.funcs:
         for op in func.body.ops:
@@ -128,21 +130,25 @@ def report(path: str, text: str, fuse: bool = True):
             for label, kernel in _kernels_of(op, python_module):
                 yield {"file": path, "func": func.sym_name, "kernel": label,
                        "schedule": op.attributes.get("schedule", "pointwise"),
+                       "variant": op.attributes.get("variant", ""),
                        **compile_kernel(kernel, sig)}
 
 
 def main(argv: list[str]) -> int:
     fuse, as_json = "--no-fuse" not in argv, "--json" in argv
+    precision = next((a.split("=", 1)[1] for a in argv if a.startswith("--matmul-precision=")),
+                     None)
     for path in (a for a in argv if not a.startswith("--")):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        for r in report(path, text, fuse):
+        for r in report(path, text, fuse, precision):
             if as_json:
                 print(json.dumps(r), flush=True)
             else:
                 print(f"{r['kernel']}: {r['registers']} registers, {r['spill_bytes']} B spilled, "
                       f"{r['stack_bytes']} B stack, {r['shared_bytes']} B shared; "
-                      f"{r['v4_loads']} 16-byte loads, {r['fma']} fma, shuffles {r['shuffles']}, "
+                      f"{r['v4_loads']} 16-byte loads, {r['fma']} fma, {r['mma']} mma, "
+                      f"shuffles {r['shuffles']}, "
                       f"f64 {r['f64'] or 'none'}", flush=True)
     return 0
 

@@ -21,8 +21,10 @@ runs the epilogue on the accumulators before the single store.
 The pass ``schedule-contractions`` marks such kernels ``schedule = "contraction"`` and
 writes the parts into the kernel's attributes (dialects/contraction.py), which codegen
 reads. f32/f64 sums are tiled on the SIMT cores ("simt"); f16 and bf16 ones on tensor
-cores with f32 accumulation ("mma-f16", "mma-bf16"). Sums are reassociated (blocked
-over K), as every tiled matmul does.
+cores with f32 accumulation ("mma-f16", "mma-bf16"). The pass's ``precision`` option
+(mlfuse/matmul_precision.py) moves f32 sums onto tensor cores: "high" as 3xTF32
+("mma-tf32x3"), "medium" as TF32 ("mma-tf32"). Sums are reassociated (blocked over
+K), as every tiled matmul does.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.core import BlockArgument, Operation, Value
 from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.traits import PURE
+from mlfuse.matmul_precision import DEFAULT, F32_VARIANT, check_matmul_precision
 
 
 def _is_zero(value: Value) -> bool:
@@ -70,8 +73,9 @@ def _reduce_chain(top: ReduceOp) -> tuple[list[ReduceOp], Operation] | None:
         r = inner[0]
 
 
-def match_contraction(kernel: KernelOp) -> Contraction | None:
-    """The contraction structure of ``kernel`` (see the module doc), or None."""
+def match_contraction(kernel: KernelOp, precision: str = DEFAULT) -> Contraction | None:
+    """The contraction structure of ``kernel`` (see the module doc), or None; an f32
+    sum's variant follows the matmul ``precision``."""
     if not isinstance(kernel, KernelOp) or kernel["schedule"] not in ("pointwise", "contraction"):
         return None
     body = kernel.body.ops
@@ -96,8 +100,16 @@ def match_contraction(kernel: KernelOp) -> Contraction | None:
         return None  # one side has no dims of its own: a row reduction, not a product
     c = Contraction(kernel, chain, x, y, sorted(dx - dy), sorted(dy - dx),
                     sorted(set(range(len(kernel_args))) - (dx ^ dy)),
-                    MMA_VARIANTS.get(dtype, "simt"))
+                    _variant(dtype, precision))
     return _orient(c)
+
+
+def _variant(dtype: str, precision: str) -> str:
+    """How a sum of ``dtype`` products is multiplied: 16-bit floats on tensor cores, f32
+    as the matmul precision says, f64 on the SIMT cores."""
+    if dtype in MMA_VARIANTS:
+        return MMA_VARIANTS[dtype]
+    return F32_VARIANT[precision] if dtype == "f32" else "simt"
 
 
 def _orient(c: Contraction) -> Contraction:
@@ -119,15 +131,27 @@ class ScheduleContractionsPass(Pass):
     doc = ("Mark kernels that are a sum of products (matmul, conv2d, with their fused "
            "prologues and epilogues) schedule = \"contraction\", for tiled codegen, and "
            "record the analysis (m_dims, n_dims, batch_dims, a_operand, variant: simt, or "
-           "mma-f16 / mma-bf16 for tensor cores) as the kernel's attributes.")
+           "mma-f16 / mma-bf16 for tensor cores; f32 sums at precision=high: mma-tf32x3 "
+           "(3xTF32), medium: mma-tf32) as the kernel's attributes.")
+
+    def __init__(self, precision: str = DEFAULT):
+        self.precision = check_matmul_precision(precision, "schedule-contractions precision")
+        self._remarks: list[str] = []
 
     def run(self, module: ModuleOp) -> None:
         for func in module.funcs:
             for op in func.body.ops:
                 if isinstance(op, KernelOp) and op["schedule"] == "pointwise":
-                    c = match_contraction(op)
+                    c = match_contraction(op, self.precision)
                     if c is not None:
                         write_contraction(c)
+                        dtype = c.acc.type.dtype
+                        why = f" (matmul precision {self.precision})" if dtype == "f32" else ""
+                        self._remarks.append(f"{op['kernel_name']}: {dtype} contraction, "
+                                             f"variant {c.variant}{why}")
+
+    def remarks(self) -> list[str]:
+        return list(self._remarks)
 
 
 __all__ = ["Contraction", "match_contraction", "ScheduleContractionsPass"]

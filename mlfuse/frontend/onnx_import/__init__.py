@@ -33,10 +33,13 @@ def import_onnx(model, static_inputs: dict | None = None):
 
 
 def compile_onnx(model, fuse: bool = True, target: str | None = None,
-                 fuse_options: dict | None = None, static_inputs: dict | None = None):
+                 fuse_options: dict | None = None, static_inputs: dict | None = None,
+                 matmul_precision: str | None = None):
     """Import, lower, fuse, generate and load an ONNX model; returns an
     :class:`OnnxModel` called with the graph inputs (NumPy or device arrays) that
-    returns a tuple of the graph outputs."""
+    returns a tuple of the graph outputs. ``matmul_precision``: as for
+    ``mlfuse.compile_source`` ("highest", "high" or "medium")."""
     require_onnx()  # before importing the modules that import onnx
     from mlfuse.frontend.onnx_import.compiled import compile_imported
-    return compile_imported(import_onnx(model, static_inputs), fuse, target, fuse_options)
+    return compile_imported(import_onnx(model, static_inputs), fuse, target, fuse_options,
+                            matmul_precision)

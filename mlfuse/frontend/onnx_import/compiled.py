@@ -62,7 +62,9 @@ class OnnxModel:
 
 
 def compile_imported(imported: ImportedGraph, fuse: bool = True, target: str | None = None,
-                     fuse_options: dict | None = None) -> OnnxModel:
+                     fuse_options: dict | None = None,
+                     matmul_precision: str | None = None) -> OnnxModel:
     # lower a copy: the imported tensor-level module stays as it was, for printing
-    fused = lower(parse_ir(print_ir(imported.module)), "fused", fuse, fuse_options)
+    fused = lower(parse_ir(print_ir(imported.module)), "fused", fuse, fuse_options,
+                  matmul_precision=matmul_precision)
     return OnnxModel(imported, compile_ir(fused, target, name=imported.func_name))

@@ -1,0 +1,139 @@
+"""Tensor-core helpers for f32 contractions at a lower matmul precision (emit_tf32.py):
+the TF32 conversions and the TF32 mma, added to ptx_mma's set (they use its
+``_item_pointer``, ``_slots`` and ``_mma_intrinsic`` on "cuda", ``TWIN_LANES`` and ``_TWIN_LOCK`` on the
+simulator, so a module holding these holds those). By name:
+
+- ``_tf32_round(x) -> uint32``: ``cvt.rna.tf32.f32``: x (f32) rounded to nearest, ties
+  away from zero, to 10 mantissa bits; the f32 bit pattern of the result, whose lower
+  13 bits are zero. Infinities stay, a NaN stays a NaN, a finite value that rounds
+  past the largest float becomes infinite.
+- ``_tf32_split(x) -> (hi, lo)``: the 3xTF32 split: hi = ``cvt.rna.tf32.f32`` of x, lo
+  = ``cvt.rna.tf32.f32`` of the residual x - hi (exact in f32), or 0 where that residual
+  is not finite (x infinite or NaN, or hi overflowed): the product of hi alone then
+  carries the inf or NaN, instead of inf - inf making a NaN of an infinite result.
+- ``_mma_tf32(acc, acc_slot, a, a_slot, b, b_slot)``:
+  ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``, D = A B + C in place on
+  acc[acc_slot..+3] (f32), A 16 x 8 in a[a_slot..+3], B 8 x 8 in b[b_slot..+1], one TF32
+  value (f32 bits) per register. Fragment layouts, PTX ISA "Matrix Fragments for
+  mma.m16n8k8" (.tf32; g = lane // 4, t = lane % 4): A register r holds row g + 8 (r % 2),
+  column t + 4 (r // 2); B register r holds row t + 4 r of column g; C/D value q is row
+  g + 8 (q // 2), column 2t + q % 2 (as m16n8k16's).
+
+On the simulator each is a Python twin with the same per-lane semantics; the mma twin
+raises where a finite operand has any of its lower 13 bits set (a value the kernel
+forgot to convert: the PTX ISA leaves such an operand's meaning to the hardware).
+"""
+from __future__ import annotations
+
+TF32_HELPER = {"mma-tf32": "_tf32_round", "mma-tf32x3": "_tf32_split"}
+
+_CUDA = '''\
+@intrinsic
+def _tf32_round(typingctx, value):
+    """cvt.rna.tf32.f32: value rounded to TF32, as its f32 bits."""
+    if value != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        convert = ir.InlineAsm(ir.FunctionType(ir.IntType(32), [ir.FloatType()]),
+                               "cvt.rna.tf32.f32 $0, $1;", "=r,f")
+        return builder.call(convert, [args[0]])
+    return types.uint32(value), codegen
+
+
+@intrinsic
+def _tf32_split(typingctx, value):
+    """(hi, lo): cvt.rna.tf32.f32 of value and of the residual value - hi (0 unless finite)."""
+    if value != types.float32:
+        return None
+    pair = types.UniTuple(types.uint32, 2)
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        split = ir.InlineAsm(
+            ir.FunctionType(ir.LiteralStructType([i32, i32]), [ir.FloatType()]),
+            "{ .reg .b32 hi, lo; .reg .f32 high, rest; .reg .pred finite; "
+            "cvt.rna.tf32.f32 hi, $2; mov.b32 high, hi; sub.rn.f32 rest, $2, high; "
+            "cvt.rna.tf32.f32 lo, rest; testp.finite.f32 finite, rest; "
+            "selp.b32 $1, lo, 0, finite; mov.b32 $0, hi; }",
+            "=r,=r,f")
+        both = builder.call(split, [args[0]])
+        return context.make_tuple(builder, sig.return_type,
+                                  [builder.extract_value(both, 0), builder.extract_value(both, 1)])
+    return pair(value), codegen
+
+
+_mma_tf32 = _mma_intrinsic("tf32", "m16n8k8")
+'''
+
+_SIMULATOR = '''\
+@cuda.jit(device=True)
+def _tf32_round(value):
+    """cvt.rna.tf32.f32 (see ptx_tf32): add half a TF32 ulp to the magnitude's bits and
+    cut the lower 13: round to nearest, ties away from zero (a carry runs into the
+    exponent, past the largest float into infinity)."""
+    bits = int(np.float32(value).view(np.uint32))
+    if bits & 0x7F800000 == 0x7F800000:  # inf or NaN: as it is
+        return np.uint32(bits)
+    return np.uint32((bits + 0x1000) & 0xFFFFE000)
+
+
+@cuda.jit(device=True)
+def _tf32_split(value):
+    """The 3xTF32 split (see ptx_tf32): hi, and the residual rounded (0 unless finite)."""
+    hi = _tf32_round(value)
+    high = np.uint32(hi).view(np.float32)
+    if not math.isfinite(high):
+        return hi, np.uint32(0)
+    return hi, _tf32_round(np.float32(value) - high)
+
+
+@cuda.jit(device=True)
+def _tf32_value(word):
+    """The TF32 value an mma operand register holds (f32 bits, lower 13 bits zero)."""
+    bits = int(word)
+    if bits & 0x1FFF and bits & 0x7F800000 != 0x7F800000:
+        raise RuntimeError("mma .tf32 operand not in TF32 format: convert it with "
+                           "cvt.rna.tf32.f32 first")
+    return float(np.uint32(bits).view(np.float32))
+
+
+@cuda.jit(device=True)
+def _mma_tf32(acc, acc_slot, a, a_slot, b, b_slot):
+    """mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, lane by lane: each lane's D
+    values from the A and B registers every lane of its warp holds. Products of TF32
+    values are exact in f64; the sum is rounded to f32 once."""
+    with _TWIN_LOCK:  # (ptx_mma: the simulator's shared.array races on first use)
+        regs = cuda.shared.array((TWIN_LANES, 6), numba.uint32)
+    me = cuda.threadIdx.x
+    lane = me % 32
+    warp = me - lane
+    for r in range(4):
+        regs[me, r] = a[a_slot + r]
+    for r in range(2):
+        regs[me, 4 + r] = b[b_slot + r]
+    cuda.syncthreads()
+    g, t = lane // 4, lane % 4
+    for q in range(4):
+        row, col = g + 8 * (q // 2), 2 * t + q % 2
+        total = float(acc[acc_slot + q])
+        for k in range(8):
+            # A (row, k): lane 4 (row % 8) + k % 4, register row // 8 + 2 (k // 4)
+            a_word = regs[warp + 4 * (row % 8) + k % 4, row // 8 + 2 * (k // 4)]
+            # B (k, col): lane 4 col + k % 4, register k // 4
+            b_word = regs[warp + 4 * col + k % 4, 4 + k // 4]
+            total += _tf32_value(a_word) * _tf32_value(b_word)
+        acc[acc_slot + q] = np.float32(total)
+    cuda.syncthreads()  # every lane has read the registers before they are reused
+'''
+
+# Module-level names the helpers define: generated names avoid them.
+TF32_NAMES = ("_tf32_round", "_tf32_split", "_tf32_value", "_mma_tf32")
+
+
+def tf32_helper_source(target: str) -> str:
+    """Source of the TF32 helpers on ``target`` (after ptx_mma's, which they use)."""
+    return _CUDA if target == "cuda" else _SIMULATOR
+
+
+__all__ = ["TF32_HELPER", "TF32_NAMES", "tf32_helper_source"]
