@@ -10,6 +10,11 @@ kernel's attributes, read back into its parts for codegen, which reads IR only.
 - ``a_operand``: which operand (0 or 1) of the innermost reduce's product is A.
 - ``variant``: how codegen tiles it: "simt" (f32/f64 FMAs) or "mma-<dtype>" (tensor
   cores, :data:`MMA_VARIANTS`).
+- ``max_split``: into how many shares the K axis may be split across blocks (split-K:
+  each share's partial sums go to a workspace and a second kernel adds them in order and
+  runs the epilogue; the host picks the number per call, mlfuse/codegen/tile_model.py).
+  A share holds at least :data:`MIN_SPLIT_K` values of K, so a K known to be short (an
+  attention head's 64) gets 1: no split, and no second kernel is generated.
 
 The reduction is the kernel's one top-level ``loops.reduce`` and the reduces nested in
 it (their indices flatten into one K axis); the product is what the innermost yields.
@@ -27,6 +32,11 @@ from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ReduceOp
 # Operand dtype -> the tensor-core variant that multiplies it (f32 accumulation).
 MMA_VARIANTS = {"f16": "mma-f16", "bf16": "mma-bf16"}
 VARIANTS = ("simt",) + tuple(MMA_VARIANTS.values())
+# Split-K: a share of K is at least this long (its partial sums' traffic, M x N values
+# per share, stays small against the operand reads of the share), and K is cut into at
+# most MAX_SPLIT shares.
+MIN_SPLIT_K = 128
+MAX_SPLIT = 64
 
 
 @dataclass
@@ -39,6 +49,17 @@ class Contraction:
     n_dims: list[int]
     batch_dims: list[int]
     variant: str = "simt"
+
+    @property
+    def max_split(self) -> int:
+        """The most shares K may be split into (see the module doc): K // MIN_SPLIT_K for
+        a K known at compile time, MAX_SPLIT for one known only at the call."""
+        k = 1
+        for e in self.k_extents:
+            if not isinstance(e, int):
+                return MAX_SPLIT
+            k *= e
+        return max(1, min(MAX_SPLIT, k // MIN_SPLIT_K))
 
     @property
     def acc(self) -> Value:
@@ -109,7 +130,8 @@ def write_contraction(c: Contraction) -> None:
     attributes = c.kernel.attributes
     attributes.update(schedule="contraction", m_dims=list(c.m_dims), n_dims=list(c.n_dims),
                       batch_dims=list(c.batch_dims), variant=c.variant,
-                      a_operand=0 if product.operands[0] is c.a else 1)
+                      a_operand=0 if product.operands[0] is c.a else 1,
+                      max_split=c.max_split)
 
 
 def contraction_of(kernel: KernelOp) -> Contraction:
@@ -127,5 +149,5 @@ def contraction_of(kernel: KernelOp) -> Contraction:
                        list(kernel["batch_dims"]), kernel["variant"])
 
 
-__all__ = ["Contraction", "MMA_VARIANTS", "VARIANTS", "arg_deps", "contraction_of",
-           "reduce_chain", "write_contraction"]
+__all__ = ["Contraction", "MAX_SPLIT", "MIN_SPLIT_K", "MMA_VARIANTS", "VARIANTS", "arg_deps",
+           "contraction_of", "reduce_chain", "write_contraction"]

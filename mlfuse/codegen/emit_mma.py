@@ -22,6 +22,8 @@ past the sizes).
 The epilogue (the ops after the reduction) runs on the f32 accumulators: half the
 tile's rows at a time go through shared memory, then consecutive threads take
 consecutive N (coalesced stores), and the single store rounds to the output dtype.
+Split-K works as in contraction.py: a block sums its share of K (whole stages) and
+writes f32 partial sums; the second kernel adds them and runs the epilogue.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ class MmaContractionEmitter(ContractionEmitter):
         self.operand = operand = self.c.a.type.dtype
         self.mma = MMA_HELPER[operand]
         helpers.update({"_mma_intrinsics", "_mma_geometry"})
+        self.k_step = "MMA_BK"  # a share of K (split-K) is whole stages
 
     def schedule_text(self) -> str:
         return ("Tensor cores: a block computes a BM x BN tile, each warp a WARP_M x WARP_N "
@@ -84,7 +87,8 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"{L['lane']}, {L['warp']} = {L['tid']} % 32, {L['tid']} // 32")
         w.line(f"{L['wm0']} = ({L['warp']} // WARPS_N) * WARP_M  # this warp's part of the tile")
         w.line(f"{L['wn0']} = ({L['warp']} % WARPS_N) * WARP_N")
-        self.tiles_and_batches(f"{L['k_tiles']} = ({L['k_size']} + MMA_BK - 1) // MMA_BK")
+        self.tiles_and_batches(f"{L['k_tiles']} = max(0, -(-({L['k_size']} - {L['k_lo']}) "
+                               "// MMA_BK))  # stages of this block's share of K")
 
     def tile(self) -> None:
         w, L = self.w, self.loc
@@ -109,7 +113,7 @@ class MmaContractionEmitter(ContractionEmitter):
     def fetch_stage(self, k_tile: str) -> None:
         w, L = self.w, self.loc
         w.line(f"{L['stage']} = ({k_tile} % STAGES) * (A_STAGE + B_STAGE)")
-        w.line(f"{L['k0']} = {k_tile} * MMA_BK")
+        w.line(f"{L['k0']} = {L['k_lo']} + {k_tile} * MMA_BK")
         for side in ("a", "b"):
             if self.vector_side(side) is not None:
                 with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned 16 bytes"):
