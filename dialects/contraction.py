@@ -10,9 +10,10 @@ kernel's attributes, read back into its parts for codegen, which reads IR only.
 - ``a_operand``: which operand (0 or 1) of the innermost reduce's product is A.
 - ``variant``: how codegen tiles it: "simt" (f32/f64 FMAs) or "mma-<dtype>" (tensor
   cores, :data:`MMA_VARIANTS`).
-- ``max_split``: into how many shares the K axis may be split across blocks (split-K:
-  each share's partial sums go to a workspace and a second kernel adds them in order and
-  runs the epilogue; the host picks the number per call, mlfuse/codegen/tile_model.py).
+- ``split_k``: into how many shares, at most, the K axis may be split across blocks
+  (split-K: each share's partial sums go to a workspace and a second kernel adds them in
+  order and runs the epilogue; the host picks the number per call,
+  mlfuse/codegen/tile_model.py).
   A share holds at least :data:`MIN_SPLIT_K` values of K, so a K known to be short (an
   attention head's 64) gets 1: no split, and no second kernel is generated.
 
@@ -51,7 +52,7 @@ class Contraction:
     variant: str = "simt"
 
     @property
-    def max_split(self) -> int:
+    def split_k(self) -> int:
         """The most shares K may be split into (see the module doc): K // MIN_SPLIT_K for
         a K known at compile time, MAX_SPLIT for one known only at the call."""
         k = 1
@@ -131,7 +132,7 @@ def write_contraction(c: Contraction) -> None:
     attributes.update(schedule="contraction", m_dims=list(c.m_dims), n_dims=list(c.n_dims),
                       batch_dims=list(c.batch_dims), variant=c.variant,
                       a_operand=0 if product.operands[0] is c.a else 1,
-                      max_split=c.max_split)
+                      split_k=c.split_k)
 
 
 def contraction_of(kernel: KernelOp) -> Contraction:

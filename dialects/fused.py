@@ -16,7 +16,7 @@ inner loops (``loops.for``).
   a block computes a tile of points, each thread a register block of them, from
   shared-memory tiles of the two operands; the rest of the body is the epilogue.
   The pass records its analysis beside it (``m_dims``, ``n_dims``, ``batch_dims``,
-  ``a_operand``, ``variant``, ``max_split``: dialects/contraction.py), and codegen reads
+  ``a_operand``, ``variant``, ``split_k``: dialects/contraction.py), and codegen reads
   only that.
 - "split-rows", "split-columns", "warp-rows": reductions split across blocks (few
   points, long reductions), over non-innermost axes, and over short rows; see
@@ -43,7 +43,7 @@ class KernelOp(LoopOp):
              # a contraction's analysis, written by schedule-contractions (dialects/contraction.py)
              "m_dims": Attr("ints", []), "n_dims": Attr("ints", []), "batch_dims": Attr("ints", []),
              "a_operand": Attr("int", 0), "variant": Attr("str", ""),
-             "max_split": Attr("int", 1)}
+             "split_k": Attr("int", 1)}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

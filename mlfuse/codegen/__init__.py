@@ -90,7 +90,7 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
         text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
         text += f"\n\n{name} = _TiledKernel({factory_name(name)}, k_step={BK}, {plan})\n"
     variants = {"contraction": name}
-    if op["max_split"] > 1:  # split-K's second kernel
+    if op["split_k"] > 1:  # split-K's second kernel
         variants["finish"] = names.fresh(finish_name(name))
         text += "\n\n" + emit_finish(op, variants["finish"], target, helpers, hw, names.taken)
     return KernelCode(op, "contraction", kernel_interface(op), [], variants, text,

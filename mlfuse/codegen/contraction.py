@@ -78,7 +78,7 @@ class ContractionEmitter(KernelEmitter):
         self.k_vals = [r.body.args[0] for r in c.reduces]  # the reduction indices
         self.zero = literal(0, c.acc.type.dtype)
         self.k_step = BK  # K values a step of the K loop takes; a share is whole steps
-        self.may_split = op["max_split"] > 1  # else SPLIT is never set (no second kernel)
+        self.may_split = op["split_k"] > 1  # else SPLIT is never set (no second kernel)
 
     # -- pieces -------------------------------------------------------------------
     def dims(self, positions: list[int]) -> tuple[list[Value], list]:
@@ -197,7 +197,7 @@ class ContractionEmitter(KernelEmitter):
         """This block's share of K, [k_lo, k_size): all of it, or with SPLIT the
         blockIdx.y-th chunk of whole K steps (k_size then ends the share)."""
         w, L = self.w, self.loc
-        if not self.may_split:  # K too short to split (the kernel's max_split is 1)
+        if not self.may_split:  # K too short to split (the kernel's split_k is 1)
             L["k_lo"] = "0"
             return
         w.line(f"{L['k_lo']} = 0")
@@ -478,7 +478,7 @@ def tiled_kernel_plan(op) -> str:
     dtype = contraction_of(op).a.type.dtype
     kind = "mma" if op["variant"].startswith("mma") else "simt-f64" if dtype == "f64" else "simt"
     value_bytes = {"f64": 8, "f16": 2, "bf16": 2}.get(dtype, 4)
-    return f"max_split={op['max_split']}, fma_per_us={FMA_PER_US[kind]:g}, value_bytes={value_bytes}"
+    return f"max_split={op['split_k']}, fma_per_us={FMA_PER_US[kind]:g}, value_bytes={value_bytes}"
 
 
 def _inside(op: Operation, kernel: Operation) -> bool:

@@ -27,8 +27,8 @@ launch when K is split:
 With split-K, the partial sums' round trip (2 x splits x M x N x 4 bytes) and the second
 kernel's launch (``launch_us``) come on top: the second kernel runs after the first.
 
-Splits are tried in powers of two up to the kernel's ``max_split`` (the K extent over
-MIN_SPLIT_K, dialects/contraction.py), each share rounded up to whole K steps (empty
+Splits are tried in powers of two up to the kernel's ``max_split`` (its ``split_k``
+attribute: the K extent over MIN_SPLIT_K, dialects/contraction.py), each share rounded up to whole K steps (empty
 shares are never launched). The cheapest choice wins; ties go to fewer splits, then to
 the smaller tile (less work wasted past the edges). The rates are H100 numbers:
 ``fma_per_us`` calibrated on the SIMT kernel's 4096^3 time (4.16 ms), ``step_us`` on

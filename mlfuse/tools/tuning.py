@@ -7,10 +7,10 @@ the host picks both by a model (``_contraction_plan``, mlfuse/codegen/tile_model
 ``tune(function, args)`` times the function with each candidate for each of its
 contraction kernels in turn (the others keep theirs), on the device, and keeps the
 fastest. The candidates: every tile, each without a split, with the split the model
-would give that tile, and with half and twice that (up to the kernel's max_split); the choice goes into the kernel's ``tuned`` table for those sizes and
-into a cache file, keyed by the device's name and the hash of the generated source,
-so a later compile of the same program on the same device starts tuned
-(``apply_cached``). ``mlfuse bench --tune`` runs the search. Pointwise and row launch
+would give that tile, and with half and twice that (up to the kernel's max_split). The
+choice goes into the kernel's ``tuned`` table for those sizes and into a cache file,
+keyed by the device's name and the hash of the generated source, so a later compile of
+the same program on the same device starts tuned (``apply_cached``). ``mlfuse bench --tune`` runs the search. Pointwise and row launch
 shapes are not searched per call: their defaults come from measured sweeps
 (``mlfuse.hardware``, docs/perf-notes.md).
 
