@@ -234,9 +234,11 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
 
 # Tensor-core contractions (emit_mma.py), per target: (BM, BN) tiles, the largest warp
 # tile, K per stage. The simulator runs every thread (and every twin's barrier) in
-# Python: one warp.
+# Python: one warp. The thin tiles (a warp tile of 16 or 32 rows) are for few rows
+# (decode), with split-K filling the GPU.
 MMA_GEOMETRY = {
-    "cuda": {"tiles": ((128, 128), (128, 64), (64, 128), (64, 64)), "warp": (64, 32), "bk": 32},
+    "cuda": {"tiles": ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128)),
+             "warp": (64, 32), "bk": 32},
     "simulator": {"tiles": ((16, 16),), "warp": (16, 16), "bk": 16},
 }
 _MMA_GEOMETRY = '''\
