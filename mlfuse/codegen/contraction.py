@@ -42,7 +42,7 @@ from mlfuse.dialects.contraction import Contraction, contraction_of
 from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; callers import .abi)
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
-from mlfuse.codegen.tile_model import FMA_PER_US
+from mlfuse.codegen.tile_model import FMA_PER_US, STEP_US
 
 BK = 8  # K values per tile step (one shared-memory stage holds BK x BM and BK x BN)
 TILE_SIDE = 8  # each thread computes TILE_SIDE x TILE_SIDE outputs
@@ -471,14 +471,27 @@ class ContractionEmitter(KernelEmitter):
             self.statement(store, shared=False)
 
 
+def tile_model_inputs(op) -> dict:
+    """What the tile model (tile_model.py) reads of a contraction kernel besides the
+    sizes, as the "cuda" target's module has them: its tiles, K step, most K shares, the
+    kernel kind's FMA rate and the operands' bytes per value."""
+    from mlfuse.codegen.helpers import MMA_GEOMETRY
+    dtype = contraction_of(op).a.type.dtype
+    mma = op["variant"].startswith("mma")
+    kind = "mma" if mma else "simt-f64" if dtype == "f64" else "simt"
+    return {"tiles": MMA_GEOMETRY["cuda"]["tiles"] if mma else CUDA_TILES,
+            "k_step": MMA_GEOMETRY["cuda"]["bk"] if mma else BK,
+            "max_split": op["split_k"], "fma_per_us": FMA_PER_US[kind],
+            "step_us": STEP_US[kind],
+            "value_bytes": {"f64": 8, "f16": 2, "bf16": 2}.get(dtype, 4)}
+
+
 def tiled_kernel_plan(op) -> str:
     """The keyword arguments of a contraction's ``_TiledKernel`` that the tile model
-    (tile_model.py) reads besides the sizes: the most K shares, the kernel kind's FMA
-    rate and the operands' bytes per value."""
-    dtype = contraction_of(op).a.type.dtype
-    kind = "mma" if op["variant"].startswith("mma") else "simt-f64" if dtype == "f64" else "simt"
-    value_bytes = {"f64": 8, "f16": 2, "bf16": 2}.get(dtype, 4)
-    return f"max_split={op['split_k']}, fma_per_us={FMA_PER_US[kind]:g}, value_bytes={value_bytes}"
+    reads besides the sizes, tiles and K step (``tile_model_inputs``)."""
+    model = tile_model_inputs(op)
+    return ", ".join(f"{key}={model[key]:g}" for key in ("max_split", "fma_per_us",
+                                                        "value_bytes", "step_us"))
 
 
 def _inside(op: Operation, kernel: Operation) -> bool:

@@ -188,15 +188,16 @@ class _TiledKernel:
     ``threads(BM, BN)``: a block's threads (8 x 8 outputs each unless given). What the
     tile model reads besides the sizes: ``k_step`` (K values a step of the K loop takes),
     ``max_split`` (the most shares K may be split into), ``fma_per_us`` (FMAs per us per
-    SM of a full GPU) and ``value_bytes`` (of an operand value)."""
+    SM of a full GPU), ``value_bytes`` (of an operand value) and ``step_us`` (a K step's
+    exposed latency)."""
 
     def __init__(self, factory, tiles=None, threads=None, k_step=8, max_split=1,
-                 fma_per_us=1.4e5, value_bytes=4):
+                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7):
         self.factory, self.kernels = factory, {}
         self.tuned, self.last_shape = {}, None
         self._tiles, self._threads = tiles, threads
         self.k_step, self.max_split = k_step, max_split
-        self.fma_per_us, self.value_bytes = fma_per_us, value_bytes
+        self.fma_per_us, self.value_bytes, self.step_us = fma_per_us, value_bytes, step_us
 
     @property
     def tiles(self):
@@ -225,7 +226,7 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
     if best is None:
         best = _contraction_plan(kernel.tiles, m_size, n_size, k_size, batch_size, SM_COUNT,
                                  kernel.max_split, kernel.k_step, kernel.fma_per_us,
-                                 kernel.value_bytes)[0]
+                                 kernel.value_bytes, kernel.step_us)[0]
     bm, bn, splits = tuple(best) + (1,) * (3 - len(best))  # a (BM, BN) choice: no split
     grid = (-(-m_size // bm) * -(-n_size // bn), splits, min(batch_size, 65535))
     return (bm, bn, splits), grid, kernel.threads(bm, bn)

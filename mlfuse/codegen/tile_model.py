@@ -30,7 +30,7 @@ kernel's launch (``launch_us``) come on top: the second kernel runs after the fi
 Splits are tried in powers of two up to the kernel's ``max_split`` (its ``split_k``
 attribute: the K extent over MIN_SPLIT_K, dialects/contraction.py), each share rounded up to whole K steps (empty
 shares are never launched). The cheapest choice wins; ties go to fewer splits, then to
-the smaller tile (less work wasted past the edges). The rates are H100 numbers:
+the least compute (less work wasted past the edges). The rates are H100 numbers:
 ``fma_per_us`` calibrated on the SIMT kernel's 4096^3 time (4.16 ms), ``step_us`` on
 decode's (0.62 ms for 512 steps alone on an SM), ``bytes_per_us`` the copy bandwidth.
 
@@ -47,6 +47,10 @@ import inspect
 # at half that (the H100's f64 rate); tensor cores (mma.sync, f16/bf16) a guess at half
 # their 3.75e6 peak, to be calibrated on the GPU.
 FMA_PER_US = {"simt": 1.4e5, "simt-f64": 0.7e5, "mma": 1.9e6}
+# The exposed latency of one K step: SIMT kernels double-buffer (one step's loads in
+# flight: about a global load's latency a step), tensor-core kernels keep STAGES - 1 = 2
+# stages in flight (half that).
+STEP_US = {"simt": 0.7, "simt-f64": 0.7, "mma": 0.35}
 
 
 def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_split=1,
@@ -55,7 +59,7 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
     """((BM, BN, splits), estimated us, why) for a contraction of m_size x n_size outputs
     per batch over k_size: the cheapest tile of ``tiles`` and power-of-two split of K up
     to ``max_split`` by the model of mlfuse/codegen/tile_model.py."""
-    best, best_us, why = None, None, ""
+    best, best_key, why = None, None, ""
     k_size = max(k_size, 1)
     operand_bytes = (m_size + n_size) * k_size * batch_size * value_bytes
     output_bytes = m_size * n_size * batch_size * 4
@@ -74,9 +78,11 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
             # kernel starts when the first is done
             split_us = 2 * shares * output_bytes / bytes_per_us + launch_us if shares > 1 else 0
             us = max(latency, compute, memory) + split_us
-            # cheaper wins; a tie goes to fewer shares, then to the later (smaller) tile
-            if best is None or us < best_us - 1e-9 or (us <= best_us + 1e-9 and shares <= best[2]):
-                best, best_us = (bm, bn, shares), us
+            # cheaper wins; a tie goes to fewer shares, then to less work (fewer FMAs wasted
+            # past the edges)
+            key = (round(us, 6), shares, compute)
+            if best is None or key < best_key:
+                best, best_key = (bm, bn, shares), key
                 bound = max((latency, "latency"), (compute, "compute"), (memory, "memory"))[1]
                 why = (f"{tile_count * shares} blocks ({tile_count} tiles x {shares} K shares of "
                        f"{share}), {per_sm} on the busiest of {sm_count} SMs ({resident} "
@@ -87,7 +93,7 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
             if shares < splits or share <= k_step:
                 break  # more splits would give the same shares
             splits *= 2
-    return best, best_us, why
+    return best, best_key[0], why
 
 
 def source() -> str:
@@ -95,4 +101,4 @@ def source() -> str:
     return inspect.getsource(_contraction_plan)
 
 
-__all__ = ["FMA_PER_US", "source"]
+__all__ = ["FMA_PER_US", "STEP_US", "source"]
