@@ -68,7 +68,8 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
         resident = max(1, 32768 // (bm * bn))
         splits = 1
         while splits <= max(1, max_split):
-            share = -(-(-(-k_size // splits)) // k_step) * k_step
+            share = -(-k_size // splits)
+            share = -(-share // k_step) * k_step  # whole K steps
             shares = -(-k_size // share)  # those that hold some K
             per_sm = -(-tile_count * shares // sm_count)
             latency = -(-per_sm // resident) * (share // k_step) * step_us
