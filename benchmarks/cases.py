@@ -59,6 +59,39 @@ func mlp(x: f32[B, 1024], w1: f32[1024, 4096], b1: f32[4096], w2: f32[4096, 1024
 }
 """
 
+# Contraction shapes (issue 14): the issue's f32 matmul shapes with bias + relu fused (an
+# MLP layer, a transformer projection, decode: 32 rows, where split-K fills the GPU), the
+# two convolutions, and the ONNX MLP's graph (Linear 1024 -> 4096, GELU, Linear 4096 ->
+# 1024 on 256 rows; nn.Linear's weights are [out, in], so the matmuls take them
+# transposed, as the imported Gemm(transB=1) does; benchmarks/models.py's "mlp" runs the
+# exported model itself).
+MATMUL_CASES = {  # name -> (M, K, N)
+    "matmul_mlp_layer": (256, 4096, 1024),
+    "matmul_projection": (8192, 768, 768),
+    "matmul_decode": (32, 4096, 4096),
+}
+
+CONV1X1 = """
+func conv1x1_bias_relu(x: f32[N, 256, 28, 28], w: f32[256, 256, 1, 1], b: f32[256]) -> f32[N, 256, 28, 28] {
+    y = conv2d(x, w)
+    return relu(y + reshape(b, [1, 256, 1, 1]))
+}
+"""
+
+CONV3X3_256 = """
+func conv3x3_256_bias_relu(x: f32[N, 256, 14, 14], w: f32[256, 256, 3, 3], b: f32[256]) -> f32[N, 256, 14, 14] {
+    y = conv2d(x, w, stride=1, padding=1)
+    return relu(y + reshape(b, [1, 256, 1, 1]))
+}
+"""
+
+MLP_LINEAR = """
+func mlp_linear_gelu(x: f32[B, 1024], w1: f32[4096, 1024], b1: f32[4096], w2: f32[1024, 4096], b2: f32[1024]) -> f32[B, 1024] {
+    h = gelu(matmul(x, transpose(w1)) + b1)
+    return matmul(h, transpose(w2)) + b2
+}
+"""
+
 # Reductions of every shape (issue 13): each moves at least 256 MB.
 COLSUM = """
 func colsum(x: f32[R, C]) -> f32[C] {
@@ -161,6 +194,16 @@ def t_mlp(x, w1, b1, w2, b2):
     return F.gelu(x @ w1 + b1) @ w2 + b2 + x
 
 
+def t_conv_valid(x, w, b):
+    torch, F = _torch()
+    return torch.relu(F.conv2d(x, w) + b.reshape(1, -1, 1, 1))
+
+
+def t_mlp_linear(x, w1, b1, w2, b2):
+    _, F = _torch()
+    return F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
+
+
 def t_colsum(x):
     return x.sum(dim=0)
 
@@ -244,6 +287,15 @@ CASES = [
     Case("matmul_bias_relu", MATMUL, {"M": 4096, "K": 4096, "N": 4096}, t_matmul),
     Case("conv_bias_relu", CONV, {"N": 32}, t_conv, dry_dims={"N": 1}, simulate=False),
     Case("mlp", MLP, {"B": 8192}, t_mlp, dry_dims={"B": 2}, simulate=False),
+    *[Case(name, MATMUL.replace("matmul_bias_relu", name), {"M": m, "K": k, "N": n}, t_matmul,
+           dry_dims={"M": 3, "K": 40, "N": 9})
+      for name, (m, k, n) in MATMUL_CASES.items()],
+    Case("conv1x1_bias_relu", CONV1X1, {"N": 32}, t_conv_valid, dry_dims={"N": 1},
+         simulate=False),
+    Case("conv3x3_256_bias_relu", CONV3X3_256, {"N": 32}, t_conv, dry_dims={"N": 1},
+         simulate=False),
+    Case("mlp_linear_gelu", MLP_LINEAR, {"B": 256}, t_mlp_linear, dry_dims={"B": 2},
+         simulate=False),
     Case("colsum", COLSUM, {"R": 16384, "C": 4096}, t_colsum),
     Case("sumsq_all", SUMSQ_ALL, {"N": 1 << 26}, t_sumsq_all),
     Case("softmax_short", SOFTMAX_SHORT, {"R": 1 << 22}, t_softmax),

@@ -11,6 +11,12 @@ kernel's attributes, read back into its parts for codegen, which reads IR only.
 - ``variant``: how codegen tiles it: "simt" (f32/f64 FMAs) or "mma-<dtype>" (tensor
   cores, :data:`MMA_VARIANTS`), or for an f32 sum at a lower matmul precision
   "mma-tf32x3" (3xTF32) or "mma-tf32" (TF32) (mlfuse/matmul_precision.py).
+- ``split_k``: into how many shares, at most, the K axis may be split across blocks
+  (split-K: each share's partial sums go to a workspace and a second kernel adds them in
+  order and runs the epilogue; the host picks the number per call,
+  mlfuse/codegen/tile_model.py).
+  A share holds at least :data:`MIN_SPLIT_K` values of K, so a K known to be short (an
+  attention head's 64) gets 1: no split, and no second kernel is generated.
 
 The reduction is the kernel's one top-level ``loops.reduce`` and the reduces nested in
 it (their indices flatten into one K axis); the product is what the innermost yields.
@@ -31,6 +37,11 @@ MMA_VARIANTS = {"f16": "mma-f16", "bf16": "mma-bf16"}
 # f32 sums on tensor cores at the lower matmul precisions (TF32, 3xTF32)
 TF32_VARIANTS = tuple(v for v in F32_VARIANT.values() if v != "simt")
 VARIANTS = ("simt",) + tuple(MMA_VARIANTS.values()) + TF32_VARIANTS
+# Split-K: a share of K is at least this long (its partial sums' traffic, M x N values
+# per share, stays small against the operand reads of the share), and K is cut into at
+# most MAX_SPLIT shares.
+MIN_SPLIT_K = 128
+MAX_SPLIT = 64
 
 
 @dataclass
@@ -43,6 +54,17 @@ class Contraction:
     n_dims: list[int]
     batch_dims: list[int]
     variant: str = "simt"
+
+    @property
+    def split_k(self) -> int:
+        """The most shares K may be split into (see the module doc): K // MIN_SPLIT_K for
+        a K known at compile time, MAX_SPLIT for one known only at the call."""
+        k = 1
+        for e in self.k_extents:
+            if not isinstance(e, int):
+                return MAX_SPLIT
+            k *= e
+        return max(1, min(MAX_SPLIT, k // MIN_SPLIT_K))
 
     @property
     def acc(self) -> Value:
@@ -113,7 +135,8 @@ def write_contraction(c: Contraction) -> None:
     attributes = c.kernel.attributes
     attributes.update(schedule="contraction", m_dims=list(c.m_dims), n_dims=list(c.n_dims),
                       batch_dims=list(c.batch_dims), variant=c.variant,
-                      a_operand=0 if product.operands[0] is c.a else 1)
+                      a_operand=0 if product.operands[0] is c.a else 1,
+                      split_k=c.split_k)
 
 
 def contraction_of(kernel: KernelOp) -> Contraction:
@@ -131,5 +154,5 @@ def contraction_of(kernel: KernelOp) -> Contraction:
                        list(kernel["batch_dims"]), kernel["variant"])
 
 
-__all__ = ["Contraction", "MMA_VARIANTS", "TF32_VARIANTS", "VARIANTS", "arg_deps", "contraction_of",
-           "reduce_chain", "write_contraction"]
+__all__ = ["Contraction", "MAX_SPLIT", "MIN_SPLIT_K", "MMA_VARIANTS", "TF32_VARIANTS", "VARIANTS",
+           "arg_deps", "contraction_of", "reduce_chain", "write_contraction"]

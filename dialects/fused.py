@@ -16,7 +16,8 @@ inner loops (``loops.for``).
   a block computes a tile of points, each thread a register block of them, from
   shared-memory tiles of the two operands; the rest of the body is the epilogue.
   The pass records its analysis beside it (``m_dims``, ``n_dims``, ``batch_dims``,
-  ``a_operand``, ``variant``: dialects/contraction.py), and codegen reads only that.
+  ``a_operand``, ``variant``, ``split_k``: dialects/contraction.py), and codegen reads
+  only that.
 - "split-rows", "split-columns", "warp-rows": reductions split across blocks (few
   points, long reductions), over non-innermost axes, and over short rows; see
   mlfuse/transforms/fusion/schedules.py.
@@ -48,7 +49,8 @@ class KernelOp(LoopOp):
              "m_dims": Attr("ints", []), "n_dims": Attr("ints", []), "batch_dims": Attr("ints", []),
              "a_operand": Attr("int", 0), "variant": Attr("str", ""),
              # transpose-tiles: the tiled axes (the permuted loads' axis, the innermost)
-             "tile_axes": Attr("ints", [])}
+             "tile_axes": Attr("ints", []),
+             "split_k": Attr("int", 1)}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

@@ -20,7 +20,7 @@ from mlfuse import api
 from mlfuse.api import CompiledFunction, compile_ir
 from mlfuse.errors import ArgumentError, MlfuseError
 from mlfuse.dialects import parse_ir
-from mlfuse.runtime.launch_plan import _dim3, trace_call
+from mlfuse.runtime.launch_plan import Source, _dim3, trace_call
 from mlfuse.runtime.launcher import FastPath
 from mlfuse.runtime.loader import load_source
 
@@ -159,6 +159,22 @@ def test_a_plan_holds_the_tiled_launch_of_a_contraction():
     assert (launch.grid, launch.block) == (_dim3(grid), _dim3(threads))
     x, w, b = (a.copy_to_host() for a in args)
     assert_close(results.copy_to_host(), np.maximum(x @ w + b, 0), 3, "matmul", reduced=12)
+
+
+def test_a_plan_holds_both_kernels_and_the_workspace_of_a_split_k_launch():
+    module = mlfuse.compile_source(MATMUL, "mm.fuse")
+    python_module, host = module.python_module, module.mm.host
+    python_module.mm_0.tuned[(3, 24, 40, 1)] = (16, 16, 3)  # K in 3 shares
+    args = [device(3, 40), device(40, 24, seed=1), device(24, seed=2)]
+    results, trace = trace_call(host, args, 1)
+    assert trace.refused is None
+    tiled, finish = trace.plan.launches
+    assert tiled.kernel.startswith("mm_0[") and tiled.grid[1] == 3
+    assert finish.kernel == "mm_0_finish"
+    assert [b.shape for b in trace.plan.buffers] == [(3, 24), (3, 72)]  # result, partials
+    assert finish.args[-2:] == (Source("buffer", 1), Source("constant", 3))
+    x, w, b = (a.copy_to_host() for a in args)
+    assert_close(results.copy_to_host(), np.maximum(x @ w + b, 0), 3, "split", reduced=40)
 
 
 def test_an_empty_space_plans_no_launch():

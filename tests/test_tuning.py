@@ -1,7 +1,9 @@
 """Tile tuning of contraction kernels (mlfuse.tools.tuning) on the CPU: the search times
-each tile shape at the call's sizes and keeps the fastest, calls then launch that
-tile and still compute the right result, and the choice survives in the cache file
-for a later compile of the same source on the same device."""
+each tile shape and K split at the call's sizes and keeps the fastest, calls then launch
+that choice and still compute the right result, and the choice survives in the cache
+file for a later compile of the same source on the same device."""
+import json
+
 import numpy as np
 import pytest
 
@@ -36,20 +38,22 @@ def test_the_search_keeps_the_fastest_tile_and_calls_use_it():
     x, w = args()
     launched = []
 
-    def timer(call):  # a stand-in clock: the 32 x 16 tile is "fastest"
+    def timer(call):  # a stand-in clock: the 32 x 16 tile with K in 2 shares is "fastest"
         call()
         (kernel,) = tiled_kernels(module.python_module).values()
-        tile = kernel.tuned[kernel.last_shape]
-        launched.append(tile)
-        return {(16, 16): 2.0, (32, 16): 1.0}[tile]
+        plan = kernel.tuned[kernel.last_shape]
+        launched.append(plan)
+        return {(16, 16): 2.0, (32, 16): 1.5}[plan[:2]] - (plan[2] == 2)
 
     (choice,) = tune(module.mm, module.python_module, [x, w], timer)
     assert choice.kernel == "mm_0" and choice.shape == (33, 18, 10, 1)
-    assert sorted(launched) == sorted(TILES) and choice.best == (32, 16)
+    # every tile, unsplit and split (K = 10: shares of 8 K steps, so 2 at most)
+    assert sorted(launched) == [(16, 16, 1), (16, 16, 2), (32, 16, 1), (32, 16, 2)]
+    assert choice.best == (32, 16, 2)
     kernel = module.python_module.mm_0
-    assert module.python_module._contraction_geometry(kernel, 33, 18, 10, 1)[0] == (32, 16)
+    assert module.python_module._contraction_geometry(kernel, 33, 18, 10, 1)[0] == (32, 16, 2)
     assert_close(module.mm(x, w), x @ w + 1.0, 2, "tuned", reduced=10)
-    assert (32, 16, False, False) in kernel.kernels  # the tuned tile really ran
+    assert (32, 16, False, False, True) in kernel.kernels  # the tuned choice really ran
 
 
 def test_a_remembered_choice_reaches_a_later_compile_of_the_same_source():
@@ -57,17 +61,34 @@ def test_a_remembered_choice_reaches_a_later_compile_of_the_same_source():
     x, w = args()
     (choice,) = tune(module.mm, module.python_module, [x, w],
                      lambda call: {(16, 16): 1.0, (32, 16): 3.0}[
-                         module.python_module.mm_0.tuned[(33, 18, 10, 1)]])
+                         module.python_module.mm_0.tuned[(33, 18, 10, 1)][:2]])
     remember(module.source, "Some GPU", [choice])
     later = compiled()
     assert apply_cached(later.python_module, later.source, "Other GPU") == 0
     assert apply_cached(later.python_module, later.source, "Some GPU") == 1
-    assert later.python_module.mm_0.tuned == {(33, 18, 10, 1): (16, 16)}
+    assert later.python_module.mm_0.tuned == {(33, 18, 10, 1): (16, 16, 1)}
 
 
 def test_without_tuning_the_model_picks_the_tile():
     module = compiled()
     geometry = module.python_module._contraction_geometry
     tiles, grid, threads = geometry(module.python_module.mm_0, 33, 18, 10, 1)
-    assert tiles in TILES
+    assert tiles[:2] in TILES
     assert grid[0] == -(-33 // tiles[0]) * -(-18 // tiles[1]) and threads == tiles[0] * tiles[1] // 64
+    assert grid[1] == tiles[2]  # the K shares
+
+
+def test_a_cached_choice_from_before_split_k_means_no_split(tmp_path):
+    module = compiled()
+    x, w = args()
+    (choice,) = tune(module.mm, module.python_module, [x, w], lambda call: 1.0)
+    remember(module.source, "Some GPU", [choice])
+    path = tmp_path / "cache" / "tuning.json"
+    data = json.loads(path.read_text())
+    (entries,) = data["Some GPU"].values()
+    assert entries["mm_0"] == {"33,18,10,1": [16, 16, 1]}
+    entries["mm_0"] = {"33,18,10,1": [16, 16]}  # as a cache written before split-K holds it
+    path.write_text(json.dumps(data))
+    later = compiled()
+    assert apply_cached(later.python_module, later.source, "Some GPU") == 1
+    assert later.python_module.mm_0.tuned == {(33, 18, 10, 1): (16, 16, 1)}

@@ -81,8 +81,9 @@ def bench_function(program, func, dims, seed=0, fuse_options=None, tune=False,
 
 
 def tune_tiles(mod, f, args) -> dict:
-    """Search and remember the tile shape of each contraction kernel of ``f`` for
-    these sizes; returns {kernel: {"shape", "best", "model", "ms"}} for --json."""
+    """Search and remember the tile shape and K split of each contraction kernel of ``f``
+    for these sizes; returns {kernel: {"shape", "best", "model", "ms"}} for --json
+    (tiles labelled BM x BN, with /S for a K split into S shares)."""
     from mlfuse.tools.benchmark import time_gpu
     from mlfuse.runtime.device import device_name
     from mlfuse.tools.tuning import remember, tune
@@ -91,12 +92,14 @@ def tune_tiles(mod, f, args) -> dict:
         return time_gpu(lambda i: call(), repeats=5, budget_ms=300).median_ms
     choices = tune(f, mod.python_module, args, timer, progress=status)
     remember(mod.source, device_name(), choices)
+    def label(plan):  # BM x BN, and /S when K is split into S shares
+        return f"{plan[0]}x{plan[1]}" + (f"/{plan[2]}" if plan[2] > 1 else "")
     for c in choices:
-        times = ", ".join(f"{bm}x{bn} {ms:.3f}" for (bm, bn), ms in c.times_ms.items())
+        times = ", ".join(f"{label(p)} {ms:.3f}" for p, ms in c.times_ms.items())
         sys.stderr.write(f"\r\033[Ktuned {c.kernel} at (m, n, k, batch) = {c.shape}: "
-                         f"{c.best[0]}x{c.best[1]} (model: {c.model[0]}x{c.model[1]}); ms: {times}\n")
+                         f"{label(c.best)} (model: {label(c.model)}); ms: {times}\n")
     return {c.kernel: {"shape": list(c.shape), "best": list(c.best), "model": list(c.model),
-                       "ms": {f"{bm}x{bn}": ms for (bm, bn), ms in c.times_ms.items()}}
+                       "ms": {label(p): ms for p, ms in c.times_ms.items()}}
             for c in choices}
 
 

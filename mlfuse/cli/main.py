@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dims(b)
     b.add_argument("--json", help="write the numbers here as JSON")
     b.add_argument("--tune", action="store_true",
-                   help="first search each contraction kernel's tile shape for these sizes on "
+                   help="first search each contraction kernel's tile shape and K split for these sizes on "
                         "this GPU and remember it (later compiles use it)")
     return p
 

@@ -12,7 +12,8 @@ Targets: "cuda" (a real GPU: block reductions use warp shuffles) and "simulator"
 from __future__ import annotations
 
 from mlfuse.codegen.bf16 import BF16_NAMES
-from mlfuse.codegen.contraction import CUDA_TILES, SIMULATOR_TILES, emit_contraction, factory_name
+from mlfuse.codegen.contraction import (BK, CUDA_TILES, SIMULATOR_TILES, emit_contraction,
+                                       factory_name, tiled_kernel_plan)
 from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel, kernel_interface
 from mlfuse.codegen.emit_mma import MmaContractionEmitter, emit_mma_contraction
 from mlfuse.codegen.emit_tf32 import Tf32ContractionEmitter
@@ -22,6 +23,7 @@ from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.schedule_split import emit_split
 from mlfuse.codegen.schedule_tiles import emit_tiles
+from mlfuse.codegen.split_k import emit_finish, finish_name
 from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
 from mlfuse.codegen.ptx_mma import MMA_NAMES
 from mlfuse.codegen.ptx_tf32 import TF32_NAMES
@@ -83,13 +85,19 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
     """A tiled contraction: a factory of kernels, one per tile shape, on tensor cores
     (``emit_mma``) or SIMT (``contraction``) as the kernel's ``variant`` says."""
     helpers.add("_TiledKernel")
+    plan = tiled_kernel_plan(op)
     if op["variant"].startswith("mma"):  # tensor cores: their own tiles and threads
         kind = Tf32ContractionEmitter if op["variant"] in TF32_VARIANTS else MmaContractionEmitter
-        text, vector_sides = emit_mma_contraction(op, name, target, helpers, hw, names.taken, kind)
+        text, vector_sides = emit_mma_contraction(op, name, target, helpers, hw, names.taken, kind,
+                                                  plan)
     else:
         text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
-        text += f"\n\n{name} = _TiledKernel({factory_name(name)})\n"
-    return KernelCode(op, "contraction", kernel_interface(op), [], {"contraction": name}, text,
+        text += f"\n\n{name} = _TiledKernel({factory_name(name)}, k_step={BK}, {plan})\n"
+    variants = {"contraction": name}
+    if op["split_k"] > 1:  # split-K's second kernel
+        variants["finish"] = names.fresh(finish_name(name))
+        text += "\n\n" + emit_finish(op, variants["finish"], target, helpers, hw, names.taken)
+    return KernelCode(op, "contraction", kernel_interface(op), [], variants, text,
                       vector_sides=vector_sides)
 
 

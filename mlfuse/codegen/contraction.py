@@ -18,9 +18,17 @@ thread. Where the operand is one plain load contiguous along that axis, the "cud
 target reads those 4 as one 16-byte load when the host finds the sizes and the
 address allow it (VECTOR_A / VECTOR_B); the simulator runs the scalar code.
 
+Split-K (SPLIT): the blocks of a tile share K, blockIdx.y taking the share
+[y * chunk, (y + 1) * chunk) (chunk: whole K steps); each writes its accumulators,
+without the epilogue, to ``partials[y, point]``, and a second kernel (split_k.py) adds
+the shares in order and runs the epilogue. Small M (decode), small N and few tiles
+thus still fill the GPU; the host picks the split per call (tile_model.py).
+
 The module gets one factory per contraction, ``_tiles_<kernel>(BM, BN, VECTOR_A,
-VECTOR_B)``, and a ``_TiledKernel`` that compiles each configuration on first use;
-the host picks the configuration from the sizes (``_contraction_tiles``).
+VECTOR_B, SPLIT)``, and a ``_TiledKernel`` that compiles each configuration on first
+use; the host picks the configuration from the sizes (``_contraction_geometry``). The
+kernel's last parameter is the partial sums' workspace; a launch that does not split
+passes any array there (the kernel then never touches it).
 """
 from __future__ import annotations
 
@@ -29,23 +37,26 @@ import textwrap
 from mlfuse.dialects.loops import ReduceOp, StoreOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Operation, Value
-from mlfuse.dialects.contraction import Contraction, contraction_of
+from mlfuse.dialects.contraction import TF32_VARIANTS, Contraction, contraction_of
 
 from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; callers import .abi)
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
+from mlfuse.codegen.tile_model import FMA_PER_US, STEP_US
 
 BK = 8  # K values per tile step (one shared-memory stage holds BK x BM and BK x BN)
 TILE_SIDE = 8  # each thread computes TILE_SIDE x TILE_SIDE outputs
-# Tile shapes (BM, BN) the host chooses from: all give whole groups of 4 per thread.
-CUDA_TILES = ((128, 128), (128, 64), (64, 128), (64, 64))
+# Tile shapes (BM, BN) the host chooses from: all give whole groups of 4 per thread
+# (BN and BM divide 128). The thin ones are for few rows (decode: M of 1 to 32) or
+# few columns; the model (tile_model.py) weighs them against the square ones.
+CUDA_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128), (128, 32))
 SIMULATOR_TILES = ((16, 16),)  # 4 threads a block: the simulator runs each in Python
 VECTOR = 4  # operand values a thread loads together (one 16-byte load when VECTOR_*)
 
 _LOCALS = ("tid", "row", "col", "m_size", "n_size", "k_size", "batch_size", "n_tiles",
            "tile_m", "tile_n", "m0", "n0", "batch", "stage", "k0", "kk", "slot", "e",
            "q", "m", "n", "k", "i", "j", "value", "a_base", "b_base",
-           "tiles", "a_next", "b_next", "a_frag", "b_frag", "acc")
+           "tiles", "a_next", "b_next", "a_frag", "b_frag", "acc", "k_lo", "chunk", "partials")
 
 
 def factory_name(kernel_name: str) -> str:
@@ -66,6 +77,8 @@ class ContractionEmitter(KernelEmitter):
         self.args = list(op.body.args)
         self.k_vals = [r.body.args[0] for r in c.reduces]  # the reduction indices
         self.zero = literal(0, c.acc.type.dtype)
+        self.k_step = BK  # K values a step of the K loop takes; a share is whole steps
+        self.may_split = op["split_k"] > 1  # else SPLIT is never set (no second kernel)
 
     # -- pieces -------------------------------------------------------------------
     def dims(self, positions: list[int]) -> tuple[list[Value], list]:
@@ -101,11 +114,11 @@ class ContractionEmitter(KernelEmitter):
         w = self.w
         params = [self.define(b, "buf") for b in self.iface.buffers]
         self.sym = {s: self.namer.fresh(s) for s in self.iface.symbols}
-        params += list(self.sym.values())
+        params += list(self.sym.values()) + [self.loc["partials"]]
         sources = list(self.op["sources"])
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
-        with w.indented(f"def {factory_name(self.name)}(BM, BN, VECTOR_A, VECTOR_B):"):
+        with w.indented(f"def {factory_name(self.name)}(BM, BN, VECTOR_A, VECTOR_B, SPLIT):"):
             self.docstring()
             self.factory_constants()
             bounds = "(launch_bounds=(THREADS, MIN_BLOCKS))" if self.target == "cuda" else ""
@@ -178,6 +191,22 @@ class ContractionEmitter(KernelEmitter):
         w.line(f"{L['n_size']} = {self.points(n_ext)}")
         w.line(f"{L['k_size']} = {self.points(c.k_extents)}")
         w.line(f"{L['tid']} = cuda.threadIdx.x")
+        self.k_share()
+
+    def k_share(self) -> None:
+        """This block's share of K, [k_lo, k_size): all of it, or with SPLIT the
+        blockIdx.y-th chunk of whole K steps (k_size then ends the share)."""
+        w, L = self.w, self.loc
+        if not self.may_split:  # K too short to split (the kernel's split_k is 1)
+            L["k_lo"] = "0"
+            return
+        w.line(f"{L['k_lo']} = 0")
+        with w.indented("if SPLIT:  # split-K: this block sums one share of K"):
+            w.line(f"{L['chunk']} = -(-{L['k_size']} // cuda.gridDim.y)")
+            w.line(f"{L['chunk']} = -(-{L['chunk']} // {self.k_step}) * {self.k_step}  "
+                   "# whole K steps")
+            w.line(f"{L['k_lo']} = numba.int64(cuda.blockIdx.y) * {L['chunk']}")
+            w.line(f"{L['k_size']} = min({L['k_size']}, {L['k_lo']} + {L['chunk']})")
 
     def tiles_and_batches(self, *before_tile: str) -> None:
         """This block's BM x BN tile (blockIdx.x over the tiles), the lines
@@ -207,16 +236,16 @@ class ContractionEmitter(KernelEmitter):
         w.line(f"{L['stage']} = 0")
         w.line(f"# step k0 fetches the tile at k0 into registers while it multiplies the "
                f"tile at k0 - {BK}")
-        with w.indented(f"for {L['k0']} in range(0, {L['k_size']} + {BK}, {BK}):"):
+        with w.indented(f"for {L['k0']} in range({L['k_lo']}, {L['k_size']} + {BK}, {BK}):"):
             w.line(f"{L['a_base']}, {L['b_base']} = {L['stage']} * {BK} * BM, "
                    f"A_TILES + {L['stage']} * {BK} * BN")
-            with w.indented(f"if {L['k0']} > 0:"):
+            with w.indented(f"if {L['k0']} > {L['k_lo']}:"):
                 self.stage_store()
                 w.line("cuda.syncthreads()")
             with w.indented(f"if {L['k0']} < {L['k_size']}:"):
                 self.fetch("a", L["k0"])
                 self.fetch("b", L["k0"])
-            with w.indented(f"if {L['k0']} > 0:"):
+            with w.indented(f"if {L['k0']} > {L['k_lo']}:"):
                 self.multiply()
                 w.line(f"{L['stage']} = 1 - {L['stage']}")
         self.epilogue()
@@ -417,13 +446,54 @@ class ContractionEmitter(KernelEmitter):
             w.line(f"{L['m']} = {L['m0']}{offset} + {L['i']}")
             w.line(f"{L['n']} = {L['n0']} + {L['j']}")
             with w.indented(f"if {L['m']} < {L['m_size']} and {L['n']} < {L['n_size']}:"):
-                self.unravel_into(L["m"], *self.dims(c.m_dims))
-                self.unravel_into(L["n"], *self.dims(c.n_dims))
-                acc = self.define(c.acc, "acc_value")
-                w.line(f"{acc} = {self.staged_accumulator()}")
-                self.slice_of([v for s in stores for v in s.operands], stop=c.acc)
-                for store in stores:
-                    self.statement(store, shared=False)
+                if self.may_split:
+                    with w.indented("if SPLIT:  # a share of K: its partial sum, for the "
+                                    "second kernel"):
+                        row = (f"({L['batch']} * {L['m_size']} + {L['m']})" if c.batch_dims
+                               else L["m"])
+                        w.line(f"{L['partials']}[cuda.blockIdx.y, {row} * {L['n_size']} + "
+                               f"{L['n']}] = {self.staged_accumulator()}")
+                    with w.indented("else:"):
+                        self.finish_point(stores)
+                else:
+                    self.finish_point(stores)
+
+    def finish_point(self, stores: list) -> None:
+        """The epilogue of the output at (m, n) (and the batch index): the indices, the
+        accumulator from where the tile staged it, the ops after the reduction, stores."""
+        w, L, c = self.w, self.loc, self.c
+        self.unravel_into(L["m"], *self.dims(c.m_dims))
+        self.unravel_into(L["n"], *self.dims(c.n_dims))
+        acc = self.define(c.acc, "acc_value")
+        w.line(f"{acc} = {self.staged_accumulator()}")
+        self.slice_of([v for s in stores for v in s.operands], stop=c.acc)
+        for store in stores:
+            self.statement(store, shared=False)
+
+
+def tile_model_inputs(op) -> dict:
+    """What the tile model (tile_model.py) reads of a contraction kernel besides the
+    sizes, as the "cuda" target's module has them: its tiles, K step, most K shares, the
+    kernel kind's FMA rate and the operands' bytes per value."""
+    from mlfuse.codegen.helpers import MMA_GEOMETRY
+    dtype = contraction_of(op).a.type.dtype
+    mma = op["variant"].startswith("mma")
+    tf32 = op["variant"] in TF32_VARIANTS  # f32 stages: half the K of a 16-bit stage
+    kind = (op["variant"] if tf32 else "mma" if mma else "simt-f64" if dtype == "f64"
+            else "simt")
+    return {"tiles": MMA_GEOMETRY["cuda"]["tiles"] if mma else CUDA_TILES,
+            "k_step": (MMA_GEOMETRY["cuda"]["bk"] // (2 if tf32 else 1)) if mma else BK,
+            "max_split": op["split_k"], "fma_per_us": FMA_PER_US[kind],
+            "step_us": STEP_US[kind],
+            "value_bytes": {"f64": 8, "f16": 2, "bf16": 2}.get(dtype, 4)}
+
+
+def tiled_kernel_plan(op) -> str:
+    """The keyword arguments of a contraction's ``_TiledKernel`` that the tile model
+    reads besides the sizes, tiles and K step (``tile_model_inputs``)."""
+    model = tile_model_inputs(op)
+    return ", ".join(f"{key}={model[key]:g}" for key in ("max_split", "fma_per_us",
+                                                        "value_bytes", "step_us"))
 
 
 def _inside(op: Operation, kernel: Operation) -> bool:

@@ -29,6 +29,8 @@ past the sizes).
 The epilogue (the ops after the reduction) runs on the f32 accumulators: half the
 tile's rows at a time go through shared memory, then consecutive threads take
 consecutive N (coalesced stores), and the single store rounds to the output dtype.
+Split-K works as in contraction.py: a block sums its share of K (whole stages) and
+writes f32 partial sums; the second kernel adds them and runs the epilogue.
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class MmaContractionEmitter(ContractionEmitter):
     """The factory of one tensor-core contraction kernel (see the module doc)."""
 
     WARP_SKIP = 0  # the warp tiles it may take: MMA_WARPS from this one (helpers._mma_warp)
+    HOST_K_STEP = "MMA_BK"  # STAGE_K as the host module names it (split-K shares)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)
@@ -59,6 +62,7 @@ class MmaContractionEmitter(ContractionEmitter):
         self.mma = MMA_HELPER.get(operand)  # (the TF32 variants pick their own: emit_tf32)
         self.group = 16 // STAGE_BYTES[operand]  # values of one 16-byte cp.async
         helpers.update({"_mma_intrinsics", "_mma_geometry"})
+        self.k_step = "STAGE_K"  # a share of K (split-K) is whole stages
 
     def schedule_text(self) -> str:
         return ("Tensor cores: a block computes a BM x BN tile, each warp a WARP_M x WARP_N "
@@ -120,7 +124,8 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"{L['lane']}, {L['warp']} = {L['tid']} % 32, {L['tid']} // 32")
         w.line(f"{L['wm0']} = ({L['warp']} // WARPS_N) * WARP_M  # this warp's part of the tile")
         w.line(f"{L['wn0']} = ({L['warp']} % WARPS_N) * WARP_N")
-        self.tiles_and_batches(f"{L['k_tiles']} = ({L['k_size']} + STAGE_K - 1) // STAGE_K")
+        self.tiles_and_batches(f"{L['k_tiles']} = max(0, -(-({L['k_size']} - {L['k_lo']}) "
+                               "// STAGE_K))  # stages of this block's share of K")
 
     def fragments(self) -> None:
         """A lane's A and B fragment registers."""
@@ -151,7 +156,7 @@ class MmaContractionEmitter(ContractionEmitter):
     def fetch_stage(self, k_tile: str) -> None:
         w, L = self.w, self.loc
         w.line(f"{L['stage']} = ({k_tile} % STAGES) * (A_STAGE + B_STAGE)")
-        w.line(f"{L['k0']} = {k_tile} * STAGE_K")
+        w.line(f"{L['k0']} = {L['k_lo']} + {k_tile} * STAGE_K")
         for side in ("a", "b"):
             if self.vector_side(side) is not None:
                 with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned 16 bytes"):
@@ -285,7 +290,7 @@ class MmaContractionEmitter(ContractionEmitter):
 
 
 def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, taken,
-                         emitter_class=MmaContractionEmitter):
+                         emitter_class=MmaContractionEmitter, plan: str = ""):
     """The factory's source and the operand sides it may copy 16 bytes at a time (side ->
     the buffer the host must find aligned), as emit_contraction. ``emitter_class``: this
     module's emitter or a subclass (emit_tf32's)."""
@@ -293,7 +298,8 @@ def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, take
     text = emitter.emit()
     threads = ("_mma_threads" if not emitter.WARP_SKIP else
                f"lambda bm, bn: _mma_threads(bm, bn, {emitter.WARP_SKIP})")
-    text += f"\n\n{name} = _TiledKernel({factory_name(name)}, MMA_TILES, {threads})\n"
+    text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, MMA_TILES, {threads}, "
+             f"k_step={emitter.HOST_K_STEP}, {plan})\n")
     sides = {side: load.operands[0] for side in ("a", "b")
              if (load := emitter.vector_side(side)) is not None}
     return text, sides

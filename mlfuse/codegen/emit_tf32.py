@@ -32,6 +32,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
     """The factory of one TF32 or 3xTF32 contraction kernel (see the module doc)."""
 
     WARP_SKIP = 1  # 64 x 64 warp tiles would spill (3xTF32 holds two fragments a value)
+    HOST_K_STEP = "MMA_BK // 2"  # STAGE_K (below) as the host module names it
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)

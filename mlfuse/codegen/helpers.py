@@ -10,6 +10,7 @@ from mlfuse.codegen.bf16 import bf16_helper_source
 from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
+from mlfuse.codegen.tile_model import source as tile_model_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -180,17 +181,24 @@ def _split_columns(points, extent):
 
 _TILED_KERNEL = '''\
 class _TiledKernel:
-    """A contraction's kernels, one per configuration (BM, BN, VECTOR_A, VECTOR_B) of
-    its factory, each made (and compiled by Numba) on first use. ``tuned`` maps sizes
-    (m, n, k, batch) to the tile a search on the device found best (mlfuse fills it
-    from its tuning cache); ``last_shape`` is the latest launch's, for that search.
-    ``tiles``: the (BM, BN) the factory takes (CONTRACTION_TILES unless given);
-    ``threads(BM, BN)``: a block's threads (8 x 8 outputs each unless given)."""
+    """A contraction's kernels, one per configuration (BM, BN, VECTOR_A, VECTOR_B, SPLIT)
+    of its factory, each made (and compiled by Numba) on first use. ``tuned`` maps sizes
+    (m, n, k, batch) to the (BM, BN, splits) a search on the device found best (mlfuse
+    fills it from its tuning cache); ``last_shape`` is the latest launch's, for that
+    search. ``tiles``: the (BM, BN) the factory takes (CONTRACTION_TILES unless given);
+    ``threads(BM, BN)``: a block's threads (8 x 8 outputs each unless given). What the
+    tile model reads besides the sizes: ``k_step`` (K values a step of the K loop takes),
+    ``max_split`` (the most shares K may be split into), ``fma_per_us`` (FMAs per us per
+    SM of a full GPU), ``value_bytes`` (of an operand value) and ``step_us`` (a K step's
+    exposed latency)."""
 
-    def __init__(self, factory, tiles=None, threads=None):
+    def __init__(self, factory, tiles=None, threads=None, k_step=8, max_split=1,
+                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7):
         self.factory, self.kernels = factory, {}
         self.tuned, self.last_shape = {}, None
         self._tiles, self._threads = tiles, threads
+        self.k_step, self.max_split = k_step, max_split
+        self.fma_per_us, self.value_bytes, self.step_us = fma_per_us, value_bytes, step_us
 
     @property
     def tiles(self):
@@ -205,31 +213,24 @@ class _TiledKernel:
         return self.kernels[config]
 '''
 
-# The model behind the choice (docs/perf-notes.md): an SM holds the accumulators of
-# about 2 * 128 * 128 outputs (64 registers each of a 64K file), so a BM x BN tile has
-# 32768 / (BM * BN) blocks resident; a tile's K loop costs in proportion to the
-# shared-memory reads per FMA, (BM + BN) / (BM * BN); time ~ waves of resident blocks
-# times that. Ties go to the smaller tile (less work wasted past the edges).
+# The model behind the choice: _contraction_plan (mlfuse/codegen/tile_model.py, copied
+# into the module), documented there and in docs/perf-notes.md.
 _CONTRACTION_GEOMETRY = '''\
 def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
-    """(BM, BN), grid and threads of ``kernel`` (a _TiledKernel) over m_size x n_size
-    outputs per batch: the tuned tile for these sizes if a search found one, else the
-    tile of its tiles with the fewest waves of resident blocks, weighted by its
-    shared-memory reads per FMA (ties: the smaller tile)."""
+    """(BM, BN, splits), grid and threads of ``kernel`` (a _TiledKernel) over m_size x
+    n_size outputs per batch, K = k_size: the tuned choice for these sizes if a search
+    found one, else the tile model's (_contraction_plan). The grid's y axis is the
+    shares of a split K (1: no split)."""
     shape = (m_size, n_size, k_size, batch_size)
     kernel.last_shape = shape
     best = kernel.tuned.get(shape)
     if best is None:
-        cost = None
-        for bm, bn in kernel.tiles:
-            blocks = -(-m_size // bm) * -(-n_size // bn) * batch_size
-            resident = SM_COUNT * max(1, 32768 // (bm * bn))
-            tile_cost = (-(-blocks // resident)) * (bm + bn) / (bm * bn)
-            if cost is None or tile_cost <= cost:
-                cost, best = tile_cost, (bm, bn)
-    bm, bn = best
-    grid = (-(-m_size // bm) * -(-n_size // bn), 1, min(batch_size, 65535))
-    return (bm, bn), grid, kernel.threads(bm, bn)
+        best = _contraction_plan(kernel.tiles, m_size, n_size, k_size, batch_size, SM_COUNT,
+                                 kernel.max_split, kernel.k_step, kernel.fma_per_us,
+                                 kernel.value_bytes, kernel.step_us)[0]
+    bm, bn, splits = tuple(best) + (1,) * (3 - len(best))  # a (BM, BN) choice: no split
+    grid = (-(-m_size // bm) * -(-n_size // bn), splits, min(batch_size, 65535))
+    return (bm, bn, splits), grid, kernel.threads(bm, bn)
 '''
 
 
@@ -237,9 +238,10 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
 # first), K per stage. The simulator runs every thread (and every twin's barrier) in
 # Python: one warp. On the GPU a 128 x 128 tile takes 64 x 64 warp tiles (measured on
 # the H100: 0.73 ms for f16 4096^3 against 0.89 ms with 64 x 32); smaller tiles take
-# smaller warp tiles, which keep 4 warps a block and do not spill.
+# smaller warp tiles, which keep 4 warps a block and do not spill. The thin tiles (16
+# or 32 rows) are for few rows (decode), with split-K filling the GPU.
 MMA_GEOMETRY = {
-    "cuda": {"tiles": ((128, 128), (128, 64), (64, 128), (64, 64)),
+    "cuda": {"tiles": ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128)),
              "warps": ((64, 64), (64, 32), (32, 32)), "bk": 32},
     "simulator": {"tiles": ((16, 16),), "warps": ((16, 16),), "bk": 16},
 }
@@ -300,13 +302,14 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
-          "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY}
+          "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
+          "_contraction_plan": tile_model_source()}
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index"] + [f(c) for f in (block_reduce_name, group_reduce_name)
                                     for c in ("add", "max", "min")] + [
     "_vector_access", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks",
     "_row_threads", "_split_rows", "_split_columns", "_row_group", "_vector_ready",
-    "_TiledKernel", "_contraction_geometry"]
+    "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:

@@ -198,13 +198,33 @@ class HostEmitter:
             self.helpers.add("_vector_ready")  # brings _address
             checks = [f"({n}) % {group} == 0" for n in sizes_4 if not n.isdigit()]
             flags.append(" and ".join(checks + [f"_address({self.namer(buffer)}) % 16 == 0"]))
-        self.helpers.add("_contraction_geometry")
+        self.helpers.update({"_contraction_geometry", "_contraction_plan"})
         tiles, grid, threads = (self.namer.fresh(n) for n in ("tiles", "grid", "threads"))
         lines = [f"{tiles}, {grid}, {threads} = _contraction_geometry({kernel.name}, "
                  f"{sizes['m']}, {sizes['n']}, {k_size}, {sizes['batch']})"]
         config = self.namer.fresh("config")
-        lines.append(f"{config} = {tiles} + ({flags[0]}, {flags[1]})  # BM, BN, VECTOR_A, VECTOR_B")
-        lines.append(self.call(f"{kernel.name}[{config}]", f"{grid}, {threads}", args))
+        split = f"{tiles}[2] > 1"
+        lines.append(f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split})  "
+                     "# BM, BN, VECTOR_A, VECTOR_B, SPLIT")
+        tiled = f"{kernel.name}[{config}]"
+        # the last argument: the partial sums of a split K; any array when not split
+        whole = self.call(tiled, f"{grid}, {threads}", args + [args[0]])
+        finish = kernel.variants.get("finish")
+        if finish is None:  # K too short to split: one kernel
+            lines.append(whole)
+        else:
+            from mlfuse.codegen.split_k import partial_dtype
+            self.helpers.add("_pointwise_blocks")
+            partials = self.namer.fresh("partials")
+            unit = self.w.unit
+            lines += [f"if {split}:  # split-K: partial sums per share, then the second kernel "
+                      "adds them and runs the epilogue",
+                      f"{unit}{partials} = cuda.device_array(({tiles}[2], {points}), "
+                      f"dtype=np.{partial_dtype(kernel.op)})",
+                      unit + self.call(tiled, f"{grid}, {threads}", args + [partials]),
+                      unit + self.call(finish, f"_pointwise_blocks({points}, 1), THREADS_PER_BLOCK",
+                                       args + [partials, f"{tiles}[2]"]),
+                      "else:", unit + whole]
         self.guarded(kernel.op, points, lines)
 
     def guarded(self, op, points: str, lines: list[str]) -> None:

@@ -171,8 +171,8 @@ class _RecordingKernel:
 
 class _RecordingTiles:
     """A contraction's ``_TiledKernel`` as the host function sees it: ``tiles[config]``
-    is a recording kernel; the tile table and the last launch shape pass through (the
-    host's ``_contraction_geometry`` reads and writes them)."""
+    is a recording kernel; the tile table, the last launch shape and the tile model's
+    inputs pass through (the host's ``_contraction_geometry`` reads and writes them)."""
 
     def __init__(self, name: str, tiles, trace: Trace):
         self._name, self._tiles, self._trace = name, tiles, trace
@@ -190,6 +190,13 @@ class _RecordingTiles:
 
     def threads(self, bm, bn):
         return self._tiles.threads(bm, bn)
+
+    def __getattr__(self, name):
+        """What the tile model reads (k_step, max_split, fma_per_us, value_bytes,
+        step_us): fixed facts of the kernel, passed through."""
+        if name in ("k_step", "max_split", "fma_per_us", "value_bytes", "step_us"):
+            return getattr(self._tiles, name)
+        raise AttributeError(name)
 
     @property
     def last_shape(self):

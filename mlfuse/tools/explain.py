@@ -7,6 +7,7 @@ symbolic dims count as the target's default size).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
 from mlfuse.dialects.fused import KernelOp
@@ -17,7 +18,7 @@ from mlfuse.dialects import parse_ir
 from mlfuse.ir.printer import print_ir
 from mlfuse.transforms.contraction import ScheduleContractionsPass
 from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
-from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost
+from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost, resolve
 from mlfuse.transforms.fusion.schedules import choose_schedule
 from mlfuse.hardware import Target, get_target
 from mlfuse.matmul_precision import MEANING, check_matmul_precision
@@ -80,12 +81,38 @@ def _kernels(func: FuncOp) -> list[KernelOp]:
 
 
 def _schedule_reason(kernel: KernelOp, dims, target) -> str:
-    """Why a kernel with reductions or transpose tiles runs as it does ("" for the others:
-    nothing to choose)."""
-    if kernel["schedule"] == "contraction" or kernel["schedule"] == "pointwise" and not any(
+    """Why a kernel with reductions, transpose tiles or a contraction runs as it does
+    ("" for the others: nothing to choose)."""
+    if kernel["schedule"] == "contraction":
+        return contraction_reason(kernel, dims, target)
+    if kernel["schedule"] == "pointwise" and not any(
             isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops):
         return ""
     return choose_schedule(kernel, dims, target).reason
+
+
+def contraction_reason(kernel: KernelOp, dims, target) -> str:
+    """The tile and K split the host's model picks for a contraction at these sizes
+    (mlfuse/codegen/tile_model.py), with the numbers behind it."""
+    from mlfuse.codegen.contraction import tile_model_inputs
+    from mlfuse.codegen.tile_model import _contraction_plan
+    from mlfuse.dialects.contraction import contraction_of
+    c = contraction_of(kernel)
+    extents = kernel.extent_list
+
+    def size(ds):
+        return math.prod(resolve(d, dims, target) for d in ds)
+    m, n = size(extents[d] for d in c.m_dims), size(extents[d] for d in c.n_dims)
+    k, batch = size(c.k_extents), size(extents[d] for d in c.batch_dims)
+    model = tile_model_inputs(kernel)
+    (bm, bn, splits), us, why = _contraction_plan(
+        model["tiles"], m, n, k, batch, target.sm_count, model["max_split"], model["k_step"],
+        model["fma_per_us"], model["value_bytes"], model["step_us"])
+    split = (f"K split into {splits} shares (a second kernel adds them and runs the "
+             "epilogue)" if splits > 1 else "K not split")
+    variant = "tensor cores" if c.variant.startswith("mma") else "SIMT"
+    return (f"{variant} tiles of {bm}x{bn}, {split}, for (m, n, k, batch) = "
+            f"({m}, {n}, {k}, {batch}): about {us:.1f} us; {why}")
 
 
 def _kernel_reports(func, dims, target) -> list[KernelReport]:

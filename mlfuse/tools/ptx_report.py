@@ -8,7 +8,8 @@ Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectu
 supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
 argument types its launch passes, which follow from the IR (C-contiguous arrays of the
 buffers' dtypes and ranks, int64 dims); every variant is compiled (vector and scalar,
-both row variants) and every tile shape of a contraction. One line per kernel: its
+both row variants) and every tile shape of a contraction, unsplit and with split-K
+(and split-K's second kernel). One line per kernel: its
 registers, spilled and stack bytes, shared memory, the f64 instructions in its PTX (a
 silent f64 promotion shows here), whether it uses warp shuffles, and its 16-byte loads.
 tests/test_ptx.py runs it on every example.
@@ -34,9 +35,11 @@ def _patch_device_lookup() -> None:
     dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
 
 
-def signature(op):
+def signature(op, kernel: str = ""):
     """The Numba signature of the kernel ``op`` (a fused.kernel or loops.parallel) as its
-    host function launches it."""
+    host function launches it; for a contraction, ``kernel`` says which: "" (its tiles,
+    not split: the workspace parameter gets the first buffer), "split" (its tiles
+    writing partial sums) or "finish" (split-K's second kernel)."""
     from numba.core import types
 
     from mlfuse.codegen.emit_kernel import kernel_interface
@@ -53,6 +56,12 @@ def signature(op):
         args.append(types.int64)
     elif schedule == "warp-rows":  # the threads per row
         args.append(types.int64)
+    elif schedule == "contraction":  # the partial sums (split-K), and the second kernel's
+        from mlfuse.codegen.split_k import partial_dtype  # number of shares
+        args.append(types.Array(getattr(types, partial_dtype(op)), 2, "C") if kernel
+                    else args[0])
+        if kernel == "finish":
+            args.append(types.int64)
     return types.void(*args)
 
 
@@ -100,17 +109,22 @@ def _memory_counts(code: list[str]) -> dict:
 
 
 def _kernels_of(op, python_module):
-    """(label, dispatcher) of every kernel the module has for ``op``: its variants, or
-    every tile shape (with 16-byte operand reads where it has them) of a contraction."""
+    """(label, dispatcher, signature) of every kernel the module has for ``op``: its
+    variants, or every tile shape (with 16-byte operand reads where it has them) of a
+    contraction, unsplit and, where K may be split, split (and the second kernel)."""
     name = op["kernel_name"] if op.name == "fused.kernel" else None
     for attr, value in vars(python_module).items():
         if name is None or not (attr == name or attr.startswith(name + "_")):
             continue
         if is_tiled_kernel(value):
             for bm, bn in value.tiles:
-                yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, True, True)
+                yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, True, True, False), signature(op)
+                if value.max_split > 1:
+                    yield (f"{attr}[{bm}x{bn} split]", value.factory(bm, bn, True, True, True),
+                           signature(op, "split"))
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
-            yield attr, value
+            finish = op.attributes.get("schedule") == "contraction"
+            yield attr, value, signature(op, "finish") if finish else signature(op)
 
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None):
@@ -126,8 +140,7 @@ def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None
         for op in func.body.ops:
             if op.name not in ("fused.kernel", "loops.parallel"):
                 continue
-            sig = signature(op)
-            for label, kernel in _kernels_of(op, python_module):
+            for label, kernel, sig in _kernels_of(op, python_module):
                 yield {"file": path, "func": func.sym_name, "kernel": label,
                        "schedule": op.attributes.get("schedule", "pointwise"),
                        "variant": op.attributes.get("variant", ""),

@@ -1,20 +1,22 @@
-"""Tuning: the tile shape of each contraction kernel, searched on the device for the
-sizes of a call, and remembered on disk.
+"""Tuning: the tile shape and K split of each contraction kernel, searched on the
+device for the sizes of a call, and remembered on disk.
 
 A contraction kernel (``mlfuse/codegen/contraction.py``) may take any tile shape
-of the module's CONTRACTION_TILES; without tuning the host picks one by a model
-(``_contraction_geometry``: waves of resident blocks, weighted by shared-memory reads
-per FMA). ``tune(function, args)`` times the function with each tile shape for each
-of its contraction kernels in turn (the others keep theirs), on the device, and keeps
-the fastest; the choice goes into the kernel's ``tuned`` table for those sizes and
-into a cache file, keyed by the device's name and the hash of the generated source,
-so a later compile of the same program on the same device starts tuned
-(``apply_cached``). ``mlfuse bench --tune`` runs the search. Pointwise and row launch
+of the module's CONTRACTION_TILES and split K into shares (split-K); without tuning
+the host picks both by a model (``_contraction_plan``, mlfuse/codegen/tile_model.py).
+``tune(function, args)`` times the function with each candidate for each of its
+contraction kernels in turn (the others keep theirs), on the device, and keeps the
+fastest. The candidates: every tile, each without a split, with the split the model
+would give that tile, and with half and twice that (up to the kernel's max_split). The
+choice goes into the kernel's ``tuned`` table for those sizes and into a cache file,
+keyed by the device's name and the hash of the generated source, so a later compile of
+the same program on the same device starts tuned (``apply_cached``). ``mlfuse bench --tune`` runs the search. Pointwise and row launch
 shapes are not searched per call: their defaults come from measured sweeps
 (``mlfuse.hardware``, docs/perf-notes.md).
 
 The cache: ``$MLFUSE_CACHE_DIR/tuning.json`` (else ``~/.cache/mlfuse``):
-``{device: {source sha256: {kernel: {"m,n,k,batch": [BM, BN]}}}}``.
+``{device: {source sha256: {kernel: {"m,n,k,batch": [BM, BN, splits]}}}}`` (an entry
+of two, from before split-K, means no split).
 """
 from __future__ import annotations
 
@@ -31,12 +33,13 @@ from mlfuse.runtime.loader import cache_dir
 @dataclass
 class TileChoice:
     kernel: str
-    shape: tuple[int, int, int, int]          # (m, n, k, batch)
-    times_ms: dict[tuple[int, int], float]    # tile -> median ms of the whole function
-    model: tuple[int, int]                    # what the model would have picked
+    shape: tuple[int, int, int, int]               # (m, n, k, batch)
+    times_ms: dict[tuple[int, int, int], float]    # (BM, BN, splits) -> median ms of the
+                                                   # whole function
+    model: tuple[int, int, int]                    # what the model would have picked
 
     @property
-    def best(self) -> tuple[int, int]:
+    def best(self) -> tuple[int, int, int]:
         return min(self.times_ms, key=self.times_ms.get)
 
 
@@ -81,7 +84,8 @@ def apply_cached(python_module, source: str, device: str) -> int:
     found = 0
     for name, kernel in tiled_kernels(python_module).items():
         for shape, tile in entries.get(name, {}).items():
-            kernel.tuned[tuple(int(s) for s in shape.split(","))] = tuple(tile)
+            kernel.tuned[tuple(int(s) for s in shape.split(","))] = tuple(tile) + (1,) * (
+                3 - len(tile))  # an entry from before split-K: no split
             found += 1
     return found
 
@@ -92,6 +96,21 @@ def remember(source: str, device: str, choices: list[TileChoice]) -> None:
     for c in choices:
         entries.setdefault(c.kernel, {})[_shape_key(c.shape)] = list(c.best)
     _write_cache(data)
+
+
+def candidates(python_module, kernel, shape) -> list[tuple[int, int, int]]:
+    """The (BM, BN, splits) the search times for ``kernel`` at ``shape`` (m, n, k, batch):
+    each tile without a split, with the model's split for that tile, and with half and
+    twice that, within the kernel's max_split."""
+    out = []
+    for tile in kernel.tiles:
+        model = python_module._contraction_plan(
+            [tile], *shape, python_module.SM_COUNT, kernel.max_split, kernel.k_step,
+            kernel.fma_per_us, kernel.value_bytes, kernel.step_us)[0][2]
+        for splits in (1, model // 2, model, model * 2):
+            if 1 <= splits <= kernel.max_split and (*tile, splits) not in out:
+                out.append((*tile, splits))
+    return out
 
 
 def tune(compiled_function, python_module, args, timer, progress=None) -> list[TileChoice]:
@@ -107,13 +126,14 @@ def tune(compiled_function, python_module, args, timer, progress=None) -> list[T
     choices = []
     for name, kernel in launched.items():
         shape = kernel.last_shape
+        kernel.tuned.pop(shape, None)
         model = python_module._contraction_geometry(kernel, *shape)[0]
         times = {}
-        for tile in kernel.tiles:
+        for plan in candidates(python_module, kernel, shape):
             if progress:
-                progress(f"tuning {name} {shape}: tile {tile[0]}x{tile[1]}")
-            kernel.tuned[shape] = tuple(tile)
-            times[tuple(tile)] = timer(lambda: compiled_function.host(*args))
+                progress(f"tuning {name} {shape}: tile {plan[0]}x{plan[1]}, K in {plan[2]}")
+            kernel.tuned[shape] = plan
+            times[plan] = timer(lambda: compiled_function.host(*args))
         choice = TileChoice(name, shape, times, tuple(model))
         kernel.tuned[shape] = choice.best
         choices.append(choice)

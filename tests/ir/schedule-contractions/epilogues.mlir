@@ -5,7 +5,7 @@
 // accumulator and the result is stored once. The matmul's result is never stored.
 // CHECK-LABEL: func @matmul_bias_relu
 // CHECK-NEXT:   %r = loops.alloc : buf<f32[B, N]>
-// CHECK-NEXT:   fused.kernel {extents = [B, N], kernel_name = "matmul_bias_relu_0", m_dims = [0], n_dims = [1], schedule = "contraction", sources = ["m = tensor.matmul", "y = tensor.add", "r = tensor.relu"], variant = "simt"} ([[I:%[a-z0-9_]+]]: index, [[J:%[a-z0-9_]+]]: index) {
+// CHECK-NEXT:   fused.kernel {extents = [B, N], kernel_name = "matmul_bias_relu_0", m_dims = [0], n_dims = [1], schedule = "contraction", sources = ["m = tensor.matmul", "y = tensor.add", "r = tensor.relu"], split_k = 64, variant = "simt"} ([[I:%[a-z0-9_]+]]: index, [[J:%[a-z0-9_]+]]: index) {
 // CHECK-NEXT:     [[ZERO:%[a-z0-9_]+]] = arith.constant {value = 0.0} : f32
 // CHECK-NEXT:     [[ACC:%[a-z0-9_]+]] = loops.reduce [[ZERO]] {combiner = "add", extent = K} : f32 ([[K:%[a-z0-9_]+]]: index) {
 // CHECK-NEXT:       [[X:%[a-z0-9_]+]] = loops.load %x, [[I]], [[K]] : f32
