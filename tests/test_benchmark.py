@@ -135,7 +135,10 @@ def test_every_case_compiles_and_names_its_function_after_the_case():
                                        "matmul_bias_relu", "conv_bias_relu", "mlp", "small_latency",
                                        "colsum", "sumsq_all", "softmax_short", "softmax_long",
                                        "bias_gelu_f16", "transpose_add", "nchw_nhwc", "bce_mean",
-                                       "attn_tail", "matmul_3xtf32"}
+                                       "attn_tail", "matmul_3xtf32", "matmul_decode",
+                                       "matmul_mlp_layer", "matmul_projection",
+                                       "conv1x1_bias_relu", "conv3x3_256_bias_relu",
+                                       "mlp_linear_gelu"}
     for case in CASES:
         (func,) = parse_program(case.source, case.name).funcs
         assert func.sym_name == case.name
