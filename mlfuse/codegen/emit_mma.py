@@ -81,10 +81,11 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"STAGES = min(4, {SHARED_BYTES} // ({size} * (A_STAGE + B_STAGE)))")
         w.line("assert STAGES >= 2, 'a tile too large for two stages in shared memory'")
         g = self.group
-        w.line(f"# 16-byte copies ({g} values) a thread makes per stage: a constant count")
-        w.line(f"A_COPIES, B_COPIES = BM * STAGE_K // {g} // THREADS, STAGE_K * BN // {g} // THREADS")
-        w.line(f"assert A_COPIES * THREADS * {g} == BM * STAGE_K and "
-               f"B_COPIES * THREADS * {g} == STAGE_K * BN")
+        w.line(f"A_CHUNKS, B_CHUNKS = BM * STAGE_K // {g}, STAGE_K * BN // {g}  # 16-byte "
+               "copies a stage")
+        w.line("# copies a thread makes per stage: a constant count (a thin tile has fewer "
+               "chunks than threads)")
+        w.line("A_COPIES, B_COPIES = -(-A_CHUNKS // THREADS), -(-B_CHUNKS // THREADS)")
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
         w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4, BM // 2 * C_STRIDE)"
@@ -182,7 +183,9 @@ class MmaContractionEmitter(ContractionEmitter):
             per_row, own, own_size = f"STAGE_K // {g}", "m", L["m_size"]
         else:  # STAGE_K rows of BN: groups along N
             per_row, own, own_size = f"BN // {g}", "n", L["n_size"]
-        with w.indented(f"for {L['slot']} in range({side.upper()}_COPIES):"):
+        with w.indented(f"for {L['slot']} in range({side.upper()}_COPIES):"), \
+                w.indented(f"if {side.upper()}_CHUNKS % THREADS == 0 or "
+                           f"{L['tid']} + {L['slot']} * THREADS < {side.upper()}_CHUNKS:"):
             w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
             w.line(f"{L['i']}, {L['j']} = {L['e']} // ({per_row}), {L['e']} % ({per_row})")
             if side == "a":
@@ -218,7 +221,9 @@ class MmaContractionEmitter(ContractionEmitter):
         at = (f"{base} + {self.stage_offset(side, L['i'], L['j'] + ' // ' + str(g))}"
               f" + {L['j']} % {g}")
         own = "m" if side == "a" else "n"
-        with w.indented(f"for {L['slot']} in range({count} // THREADS):"):
+        with w.indented(f"for {L['slot']} in range(-(-{count} // THREADS)):"), \
+                w.indented(f"if {count} % THREADS == 0 or "
+                           f"{L['tid']} + {L['slot']} * THREADS < {count}:"):
             w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
             w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
             if side == "a":
