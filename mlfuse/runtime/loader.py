@@ -49,6 +49,9 @@ def load_source(source: str, name: str) -> types.ModuleType:
     except OSError:  # an unwritable cache: the code still runs, linecache still shows it
         filename = f"<mlfuse-generated {stem}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    if simulator_enabled():
+        from mlfuse.runtime.simulator import patch_shared_arrays
+        patch_shared_arrays()
     module = types.ModuleType(f"mlfuse_generated.{stem}")
     module.__file__ = filename
     exec(compile(source, filename, "exec"), module.__dict__)
