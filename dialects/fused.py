@@ -20,6 +20,10 @@ inner loops (``loops.for``).
 - "split-rows", "split-columns", "warp-rows": reductions split across blocks (few
   points, long reductions), over non-innermost axes, and over short rows; see
   mlfuse/transforms/fusion/schedules.py.
+- "strips": a block owns a strip of points (``strip``: "columns", neighbouring points;
+  "rows", one point) and all of their reduced values, its threads also split the
+  reduced axes: the reductions' results are on chip, so the loops after them (a
+  broadcast-back epilogue over the reduced axes) run in the same kernel.
 ``sources`` names the tensor ops the kernel computes, for reports and comments.
 """
 from __future__ import annotations
@@ -29,7 +33,8 @@ from mlfuse.ir.registry import Dialect
 
 from mlfuse.dialects.loops import LoopOp
 
-SCHEDULES = ("pointwise", "row", "contraction", "split-rows", "split-columns", "warp-rows")
+SCHEDULES = ("pointwise", "row", "contraction", "split-rows", "split-columns", "warp-rows",
+             "strips")
 
 DIALECT = Dialect("fused", __doc__)
 
@@ -41,7 +46,10 @@ class KernelOp(LoopOp):
              "kernel_name": Attr("str", "kernel"), "sources": Attr("any", []),
              # a contraction's analysis, written by schedule-contractions (dialects/contraction.py)
              "m_dims": Attr("ints", []), "n_dims": Attr("ints", []), "batch_dims": Attr("ints", []),
-             "a_operand": Attr("int", 0), "variant": Attr("str", "")}
+             "a_operand": Attr("int", 0), "variant": Attr("str", ""),
+             # a strips kernel's points per block: "columns" (a strip of neighbouring
+             # points) or "rows" (one point, its reduced values contiguous)
+             "strip": Attr("str", "")}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

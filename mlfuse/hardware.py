@@ -40,6 +40,13 @@ class Target:
                                   # sm_count * this blocks (the host picks the chunks)
     row_reuse: bool = True      # a register-held row keeps costly values (exp, div, ...)
                                 # that later row loops would compute again
+    strip_points: int = 32      # strips schedule over columns: neighbouring points per block
+                                # (32 floats: a warp's read is whole 32-byte sectors)
+    strip_threads: int = 256    # strips: the fewest threads of a block; more (up to 1024)
+                                # where the reduced extent needs them
+    strip_held_threads: int = 512  # strips: the most threads of a block whose threads hold
+                                   # their values in registers (more would spill)
+    l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
 
     def __post_init__(self):
         for knob in ("pointwise_per_thread", "row_values_per_thread"):

@@ -107,6 +107,9 @@ class HostEmitter:
         elif kernel.schedule == "warp-rows":
             from mlfuse.codegen.schedule_warp_rows import warp_rows_launch
             warp_rows_launch(self, kernel, points, args)
+        elif kernel.schedule == "strips":
+            from mlfuse.codegen.schedule_strips import strips_launch
+            strips_launch(self, kernel, points, args)
         elif kernel.schedule == "contraction":
             self.contraction_launch(kernel, points, args)
         else:

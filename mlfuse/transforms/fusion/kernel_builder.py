@@ -19,6 +19,7 @@ from mlfuse.ir.types import INDEX
 
 from mlfuse.transforms.cse import cse_block, dead_code
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
+from mlfuse.transforms.fusion.spaces import Space, level, plain_space
 from mlfuse.transforms.fusion.hoist import hoist_invariant_loads
 
 
@@ -33,59 +34,54 @@ class _ValueOf(Demand):
         self.nest, self.idx, self.block = nest, idx, block
 
 
+def _index_key(v: Value):
+    """An index value for memoizing: constants by value (each inlined read clones its own)."""
+    op = getattr(v, "op", None)
+    return ("constant", op["value"]) if isinstance(op, ArithConstant) else id(v)
+
+
 def _is_zero_index(v: Value) -> bool:
     op = getattr(v, "op", None)
     return isinstance(op, ArithConstant) and v.type == INDEX and op["value"] == 0
 
 
-def _row_outer(nest: Nest) -> list:
-    ext = nest.extents
-    return ext[:-1] if ext and ext[-1] == 1 else ext
+def candidate_spaces(members: list[Nest], outputs: list[Nest]) -> list[Space]:
+    """Iteration spaces worth trying for a kernel: each reduction's full space first (so
+    its consumers over that space join it: the broadcast-back epilogue), then each
+    output's own extents."""
+    seen = [n.space for n in members if n.space is not None]
+    seen += [plain_space(n.extents) for n in list(outputs) + list(members)]
+    return list(dict.fromkeys(seen))
 
 
-def candidate_spaces(members: list[Nest], outputs: list[Nest]):
-    """Iteration spaces (E, C) worth trying for a kernel: a row reduction's rows and
-    row length first (so its consumers over the row join it), then each output's
-    own extents."""
-    seen = []
-    for n in members:
-        if n.row_extent is not None:
-            seen.append((_row_outer(n), n.row_extent))
-    for n in list(outputs) + list(members):
-        seen.append((n.extents, None))
-    unique = []
-    for s in seen:
-        if s not in unique:
-            unique.append(s)
-    return unique
+def _broadcast_point(nest: Nest, space: Space) -> bool:
+    """Whether a reduction over ``nest``'s extents can be read at a kernel point by
+    broadcasting (each extent the kernel's or 1): it is then computed at the index a
+    consumer reads it at, once per point (mean pooling's ``sum(mask)`` over [B, 1] in a
+    kernel over [B, D])."""
+    ext, kept = nest.extents, space.kept
+    return len(ext) == len(kept) and all(e in (k, 1) for e, k in zip(ext, kept))
 
 
-def level(nest: Nest, E: list, C) -> str | None:
-    ext = nest.extents
-    if ext == E or ext == E + [1]:
-        return "point"
-    if C is not None and ext == E + [C]:
-        return "row"
-    return None
-
-
-def choose_space(members: list[Nest], outputs: list[Nest]):
+def choose_space(members: list[Nest], outputs: list[Nest]) -> Space:
     """The first candidate space where every reduction is one value per point and
-    every output is stored at a point or along its row."""
+    every output is stored at a point or along the reduced axes."""
     reasons = []
-    for E, C in candidate_spaces(members, outputs):
-        bad = [n for n in members if not n.is_pointwise and level(n, E, C) != "point"]
-        bad += [n for n in outputs if level(n, E, C) is None]
-        if C is not None and all(e == 1 for e in E):
+    for space in candidate_spaces(members, outputs):
+        bad = [n for n in members if not n.is_pointwise and level(n.extents, space) != "point"
+               and not _broadcast_point(n, space)]
+        bad += [n for n in outputs if level(n.extents, space) is None]
+        if space.reduced and all(e == 1 for e in space.kept):
             # one point: a whole-tensor reduction; its consumers over every element
             # would all wait on one block (spreading it needs a grid-wide barrier)
             bad += [n for n in members if not n.is_pointwise and any(
-                level(o, E, C) == "row" for o in outputs)]
+                level(o.extents, space) == "row" for o in outputs)]
         if not bad:
-            return E, C
+            return space
         reasons.append(bad[0])
     culprit = reasons[0] if reasons else members[0]
-    if not culprit.is_pointwise and all(e == 1 for e in _row_outer(culprit)):
+    if not culprit.is_pointwise and culprit.space is not None and \
+            all(e == 1 for e in culprit.space.kept):
         raise CannotFuse(f"{culprit.name} reduces over all elements and its consumers use "
                          "every element: that needs a grid-wide barrier, so two kernels")
     raise CannotFuse(f"{culprit.name} ({culprit.source}, extents {culprit.extents}) does not fit "
@@ -99,12 +95,13 @@ class KernelBuilder:
         self.members = sorted(members, key=lambda n: n.index)
         self.member_set = set(self.members)
         self.outputs = sorted(outputs, key=lambda n: n.index)
-        self.E, self.C = choose_space(self.members, self.outputs)
-        has_row_reduction = any(n.row_extent is not None and level(n, self.E, self.C) == "point"
-                                for n in self.members)
+        self.space = choose_space(self.members, self.outputs)
+        self.E = self.space.kept
+        has_reduction = any(not n.is_pointwise and level(n.extents, self.space) == "point"
+                            for n in self.members)
         schedule = "pointwise"
-        if self.C is not None and has_row_reduction and schedule_for is not None:
-            schedule = schedule_for(self.E, self.C)
+        if self.space.reduced and has_reduction and schedule_for is not None:
+            schedule = schedule_for(self.space)
         sources = [f"{n.name} = {n.source}" for n in self.members]
         block = Block([INDEX] * len(self.E), [f"i{k}" for k in range(len(self.E))])
         self.kernel = KernelOp(result_types=[], regions=[Region([block])], attributes={
@@ -112,6 +109,9 @@ class KernelBuilder:
             "sources": sources}, loc=self.members[-1].op.loc)
         self.point_args = list(block.args)
         self.point_values: dict[Nest, Value] = {}
+        # reductions read at a broadcast index (extents of 1 where the kernel's are not),
+        # computed once per point where first read: (nest, index key) -> value
+        self.broadcast_values: dict[tuple, Value] = {}
         self._zero: Value | None = None
 
     # -- index helpers ---------------------------------------------------------
@@ -124,27 +124,37 @@ class KernelBuilder:
         return self._zero
 
     def point_index(self, nest: Nest) -> list[Value]:
-        return self.point_args + ([self.zero()] if len(nest.extents) == len(self.E) + 1 else [])
+        if nest.extents == self.E:
+            return list(self.point_args)
+        return self.space.interleave(self.point_args, [self.zero()] * len(self.space.reduced))
 
     def _is_point_index(self, nest: Nest, idx: list[Value]) -> bool:
-        n = len(self.E)
-        return (len(idx) == len(nest.extents) and idx[:n] == self.point_args
-                and all(_is_zero_index(v) for v in idx[n:]))
+        if nest.extents == self.E:
+            return idx == self.point_args
+        reduced = self.space.reduced
+        return (len(idx) == len(self.space.full)
+                and [v for i, v in enumerate(idx) if i not in reduced] == self.point_args
+                and all(_is_zero_index(idx[i]) for i in reduced))
 
     # -- inlining --------------------------------------------------------------
     def value_at(self, nest: Nest, idx: list[Value], block: Block) -> Value:
         """The element of ``nest``'s result at ``idx``, computed into ``block``."""
-        known = self._known_value(nest, idx)
+        known = self._known_value(nest, idx, block)
         return known if known is not None else self._inline(nest, idx, block)
 
-    def _known_value(self, nest: Nest, idx: list[Value]) -> Value | None:
+    def _known_value(self, nest: Nest, idx: list[Value], block: Block) -> Value | None:
         """The value already computed for ``nest`` at ``idx``, or None to inline it."""
         if nest in self.point_values and self._is_point_index(nest, idx):
             return self.point_values[nest]
-        if not nest.is_pointwise:
-            raise CannotFuse(f"{nest.name} ({nest.source}) is read at another index than "
-                             "the kernel's own point, which would recompute its reduction")
-        return None
+        if nest.is_pointwise:
+            return None
+        if block is self.kernel.body and _broadcast_point(nest, self.space):
+            key = (nest, tuple(_index_key(v) for v in idx))
+            if key not in self.broadcast_values:  # once per point, where first read
+                self.broadcast_values[key] = self._inline(nest, idx, block)
+            return self.broadcast_values[key]
+        raise CannotFuse(f"{nest.name} ({nest.source}) is read at another index than "
+                         "the kernel's own point, which would recompute its reduction")
 
     def _inline(self, nest: Nest, idx: list[Value], block: Block) -> Value:
         """``nest``'s body cloned at ``idx``, its reads of members inlined in turn: a
@@ -163,7 +173,7 @@ class KernelBuilder:
                     answer = [done.value]
                     continue
                 answer = None
-                known = self._known_value(demand.nest, demand.idx)
+                known = self._known_value(demand.nest, demand.idx, demand.block)
                 if known is not None:
                     answer = [known]
                 else:
@@ -201,19 +211,23 @@ class KernelBuilder:
     def build(self) -> KernelOp:
         body = self.kernel.body
         for nest in self.members:
-            if level(nest, self.E, self.C) == "point":
+            if level(nest.extents, self.space) == "point":
                 self.point_values[nest] = self._inline(nest, self.point_index(nest), body)
                 if nest in self.outputs:
                     self._store(self.point_values[nest], nest, self.point_index(nest), body)
-        row_outputs = [n for n in self.outputs if level(n, self.E, self.C) == "row"]
+        row_outputs = [n for n in self.outputs if level(n.extents, self.space) == "row"]
         if row_outputs:
-            loop = ForOp(result_types=[], attributes={"extent": self.C},
-                         regions=[Region([Block([INDEX], ["k"])])])
-            body.append(loop)
-            k = loop.body.args[0]
+            # the broadcast-back epilogue: a loop nest over the reduced axes, in order
+            into, steps = body, []
+            for d, extent in enumerate(self.space.reduced_extents):
+                loop = ForOp(result_types=[], attributes={"extent": extent},
+                             regions=[Region([Block([INDEX], [f"k{d}" if d else "k"])])])
+                into.append(loop)
+                into = loop.body
+                steps.append(loop.body.args[0])
             for nest in row_outputs:
-                idx = self.point_args + [k]
-                self._store(self.value_at(nest, idx, loop.body), nest, idx, loop.body)
+                idx = self.space.interleave(self.point_args, steps)
+                self._store(self.value_at(nest, idx, into), nest, idx, into)
         cse_block(body)
         hoist_invariant_loads(body)
         cse_block(body)  # loads hoisted out of several loops over a row are one
