@@ -200,10 +200,11 @@ _SPLIT_COLUMNS = '''\
 def _split_columns(points, extent):
     """Chunks per point of a split-columns reduction of ``extent`` values per point:
     about SM_COUNT * 1024 threads in all, each walking at least 4 * VALUES_PER_THREAD
-    values, at most 32 chunks (one thread of the second kernel combines them)."""
+    values, at most 128 chunks (one thread of the second kernel combines them, a tile
+    of VALUES_PER_THREAD at a time)."""
     want = -(-SM_COUNT * 1024 // max(points, 1))
     most = extent // (4 * VALUES_PER_THREAD)
-    return max(1, min(want, most, 32))
+    return max(1, min(want, most, 128))
 '''
 
 

@@ -181,10 +181,14 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         threads = points * min(inner, 32)
     elif schedule == "split-rows":  # chunks of every point's reduction over the whole GPU
         threads = target.sm_count * 2048
-    elif schedule == "split-columns":  # a thread per point and chunk (up to 32 chunks)
-        threads = points * min(32, max(1, inner // 64))
+    elif schedule == "split-columns":  # a thread per point and chunk (the host's
+        # _split_columns), each with a tile of values in flight, as a strips thread
+        reduced = _reduced_extent(kernel, dims, target)
+        chunks = min(128, max(1, reduced // (4 * target.row_values_per_thread)),
+                     -(-target.sm_count * 1024 // max(points, 1)))
+        threads = points * chunks * target.row_values_per_thread
     rereads = 0
-    if schedule == "strips":  # a block per strip; the values each has in flight
+    if schedule == "strips":  # a block per strip; the values its threads have in flight
         reduced = _reduced_extent(kernel, dims, target)
         strip = kernel.attributes.get("strip", "columns")
         threads = points * min(reduced, strip_threads(strip, reduced, target)

@@ -15,7 +15,7 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, StoreOp
 from mlfuse.ir.clone import Demand, clone_block_steps
 from mlfuse.ir.core import Block, Region, Value
-from mlfuse.ir.types import INDEX
+from mlfuse.ir.types import INDEX, symbols_of
 
 from mlfuse.transforms.cse import cse_block, dead_code
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
@@ -57,10 +57,20 @@ def candidate_spaces(members: list[Nest], outputs: list[Nest]) -> list[Space]:
 def _broadcast_point(nest: Nest, space: Space) -> bool:
     """Whether a reduction over ``nest``'s extents can be read at a kernel point by
     broadcasting (each extent the kernel's or 1): it is then computed at the index a
-    consumer reads it at, once per point (mean pooling's ``sum(mask)`` over [B, 1] in a
-    kernel over [B, D])."""
+    consumer reads it at, once per point (mean pooling's ``sum(mask, axis=1)`` of a
+    mask [B, S, 1], read over [B, D]: a reduction per point, as the kernel's own). Not
+    where the kernel's points run along an axis the reduction reduces (``x / sum(x)``
+    over [N]): that would repeat a whole reduction for every element."""
     ext, kept = nest.extents, space.kept
-    return len(ext) == len(kept) and all(e in (k, 1) for e, k in zip(ext, kept))
+    if nest.space is None or len(ext) != len(kept) or \
+            not all(e in (k, 1) for e, k in zip(ext, kept)):
+        return False
+    spread = {i for i, (e, k) in enumerate(zip(ext, kept)) if e != k}
+    if ext == nest.space.keepdims and spread & set(nest.space.reduced):
+        return False
+    # a symbol both spread over and reduced: as long as the kernel's points, at any size
+    return not set(symbols_of([kept[i] for i in spread])) & \
+        set(symbols_of(nest.space.reduced_extents))
 
 
 def choose_space(members: list[Nest], outputs: list[Nest]) -> Space:

@@ -151,6 +151,18 @@ def _seconds(kernel: KernelOp, schedule: str, strip: str, dims, target) -> float
     return seconds
 
 
+def strip_values(kernel, dims, target, strip: str, has_for: bool) -> str:
+    """What explain says of a strips kernel's loops after the first: whether its threads
+    hold their values in registers or read them again."""
+    loops = sum(isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops)
+    tail = "; the epilogue over the reduced axes runs in the same kernel" if has_for else ""
+    if loops < 2:
+        return tail
+    if strip_held(kernel, dims, target, strip):
+        return tail + "; each thread holds its values in registers (inputs read once)"
+    return tail + "; later loops read the inputs again (from L2 where the strips fit)"
+
+
 def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for) -> ScheduleChoice:
     """Over columns: the strips schedule (one kernel, the loops after the reductions
     in it), split-columns (two kernels, more parallelism where the reduced extent is long
@@ -164,13 +176,9 @@ def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for) -
     options["pointwise"] = _seconds(kernel, "pointwise", "", dims, target)
     best = min(options, key=options.get)
     numbers = ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in options.items())
-    held = strip_held(kernel, dims, target, "columns")
     what = {"strips": "a block per strip of neighbouring points (coalesced), its threads "
-                      f"also split the {reduced} reduced values; " +
-                      ("the epilogue runs after the reductions in the same kernel, " if has_for
-                       else "") +
-                      ("each thread holding its values in registers" if held else
-                       "re-reading its inputs (cache hits where they fit)"),
+                      f"also split the {reduced} reduced values" +
+                      strip_values(kernel, dims, target, "columns", has_for),
             "split-columns": "threads own neighbouring points (coalesced) and walk chunks of "
                              f"the {reduced} reduced values; a second kernel combines the "
                              "chunks",
@@ -217,7 +225,8 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
         if len({repr(e) for e in extents}) == 1 and row >= target.row_min_extent and \
                 (row_space or few_points):
             return ScheduleChoice("strips", f"{points} rows of {row} values over several axes: "
-                                  "a block per row walks them as one flat loop", "rows")
+                                  "a block per row walks them as one flat loop" +
+                                  strip_values(kernel, dims, target, "rows", has_for), "rows")
     if layout == "rows" and row < target.row_min_extent and points > 1:
         return ScheduleChoice("warp-rows", f"rows of {row} values: a group of threads per row, "
                               "several rows per warp (coalesced)")
