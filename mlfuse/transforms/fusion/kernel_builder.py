@@ -48,9 +48,17 @@ def _is_zero_index(v: Value) -> bool:
 def candidate_spaces(members: list[Nest], outputs: list[Nest]) -> list[Space]:
     """Iteration spaces worth trying for a kernel: each reduction's full space first (so
     its consumers over that space join it: the broadcast-back epilogue), then each
-    output's own extents."""
+    output's own extents, then spaces two outputs' extents make together."""
     seen = [n.space for n in members if n.space is not None]
     seen += [plain_space(n.extents) for n in list(outputs) + list(members)]
+    # an output over a space and one over it with axes of 1 (a row statistic returned
+    # beside the rows it scales): the second's axes of 1 are the first's reduced ones
+    for a in list(outputs) + list(members):
+        for b in outputs:
+            ea, eb = a.extents, b.extents
+            if len(ea) == len(eb) and ea != eb and all(x == y or x == 1 for x, y in zip(ea, eb)):
+                seen.append(Space(tuple(eb), tuple(i for i, (x, y) in enumerate(zip(ea, eb))
+                                                   if x != y)))
     return list(dict.fromkeys(seen))
 
 
