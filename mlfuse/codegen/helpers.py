@@ -146,9 +146,10 @@ _STRIP_THREADS = '''\
 def _strip_threads(strip, extent):
     """Threads of a strips block of ``strip`` points, ``extent`` reduced values each: a
     power of two per point, enough that each takes at most VALUES_PER_THREAD values,
-    at least STRIP_THREADS and at most 1024 in all."""
+    at least STRIP_THREADS and at most 512 in all (more would cap a thread's registers
+    at 64: its tile of values would spill)."""
     per = max(1, STRIP_THREADS // strip)
-    while per < 1024 // strip and per * VALUES_PER_THREAD < extent:
+    while per < 512 // strip and per * VALUES_PER_THREAD < extent:
         per *= 2
     return per * strip
 '''

@@ -120,17 +120,21 @@ class StripsEmitter(KernelEmitter):
             steps = {id(lvl.body.args[0]): f"k{d}" for d, lvl in enumerate(levels)}
             loads, index_ops[id(top)] = prefetchable_loads(levels[-1].body)
             extents = repr([lvl["extent"] for lvl in levels])
-            for o in loads:
-                key: object = id(o)
-                if self.registers and isinstance(o, LoadOp) and \
-                        all(id(v) in steps or id(v) not in inside for v in o.operands[1:]):
-                    key = (id(o.operands[0]), extents,
-                           tuple(steps.get(id(v), id(v)) for v in o.operands[1:]))
+            for j, o in enumerate(loads):
+                # streaming: the j-th load of every loop shares a tile (each fills its own)
+                key: object = ("tile", j, o.result.type.dtype)
+                if self.registers:
+                    key = id(o)
+                    if isinstance(o, LoadOp) and \
+                            all(id(v) in steps or id(v) not in inside for v in o.operands[1:]):
+                        key = (id(o.operands[0]), extents,
+                               tuple(steps.get(id(v), id(v)) for v in o.operands[1:]))
                 groups.setdefault(key, []).append((top, o))
         filled: dict[int, list] = {}
         for members in groups.values():
             self.hold([o for _, o in members], VALUES_PER_THREAD)
-            filled.setdefault(id(members[0][0]), []).append(members[0][1])
+            for top, o in members if not self.registers else members[:1]:
+                filled.setdefault(id(top), []).append(o)
         for top in self.tops:
             loads = filled.get(id(top), [])
             self.fills[id(top)] = (index_ops.get(id(top), []) if loads else [], loads)

@@ -112,9 +112,9 @@ def strip_width(strip: str, target: Target) -> int:
 def strip_threads(strip: str, reduced: int, target: Target) -> int:
     """Threads per point of a strips block (what the host's ``_strip_threads`` picks):
     a power of two, enough that each takes at most row_values_per_thread values, at
-    least strip_threads in the block and at most 1024."""
+    least strip_threads in the block and at most 512."""
     width = strip_width(strip, target)
-    per, most = max(1, target.strip_threads // width), 1024 // width
+    per, most = max(1, target.strip_threads // width), 512 // width
     while per < most and per * target.row_values_per_thread < reduced:
         per *= 2
     return per

@@ -30,12 +30,12 @@ func @channel_softmax(%x: f32[N, C, H, W]) -> (f32[N, C, H, W]) {
 }
 
 // CHECK-LABEL: func @column_centring
-// CHECK:        fused.kernel {extents = [C], {{.*}}schedule = "strips", {{.*}}strip = "columns"}
+// CHECK:        fused.kernel {extents = [D], {{.*}}schedule = "strips", {{.*}}strip = "columns"}
 // CHECK-NOT:    fused.kernel
 // CHECK:        return
-func @column_centring(%x: f32[R, C]) -> (f32[R, C]) {
-  %m = tensor.mean %x {axis = [0], keepdims = true} : f32[1, C]
-  %y = tensor.sub %x, %m : f32[R, C]
+func @column_centring(%x: f32[R, D]) -> (f32[R, D]) {
+  %m = tensor.mean %x {axis = [0], keepdims = true} : f32[1, D]
+  %y = tensor.sub %x, %m : f32[R, D]
   return %y
 }
 
