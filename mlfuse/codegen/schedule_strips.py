@@ -38,7 +38,7 @@ from mlfuse.codegen.emit_kernel import (VALUES_PER_THREAD, KernelCode, KernelEmi
                                         extent_factors, kernel_interface)
 from mlfuse.codegen.helpers import strip_reduce_name
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
-from mlfuse.codegen.scalar import COMPUTE_TYPE, combine, identity
+from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
 
 _DOC = {
     "strips-registers": "Strips schedule over [{space}] ({strip}): a block per strip of points, "

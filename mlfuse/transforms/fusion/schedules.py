@@ -229,8 +229,7 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
                                   strip_values(kernel, dims, target, "rows", has_for), "rows")
     if layout == "rows" and has_for and row >= target.row_min_extent and \
             len({repr(e) for e in extents}) == 1:
-        return ScheduleChoice("row", f"{points} rows of {row}: one block per row (its "
-                              "threads share the loop over the row)")
+        return ScheduleChoice("row", f"{points} rows of {row}: one block per row")
     if layout == "rows" and row < target.row_min_extent and points > 1:
         return ScheduleChoice("warp-rows", f"rows of {row} values: a group of threads per row, "
                               "several rows per warp (coalesced)")
