@@ -77,7 +77,7 @@ MAX_THREADS = 1024  # per block, on every CUDA GPU
 _LAUNCH_BOUND = {"pointwise": "THREADS_PER_BLOCK", "pointwise-prefetch": "THREADS_PER_BLOCK",
                  "pointwise-vector": "THREADS_PER_BLOCK", "streaming": str(MAX_THREADS),
                  "registers": "REGISTER_ROW_THREADS", "registers-vector": "REGISTER_ROW_THREADS",
-                 "strips-registers": "STRIP_HELD_THREADS", "strips-streaming": "512"}
+                 "strips-registers": "STRIP_HELD_THREADS", "strips-streaming": "(512, 1)"}  # one block per SM asked: no spills
 
 _SCHEDULE_DOC = {
     "pointwise": "Pointwise over [{space}]: one thread per point (grid-stride).",

@@ -19,7 +19,7 @@ Two variants, picked by the host from the reduced extent of the call:
 "strips-registers" (each thread's values fit in VALUES_PER_THREAD slots: the first
 loop loads them into local arrays, registers once unrolled, and later loops read them
 there, so the inputs are read from memory once) and "strips-streaming" (any extent:
-each loop walks the values in tiles of VALUES_PER_THREAD per thread, the tile's loads
+each loop walks the values in tiles of VALUES_PER_THREAD // 2 per thread, the tile's loads
 issued first so they are in flight together; later loops read the inputs again,
 mostly from L2).
 
@@ -59,6 +59,33 @@ def _clean(levels) -> bool:
                for o in level_ops(levels, d))
 
 
+# the simulator's strips are small (4 points, 16 threads at least; the code is the same)
+SIMULATOR_STRIP = (4, 16)
+
+
+def strip_geometry(target: str, hw) -> tuple[int, int]:
+    """(STRIP_POINTS, STRIP_THREADS) of a module for ``target``."""
+    return (hw.strip_points, hw.strip_threads) if target == "cuda" else SIMULATOR_STRIP
+
+
+def _constant_slots(op, target: str, hw) -> int | None:
+    """Slots a thread of the registers variant needs where the reduced extent is a
+    constant: the host's ``_strip_threads`` is then known here too (each slot is a
+    register per held load: a short row must not pay for VALUES_PER_THREAD)."""
+    extents = [lvl["extent"] for lvl in loop_levels(top_loops(op)[0])]
+    if not all(isinstance(e, int) for e in extents):
+        return None
+    reduced = 1
+    for e in extents:
+        reduced *= e
+    points, least = strip_geometry(target, hw)
+    width = points if op["strip"] == "columns" else 1
+    per = max(1, least // width)
+    while per < 512 // width and per * hw.row_values_per_thread < reduced:
+        per *= 2
+    return max(1, -(-reduced // per))
+
+
 def strip_variants(op) -> list[str]:
     """Both variants: the host picks one from the reduced extent of the call."""
     return ["strips-registers", "strips-streaming"]
@@ -75,6 +102,12 @@ class StripsEmitter(KernelEmitter):
         for n in ("lane", "per", "n_red", "strip", "valid", "r", "tile", "n_strips"):
             self.local[n] = self.namer.fresh(n)
         self.width = "STRIP_POINTS" if self.columns else "1"
+        # values per thread a loop has in flight: all of them (registers), or a tile of
+        # half as many (streaming: a 64-bit address each while in flight; 16 spill)
+        self.tile = VALUES_PER_THREAD if self.registers else f"({VALUES_PER_THREAD} // 2)"
+        slots = _constant_slots(op, target, hw) if self.registers else None
+        if slots is not None and slots < hw.row_values_per_thread:
+            self.tile = str(slots)  # the host's threads for this constant extent need no more
 
     def emit(self) -> str:
         w, loc = self.w, self.local
@@ -132,7 +165,8 @@ class StripsEmitter(KernelEmitter):
                 groups.setdefault(key, []).append((top, o))
         filled: dict[int, list] = {}
         for members in groups.values():
-            self.hold([o for _, o in members], VALUES_PER_THREAD)
+            # (a local array's size must be a constant, not an expression of one)
+            self.hold([o for _, o in members], self.tile if self.registers else VALUES_PER_THREAD)
             for top, o in members if not self.registers else members[:1]:
                 filled.setdefault(id(top), []).append(o)
         for top in self.tops:
@@ -163,7 +197,7 @@ class StripsEmitter(KernelEmitter):
         @contextmanager
         def slots():
             base = "" if self.registers else f"{loc['tile']} + "
-            with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}):"):
+            with w.indented(f"for {loc['slot']} in range({self.tile}):"):
                 w.line(f"{loc['r']} = {base}{loc['nthreads']} + {loc['slot']} * {loc['per']}")
                 with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
                     self.unravel_into(loc["r"], args, extents)
@@ -185,7 +219,7 @@ class StripsEmitter(KernelEmitter):
                 yield
         else:
             with w.indented(f"for {loc['tile']} in range(0, {loc['n_red']}, "
-                            f"{loc['per']} * {VALUES_PER_THREAD}):"):
+                            f"{loc['per']} * {self.tile}):"):
                 with phases():
                     yield
 
