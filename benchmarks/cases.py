@@ -117,6 +117,27 @@ func bias_gelu_f16(x: f16[R, C], b: f16[C]) -> f16[R, C] {
 }
 """
 
+# Reductions over non-last axes with their broadcast-back epilogue (one strips kernel each).
+SOFTMAX_MIDDLE = """
+func softmax_middle(x: f32[B, S, D]) -> f32[B, S, D] {
+    return softmax(x, axis=1)
+}
+"""
+
+INSTANCE_NORM = """
+func instance_norm(x: f32[N, C, H, W]) -> f32[N, C, H, W] {
+    m = mean(x, axis=[2, 3], keepdims=true)
+    v = mean((x - m) * (x - m), axis=[2, 3], keepdims=true)
+    return (x - m) * rsqrt(v + 1e-5)
+}
+"""
+
+COLUMN_CENTRING = """
+func column_centring(x: f32[R, C]) -> f32[R, C] {
+    return x - mean(x, axis=0, keepdims=true)
+}
+"""
+
 TRANSPOSE_ADD = """
 func transpose_add(x: f32[N, N], y: f32[N, N]) -> f32[N, N] {
     return transpose(x) + y
@@ -217,6 +238,22 @@ def t_bias_gelu(x, b):
     return F.gelu(x + b)
 
 
+def t_softmax_middle(x):
+    torch, _ = _torch()
+    return torch.softmax(x, dim=1)
+
+
+def t_instance_norm(x):
+    torch, _ = _torch()
+    m = x.mean(dim=(2, 3), keepdim=True)
+    v = ((x - m) * (x - m)).mean(dim=(2, 3), keepdim=True)
+    return (x - m) * torch.rsqrt(v + 1e-5)
+
+
+def t_column_centring(x):
+    return x - x.mean(dim=0, keepdim=True)
+
+
 def t_transpose_add(x, y):
     return x.t() + y
 
@@ -313,6 +350,11 @@ CASES = [
     Case("matmul_3xtf32", MATMUL.replace("func matmul_bias_relu", "func matmul_3xtf32"),
          {"M": 4096, "K": 4096, "N": 4096}, t_matmul, dry_dims={"N": 16},
          matmul_precision="high", f64_error=True),
+    Case("softmax_middle", SOFTMAX_MIDDLE, {"B": 64, "S": 256, "D": 2048}, t_softmax_middle,
+         dry_dims={"B": 2, "S": 9, "D": 40}),
+    Case("instance_norm", INSTANCE_NORM, {"N": 128, "C": 128, "H": 64, "W": 64}, t_instance_norm,
+         dry_dims={"N": 2, "C": 3, "H": 5, "W": 7}),
+    Case("column_centring", COLUMN_CENTRING, {"R": 16384, "C": 4096}, t_column_centring),
     Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
          latency=True),
 ]

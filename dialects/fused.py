@@ -25,6 +25,10 @@ inner loops (``loops.for``).
   another axis than the kernel's innermost (a transpose): a block takes a tile of the
   two axes ``tile_axes`` (that axis, the innermost) and reads those loads through
   shared memory so both their reads and the stores are coalesced (dialects/permute.py).
+- "strips": a block owns a strip of points (``strip``: "columns", neighbouring points;
+  "rows", one point) and all of their reduced values, its threads also split the
+  reduced axes: the reductions' results are on chip, so the loops after them (a
+  broadcast-back epilogue over the reduced axes) run in the same kernel.
 ``sources`` names the tensor ops the kernel computes, for reports and comments.
 """
 from __future__ import annotations
@@ -35,7 +39,7 @@ from mlfuse.ir.registry import Dialect
 from mlfuse.dialects.loops import LoopOp
 
 SCHEDULES = ("pointwise", "row", "contraction", "split-rows", "split-columns", "warp-rows",
-             "transpose-tiles")
+             "transpose-tiles", "strips")
 
 DIALECT = Dialect("fused", __doc__)
 
@@ -50,7 +54,10 @@ class KernelOp(LoopOp):
              "a_operand": Attr("int", 0), "variant": Attr("str", ""),
              # transpose-tiles: the tiled axes (the permuted loads' axis, the innermost)
              "tile_axes": Attr("ints", []),
-             "split_k": Attr("int", 1)}
+             "split_k": Attr("int", 1),
+             # a strips kernel's points per block: "columns" (a strip of neighbouring
+             # points) or "rows" (one point, its reduced values contiguous)
+             "strip": Attr("str", "")}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

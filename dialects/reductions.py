@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlfuse.dialects.arith import ConstantOp
-from mlfuse.dialects.loops import ReduceOp, YieldOp, combiner_identity
+from mlfuse.dialects.loops import ForOp, ReduceOp, YieldOp, combiner_identity
 from mlfuse.ir.core import Operation
 
 
@@ -66,3 +66,28 @@ def top_reduces(kernel: Operation) -> list[ReduceOp]:
 
 def reduce_nests(kernel: Operation) -> list[ReduceNest]:
     return [reduce_nest(r) for r in top_reduces(kernel)]
+
+
+def for_nest(top: ForOp) -> list[ForOp]:
+    """A top-level ``loops.for`` and the fors perfectly nested in it: each level's body
+    ends with the next level (the ops before it compute what the next level needs). A
+    broadcast-back epilogue over several reduced axes is one such nest."""
+    levels = [top]
+    while True:
+        ops = [o for o in levels[-1].body.ops if not isinstance(o, YieldOp)]
+        inner = ops[-1] if ops else None
+        if not isinstance(inner, ForOp) or any(isinstance(o, (ForOp, ReduceOp)) for o in ops[:-1]):
+            return levels
+        levels.append(inner)
+
+
+def loop_levels(top) -> list:
+    """The levels of a top-level reduce nest or for nest (walked as one flat loop)."""
+    return reduce_nest(top).levels if isinstance(top, ReduceOp) else for_nest(top)
+
+
+def level_ops(levels: list, level: int) -> list[Operation]:
+    """The ops of ``levels[level]``'s body, less the next level and the yield: for the
+    innermost level, its whole body but the yield."""
+    nxt = levels[level + 1] if level + 1 < len(levels) else None
+    return [o for o in levels[level].body.ops if o is not nxt and not isinstance(o, YieldOp)]

@@ -46,6 +46,13 @@ class Target:
                                 # each 4-byte value costs a 32-byte sector, of which L1/L2
                                 # serve part to the neighbouring threads (transpose_add, H100:
                                 # 0.60 ms strided vs 0.27 ms for torch.compile's tiles)
+    strip_points: int = 32      # strips schedule over columns: neighbouring points per block
+                                # (32 floats: a warp's read is whole 32-byte sectors)
+    strip_threads: int = 256    # strips: the fewest threads of a block; more (up to 1024)
+                                # where the reduced extent needs them
+    strip_held_threads: int = 512  # strips: the most threads of a block whose threads hold
+                                   # their values in registers (more would spill)
+    l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
 
     def __post_init__(self):
         for knob in ("pointwise_per_thread", "row_values_per_thread"):

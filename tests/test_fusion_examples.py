@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.fuse"))
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "explain"
 # sizes for the explain model (the report's bytes) and small ones for the simulator
-MODEL_DIMS = {"N": 32, "R": 16384, "C": 4096, "B": 8192, "D": 1024}
-SIM_DIMS = {"N": 2, "R": 3, "C": 37, "B": 3, "D": 5}
+MODEL_DIMS = {"N": 32, "R": 16384, "C": 4096, "B": 8192, "D": 1024, "S": 128, "H": 56, "W": 56, "K": 64}
+SIM_DIMS = {"N": 2, "R": 3, "C": 37, "B": 3, "D": 5, "S": 7, "H": 3, "W": 5, "K": 3}
 
 
 def fused(name, **kw):

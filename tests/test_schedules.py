@@ -35,7 +35,8 @@ MEAN_ALL = "func f(x: f32[R, C]) -> f32[] { return mean(exp(x) * 2.0) }"
     (SUMSQ, {"N": 1 << 26}, ["split-rows"]),
     (SUMSQ, {}, ["split-rows"]),  # unbound: the host decides how many chunks
     (MEAN_ALL, {"R": 8192, "C": 8192}, ["split-rows"]),  # prologue, reduction, epilogue: 1
-    (COLSUM, {"R": 16384, "C": 4096}, ["split-columns"]),
+    (COLSUM, {"R": 16384, "C": 4096}, ["strips"]),  # enough columns: one kernel
+    (COLSUM, {"R": 1 << 20, "C": 8}, ["split-columns"]),  # few columns, long: two kernels
     (SHORT_SOFTMAX, {"R": 1 << 20}, ["warp-rows"]),
     ("func f(x: f32[R, C]) -> f32[R, C] { return softmax(x, axis=1) }",
      {"R": 16384, "C": 4096}, ["row"]),
@@ -74,13 +75,15 @@ CASES = [
     ("func f(x: f32[N]) -> f32[] { m = mean(x)\n return sqrt(m * m + 1.0) }", {"N": 2049}),
     ("func f(x: f64[N]) -> f64[] { return sum(x) }", {"N": 1999}),
     ("func f(x: i32[N]) -> i32[] { return sum(x) }", {"N": 1999}),
-    # split-columns: reduced axes ahead of the innermost, ranks 2-4
-    (COLSUM, {"R": 301, "C": 7}),
+    # split-columns: reduced axes ahead of the innermost, ranks 2-4, planned at sizes
+    # where few columns have long reductions
+    (COLSUM, {"R": 301, "C": 7}, {"R": 1 << 20, "C": 7}),
     ("func f(x: f32[R, C], b: f32[C]) -> f32[C] { return max(x + b, axis=0) * 2.0 }",
-     {"R": 300, "C": 5}),
-    ("func f(x: f32[A, B, C]) -> f32[C] { return mean(x, axis=[0, 1]) }", {"A": 9, "B": 31, "C": 3}),
+     {"R": 300, "C": 5}, {"R": 1 << 20, "C": 5}),
+    ("func f(x: f32[A, B, C]) -> f32[C] { return mean(x, axis=[0, 1]) }", {"A": 9, "B": 31, "C": 3},
+     {"A": 1024, "B": 1024, "C": 3}),
     ("func f(x: f32[A, B, C, D]) -> f32[B, D] { return sum(x, axis=[0, 2]) }",
-     {"A": 7, "B": 2, "C": 19, "D": 3}),
+     {"A": 7, "B": 2, "C": 19, "D": 3}, {"A": 1024, "B": 2, "C": 1024, "D": 3}),
     # warp-rows: short rows, one and several reductions, an epilogue along the row
     (SHORT_SOFTMAX, {"R": 37}),
     ("func f(x: f32[R, 5], g: f32[5]) -> f32[R, 5] { return layernorm(x, g, g, axis=-1, eps=1e-5) }",
@@ -89,11 +92,14 @@ CASES = [
 ]
 
 
-def _run(source, dims, inputs=None):
+def _run(source, dims, inputs=None, plan=None):
+    """Run ``source`` at ``dims`` under the simulator against NumPy; the fuse pass plans
+    for the sizes ``plan`` (default: the target's default size for each dim)."""
     func = parse_program(source, "t.fuse").funcs[0]
     inputs = inputs or random_inputs(func, dims, seed=3)
     expected = run_tensor(func, inputs)
-    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator",
+                                   fuse_options={"dims": plan} if plan else None)
     got = module[func.sym_name](*inputs)
     got = got if isinstance(got, tuple) else (got,)
     n_ops, reduced = program_size(func)
@@ -102,9 +108,10 @@ def _run(source, dims, inputs=None):
     return module, got
 
 
-@pytest.mark.parametrize("source, dims", CASES, ids=[f"case{i}" for i in range(len(CASES))])
-def test_schedule_agrees_with_numpy(source, dims):
-    module, _ = _run(source, dims)
+@pytest.mark.parametrize("source, dims, plan", [c + (None,) * (3 - len(c)) for c in CASES],
+                         ids=[f"case{i}" for i in range(len(CASES))])
+def test_schedule_agrees_with_numpy(source, dims, plan):
+    module, _ = _run(source, dims, plan=plan)
     found = {k["schedule"] for f in module.ir.funcs for k in f.body.ops if isinstance(k, KernelOp)}
     assert found & {"split-rows", "split-columns", "warp-rows"}, found
 
@@ -114,7 +121,7 @@ def test_split_runs_several_chunks_and_is_deterministic():
     calls give the same bits (partials combined in a fixed order, no atomics)."""
     module, first = _run(SUMSQ, {"N": 3001})
     assert module.python_module._split_rows(1, 3001) > 1
-    columns = mlfuse.compile_source(COLSUM, "t.fuse", target="simulator")
+    columns = mlfuse.compile_source(COLSUM, "t.fuse", target="simulator", fuse_options=FEW_COLUMNS)
     assert columns.python_module._split_columns(7, 301) > 1
     func = parse_program(SUMSQ, "t.fuse").funcs[0]
     inputs = random_inputs(func, {"N": 3001}, seed=3)
@@ -122,8 +129,11 @@ def test_split_runs_several_chunks_and_is_deterministic():
     assert np.asarray(again).tobytes() == np.asarray(first[0]).tobytes()
 
 
+FEW_COLUMNS = {"dims": {"R": 1 << 20, "C": 3}}  # planned for: long columns, few of them
+
+
 def test_split_launches_both_stages():
-    module = mlfuse.compile_source(COLSUM, "t.fuse", target="simulator")
+    module = mlfuse.compile_source(COLSUM, "t.fuse", target="simulator", fuse_options=FEW_COLUMNS)
     py = module.python_module
     launched = record_launches(py, ["f_0", "f_0_combine"])
     py.ENTRY_POINTS["f"](*[py.cuda.to_device(a) for a in
@@ -135,6 +145,8 @@ def test_split_launches_both_stages():
     (SUMSQ.replace("sum(", "max("), {"N": 2100}),
     (COLSUM.replace("sum(", "min("), {"R": 90, "C": 3}),
     (SHORT_SOFTMAX, {"R": 9}),
+    ("func f(x: f32[A, B, C]) -> f32[A, B, C] { return softmax(x, axis=1) }",
+     {"A": 2, "B": 9, "C": 5}),  # strips
 ])
 def test_nan_and_inf_follow_numpy(source, dims):
     func = parse_program(source, "t.fuse").funcs[0]

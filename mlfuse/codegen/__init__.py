@@ -24,6 +24,7 @@ from mlfuse.codegen.names import Namer
 from mlfuse.codegen.schedule_split import emit_split
 from mlfuse.codegen.schedule_tiles import emit_tiles
 from mlfuse.codegen.split_k import emit_finish, finish_name
+from mlfuse.codegen.schedule_strips import emit_strips, strip_geometry
 from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
 from mlfuse.codegen.ptx_mma import MMA_NAMES
 from mlfuse.codegen.ptx_tf32 import TF32_NAMES
@@ -39,7 +40,8 @@ TARGETS = ("cuda", "simulator")
 _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
                    "VALUES_PER_THREAD", "REGISTER_ROW_THREADS", "MAX_ROW_BLOCKS",
                    "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "LOAD_CACHE", "STORE_CACHE",
-                   "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS")
+                   "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
+                   "STRIP_THREADS", "STRIP_HELD_THREADS")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
 # keep it fast (the grid-stride loop covers the rest; the code is the same).
@@ -69,6 +71,9 @@ LOAD_CACHE = "{load_cache}"  # PTX cache operator of a vector load ("": the defa
 STORE_CACHE = "{store_cache}"  # and of a vector store
 SM_COUNT = {sm_count}  # streaming multiprocessors of the target GPU
 CONTRACTION_TILES = {contraction_tiles}  # (BM, BN) a contraction's block tile may take
+STRIP_POINTS = {strip_points}  # neighbouring points per block of a strips kernel over columns
+STRIP_THREADS = {strip_threads}  # the fewest threads of a strips block
+STRIP_HELD_THREADS = {strip_held}  # the most threads of a strips block holding its values
 '''
 
 _SIMULATOR_NOTE = ("\nRun it with NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported; "
@@ -104,7 +109,8 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
 # The schedules with a module of their own; the rest (pointwise, row) are emit_kernel's.
 SCHEDULE_EMITTERS = {"contraction": contraction_kernel, "split-rows": emit_split,
                      "split-columns": emit_split, "warp-rows": emit_warp_rows,
-                     "transpose-tiles": emit_tiles}
+                     "transpose-tiles": emit_tiles,
+                     "strips": emit_strips}
 
 
 def _kernel_ops(func: FuncOp) -> list:
@@ -148,6 +154,9 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             vector_width=hw.vector_width,
                             load_cache=hw.load_cache, store_cache=hw.store_cache,
                             sm_count=hw.sm_count,
+                            strip_points=strip_geometry(target, hw)[0],
+                            strip_threads=strip_geometry(target, hw)[1],
+                            strip_held=hw.strip_held_threads,
                             contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]
     parts += helper_sources(helpers, target)

@@ -76,7 +76,8 @@ MAX_THREADS = 1024  # per block, on every CUDA GPU
 # The most threads per block each variant is launched with (module constants or ints).
 _LAUNCH_BOUND = {"pointwise": "THREADS_PER_BLOCK", "pointwise-prefetch": "THREADS_PER_BLOCK",
                  "pointwise-vector": "THREADS_PER_BLOCK", "streaming": str(MAX_THREADS),
-                 "registers": "REGISTER_ROW_THREADS", "registers-vector": "REGISTER_ROW_THREADS"}
+                 "registers": "REGISTER_ROW_THREADS", "registers-vector": "REGISTER_ROW_THREADS",
+                 "strips-registers": "STRIP_HELD_THREADS", "strips-streaming": "(512, 1)"}  # one block per SM asked: no spills
 
 _SCHEDULE_DOC = {
     "pointwise": "Pointwise over [{space}]: one thread per point (grid-stride).",
@@ -647,7 +648,8 @@ def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, lis
 # Schedules emitted by their own modules (generate in codegen/__init__.py picks them).
 SCHEDULE_MODULES = {"contraction": "contraction", "split-rows": "schedule_split",
                     "split-columns": "schedule_split", "warp-rows": "schedule_warp_rows",
-                    "transpose-tiles": "schedule_tiles"}
+                    "transpose-tiles": "schedule_tiles",
+                    "strips": "schedule_strips"}
 
 
 def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Namer,

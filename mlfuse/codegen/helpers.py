@@ -125,6 +125,37 @@ def {name}(value, width, scratch):
     return value
 '''
 
+# A strips block: thread t works on point t % strip of the block's strip. Every thread
+# combines its point's partials itself, in thread order: the same bits in each, no
+# shuffles (the simulator runs the same code).
+_STRIP_REDUCE = '''\
+@cuda.jit(device=True)
+def {name}(value, strip, scratch):
+    """{combiner} of ``value`` over the block's threads that share a point (those
+    with the same ``cuda.threadIdx.x % strip``), returned to each of them."""
+    tid = cuda.threadIdx.x
+    scratch[tid] = value
+    cuda.syncthreads()
+    lane = tid % strip
+    value = scratch[lane]
+    for other in range(lane + strip, cuda.blockDim.x, strip):
+        value = {combine_scratch}
+    cuda.syncthreads()  # every thread has read the partials before scratch is reused
+    return value
+'''
+
+_STRIP_THREADS = '''\
+def _strip_threads(strip, extent):
+    """Threads of a strips block of ``strip`` points, ``extent`` reduced values each: a
+    power of two per point, enough that each takes at most VALUES_PER_THREAD values,
+    at least STRIP_THREADS and at most 512 in all (more would cap a thread's registers
+    at 64: its tile of values would spill)."""
+    per = max(1, STRIP_THREADS // strip)
+    while per < 512 // strip and per * VALUES_PER_THREAD < extent:
+        per *= 2
+    return per * strip
+'''
+
 _ROW_GROUP = '''\
 def _row_group(extent):
     """Threads per row of a warp-rows kernel: the least power of two >= ``extent``, at
@@ -172,10 +203,11 @@ _SPLIT_COLUMNS = '''\
 def _split_columns(points, extent):
     """Chunks per point of a split-columns reduction of ``extent`` values per point:
     about SM_COUNT * 1024 threads in all, each walking at least 4 * VALUES_PER_THREAD
-    values, at most 32 chunks (one thread of the second kernel combines them)."""
+    values, at most 128 chunks (one thread of the second kernel combines them, a tile
+    of VALUES_PER_THREAD at a time)."""
     want = -(-SM_COUNT * 1024 // max(points, 1))
     most = extent // (4 * VALUES_PER_THREAD)
-    return max(1, min(want, most, 32))
+    return max(1, min(want, most, 128))
 '''
 
 
@@ -277,6 +309,15 @@ def group_reduce_name(combiner: str) -> str:
     return f"_group_reduce_{combiner}"
 
 
+def strip_reduce_name(combiner: str) -> str:
+    return f"_strip_reduce_{combiner}"
+
+
+def _strip_reduce(combiner: str, target: str, used: set[str]) -> str:
+    return _STRIP_REDUCE.format(name=strip_reduce_name(combiner), combiner=combiner,
+                                combine_scratch=combine(combiner, "value", "scratch[other]", used))
+
+
 def _group_reduce(combiner: str, target: str, used: set[str]) -> str:
     name = group_reduce_name(combiner)
     if target == "cuda":
@@ -302,14 +343,16 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
+          "_strip_threads": _STRIP_THREADS,
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
           "_contraction_plan": tile_model_source()}
 # The order helpers appear in a module: device helpers before those that call them.
-ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index"] + [f(c) for f in (block_reduce_name, group_reduce_name)
-                                    for c in ("add", "max", "min")] + [
-    "_vector_access", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks", "_row_blocks",
-    "_row_threads", "_split_rows", "_split_columns", "_row_group", "_vector_ready",
-    "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
+ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index"] + [
+    f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name)
+    for c in ("add", "max", "min")] + [
+    "_vector_access", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
+    "_row_blocks", "_row_threads", "_split_rows", "_split_columns", "_row_group", "_strip_threads",
+    "_vector_ready", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:
@@ -317,6 +360,8 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     texts = {}
     for name in [n for n in ORDER if n.startswith("_block_reduce_") and n in used]:
         texts[name] = _block_reduce(name.removeprefix("_block_reduce_"), target, used)
+    for name in [n for n in ORDER if n.startswith("_strip_reduce_") and n in used]:
+        texts[name] = _strip_reduce(name.removeprefix("_strip_reduce_"), target, used)
     for name in [n for n in ORDER if n.startswith("_group_reduce_") and n in used]:
         texts[name] = _group_reduce(name.removeprefix("_group_reduce_"), target, used)
     fixed = {**_FIXED, **vector_helper_sources(target),

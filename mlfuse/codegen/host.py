@@ -110,6 +110,9 @@ class HostEmitter:
         elif kernel.schedule == "transpose-tiles":
             from mlfuse.codegen.schedule_tiles import tiles_launch
             tiles_launch(self, kernel, points, args)
+        elif kernel.schedule == "strips":
+            from mlfuse.codegen.schedule_strips import strips_launch
+            strips_launch(self, kernel, points, args)
         elif kernel.schedule == "contraction":
             self.contraction_launch(kernel, points, args)
         else:

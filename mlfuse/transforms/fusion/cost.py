@@ -9,10 +9,12 @@ cost(fused) < sum(cost(ops)) + traffic(intermediates) + launches saved x launch 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.permute import innermost_axis, permuted_loads, tiled_loads
+from mlfuse.dialects.reductions import loop_levels
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, dim_value, itemsize
 from mlfuse.hardware import Target
@@ -108,6 +110,60 @@ def live_registers(block: Block) -> int:
     return peak
 
 
+def strip_width(strip: str, target: Target) -> int:
+    """Points per block of a strips kernel."""
+    return target.strip_points if strip == "columns" else 1
+
+
+def strip_threads(strip: str, reduced: int, target: Target) -> int:
+    """Threads per point of a strips block (what the host's ``_strip_threads`` picks):
+    a power of two, enough that each takes at most row_values_per_thread values, at
+    least strip_threads in the block and at most 512."""
+    width = strip_width(strip, target)
+    per, most = max(1, target.strip_threads // width), 512 // width
+    while per < most and per * target.row_values_per_thread < reduced:
+        per *= 2
+    return per
+
+
+def _reduced_extent(kernel: Operation, dims: dict, target: Target) -> int:
+    tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
+    return max((math.prod(resolve(lvl["extent"], dims, target) for lvl in loop_levels(o))
+                for o in tops), default=1)
+
+
+def strip_held(kernel: Operation, dims: dict, target: Target, strip: str) -> bool:
+    """Whether a strips kernel's threads hold all their reduced values in registers (one
+    read of its inputs) rather than re-reading them in each loop."""
+    reduced = _reduced_extent(kernel, dims, target)
+    per = strip_threads(strip, reduced, target)
+    return reduced <= per * target.row_values_per_thread and \
+        per * strip_width(strip, target) <= target.strip_held_threads
+
+
+def _strip_rereads(kernel: Operation, read: dict, dims: dict, target: Target) -> int:
+    """Bytes a strips kernel reads again from DRAM: its later loops re-read the values
+    its first loop read, from L2 when the strips resident at once fit there."""
+    strip = kernel.attributes.get("strip", "columns")
+    if strip_held(kernel, dims, target, strip):
+        return 0
+    tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
+    if len(tops) < 2:
+        return 0
+    reduced = _reduced_extent(kernel, dims, target)
+    width = strip_width(strip, target)
+    threads = width * strip_threads(strip, reduced, target)
+    points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
+    blocks = min(-(-points // width), target.sm_count * max(1, 2048 // threads))
+    seen, again = set(), 0
+    for top in tops:
+        loaded = {id(o.operands[0]) for o in top.walk() if isinstance(o, (LoadOp, MaskedLoadOp))}
+        again += sum(buffer_bytes(read[b], dims, target) for b in loaded & seen)
+        seen |= loaded
+    per_strip = sum(itemsize(read[b].dtype) for b in seen) * width * reduced
+    return again if blocks * per_strip > target.l2_bytes else 0
+
+
 def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
     """Cost of one kernel (fused.kernel or loops.parallel): each buffer it reads or
     writes counts once at its full size (re-reads of a row or of a broadcast operand
@@ -131,10 +187,21 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         threads = points * min(inner, 32)
     elif schedule == "split-rows":  # chunks of every point's reduction over the whole GPU
         threads = target.sm_count * 2048
-    elif schedule == "split-columns":  # a thread per point and chunk (up to 32 chunks)
-        threads = points * min(32, max(1, inner // 64))
+    elif schedule == "split-columns":  # a thread per point and chunk (the host's
+        # _split_columns), each with a tile of values in flight, as a strips thread
+        reduced = _reduced_extent(kernel, dims, target)
+        chunks = min(128, max(1, reduced // (4 * target.row_values_per_thread)),
+                     -(-target.sm_count * 1024 // max(points, 1)))
+        threads = points * chunks * target.row_values_per_thread
+    rereads = 0
+    if schedule == "strips":  # a block per strip; the values its threads have in flight
+        reduced = _reduced_extent(kernel, dims, target)
+        strip = kernel.attributes.get("strip", "columns")
+        threads = points * min(reduced, strip_threads(strip, reduced, target)
+                               * target.row_values_per_thread)
+        rereads = _strip_rereads(kernel, read, dims, target)
     return KernelCost(
-        bytes_read=sum(buffer_bytes(t, dims, target) for t in read.values()),
+        bytes_read=sum(buffer_bytes(t, dims, target) for t in read.values()) + rereads,
         strided_bytes=_strided_bytes(kernel, dims, target),
         bytes_written=sum(buffer_bytes(t, dims, target) for t in written.values()),
         flops=_flops(kernel.body, points, dims, target),

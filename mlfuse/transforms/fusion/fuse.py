@@ -155,8 +155,12 @@ class Planner:
     def outputs(self, group: Group, groups=None) -> list[Nest]:
         return [n for n in group.owned if self.needed(n, groups)]
 
-    def schedule_for(self, E, C) -> str:
-        c = resolve(C, self.dims, self.target)
+    def schedule_for(self, space) -> str:
+        """The builder's first guess for a kernel over a reduced space (apply_schedule
+        then chooses by extents and accesses): "row" for long reductions."""
+        c = 1
+        for e in space.reduced_extents:
+            c *= resolve(e, self.dims, self.target)
         return "row" if c >= self.target.row_min_extent else "pointwise"
 
     def build(self, group: Group, groups=None, name="kernel"):

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ParallelOp, ReduceOp, StoreOp
+from mlfuse.dialects.loops import ParallelOp, ReduceOp, StoreOp
 from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.types import num_elements
 from mlfuse.transforms.fusion.input_check import buffers_loaded, check_nests
+from mlfuse.transforms.fusion.spaces import Space, reduction_space
 from mlfuse.ir.traits import SCALAR_COMPUTE
 
 
@@ -23,7 +24,7 @@ class Nest:
     out: Value | None               # the buffer it writes (None if it is not a simple nest)
     reads: list[Value] = field(default_factory=list)
     reduces: list[ReduceOp] = field(default_factory=list)  # top-level reductions in the body
-    row_extent: object = None       # C when this is a reduction over the last axis of rows
+    space: Space | None = None      # the full space its reductions walk (spaces.py), if any
     n_ops: int = 0                  # scalar ops per point (flops estimate)
 
     @property
@@ -64,32 +65,6 @@ def _identity_store(nest_op: ParallelOp) -> Value | None:
     return store.operands[1]
 
 
-def _row_extent(nest: Nest):
-    """C if the nest reduces over the last axis of rows indexed by its own indices:
-    top-level reduces over one extent (one, or several in turn, as argmax's extreme
-    then its index) whose loads use their index only in the last position, after the
-    nest's (non-keepdims) indices in order."""
-    if not nest.reduces or len({repr(r["extent"]) for r in nest.reduces}) != 1:
-        return None
-    args = list(nest.op.body.args)
-    n_outer = len(args)
-    if nest.extents and nest.extents[-1] == 1:
-        n_outer -= 1  # keepdims: the trailing size-1 dim is the reduced one
-    for red in nest.reduces:
-        k = red.body.args[0]
-        for op in red.walk():
-            if op is red:
-                continue
-            if isinstance(op, ReduceOp):
-                return None  # a multi-axis reduction
-            if isinstance(op, (LoadOp, MaskedLoadOp)):
-                idx = list(op.operands[2:] if isinstance(op, MaskedLoadOp) else op.operands[1:])
-                if k in idx:
-                    if idx[-1] is not k or idx[:-1] != args[:n_outer] or k in idx[:-1]:
-                        return None
-    return nest.reduces[0]["extent"]
-
-
 def _count_ops(op: Operation) -> int:
     return sum(1 for inner in op.walk() if inner.has_trait(SCALAR_COMPUTE) and inner.operands)
 
@@ -105,7 +80,7 @@ class NestGraph:
                 nest = Nest(op, len(self.nests), _identity_store(op))
                 nest.reads = [b for b in buffers_loaded(op) if b is not nest.out]
                 nest.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
-                nest.row_extent = _row_extent(nest)
+                nest.space = reduction_space(op, nest.reduces)
                 nest.n_ops = _count_ops(op)
                 self.nests.append(nest)
         self.writer: dict[int, Nest] = {id(n.out): n for n in self.nests if n.out is not None}

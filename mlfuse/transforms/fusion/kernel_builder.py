@@ -15,10 +15,11 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, StoreOp
 from mlfuse.ir.clone import Demand, clone_block_steps
 from mlfuse.ir.core import Block, Region, Value
-from mlfuse.ir.types import INDEX
+from mlfuse.ir.types import INDEX, symbols_of
 
 from mlfuse.transforms.cse import cse_block, dead_code
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
+from mlfuse.transforms.fusion.spaces import Space, level, plain_space
 from mlfuse.transforms.fusion.hoist import hoist_invariant_loads
 
 
@@ -33,66 +34,72 @@ class _ValueOf(Demand):
         self.nest, self.idx, self.block = nest, idx, block
 
 
+def _index_key(v: Value):
+    """An index value for memoizing: constants by value (each inlined read clones its own)."""
+    op = getattr(v, "op", None)
+    return ("constant", op["value"]) if isinstance(op, ArithConstant) else id(v)
+
+
 def _is_zero_index(v: Value) -> bool:
     op = getattr(v, "op", None)
     return isinstance(op, ArithConstant) and v.type == INDEX and op["value"] == 0
 
 
-def _row_outer(nest: Nest) -> list:
-    ext = nest.extents
-    return ext[:-1] if ext and ext[-1] == 1 else ext
+def candidate_spaces(members: list[Nest], outputs: list[Nest]) -> list[Space]:
+    """Iteration spaces worth trying for a kernel: each reduction's full space first (so
+    its consumers over that space join it: the broadcast-back epilogue), then each
+    output's own extents, then spaces two outputs' extents make together."""
+    seen = [n.space for n in members if n.space is not None]
+    seen += [plain_space(n.extents) for n in list(outputs) + list(members)]
+    # an output over a space and one over it with axes of 1 (a row statistic returned
+    # beside the rows it scales): the second's axes of 1 are the first's reduced ones
+    for a in list(outputs) + list(members):
+        for b in outputs:
+            ea, eb = a.extents, b.extents
+            if len(ea) == len(eb) and ea != eb and all(x == y or x == 1 for x, y in zip(ea, eb)):
+                seen.append(Space(tuple(eb), tuple(i for i, (x, y) in enumerate(zip(ea, eb))
+                                                   if x != y)))
+    return list(dict.fromkeys(seen))
 
 
-def candidate_spaces(members: list[Nest], outputs: list[Nest]):
-    """Iteration spaces (E, C) worth trying for a kernel: a row reduction's rows and
-    row length first (so its consumers over the row join it), then each output's
-    own extents."""
-    seen = []
-    for n in members:
-        if n.row_extent is not None:
-            seen.append((_row_outer(n), n.row_extent))
-    for n in list(outputs) + list(members):
-        seen.append((n.extents, None))
-    unique = []
-    for s in seen:
-        if s not in unique:
-            unique.append(s)
-    return unique
+def _broadcast_point(nest: Nest, space: Space) -> bool:
+    """Whether a reduction over ``nest``'s extents can be read at a kernel point by
+    broadcasting (each extent the kernel's or 1): it is then computed at the index a
+    consumer reads it at, once per point (mean pooling's ``sum(mask, axis=1)`` of a
+    mask [B, S, 1], read over [B, D]: a reduction per point, as the kernel's own). Not
+    where the kernel's points run along an axis the reduction reduces (``x / sum(x)``
+    over [N]): that would repeat a whole reduction for every element."""
+    ext, kept = nest.extents, space.kept
+    if nest.space is None or len(ext) != len(kept) or \
+            not all(e in (k, 1) for e, k in zip(ext, kept)):
+        return False
+    spread = {i for i, (e, k) in enumerate(zip(ext, kept)) if e != k}
+    if ext == nest.space.keepdims and spread & set(nest.space.reduced):
+        return False
+    # a symbol both spread over and reduced: as long as the kernel's points, at any size
+    return not set(symbols_of([kept[i] for i in spread])) & \
+        set(symbols_of(nest.space.reduced_extents))
 
 
-def _moving(extents: list) -> list:
-    """The extents other than 1: a permutation that moves only axes of one point (a
-    transpose of a [R, 1] result) or a reshape adding or dropping them keeps the
-    element order, so over the same moving extents it is the same layout."""
-    return [e for e in extents if e != 1]
-
-
-def level(nest: Nest, E: list, C) -> str | None:
-    ext = nest.extents
-    if ext == E or ext == E + [1] or _moving(ext) == _moving(E):
-        return "point"
-    if C is not None and ext == E + [C]:
-        return "row"
-    return None
-
-
-def choose_space(members: list[Nest], outputs: list[Nest]):
+def choose_space(members: list[Nest], outputs: list[Nest]) -> Space:
     """The first candidate space where every reduction is one value per point and
-    every output is stored at a point or along its row."""
+    every output is stored at a point or along the reduced axes."""
     reasons = []
-    for E, C in candidate_spaces(members, outputs):
-        bad = [n for n in members if not n.is_pointwise and level(n, E, C) != "point"]
-        bad += [n for n in outputs if level(n, E, C) is None]
-        if C is not None and all(e == 1 for e in E):
+    for space in candidate_spaces(members, outputs):
+        bad = [n for n in members if not n.is_pointwise and level(n.extents, space) != "point"
+               and not _broadcast_point(n, space)]
+        bad += [n for n in outputs if level(n.extents, space) is None]
+        if space.reduced and all(e == 1 for e in space.kept):
             # one point: a whole-tensor reduction; its consumers over every element
             # would all wait on one block (spreading it needs a grid-wide barrier)
             bad += [n for n in members if not n.is_pointwise and any(
-                level(o, E, C) == "row" for o in outputs)]
+                level(o.extents, space) == "row" for o in outputs)]
         if not bad:
-            return E, C
+            return space
         reasons.append(bad[0])
     culprit = reasons[0] if reasons else members[0]
-    if not culprit.is_pointwise and all(e == 1 for e in _row_outer(culprit)):
+    if not culprit.is_pointwise and culprit.space is not None and \
+            all(e == 1 for e in culprit.space.kept):
         raise CannotFuse(f"{culprit.name} reduces over all elements and its consumers use "
                          "every element: that needs a grid-wide barrier, so two kernels")
     raise CannotFuse(f"{culprit.name} ({culprit.source}, extents {culprit.extents}) does not fit "
@@ -106,12 +113,13 @@ class KernelBuilder:
         self.members = sorted(members, key=lambda n: n.index)
         self.member_set = set(self.members)
         self.outputs = sorted(outputs, key=lambda n: n.index)
-        self.E, self.C = choose_space(self.members, self.outputs)
-        has_row_reduction = any(n.row_extent is not None and level(n, self.E, self.C) == "point"
-                                for n in self.members)
+        self.space = choose_space(self.members, self.outputs)
+        self.E = self.space.kept
+        has_reduction = any(not n.is_pointwise and level(n.extents, self.space) == "point"
+                            for n in self.members)
         schedule = "pointwise"
-        if self.C is not None and has_row_reduction and schedule_for is not None:
-            schedule = schedule_for(self.E, self.C)
+        if self.space.reduced and has_reduction and schedule_for is not None:
+            schedule = schedule_for(self.space)
         sources = [f"{n.name} = {n.source}" for n in self.members]
         block = Block([INDEX] * len(self.E), [f"i{k}" for k in range(len(self.E))])
         self.kernel = KernelOp(result_types=[], regions=[Region([block])], attributes={
@@ -119,6 +127,9 @@ class KernelBuilder:
             "sources": sources}, loc=self.members[-1].op.loc)
         self.point_args = list(block.args)
         self.point_values: dict[Nest, Value] = {}
+        # reductions read at a broadcast index (extents of 1 where the kernel's are not),
+        # computed once per point where first read: (nest, index key) -> value
+        self.broadcast_values: dict[tuple, Value] = {}
         self._zero: Value | None = None
 
     # -- index helpers ---------------------------------------------------------
@@ -132,11 +143,14 @@ class KernelBuilder:
 
     def point_index(self, nest: Nest) -> list[Value]:
         """The index of the kernel's point in ``nest``'s result (a "point" level nest):
-        the point's indices, with 0 for a keepdims axis, or for the axes of one point
-        where only those differ from the kernel's (see ``_moving``)."""
+        the point's indices; with 0 at the reduced axes of a keepdims reduction; or with
+        0 at the axes of one point where only those differ from the kernel's
+        (``spaces.moving``: a transpose of a [R, 1] result)."""
         ext = nest.extents
-        if ext[:len(self.E)] == self.E:
-            return self.point_args + [self.zero() for _ in ext[len(self.E):]]
+        if ext == self.E:
+            return list(self.point_args)
+        if self.space.reduced and ext == self.space.keepdims:
+            return self.space.interleave(self.point_args, [self.zero()] * len(self.space.reduced))
         moving = iter(a for a, e in zip(self.point_args, self.E) if e != 1)
         return [self.zero() if e == 1 else next(moving) for e in ext]
 
@@ -149,17 +163,22 @@ class KernelBuilder:
     # -- inlining --------------------------------------------------------------
     def value_at(self, nest: Nest, idx: list[Value], block: Block) -> Value:
         """The element of ``nest``'s result at ``idx``, computed into ``block``."""
-        known = self._known_value(nest, idx)
+        known = self._known_value(nest, idx, block)
         return known if known is not None else self._inline(nest, idx, block)
 
-    def _known_value(self, nest: Nest, idx: list[Value]) -> Value | None:
+    def _known_value(self, nest: Nest, idx: list[Value], block: Block) -> Value | None:
         """The value already computed for ``nest`` at ``idx``, or None to inline it."""
         if nest in self.point_values and self._is_point_index(nest, idx):
             return self.point_values[nest]
-        if not nest.is_pointwise:
-            raise CannotFuse(f"{nest.name} ({nest.source}) is read at another index than "
-                             "the kernel's own point, which would recompute its reduction")
-        return None
+        if nest.is_pointwise:
+            return None
+        if block is self.kernel.body and _broadcast_point(nest, self.space):
+            key = (nest, tuple(_index_key(v) for v in idx))
+            if key not in self.broadcast_values:  # once per point, where first read
+                self.broadcast_values[key] = self._inline(nest, idx, block)
+            return self.broadcast_values[key]
+        raise CannotFuse(f"{nest.name} ({nest.source}) is read at another index than "
+                         "the kernel's own point, which would recompute its reduction")
 
     def _inline(self, nest: Nest, idx: list[Value], block: Block) -> Value:
         """``nest``'s body cloned at ``idx``, its reads of members inlined in turn: a
@@ -178,7 +197,7 @@ class KernelBuilder:
                     answer = [done.value]
                     continue
                 answer = None
-                known = self._known_value(demand.nest, demand.idx)
+                known = self._known_value(demand.nest, demand.idx, demand.block)
                 if known is not None:
                     answer = [known]
                 else:
@@ -216,19 +235,23 @@ class KernelBuilder:
     def build(self) -> KernelOp:
         body = self.kernel.body
         for nest in self.members:
-            if level(nest, self.E, self.C) == "point":
+            if level(nest.extents, self.space) == "point":
                 self.point_values[nest] = self._inline(nest, self.point_index(nest), body)
                 if nest in self.outputs:
                     self._store(self.point_values[nest], nest, self.point_index(nest), body)
-        row_outputs = [n for n in self.outputs if level(n, self.E, self.C) == "row"]
+        row_outputs = [n for n in self.outputs if level(n.extents, self.space) == "row"]
         if row_outputs:
-            loop = ForOp(result_types=[], attributes={"extent": self.C},
-                         regions=[Region([Block([INDEX], ["k"])])])
-            body.append(loop)
-            k = loop.body.args[0]
+            # the broadcast-back epilogue: a loop nest over the reduced axes, in order
+            into, steps = body, []
+            for d, extent in enumerate(self.space.reduced_extents):
+                loop = ForOp(result_types=[], attributes={"extent": extent},
+                             regions=[Region([Block([INDEX], [f"k{d}" if d else "k"])])])
+                into.append(loop)
+                into = loop.body
+                steps.append(loop.body.args[0])
             for nest in row_outputs:
-                idx = self.point_args + [k]
-                self._store(self.value_at(nest, idx, loop.body), nest, idx, loop.body)
+                idx = self.space.interleave(self.point_args, steps)
+                self._store(self.value_at(nest, idx, into), nest, idx, into)
         cse_block(body)
         hoist_invariant_loads(body)
         cse_block(body)  # loads hoisted out of several loops over a row are one

@@ -14,6 +14,14 @@ A kernel's top-level ``loops.reduce`` ops may run five ways (``fused.kernel``'s
   a second kernel combines the chunks (column sums, reductions over axis 0).
 - "warp-rows": rows shorter than a warp: a group of 2..32 threads per row, several
   rows per warp (softmax over rows of 16).
+- "strips": a block owns a strip of points and ALL of their reduced values, its
+  threads splitting both (combined through shared memory): the reductions' results
+  are on chip, so a broadcast-back epilogue over the reduced axes runs in the same
+  kernel. "columns": 32 neighbouring points per block (reductions over leading or
+  middle axes: column centring, softmax over a middle axis); "rows": one point per
+  block whose reduced values are contiguous over several axes (instance norm over
+  [H, W]; one axis stays "row"). The cost model picks it against split-columns and
+  one thread per point (a tiny kept extent with a huge reduced one stays split).
 - "pointwise": one thread per point walks the reduction (short reductions).
 
 A loop-free kernel is "pointwise", or "transpose-tiles" where it reads a transpose
@@ -34,12 +42,12 @@ from dataclasses import dataclass
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
-from mlfuse.dialects.reductions import ReduceNest, reduce_nest, reduce_nests
+from mlfuse.dialects.reductions import ReduceNest, loop_levels, reduce_nest, reduce_nests
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
 
-from mlfuse.transforms.fusion.cost import resolve
+from mlfuse.transforms.fusion.cost import kernel_cost, resolve, strip_held
 from mlfuse.transforms.fusion.tiles import choose_tiles
 
 SPLIT_SCHEDULES = ("split-rows", "split-columns")
@@ -83,22 +91,23 @@ def _indices(load: Operation) -> list:
 
 def access_layout(kernel: Operation) -> str | None:
     """How the reduced elements lie in memory relative to the threads' points:
-    "rows" when every load that steps with a reduced index has the nest's innermost
+    "rows" when every load that steps with a loop index has the loop nest's innermost
     index as its last index (the reduced values of a point are contiguous), "columns"
-    when every such load has the kernel's last point index as its last index (neighbouring
-    points are contiguous), None otherwise (mixed, e.g. a matmul, or a window: an index
-    computed from a point index and a reduced one, whose short reductions one thread
-    per point walks best)."""
+    when every such load has the kernel's last point index as its last index, or none
+    of the point's indices at all (the same address for neighbouring points: mean
+    pooling's mask), and at least one has (neighbouring points are contiguous), None
+    otherwise (mixed, e.g. a matmul, or a window: an index computed from a point index
+    and a reduced one, whose short reductions one thread per point walks best)."""
     loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
     if not loops:
         return None
     rows = columns = True
+    contiguous = False
     point_last = kernel.body.args[-1] if kernel.body.args else None
     points = set(kernel.body.args)
     memo: dict = {}
     for loop in loops:
-        nest = reduce_nest(loop) if isinstance(loop, ReduceOp) else None
-        steps = [id(a) for a in (nest.indices if nest else [loop.body.args[0]])]
+        steps = [id(lvl.body.args[0]) for lvl in loop_levels(loop)]
         fastest = steps[-1]
         for load in _loads(loop):
             idx = _indices(load)
@@ -109,8 +118,11 @@ def access_layout(kernel: Operation) -> str | None:
             if not any(id(v) in steps for v in idx):
                 continue
             rows &= bool(idx) and id(idx[-1]) == fastest
-            columns &= point_last is not None and bool(idx) and idx[-1] is point_last
-    return "rows" if rows else "columns" if columns else None
+            along = point_last is not None and bool(idx) and idx[-1] is point_last
+            contiguous |= along
+            columns &= along or (point_last is not None and
+                                 not any(point_last in arg_deps(v, memo) for v in idx))
+    return "rows" if rows else "columns" if columns and contiguous else None
 
 
 @dataclass
@@ -118,13 +130,74 @@ class ScheduleChoice:
     schedule: str
     reason: str
     tile_axes: list | None = None  # transpose-tiles: the tiled axes
+    strip: str = ""   # a strips schedule's "columns" or "rows"
+
+
+def _loop_extents(kernel: Operation) -> list[list]:
+    """The extents of each top-level loop nest (reduce nests and for nests)."""
+    return [[lvl["extent"] for lvl in loop_levels(o)] for o in kernel.body.ops
+            if isinstance(o, (ReduceOp, ForOp))]
+
+
+def _seconds(kernel: KernelOp, schedule: str, strip: str, dims, target) -> float:
+    """The cost model's time of ``kernel`` under ``schedule``; a split schedule's second
+    launch and partial buffers counted in."""
+    saved = dict(kernel.attributes)
+    kernel.attributes["schedule"], kernel.attributes["strip"] = schedule, strip
+    try:
+        cost = kernel_cost(kernel, dims, target)
+    finally:
+        kernel.attributes.clear()
+        kernel.attributes.update(saved)
+    seconds = cost.seconds(target)
+    if schedule in SPLIT_SCHEDULES:
+        points = math.prod(resolve(e, dims, target) for e in kernel.extent_list)
+        seconds += target.launch_s + 2 * 32 * points * 4 / target.dram_bytes_per_s
+    return seconds
+
+
+def strip_values(kernel, dims, target, strip: str, has_for: bool) -> str:
+    """What explain says of a strips kernel's loops after the first: whether its threads
+    hold their values in registers or read them again."""
+    loops = sum(isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops)
+    tail = "; the epilogue over the reduced axes runs in the same kernel" if has_for else ""
+    if loops < 2:
+        return tail
+    if strip_held(kernel, dims, target, strip):
+        return tail + "; each thread holds its values in registers (inputs read once)"
+    return tail + "; later loops read the inputs again (from L2 where the strips fit)"
+
+
+def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for) -> ScheduleChoice:
+    """Over columns: the strips schedule (one kernel, the loops after the reductions
+    in it), split-columns (two kernels, more parallelism where the reduced extent is long
+    and the points are few) or one thread per point, whichever the cost model finds
+    fastest."""
+    options = {}
+    if len({repr(e) for e in extents}) == 1:
+        options["strips"] = _seconds(kernel, "strips", "columns", dims, target)
+    if blocker is None and reduced >= target.row_min_extent:
+        options["split-columns"] = _seconds(kernel, "split-columns", "", dims, target)
+    options["pointwise"] = _seconds(kernel, "pointwise", "", dims, target)
+    best = min(options, key=options.get)
+    numbers = ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in options.items())
+    what = {"strips": "a block per strip of neighbouring points (coalesced), its threads "
+                      f"also split the {reduced} reduced values" +
+                      strip_values(kernel, dims, target, "columns", has_for),
+            "split-columns": "threads own neighbouring points (coalesced) and walk chunks of "
+                             f"the {reduced} reduced values; a second kernel combines the "
+                             "chunks",
+            "pointwise": "one thread per point walks its reduction"}[best]
+    return ScheduleChoice(best, f"reduced axes not innermost: {what} (cost model: {numbers})",
+                          strip="columns" if best == "strips" else "")
 
 
 def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     """The schedule of ``kernel`` (see the module doc) and why, from the sizes its
     symbols have in ``dims`` (the target's default size where unbound)."""
     current = kernel["schedule"]  # the builder's "row" or "pointwise", or an earlier choice
-    if current not in ("pointwise", "row", "warp-rows", "transpose-tiles") + SPLIT_SCHEDULES:
+    if current not in ("pointwise", "row", "warp-rows", "transpose-tiles",
+                       "strips") + SPLIT_SCHEDULES:
         return ScheduleChoice(current, f"{current} (set by an earlier pass)")
     nests = reduce_nests(kernel)
     loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
@@ -143,6 +216,9 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     layout = access_layout(kernel)
     blocker = why_not_split(kernel)
     few_points = points < 2 * target.sm_count
+    row_space = current in ("row", "strips")  # the builder found a reduced space
+    extents = _loop_extents(kernel)
+    has_for = any(isinstance(o, ForOp) for o in loops)
     # an unbound reduced extent may be long at run time; the host splits it only if it is
     unbound = any(s not in dims for n in nests for s in symbols_of(n.extents))
     long = reduced >= target.split_min_extent or unbound
@@ -150,19 +226,27 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
         return ScheduleChoice("split-rows", f"{points} point(s) cannot fill {target.sm_count} SMs "
                               f"with one block each; each point's {reduced} values are split "
                               "across blocks, then a second kernel combines the partials")
-    if blocker is None and layout == "columns" and reduced >= target.row_min_extent:
-        return ScheduleChoice("split-columns", "the reduced axes are not the innermost: threads "
-                              f"own neighbouring points (coalesced) and walk chunks of the "
-                              f"{reduced} reduced values; a second kernel combines the chunks")
-    if nests and layout == "rows":
-        row = max(row, reduced)  # a nest is walked as one flat loop
+    if layout == "columns" and (has_for or row_space or reduced >= target.row_min_extent):
+        return _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for)
+    flat = max(math.prod(resolve(e, dims, target) for e in ext) for ext in extents)
+    if layout == "rows" and any(len(e) > 1 for e in extents):
+        row = max(row, flat)  # a nest is walked as one flat loop
+        if len({repr(e) for e in extents}) == 1 and row >= target.row_min_extent and \
+                (row_space or few_points):
+            return ScheduleChoice("strips", f"{points} rows of {row} values over several axes: "
+                                  "a block per row walks them as one flat loop" +
+                                  strip_values(kernel, dims, target, "rows", has_for),
+                                  strip="rows")
+    if layout == "rows" and has_for and row >= target.row_min_extent and \
+            len({repr(e) for e in extents}) == 1:
+        return ScheduleChoice("row", f"{points} rows of {row}: one block per row")
     if layout == "rows" and row < target.row_min_extent and points > 1:
         return ScheduleChoice("warp-rows", f"rows of {row} values: a group of threads per row, "
                               "several rows per warp (coalesced)")
     if layout == "rows" and (current == "row" or points < 2 * target.sm_count):
         why = f"; not split: {blocker}" if blocker and few_points else ""
         return ScheduleChoice("row", f"{points} rows of {row}: one block per row{why}")
-    if current == "row":
+    if current == "row" and not any(len(e) > 1 for e in extents):
         return ScheduleChoice("row", f"{points} rows of {row}: one block per row")
     return ScheduleChoice("pointwise", "one thread per point walks its reduction" + (
         "" if layout else " (its reads are neither along rows nor along columns)"))
@@ -175,6 +259,10 @@ def apply_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoi
         kernel.attributes["tile_axes"] = list(choice.tile_axes)
     else:
         kernel.attributes.pop("tile_axes", None)
+    if choice.strip:
+        kernel.attributes["strip"] = choice.strip
+    else:
+        kernel.attributes.pop("strip", None)
     return choice
 
 

@@ -4,8 +4,9 @@
 // The fuse pass writes each kernel's schedule, chosen from its extents and how its
 // reads lie in memory (mlfuse/transforms/fusion/schedules.py): a reduction to a scalar
 // is split across blocks with its elementwise prologue in the same kernel (split-rows);
-// a reduction over a non-innermost axis walks it with threads on neighbouring columns
-// (split-columns); rows of many values take a block each (row).
+// a reduction over a non-innermost axis takes a block per strip of neighbouring columns,
+// its threads splitting the rows too (strips; tests/ir/fuse/strips.mlir has more); rows
+// of many values take a block each (row).
 
 // CHECK-LABEL: func @sumsq
 // CHECK-NEXT:   %s = loops.alloc : buf<f32[]>
@@ -15,7 +16,7 @@
 // CHECK:        return %s
 
 // CHECK-LABEL: func @colsum
-// CHECK:        fused.kernel {extents = [C], kernel_name = "colsum_0", schedule = "split-columns", {{.*}}}
+// CHECK:        fused.kernel {extents = [C], kernel_name = "colsum_0", schedule = "strips", {{.*}}strip = "columns"}
 
 // CHECK-LABEL: func @rowsum
 // CHECK:        fused.kernel {extents = [R], kernel_name = "rowsum_0", schedule = "row", {{.*}}}

@@ -1,0 +1,280 @@
+"""Strips ("strips"): a block owns a strip of points and all of their reduced values.
+
+Thread ``t`` of a block works on point ``t % strip`` of the block's strip and on the
+reduced values ``t // strip``, ``+ per``, ``+ 2 per``, ... of it (``per`` = threads per
+point), each top-level reduce or for nest walked as one flat loop over the product of
+its extents. A reduction's partials are combined through shared memory, every thread
+of a point combining them itself in the same order (the same bits in each): after it,
+the result is known on chip, and the loops that follow (the broadcast-back epilogue:
+``x - mean(x, axis=0)``, softmax over a middle axis) run in the same kernel.
+
+- ``strip`` "columns": STRIP_POINTS neighbouring points per block, so a warp reads
+  STRIP_POINTS neighbouring values of one reduced index (coalesced) when the reduced
+  axes are leading or middle ones.
+- ``strip`` "rows": one point per block, the block's threads on neighbouring reduced
+  values (contiguous over several trailing axes: instance norm over [H, W]); its
+  reductions are the block reductions of the row schedule.
+
+Two variants, picked by the host from the reduced extent of the call:
+"strips-registers" (each thread's values fit in VALUES_PER_THREAD slots: the first
+loop loads them into local arrays, registers once unrolled, and later loops read them
+there, so the inputs are read from memory once) and "strips-streaming" (any extent:
+each loop walks the values in tiles of VALUES_PER_THREAD // 2 per thread, the tile's loads
+issued first so they are in flight together; later loops read the inputs again,
+mostly from L2).
+
+A strip past the last point works on the last point again, its loads in bounds, and
+stores nothing (``valid``): every thread takes part in every barrier.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, YieldOp
+from mlfuse.dialects.reductions import level_ops, loop_levels
+
+from mlfuse.codegen.emit_kernel import (VALUES_PER_THREAD, KernelCode, KernelEmitter,
+                                        extent_factors, kernel_interface)
+from mlfuse.codegen.helpers import strip_reduce_name
+from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
+from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
+
+_DOC = {
+    "strips-registers": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
+                        "its threads also split the reduced values and hold them in registers.",
+    "strips-streaming": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
+                        "its threads also split the reduced values, a tile at a time.",
+}
+
+
+def top_loops(op) -> list:
+    return [o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
+
+
+def _clean(levels) -> bool:
+    """Whether the outer levels of a nest compute only constants (then the innermost
+    body's loads may be issued ahead for a whole tile)."""
+    return all(isinstance(o, (ConstantOp, DimOp)) for d in range(len(levels) - 1)
+               for o in level_ops(levels, d))
+
+
+# the simulator's strips are small (4 points, 16 threads at least; the code is the same)
+SIMULATOR_STRIP = (4, 16)
+
+
+def strip_geometry(target: str, hw) -> tuple[int, int]:
+    """(STRIP_POINTS, STRIP_THREADS) of a module for ``target``."""
+    return (hw.strip_points, hw.strip_threads) if target == "cuda" else SIMULATOR_STRIP
+
+
+def _constant_slots(op, target: str, hw) -> int | None:
+    """Slots a thread of the registers variant needs where the reduced extent is a
+    constant: the host's ``_strip_threads`` is then known here too (each slot is a
+    register per held load: a short row must not pay for VALUES_PER_THREAD)."""
+    extents = [lvl["extent"] for lvl in loop_levels(top_loops(op)[0])]
+    if not all(isinstance(e, int) for e in extents):
+        return None
+    reduced = 1
+    for e in extents:
+        reduced *= e
+    points, least = strip_geometry(target, hw)
+    width = points if op["strip"] == "columns" else 1
+    per = max(1, least // width)
+    while per < 512 // width and per * hw.row_values_per_thread < reduced:
+        per *= 2
+    return max(1, -(-reduced // per))
+
+
+def strip_variants(op) -> list[str]:
+    """Both variants: the host picks one from the reduced extent of the call."""
+    return ["strips-registers", "strips-streaming"]
+
+
+class StripsEmitter(KernelEmitter):
+    def __init__(self, op, name, variant, target, helpers, hw, taken=()):
+        super().__init__(op, name, variant, target, helpers, hw, taken)
+        self.schedule = "strips"
+        self.columns = op["strip"] == "columns"
+        self.registers = variant == "strips-registers"
+        self.tops = top_loops(op)
+        self.levels = {id(o): loop_levels(o) for o in self.tops}
+        for n in ("lane", "per", "n_red", "strip", "valid", "r", "tile", "n_strips"):
+            self.local[n] = self.namer.fresh(n)
+        self.width = "STRIP_POINTS" if self.columns else "1"
+        # values per thread a loop has in flight: all of them (registers), or a tile of
+        # half as many (streaming: a 64-bit address each while in flight; 16 spill)
+        self.tile = VALUES_PER_THREAD if self.registers else f"({VALUES_PER_THREAD} // 2)"
+        slots = _constant_slots(op, target, hw) if self.registers else None
+        if slots is not None and slots < hw.row_values_per_thread:
+            self.tile = str(slots)  # the host's threads for this constant extent need no more
+
+    def emit(self) -> str:
+        w, loc = self.w, self.local
+        doc = _DOC[self.variant].replace("{strip}", self.op["strip"])
+        with self.kernel_def([], doc):
+            w.line(f"{loc['tid']} = cuda.threadIdx.x")
+            if self.columns:
+                w.line(f"{loc['lane']} = {loc['tid']} % {self.width}  # the point in the strip")
+                w.line(f"{loc['nthreads']} = {loc['tid']} // {self.width}  # its thread "
+                       "among the point's")
+                w.line(f"{loc['per']} = cuda.blockDim.x // {self.width}")
+            else:
+                w.line(f"{loc['lane']} = 0")
+                w.line(f"{loc['nthreads']} = {loc['tid']}")
+                w.line(f"{loc['per']} = cuda.blockDim.x")
+            self.declare_scratch(self.tops, "1024" if self.columns else None)
+            self.plan()
+            w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+            extents = [lvl["extent"] for lvl in self.levels[id(self.tops[0])]]
+            w.line(f"{loc['n_red']} = {self.points(extents)}")
+            w.line(f"{loc['n_strips']} = ({loc['n_points']} + {self.width} - 1) // {self.width}")
+            with w.indented(f"for {loc['strip']} in range(numba.int64(cuda.blockIdx.x), "
+                            f"{loc['n_strips']}, cuda.gridDim.x):"):
+                w.line(f"{loc['point']} = {loc['strip']} * {self.width} + {loc['lane']}")
+                w.line(f"{loc['valid']} = {loc['point']} < {loc['n_points']}")
+                w.line(f"{loc['point']} = min({loc['point']}, {loc['n_points']} - 1)  "
+                       "# past the end: the last point again, not stored")
+                self.unravel(loc["point"])
+                self.block(self.op.body, top=True)
+        return w.text()
+
+    def plan(self) -> None:
+        """Local arrays for the loads each loop issues ahead: per loop (streaming: a tile
+        of each loop's own), or shared by the loops that load the same value
+        (registers: filled by the first, read by the later ones)."""
+        inside = defined_inside(self.tops)
+        groups: dict[object, list] = {}
+        index_ops = {}
+        for top in self.tops:
+            levels = self.levels[id(top)]
+            if not _clean(levels):
+                continue
+            steps = {id(lvl.body.args[0]): f"k{d}" for d, lvl in enumerate(levels)}
+            loads, index_ops[id(top)] = prefetchable_loads(levels[-1].body)
+            extents = repr([lvl["extent"] for lvl in levels])
+            for j, o in enumerate(loads):
+                # streaming: the j-th load of every loop shares a tile (each fills its own)
+                key: object = ("tile", j, o.result.type.dtype)
+                if self.registers:
+                    key = id(o)
+                    if isinstance(o, LoadOp) and \
+                            all(id(v) in steps or id(v) not in inside for v in o.operands[1:]):
+                        key = (id(o.operands[0]), extents,
+                               tuple(steps.get(id(v), id(v)) for v in o.operands[1:]))
+                groups.setdefault(key, []).append((top, o))
+        filled: dict[int, list] = {}
+        for members in groups.values():
+            # (a local array's size must be a constant, not an expression of one)
+            self.hold([o for _, o in members], self.tile if self.registers else VALUES_PER_THREAD)
+            for top, o in members if not self.registers else members[:1]:
+                filled.setdefault(id(top), []).append(o)
+        for top in self.tops:
+            loads = filled.get(id(top), [])
+            self.fills[id(top)] = (index_ops.get(id(top), []) if loads else [], loads)
+
+    def leader(self) -> str:
+        return f"{self.local['nthreads']} == 0 and {self.local['valid']}"
+
+    def shared_combine(self, combiner: str, part: str, dtype: str) -> str:
+        if not self.columns:  # one point per block: the block reduction
+            return super().shared_combine(combiner, part, dtype)
+        helper = strip_reduce_name(combiner)
+        self.helpers.add(helper)
+        return f"{helper}({part}, {self.width}, {self.scratch[COMPUTE_TYPE[dtype]]})"
+
+    @contextmanager
+    def each_value(self, top):
+        """This thread's values of the flat reduced index, a tile of VALUES_PER_THREAD at
+        a time (registers: one tile covers them all), with the nest's indices."""
+        w, loc = self.w, self.local
+        levels = self.levels[id(top)]
+        args = [lvl.body.args[0] for lvl in levels]
+        for d, a in enumerate(args):
+            self.define(a, f"k{d}")
+        extents = [lvl["extent"] for lvl in levels]
+
+        @contextmanager
+        def slots():
+            base = "" if self.registers else f"{loc['tile']} + "
+            with w.indented(f"for {loc['slot']} in range({self.tile}):"):
+                w.line(f"{loc['r']} = {base}{loc['nthreads']} + {loc['slot']} * {loc['per']}")
+                with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
+                    self.unravel_into(loc["r"], args, extents)
+                    for d in range(len(levels) - 1):  # constants only where loads go ahead
+                        for o in level_ops(levels, d):
+                            self.statement(o, shared=False)
+                    yield
+
+        def phases():
+            if self.fills[id(top)][1]:
+                w.line("# this thread's values first: loads with no use between them are "
+                       "in flight at once")
+                with slots():
+                    self.fill(top)
+            return slots()
+
+        if self.registers:
+            with phases():
+                yield
+        else:
+            with w.indented(f"for {loc['tile']} in range(0, {loc['n_red']}, "
+                            f"{loc['per']} * {self.tile}):"):
+                with phases():
+                    yield
+
+    def block(self, block, top: bool) -> None:
+        for op in block.ops:  # the top-level loops are shared by the block's threads
+            if not isinstance(op, YieldOp):
+                self.statement(op, top)
+
+    def statement(self, op, shared: bool) -> None:
+        if shared and isinstance(op, ForOp):  # the epilogue: stores where the point is real
+            with self.w.indented(f"if {self.local['valid']}:"):
+                with self.each_value(op):
+                    self.block(self.levels[id(op)][-1].body, top=False)
+            return
+        super().statement(op, shared)
+
+    def accumulate(self, op: ReduceOp, acc: str, shared: bool) -> None:
+        if not shared:
+            super().accumulate(op, acc, shared)
+            return
+        inner = self.levels[id(op)][-1]
+        with self.each_value(op):
+            self.block(inner.body, top=False)
+            yielded = self.namer(inner.body.ops[-1].operands[0])
+            step = combine(op["combiner"], acc, yielded, self.helpers, op.result.type.dtype)
+            self.w.line(f"{acc} = {step}")
+
+
+def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
+    kinds = strip_variants(op)
+    variants = {kind: name if n == 0 else names.fresh(f"{name}_{kind.split('-')[-1]}")
+                for n, kind in enumerate(kinds)}
+    texts = [StripsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
+             for kind, kname in variants.items()]
+    extents = [lvl["extent"] for lvl in loop_levels(top_loops(op)[0])]
+    return KernelCode(op, "strips", kernel_interface(op), extents, variants, "\n\n".join(texts))
+
+
+def strips_launch(host, kernel, points: str, args: list[str]) -> None:
+    """Threads per block from the reduced extent of the call; the registers variant
+    where each thread's values fit in it."""
+    op = kernel.op
+    width = "STRIP_POINTS" if op["strip"] == "columns" else "1"
+    n_red = " * ".join(extent_factors(kernel.row_extents, lambda s: host.dim(s, op)))
+    threads, blocks = host.namer.fresh("threads"), host.namer.fresh("blocks")
+    host.helpers.update({"_strip_threads", "_row_blocks"})
+    first, second = kernel.variants.values()
+    grid = f"{blocks}, {threads}"
+    unit = host.w.unit
+    lines = [f"{threads} = _strip_threads({width}, {n_red})",
+             f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})",
+             f"if {n_red} <= {threads} // {width} * VALUES_PER_THREAD and "
+             f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers",
+             unit + host.call(first, grid, args), "else:", unit + host.call(second, grid, args)]
+    host.guarded(op, points, lines)
+
+
+__all__ = ["emit_strips", "strips_launch"]
