@@ -125,7 +125,8 @@ def test_every_case_compiles_and_names_its_function_after_the_case():
     assert {c.name for c in CASES} == {"ew_chain", "ew_chain10", "softmax", "layernorm", "sumsq",
                                        "matmul_bias_relu", "conv_bias_relu", "mlp", "small_latency",
                                        "colsum", "sumsq_all", "softmax_short", "softmax_long",
-                                       "bias_gelu_f16", "transpose_add"}
+                                       "bias_gelu_f16", "transpose_add", "softmax_middle",
+                                       "instance_norm", "column_centring"}
     for case in CASES:
         (func,) = parse_program(case.source, case.name).funcs
         assert func.sym_name == case.name
