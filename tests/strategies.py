@@ -285,6 +285,20 @@ def _reduce(draw, p, a):
     return _call(fn, *args), shape, a.dtype
 
 
+def _centre(draw, p, a):
+    """a combined with its own reduction over some axes (kept as 1s), broadcast back over
+    them: x - mean(x, axis=0, keepdims=true), softmax-like statistics over a middle axis
+    (the strips schedule's broadcast-back epilogue)."""
+    if a.dtype not in FLOATS or not a.shape:
+        return None
+    rank = len(a.shape)
+    axes = sorted(set(draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank))))
+    fn = draw(st.sampled_from(REDUCE))
+    op = draw(st.sampled_from(["-", "*", "+"]))
+    stat = _call(fn, a.name, f"axis={dims_text(axes)}", "keepdims=true")
+    return f"{a.name} {op} {stat}", a.shape, a.dtype
+
+
 def _transpose(draw, p, a):
     if len(a.shape) < 2:
         return None
@@ -466,7 +480,7 @@ KINDS = {"unary": _unary, "binary": _binary, "compare": _compare, "where": _wher
          "cast": _cast, "reduce": _reduce, "transpose": _transpose, "reshape": _reshape,
          "broadcast_to": _broadcast_to, "composite": _composite, "matmul": _matmul,
          "conv2d": _conv2d, "slice": _slice, "concat": _concat, "pad": _pad, "take": _take,
-         "logical": _logical, "clip": _clip, "pool": _pool, "scan": _scan}
+         "logical": _logical, "clip": _clip, "pool": _pool, "scan": _scan, "centre": _centre}
 ELEMENTWISE_KINDS = ["unary", "binary", "binary", "compare", "where", "cast", "logical", "clip"]
 
 
@@ -483,7 +497,7 @@ def programs(draw, max_ops: int = 8, contractions: bool = True):
             k = draw(st.integers(0, len(base)))
             shape = tuple(1 if draw(st.booleans()) else d for d in base[k:])
         p.param(shape, dtype)
-    kinds = ELEMENTWISE_KINDS + ["reduce", "reduce", "transpose", "reshape", "broadcast_to",
+    kinds = ELEMENTWISE_KINDS + ["reduce", "reduce", "centre", "transpose", "reshape", "broadcast_to",
                                  "composite", "slice", "concat", "pad", "take", "scan"] + (
         ["matmul", "conv2d", "pool"] if contractions else [])
     for n in range(draw(st.integers(1, max_ops))):
