@@ -140,13 +140,19 @@ class GroupFacts:
             refs = tuple(local[id(v)] if id(v) in local else position[id(v)] if id(v) in position
                          else self._leaf(("value", id(v))) for v in op.operands)
             buffer = member_load = None
-            if isinstance(op, (LoadOp, MaskedLoadOp)):
+            if isinstance(op, MaskedLoadOp):
+                return None
+            if isinstance(op, LoadOp):
+                # indices in the point's order (a broadcast drops some): no index
+                # arithmetic and no permuted read, which other schedules price
+                axes = [args.index(v) if any(v is a for a in args) else -1
+                        for v in op.operands[1:]]
+                if -1 in axes or axes != sorted(set(axes)):
+                    return None
                 buffer = op.operands[0]
                 producer = self.graph.writer.get(id(buffer))
                 if producer is not None:
-                    at_point = isinstance(op, LoadOp) and len(op.operands) == len(args) + 1 and \
-                        all(v is a for v, a in zip(op.operands[1:], args))
-                    if at_point and producer.index < nest.index:
+                    if len(axes) == len(args) and producer.index < nest.index:
                         member_load = producer
                     else:
                         bad.add(producer)

@@ -18,6 +18,7 @@ group:
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
@@ -62,7 +63,11 @@ class Grouping:
         self._computed_by: dict[Nest, list] = {n: [] for n in graph.nests}  # slots
         self._memory_readers: dict[Nest, int] = {n: 0 for n in graph.nests}  # groups loading it
         self._needed: set[Nest] = {n for n in graph.nests if graph.is_returned(n)}
-        self.accept(Move([], [Group([n], [n]) for n in graph.nests]))
+        self.reranks = 0                             # times the order was made afresh
+        singletons = [Group([n], [n]) for n in graph.nests]
+        for g in singletons:
+            g._rank = g.members[0].index  # program order is a topological order
+        self.accept(Move([], singletons))
 
     @property
     def groups(self) -> list[Group]:
@@ -127,6 +132,59 @@ class Grouping:
             self._live[id(g)] = g
             g._stamp = self._stamps
             self._stamps += 1
+        self._place(move)
+
+    # -- a topological order of the kernel graph -------------------------------------
+    # Each group has a rank, lower than the ranks of the groups that read what it
+    # stores. A cycle through a merged group must come back to one of its predecessors,
+    # so the search for one never passes a group ranked above them all (acyclic).
+    def _bounds(self, g: Group) -> tuple:
+        """(highest rank of a group ``g`` reads from, lowest of a group reading ``g``)."""
+        lo = max((o._rank for o in (self._owner[n][0] for n in self.loaded(g) if n in self._owner)
+                  if o is not g and hasattr(o, "_rank")), default=-1)
+        hi = min((h._rank for h in self._successors(
+            g, g.owned_set & self._needed, lambda n: self._owner[n][0] if n in self._owner
+            else None, lambda n: [s[0] for s in self._computed_by[n]]) if hasattr(h, "_rank")),
+            default=float("inf"))
+        return lo, hi
+
+    def _place(self, move: Move) -> None:
+        """Rank the added groups: each takes the rank of a part it replaces that lies
+        between its neighbours' (always so for a chain), else all are ranked afresh."""
+        for g in move.added:
+            if not hasattr(g, "_rank"):
+                lo, hi = self._bounds(g)
+                fits = [p._rank for p in g.parts if id(p) in move.removed_ids and lo < p._rank < hi]
+                if not fits:
+                    return self._rerank()
+                g._rank = fits[0]
+        for g in move.added:  # placed one at a time: check them against each other
+            lo, hi = self._bounds(g)
+            if not lo < g._rank < hi:
+                return self._rerank()
+
+    def _rerank(self) -> None:
+        """Rank every group afresh in a topological order (Kahn's), ties by old rank."""
+        self.reranks += 1
+        groups = self.groups
+        readers: dict[int, list[Group]] = {id(g): [] for g in groups}
+        waiting = {}
+        for g in groups:
+            writers = {id(self._owner[n][0]) for n in self.loaded(g) if n in self._owner} - {id(g)}
+            waiting[id(g)] = len(writers)
+            for w in writers:
+                readers[w].append(g)
+        ready = [(getattr(g, "_rank", float("inf")), g._stamp, g) for g in groups
+                 if not waiting[id(g)]]
+        heapq.heapify(ready)
+        rank = 0
+        while ready:
+            g = heapq.heappop(ready)[2]
+            g._rank, rank = rank, rank + 1
+            for r in readers[id(g)]:
+                waiting[id(r)] -= 1
+                if not waiting[id(r)]:
+                    heapq.heappush(ready, (getattr(r, "_rank", float("inf")), r._stamp, r))
 
     def _leave(self, slot: list, members, owned) -> None:
         for n in members:
@@ -222,9 +280,14 @@ class Grouping:
                             for h in computed_by(c)):
                     return False
         # the grouping was acyclic, so a new cycle runs through an added group; only
-        # buffers read from memory (stored) lead to another group
-        return not has_cycle(move.added, lambda g: self._successors(
-            g, self.outputs(g, move), owner_of, computed_by))
+        # buffers read from memory lead to another group: those needed now, or loaded
+        # by a group of the move
+        stored = self._needed.union(*(self._loaded_set(g) for g in move.added + move.removed))
+        added = {id(g) for g in move.added}
+        bound = max((o._rank for g in move.added for o in map(owner_of, self.loaded(g))
+                     if id(o) not in added), default=-1)
+        return not has_cycle(move.added, lambda g: (h for h in self._successors(
+            g, g.owned_set & stored, owner_of, computed_by) if id(h) in added or h._rank <= bound))
 
 
 def has_cycle(starts, successors) -> bool:
