@@ -14,6 +14,7 @@ iteration space merge horizontally. Every decision is recorded for ``explain``.
 from __future__ import annotations
 
 import heapq
+from itertools import chain
 from dataclasses import dataclass, field
 
 from mlfuse.dialects.fused import KernelOp
@@ -75,11 +76,12 @@ class Planner(Grouping):
             parts = [self._facts(p) for p in group.parts]
             if parts and any(f is None for f in parts):
                 group._facts = None  # a part is not flat, so neither is the whole
-            elif parts:
-                base = max(parts, key=lambda f: len(f.members))
-                group._facts = self.facts.merged(base, group.members)
+            elif parts:  # the largest part's facts, with the other parts' members
+                k = max(range(len(parts)), key=lambda i: parts[i].size)
+                added = [n for i, p in enumerate(group.parts) if i != k for n in p.members]
+                group._facts = self.facts.merged(parts[k], added, group.member_set)
             else:
-                group._facts = self.facts.of(group.members)
+                group._facts = self.facts.of(group.member_set)
         return group._facts
 
     def _built(self, group: Group, outs: list[Nest], name="kernel"):
@@ -91,7 +93,7 @@ class Planner(Grouping):
         """(kernel, cost) of ``group`` storing its outputs in ``groups``; the kernel is
         None where the cost came from the group's facts (``kernel`` builds it)."""
         outs = self.outputs(group, groups)
-        key = (group.member_key, tuple(n.index for n in outs))
+        key = (group.member_set, tuple(n.index for n in outs))
         if key not in self._cache:
             try:
                 if self.limit is not None and len(group.members) > self.limit:
@@ -121,7 +123,7 @@ class Planner(Grouping):
         if kernel is None:
             outs = self.outputs(group, groups)
             kernel = self._built(group, outs)[0]
-            key = (group.member_key, tuple(n.index for n in outs))
+            key = (group.member_set, tuple(n.index for n in outs))
             self._cache[key] = (kernel, cost)
         return kernel
 
@@ -266,7 +268,7 @@ class Planner(Grouping):
 
 
 def _union(*lists):
-    return list(dict.fromkeys(x for lst in lists for x in lst))
+    return list(dict.fromkeys(chain.from_iterable(lists)))
 
 
 def _same_cost(kernel: KernelOp, facts_cost, built, facts) -> None:

@@ -17,11 +17,15 @@ cost model reads of it (``cost.kernel_cost``) is:
 - where each remaining value is defined and last used, in body order, for
   ``cost.live_registers``' linear scan (counted with sorted arrays).
 
-A group's :class:`Facts` are made from the largest of the groups it merges (its
-tables copied, which runs at C speed) plus the ops of the other members, so a merge
-costs what it adds. A group that is not flat (reductions, reads at other indices,
-inner loops, dead members) gets ``None`` and is priced by building its kernel, as
-before. ``Planner.check_facts`` prices both ways and compares them (in the tests).
+A group's facts are the largest merged group's plus the ops of the other members, so a
+merge costs what it adds. One :class:`Facts` object holds the tables; each group's
+:class:`Version` of them is either that object or the changes that lead to it from
+another version, and reading a version moves the object there (Baker's rerooting: the
+changes on the way are undone or redone, each recording its inverse). So trying many
+merges onto one group, or going back to it, copies nothing. A group that is not flat
+(reductions, reads at other indices, inner loops, dead members) gets ``None`` and is
+priced by building its kernel, as before. ``Planner.check_facts`` prices both ways and
+compares them (in the tests).
 """
 from __future__ import annotations
 
@@ -60,39 +64,135 @@ class Template:
     bad_reads: frozenset          # producers read elsewhere than at the point, or masked
 
 
+_MISSING = object()
+
+
+class _Dict(dict):
+    """A dict whose changes are written to its Facts' log (when one is open)."""
+    __slots__ = ("_facts",)
+
+    def __init__(self, facts):
+        super().__init__()
+        self._facts = facts
+
+    def __setitem__(self, key, value):
+        log = self._facts._log
+        if log is not None:
+            log.append((self, key, dict.get(self, key, _MISSING)))
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key):
+        log = self._facts._log
+        if log is not None:
+            log.append((self, key, dict.__getitem__(self, key)))
+        dict.__delitem__(self, key)
+
+    def pop(self, key, *default):
+        if key not in self:
+            return default[0] if default else dict.pop(self, key)
+        value = dict.__getitem__(self, key)
+        del self[key]
+        return value
+
+    def undo(self, key, old) -> None:
+        if old is _MISSING:
+            del self[key]
+        else:
+            self[key] = old
+
+
+class _Set(set):
+    __slots__ = ("_facts",)
+
+    def __init__(self, facts):
+        super().__init__()
+        self._facts = facts
+
+    def add(self, x):
+        if self._facts._log is not None:
+            self._facts._log.append((self, x, x in self))
+        set.add(self, x)
+
+    def discard(self, x):
+        if self._facts._log is not None:
+            self._facts._log.append((self, x, x in self))
+        set.discard(self, x)
+
+    def undo(self, x, was_in) -> None:
+        if was_in:
+            self.add(x)
+        else:
+            self.discard(x)
+
+
 class Facts:
-    """Value numbering of one flat group's kernel body (see the module doc). The
-    tables are copied, never shared, so a group's facts stay as they were."""
+    """Value numbering of one flat group's kernel body (see the module doc); changes to
+    it are logged, so that a :class:`Version` can undo them."""
+    _SCALARS = ("members", "extents", "bytes_read", "flops", "bad_targets")
 
     def __init__(self):
+        self._log: list | None = None
         self.members: frozenset = frozenset()
         self.extents: tuple | None = None
-        self.table: dict = {}         # (static, operand classes) -> class
-        self.key_of: dict = {}        # class -> its key
-        self.parent: dict = {}        # class merged away -> the class it joined
-        self.first: dict = {}         # class -> position of its first op (the one kept)
-        self.last: dict = {}          # class -> position of its last use (same key order)
-        self.users: dict = {}         # class -> classes whose ops use it (a tuple)
-        self.op_of: dict = {}         # class -> its TemplateOp
-        self.buffers: dict = {}       # id(buffer) -> loads of it
+        self.table = _Dict(self)         # (static, operand classes) -> class
+        self.key_of = _Dict(self)        # class -> its key
+        self.parent = _Dict(self)        # class merged away -> the class it joined
+        self.first = _Dict(self)         # class -> position of its first op (the one kept)
+        self.last = _Dict(self)          # class -> position of its last use (same key order)
+        self.users = _Dict(self)         # class -> classes whose ops use it (a tuple)
+        self.op_of = _Dict(self)         # class -> its TemplateOp
+        self.buffers = _Dict(self)       # id(buffer) -> loads of it
         self.bytes_read = 0
-        self.flops = 0                # ops that compute, per point
-        self.roots: dict = {}         # member -> the class of its value
-        self.member_loads: dict = {}  # non-member producer -> classes loading it at the point
-        self.unread: set = set()      # members no other member reads
+        self.flops = 0                   # ops that compute, per point
+        self.roots = _Dict(self)         # member -> the class of its value
+        self.member_loads = _Dict(self)  # non-member producer -> classes loading it at the point
+        self.unread = _Set(self)         # members no other member reads
         self.bad_targets: frozenset = frozenset()
 
-    def copy(self) -> "Facts":
-        new = Facts.__new__(Facts)
-        for name, value in self.__dict__.items():
-            new.__dict__[name] = value.copy() if isinstance(value, (dict, set)) else value
-        return new
+    def __setattr__(self, name, value):
+        if name in Facts._SCALARS and self._log is not None:
+            self._log.append((self, name, getattr(self, name)))
+        object.__setattr__(self, name, value)
+
+    def undo(self, name, old) -> None:
+        setattr(self, name, old)
+
+    def replay(self, log: list) -> list:
+        """Undo ``log`` (changes in the order made); returns the log that redoes it."""
+        self._log = inverse = []
+        for container, key, old in reversed(log):
+            container.undo(key, old)
+        self._log = None
+        return inverse
 
     def find(self, c: int) -> int:
         parent = self.parent
         while c in parent:
             c = parent[c]
         return c
+
+
+class Version:
+    """One group's facts: ``facts`` when this version holds the tables, else ``log``,
+    the changes made going from this version to ``next``."""
+    __slots__ = ("facts", "next", "log", "extents", "size")
+
+    def __init__(self, facts: Facts, size: int):
+        self.facts, self.next, self.log = facts, None, None
+        self.extents, self.size = facts.extents, size
+
+    def tables(self) -> Facts:
+        """The tables, moved to this version (Baker's rerooting)."""
+        path, v = [], self
+        while v.facts is None:
+            path.append(v)
+            v = v.next
+        for w in reversed(path):  # w.next holds the tables: undo w's changes
+            holder = w.next
+            inverse = holder.facts.replay(w.log)
+            w.facts, w.next, w.log = holder.facts, None, None
+            holder.facts, holder.next, holder.log = None, w, inverse
+        return self.facts
 
 
 class GroupFacts:
@@ -173,28 +273,28 @@ class GroupFacts:
         return Template(tuple(ops), root, tuple(nest.extents), frozenset(bad))
 
     # -- facts of groups -----------------------------------------------------------
-    def of(self, members) -> Facts | None:
-        return self.merged(Facts(), members)
+    def of(self, members: frozenset) -> Version | None:
+        return self.merged(Version(Facts(), 0), members, members)
 
-    def merged(self, base: Facts, members) -> Facts | None:
-        """``base``'s group with ``members`` added (those it has already are skipped),
-        or None when the result is not flat."""
-        new = sorted((m for m in members if m not in base.members), key=lambda n: n.index)
+    def merged(self, base: Version, added, everyone: frozenset) -> Version | None:
+        """The facts of the group ``everyone``: ``base``'s group with the nests of
+        ``added`` (those it has already are skipped); None when it is not flat."""
+        f = base.tables()
+        new = sorted({m for m in added if m not in f.members}, key=lambda n: n.index)
         if not new:
             return base
-        everyone = base.members.union(new)
         templates = []
-        extents = base.extents
+        extents = f.extents
         for m in new:
             t = self.template(m)
             if t is None or (extents is not None and t.extents != extents) or \
-                    not t.bad_reads.isdisjoint(everyone) or m in base.bad_targets:
+                    not t.bad_reads.isdisjoint(everyone) or m in f.bad_targets:
                 return None
             extents = t.extents
             templates.append(t)
-        f = base.copy()
+        f._log = log = []
         f.members, f.extents = everyone, extents
-        f.bad_targets = base.bad_targets.union(*(t.bad_reads for t in templates))
+        f.bad_targets = f.bad_targets.union(*(t.bad_reads for t in templates))
         for m, t in zip(new, templates):
             self._insert(f, m, t)
         for m in new:
@@ -205,7 +305,10 @@ class GroupFacts:
         for m in new:
             for p in self.graph.producers(m):
                 f.unread.discard(p)
-        return f
+        f._log = None
+        version = Version(f, len(everyone))
+        base.facts, base.next, base.log = None, version, log
+        return version
 
     def _buffer_bytes(self, buffer: Value) -> int:
         size = self._bytes.get(id(buffer))
@@ -336,9 +439,10 @@ class GroupFacts:
         return ub
 
     # -- the cost model's numbers ---------------------------------------------------
-    def cost(self, f: Facts, outputs: list[Nest]) -> KernelCost | None:
+    def cost(self, version: Version, outputs: list[Nest]) -> KernelCost | None:
         """``kernel_cost`` of the kernel storing ``outputs``, or None where the facts
         do not describe it (a member nothing uses would be dead code)."""
+        f = version.tables()
         if not f.unread.issubset(outputs):
             return None
         points = math.prod(resolve(e, self.dims, self.target) for e in f.extents)

@@ -28,12 +28,11 @@ from mlfuse.transforms.fusion.graph import Nest, NestGraph
 class Group:
     members: list[Nest]           # nests computed in this kernel (inlined or stored)
     owned: list[Nest]             # nests whose buffers this kernel writes, when needed
-    parts: tuple = ()             # the groups it merges (members: the union of theirs)
+    parts: tuple = ()             # the groups it merges: its members are all of theirs
 
     def __post_init__(self):
         self.member_set = frozenset(self.members)
         self.owned_set = frozenset(self.owned)
-        self.member_key = tuple(n.index for n in self.members)
 
     def __repr__(self):
         return f"<Group {[n.name for n in self.members]}>"
@@ -78,10 +77,8 @@ class Grouping:
         does not compute them."""
         loaded = getattr(group, "_loaded", None)
         if loaded is None:
-            parts = group.parts
-            if parts and len(group.member_set) == len(frozenset().union(
-                    *(p.member_set for p in parts))):
-                found = (n for p in parts for n in self.loaded(p))
+            if group.parts:  # what a part loads, unless another part computes it
+                found = (n for p in group.parts for n in self.loaded(p))
             else:
                 found = (p for m in group.members for p in self.graph.producers(m))
             loaded = group._loaded = list(dict.fromkeys(
@@ -282,12 +279,17 @@ class Grouping:
         # the grouping was acyclic, so a new cycle runs through an added group; only
         # buffers read from memory lead to another group: those needed now, or loaded
         # by a group of the move
-        stored = self._needed.union(*(self._loaded_set(g) for g in move.added + move.removed))
+        changed = [self._loaded_set(g) for g in move.added + move.removed]
         added = {id(g) for g in move.added}
         bound = max((o._rank for g in move.added for o in map(owner_of, self.loaded(g))
                      if id(o) not in added), default=-1)
-        return not has_cycle(move.added, lambda g: (h for h in self._successors(
-            g, g.owned_set & stored, owner_of, computed_by) if id(h) in added or h._rank <= bound))
+
+        def successors(g):
+            stored = g.owned_set & self._needed
+            stored = stored.union(*(g.owned_set & c for c in changed)) if changed else stored
+            return (h for h in self._successors(g, stored, owner_of, computed_by)
+                    if id(h) in added or h._rank <= bound)
+        return not has_cycle(move.added, successors)
 
 
 def has_cycle(starts, successors) -> bool:
