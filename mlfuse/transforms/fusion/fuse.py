@@ -73,13 +73,14 @@ class Planner(Grouping):
 
     def _facts(self, group: Group):
         if not hasattr(group, "_facts"):
-            parts = [self._facts(p) for p in group.parts]
-            if parts and any(f is None for f in parts):
+            parts = [p for p in group.parts if p.member_set <= group.member_set]
+            versions = [self._facts(p) for p in parts]
+            if any(v is None for v in versions):
                 group._facts = None  # a part is not flat, so neither is the whole
-            elif parts:  # the largest part's facts, with the other parts' members
-                k = max(range(len(parts)), key=lambda i: parts[i].size)
-                added = [n for i, p in enumerate(group.parts) if i != k for n in p.members]
-                group._facts = self.facts.merged(parts[k], added, group.member_set)
+            elif versions:  # the largest part's facts, with the other members added
+                k = max(range(len(parts)), key=lambda i: versions[i].size)
+                group._facts = self.facts.merged(
+                    versions[k], group.member_set - parts[k].member_set, group.member_set)
             else:
                 group._facts = self.facts.of(group.member_set)
         return group._facts

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from itertools import chain
 
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
 
@@ -28,7 +29,7 @@ from mlfuse.transforms.fusion.graph import Nest, NestGraph
 class Group:
     members: list[Nest]           # nests computed in this kernel (inlined or stored)
     owned: list[Nest]             # nests whose buffers this kernel writes, when needed
-    parts: tuple = ()             # the groups it merges: its members are all of theirs
+    parts: tuple = ()             # the groups it merges (its facts start from theirs)
 
     def __post_init__(self):
         self.member_set = frozenset(self.members)
@@ -77,8 +78,12 @@ class Grouping:
         does not compute them."""
         loaded = getattr(group, "_loaded", None)
         if loaded is None:
-            if group.parts:  # what a part loads, unless another part computes it
-                found = (n for p in group.parts for n in self.loaded(p))
+            parts = [p for p in group.parts if p.member_set <= group.member_set]
+            if parts:  # what a part loads, unless another part computes it
+                rest = sorted(group.member_set.difference(*(p.member_set for p in parts)),
+                              key=lambda n: n.index)
+                found = chain((n for p in parts for n in self.loaded(p)),
+                              (p for m in rest for p in self.graph.producers(m)))
             else:
                 found = (p for m in group.members for p in self.graph.producers(m))
             loaded = group._loaded = list(dict.fromkeys(
