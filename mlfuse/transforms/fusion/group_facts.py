@@ -61,7 +61,7 @@ class Template:
     ops: tuple
     root: int                     # the op whose value the nest stores
     extents: tuple
-    bad_reads: frozenset          # producers read elsewhere than at the point, or masked
+    bad_reads: frozenset          # producers read elsewhere than at the point (broadcast)
 
 
 _MISSING = object()
