@@ -81,9 +81,11 @@ def _compiles_in_time(program, start_up: float, per_statement: float) -> None:
 
 
 @pytest.mark.skipif(FUZZ.derandomize, reason=(
-    "slow for ci (a program of ~240 statements takes ~6 s CPU): a group with row "
-    "reductions is still priced by building its kernel at each try (group_facts.py prices "
-    "elementwise groups only); run it with MLFUSE_FUZZ=long"))
+    "issue 16, open: a group with row reductions is still priced by building its kernel "
+    "at each try (group_facts.py prices elementwise groups only), and the kernel builder "
+    "re-inlines row-level values at every use before CSE, so some programs take minutes "
+    "(benchmarks/inputs/row_reduction_chain.fuse, 100 statements: ~200 s CPU); run it with "
+    "MLFUSE_FUZZ=long"))
 @SETTINGS
 @given(long_programs())
 def test_long_programs_compile_in_time_proportional_to_their_length(program):
