@@ -14,6 +14,7 @@ iteration space merge horizontally. Every decision is recorded for ``explain``.
 from __future__ import annotations
 
 import heapq
+from itertools import chain
 from dataclasses import dataclass, field
 
 from mlfuse.dialects.fused import KernelOp
@@ -24,32 +25,10 @@ from mlfuse.hardware import Target, get_target
 
 from mlfuse.transforms.fusion.cost import ZERO, kernel_cost, resolve
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
+from mlfuse.transforms.fusion.group_facts import GroupFacts
+from mlfuse.transforms.fusion.grouping import Group, Grouping, Move
 from mlfuse.transforms.fusion.kernel_builder import CannotFuse, build_kernel, discard
 from mlfuse.transforms.fusion.schedules import apply_schedule
-
-
-@dataclass(eq=False)
-class Group:
-    members: list[Nest]           # nests computed in this kernel (inlined or stored)
-    owned: list[Nest]             # nests whose buffers this kernel writes, when needed
-
-    def __post_init__(self):
-        self.member_set = frozenset(self.members)
-
-    def __repr__(self):
-        return f"<Group {[n.name for n in self.members]}>"
-
-
-@dataclass(eq=False)
-class Move:
-    """A grouping told by its change to the planner's current one: ``removed`` leave,
-    ``added`` join at the end. Facts about it are the current ones corrected for the
-    groups it touches, so trying a move costs what it touches, not the whole graph."""
-    removed: list[Group]
-    added: list[Group]
-
-    def __post_init__(self):
-        self.removed_ids = {id(g) for g in self.removed}
 
 
 @dataclass
@@ -76,84 +55,13 @@ class FusionPlan:
     decisions: list[Decision] = field(default_factory=list)
 
 
-class Planner:
+class Planner(Grouping):
     def __init__(self, graph: NestGraph, target: Target, dims: dict, limit: int | None):
-        self.graph, self.target, self.dims, self.limit = graph, target, dims, limit
-        self.groups = [Group([n], [n]) for n in graph.nests]
+        super().__init__(graph)
+        self.target, self.dims, self.limit = target, dims, limit
         self.decisions: list[Decision] = []
         self._cache: dict = {}
-        # Facts about the current grouping, kept up to date by _accept, so that a move
-        # costs what it touches rather than a pass over every group:
-        self._owner: dict[Nest, Group] = {}          # nest -> the group writing its buffer
-        self._computed_by: dict[Nest, list[Group]] = {n: [] for n in graph.nests}
-        self._memory_readers: dict[Nest, int] = {n: 0 for n in graph.nests}  # groups loading it
-        self._position: dict[int, int] = {}          # id(group) -> index in self.groups
-        self._sources: dict[Nest, list[Nest]] = {n: [] for n in graph.nests}  # consumers, inverted
-        for n in graph.nests:
-            for c in graph.consumers(n):
-                self._sources[c].append(n)
-        self._enter(self.groups)
-        self._renumber()
-
-    # -- bookkeeping of the current grouping -------------------------------------
-    def _memory_reads(self, group: Group) -> list[Nest]:
-        """The nests whose buffers ``group`` loads (producers it does not compute)."""
-        reads = getattr(group, "_memory_reads", None)
-        if reads is None:
-            reads = list(dict.fromkeys(p for m in group.members for p in self.graph.producers(m)
-                                       if p not in group.member_set))
-            group._memory_reads = reads
-        return reads
-
-    def _enter(self, groups: list[Group], sign: int = 1) -> None:
-        for g in groups:
-            for n in g.owned:
-                if sign > 0:
-                    self._owner[n] = g
-                elif self._owner.get(n) is g:
-                    del self._owner[n]
-            for n in g.members:
-                if sign > 0:
-                    self._computed_by[n].append(g)
-                else:
-                    self._computed_by[n].remove(g)
-            for p in self._loaded(g):
-                self._memory_readers[p] += sign
-
-    def _loaded(self, group: Group) -> list[Nest]:
-        """The nests ``group`` reads from memory in the sense of ``needed``: a member
-        consumes their buffer and ``group`` does not compute them."""
-        loaded = getattr(group, "_loaded", None)
-        if loaded is None:
-            loaded = list(dict.fromkeys(n for m in group.members for n in self._sources[m]
-                                        if n not in group.member_set))
-            group._loaded = loaded
-        return loaded
-
-    def _renumber(self) -> None:
-        self._position = {id(g): i for i, g in enumerate(self.groups)}
-
-    def _reads_from_memory(self, group: Group, nest: Nest) -> bool:
-        return nest not in group.member_set and \
-            not group.member_set.isdisjoint(self.graph.consumer_set(nest))
-
-    # -- facts about a grouping ----------------------------------------------
-    # ``groups`` is None (the current grouping), a Move from it, or any list of groups.
-    def needed(self, nest: Nest, groups=None) -> bool:
-        """Whether ``nest``'s buffer must be in memory: returned, or read by a group
-        that does not compute it."""
-        if self.graph.is_returned(nest):
-            return True
-        if isinstance(groups, list):
-            return any(self._reads_from_memory(g, nest) for g in groups)
-        count = self._memory_readers[nest]
-        if groups is not None:
-            count += sum(self._reads_from_memory(g, nest) for g in groups.added)
-            count -= sum(self._reads_from_memory(g, nest) for g in groups.removed)
-        return count > 0
-
-    def outputs(self, group: Group, groups=None) -> list[Nest]:
-        return [n for n in group.owned if self.needed(n, groups)]
+        self.facts = GroupFacts(graph, dims, target)
 
     def schedule_for(self, space) -> str:
         """The builder's first guess for a kernel over a reduced space (apply_schedule
@@ -163,16 +71,46 @@ class Planner:
             c *= resolve(e, self.dims, self.target)
         return "row" if c >= self.target.row_min_extent else "pointwise"
 
+    # Price by facts kept per group where they describe the kernel (group_facts.py), and
+    # by building it otherwise; True: do both and compare (tests).
+    check_facts = False
+
+    def _facts(self, group: Group):
+        if not hasattr(group, "_facts"):
+            parts = [p for p in group.parts if p.member_set <= group.member_set]
+            versions = [self._facts(p) for p in parts]
+            if any(v is None for v in versions):
+                group._facts = None  # a part is not flat, so neither is the whole
+            elif versions:  # the largest part's facts, with the other members added
+                k = max(range(len(parts)), key=lambda i: versions[i].size)
+                group._facts = self.facts.merged(
+                    versions[k], group.member_set - parts[k].member_set, group.member_set)
+            else:
+                group._facts = self.facts.of(group.member_set)
+        return group._facts
+
+    def _built(self, group: Group, outs: list[Nest], name="kernel"):
+        kernel = build_kernel(self.graph, group.members, outs, name, self.schedule_for)
+        apply_schedule(kernel, self.dims, self.target)  # by extents and accesses
+        return kernel, kernel_cost(kernel, self.dims, self.target)
+
     def build(self, group: Group, groups=None, name="kernel"):
+        """(kernel, cost) of ``group`` storing its outputs in ``groups``; the kernel is
+        None where the cost came from the group's facts (``kernel`` builds it)."""
         outs = self.outputs(group, groups)
-        key = (tuple(n.index for n in group.members), tuple(n.index for n in outs))
+        key = (group.member_set, tuple(n.index for n in outs))
         if key not in self._cache:
             try:
                 if self.limit is not None and len(group.members) > self.limit:
                     raise CannotFuse(f"--fuse-limit {self.limit} caps a kernel at {self.limit} ops")
-                kernel = build_kernel(self.graph, group.members, outs, name, self.schedule_for)
-                apply_schedule(kernel, self.dims, self.target)  # by extents and accesses
-                cost = kernel_cost(kernel, self.dims, self.target)
+                facts = self._facts(group)
+                kernel, cost = None, (self.facts.cost(facts, outs)
+                                      if facts is not None and outs else None)
+                if cost is None or self.check_facts:
+                    kernel, built = self._built(group, outs, name)
+                    if cost is not None:
+                        _same_cost(kernel, cost, built, facts)
+                    cost = built
                 if len(group.members) > 1 and cost.registers > self.target.register_budget:
                     raise CannotFuse(f"register estimate {cost.registers} passes the budget "
                                      f"{self.target.register_budget}")
@@ -184,61 +122,22 @@ class Planner:
             raise result
         return result
 
-    def acyclic(self, groups) -> bool:
-        """The kernel graph (edge: a group reads from memory a buffer another writes)
-        has no cycle, and every buffer read from memory has a writer. ``groups``: a
-        Move from the current grouping (checked where it changes) or any list."""
-        if isinstance(groups, Move):
-            return self._move_acyclic(groups)
-        owner = {n: g for g in groups for n in g.owned}
-        computed_by: dict[Nest, list[Group]] = {}
-        for g in groups:
-            for m in g.members:
-                computed_by.setdefault(m, []).append(g)
-            if any(p not in owner for p in self._memory_reads(g)):
-                return False
-        return not _has_cycle(groups, lambda g: self._successors(g, owner.get, computed_by.get))
+    def kernel(self, group: Group, groups=None) -> KernelOp:
+        """The kernel of ``group`` (built now if it was priced by its facts)."""
+        kernel, cost = self.build(group, groups)
+        if kernel is None:
+            outs = self.outputs(group, groups)
+            kernel = self._built(group, outs)[0]
+            key = (group.member_set, tuple(n.index for n in outs))
+            self._cache[key] = (kernel, cost)
+        return kernel
 
-    def _successors(self, group: Group, owner_of, computed_by):
-        """Groups that load a buffer ``group`` writes (``owner_of``/``computed_by`` tell
-        the grouping)."""
-        for n in group.owned:
-            if owner_of(n) is not group or self.graph.writer.get(id(n.out)) is not n:
-                continue
-            for c in self.graph.consumers(n):
-                for h in computed_by(c) or ():
-                    if h is not group and n not in h.member_set:
-                        yield h
-
-    def _move_acyclic(self, move: Move) -> bool:
-        removed = move.removed_ids
-        added_owner = {n: g for g in move.added for n in g.owned}
-
-        def owner_of(n):
-            g = added_owner.get(n)
-            if g is None:
-                g = self._owner.get(n)
-                if g is not None and id(g) in removed:
-                    return None
-            return g
-
-        def computed_by(n):
-            kept = [g for g in self._computed_by[n] if id(g) not in removed]
-            return kept + [g for g in move.added if n in g.member_set]
-
-        # every buffer read from memory keeps a writer: the added groups' reads, and
-        # the readers of buffers whose writer left
-        for g in move.added:
-            if any(owner_of(p) is None for p in self._memory_reads(g)):
-                return False
-        for g in move.removed:
-            for n in g.owned:
-                if n not in added_owner and self._owner.get(n) is g and \
-                        any(self._reads_from_memory(h, n) for c in self.graph.consumers(n)
-                            for h in computed_by(c)):
-                    return False
-        # the grouping was acyclic, so a new cycle runs through an added group
-        return not _has_cycle(move.added, lambda g: self._successors(g, owner_of, computed_by))
+    def space(self, group: Group) -> tuple:
+        """(extents, schedule) of the group's kernel."""
+        kernel = self.build(group)[0]
+        if kernel is not None:
+            return kernel["extents"], kernel["schedule"]
+        return list(self._facts(group).extents), "pointwise"
 
     # -- moves -----------------------------------------------------------------
     def try_move(self, move: Move, touched_old: list[Group], touched_new: list[Group]):
@@ -261,14 +160,6 @@ class Planner:
             return False, f"cost model: fused {a:.2f} us >= separate {b:.2f} us", b, a
         return True, f"cost model: fused {a:.2f} us < separate {b:.2f} us", b, a
 
-    def reader_groups(self, nest: Nest) -> list[Group]:
-        """The groups computing a consumer of ``nest``, in the order of self.groups."""
-        found = {id(g): g for c in self.graph.consumers(nest) for g in self._computed_by[c]}
-        return sorted(found.values(), key=lambda g: self._position[id(g)])
-
-    def own_group(self, nest: Nest) -> Group:
-        return self._owner[nest]
-
     def plan_producer(self, p: Nest) -> None:
         readers = [g for g in self.reader_groups(p) if p not in g.member_set]
         if not readers:
@@ -279,7 +170,7 @@ class Planner:
 
         # 1. one kernel for the producer and every reader
         merged = Group(_union(home.members, *[g.members for g in readers]),
-                       _union(home.owned, *[g.owned for g in readers]))
+                       _union(home.owned, *[g.owned for g in readers]), (home, *readers))
         move = Move([home] + readers, [merged])
         ok, why, b, a = self.try_move(move, [home] + readers, [merged])
         if ok:
@@ -290,7 +181,7 @@ class Planner:
 
         # 2. rematerialize a cheap producer in each reader
         if p.is_pointwise and len(home.members) == 1 and len(readers) > 1:
-            new_readers = [Group(_union(g.members, [p]), g.owned) for g in readers]
+            new_readers = [Group(_union(g.members, [p]), g.owned, (g, home)) for g in readers]
             move = Move(readers, new_readers)
             touched_new = new_readers + ([home] if self.needed(p, move) else [])
             if not self.needed(p, move):
@@ -305,7 +196,8 @@ class Planner:
         if len(readers) > 1:
             best = None
             for g in readers:
-                joined = Group(_union(home.members, g.members), _union(home.owned, g.owned))
+                joined = Group(_union(home.members, g.members), _union(home.owned, g.owned),
+                               (home, g))
                 move = Move([home, g], [joined])
                 ok, why, b, a = self.try_move(move, [home, g], [joined])
                 if ok and (best is None or a - b < best[3] - best[2]):
@@ -317,10 +209,7 @@ class Planner:
         self.decisions.append(Decision(p.name, names, "kept", "; ".join(dict.fromkeys(tried))))
 
     def _accept(self, move: Move, decision: Decision) -> None:
-        self._enter(move.removed, -1)
-        self.groups = [g for g in self.groups if id(g) not in move.removed_ids] + move.added
-        self._enter(move.added)
-        self._renumber()
+        self.accept(move)
         self.decisions.append(decision)
 
     def horizontal(self) -> None:
@@ -328,12 +217,18 @@ class Planner:
         changed = True
         while changed:
             changed = False
-            for i, g1 in enumerate(self.groups):
-                for g2 in self.groups[i + 1:]:
-                    k1, k2 = self.build(g1)[0], self.build(g2)[0]
-                    if (k1["extents"] != k2["extents"] or k1["schedule"] != k2["schedule"]):
+            groups = self.groups
+            spaces = [self.space(g) for g in groups]
+            alike: dict[str, list[int]] = {}  # the groups of one space, in order
+            for i, space in enumerate(spaces):
+                alike.setdefault(repr(space), []).append(i)
+            for i, g1 in enumerate(groups):
+                for j in alike[repr(spaces[i])]:
+                    g2 = groups[j]
+                    if j <= i or spaces[i] != spaces[j]:
                         continue
-                    merged = Group(_union(g1.members, g2.members), _union(g1.owned, g2.owned))
+                    merged = Group(_union(g1.members, g2.members), _union(g1.owned, g2.owned),
+                                   (g1, g2))
                     move = Move([g1, g2], [merged])
                     ok, why, b, a = self.try_move(move, [g1, g2], [merged])
                     if ok:
@@ -358,7 +253,7 @@ class Planner:
         rank = {id(g): r for r, g in enumerate(sorted(live, key=lambda g: min(n.index for n in g.members)))}
         waiting, readers = {}, {id(g): [] for g in live}
         for g in live:
-            deps = {id(owner[p]) for p in self._memory_reads(g) if owner.get(p) is not g}
+            deps = {id(owner[p]) for p in self.loaded(g) if owner.get(p) is not g}
             waiting[id(g)] = len(deps)
             for d in deps:
                 readers[d].append(g)
@@ -377,38 +272,18 @@ class Planner:
         return order
 
 
-def _has_cycle(starts, successors) -> bool:
-    """Whether a cycle is reachable from ``starts``; an explicit stack, since a kernel
-    graph may be thousands of groups deep."""
-    state: dict[int, int] = {}  # id -> 1 while on the path, 2 when done
-    for start in starts:
-        if id(start) in state:
-            continue
-        state[id(start)] = 1
-        stack = [(start, iter(successors(start)))]
-        while stack:
-            node, successors_left = stack[-1]
-            for nxt in successors_left:
-                seen = state.get(id(nxt))
-                if seen == 1:
-                    return True
-                if seen is None:
-                    state[id(nxt)] = 1
-                    stack.append((nxt, iter(successors(nxt))))
-                    break
-            else:
-                state[id(node)] = 2
-                stack.pop()
-    return False
-
-
 def _union(*lists):
-    out = []
-    for lst in lists:
-        for x in lst:
-            if x not in out:
-                out.append(x)
-    return out
+    return list(dict.fromkeys(chain.from_iterable(lists)))
+
+
+def _same_cost(kernel: KernelOp, facts_cost, built, facts) -> None:
+    """Planner.check_facts: the facts' price is the built kernel's."""
+    fields = ("bytes_read", "bytes_written", "flops", "registers", "threads")
+    got = [getattr(facts_cost, f) for f in fields] + [list(facts.extents), "pointwise"]
+    want = [getattr(built, f) for f in fields] + [kernel["extents"], kernel["schedule"]]
+    if got != want:
+        raise AssertionError(f"group facts {got} differ from the built kernel's {want} "
+                             f"({', '.join(kernel['sources'])})")
 
 
 def _label(group: Group) -> str:
@@ -420,9 +295,9 @@ def rewrite(func: FuncOp, planner: Planner, groups: list[Group]) -> list[KernelO
     allocations of buffers that no kernel writes any more."""
     live = {id(g) for g in groups}
     view = Move([g for g in planner.groups if id(g) not in live], [])  # the groups kept
-    kernels = [planner.build(g, view)[0] for g in groups]
+    kernels = [planner.kernel(g, view) for g in groups]
     for entry in planner._cache.values():
-        if not isinstance(entry, CannotFuse) and entry[0] not in kernels:
+        if not isinstance(entry, CannotFuse) and entry[0] is not None and entry[0] not in kernels:
             discard(entry[0])
     for nest in planner.graph.nests:
         nest.op.erase()
