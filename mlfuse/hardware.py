@@ -53,6 +53,10 @@ class Target:
     strip_held_threads: int = 512  # strips: the most threads of a block whose threads hold
                                    # their values in registers (more would spill)
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
+    strips_slowdown: float = 1.38  # strips' measured time over the model's, where a plain
+                                # reduction (no epilogue) may take strips or split-columns
+                                # (H100: column sums of 16384 x 4096 0.137 ms against 0.0995
+                                # modelled; split-columns ran them in 0.104 ms, as modelled)
 
     def __post_init__(self):
         for knob in ("pointwise_per_thread", "row_values_per_thread"):

@@ -35,7 +35,8 @@ MEAN_ALL = "func f(x: f32[R, C]) -> f32[] { return mean(exp(x) * 2.0) }"
     (SUMSQ, {"N": 1 << 26}, ["split-rows"]),
     (SUMSQ, {}, ["split-rows"]),  # unbound: the host decides how many chunks
     (MEAN_ALL, {"R": 8192, "C": 8192}, ["split-rows"]),  # prologue, reduction, epilogue: 1
-    (COLSUM, {"R": 16384, "C": 4096}, ["strips"]),  # enough columns: one kernel
+    (COLSUM, {"R": 16384, "C": 4096}, ["split-columns"]),  # measured faster than strips
+    (COLSUM, {"R": 1024, "C": 1024}, ["strips"]),  # short columns: a block per strip
     (COLSUM, {"R": 1 << 20, "C": 8}, ["split-columns"]),  # few columns, long: two kernels
     (SHORT_SOFTMAX, {"R": 1 << 20}, ["warp-rows"]),
     ("func f(x: f32[R, C]) -> f32[R, C] { return softmax(x, axis=1) }",

@@ -174,9 +174,12 @@ def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for) -
     and the points are few) or one thread per point, whichever the cost model finds
     fastest."""
     options = {}
+    split = blocker is None and reduced >= target.row_min_extent
     if len({repr(e) for e in extents}) == 1:
         options["strips"] = _seconds(kernel, "strips", "columns", dims, target)
-    if blocker is None and reduced >= target.row_min_extent:
+        if split and not has_for:  # the two plans of a plain reduction, as measured
+            options["strips"] *= target.strips_slowdown
+    if split:
         options["split-columns"] = _seconds(kernel, "split-columns", "", dims, target)
     options["pointwise"] = _seconds(kernel, "pointwise", "", dims, target)
     best = min(options, key=options.get)
