@@ -108,16 +108,17 @@ def _memory_counts(code: list[str]) -> dict:
             "v4_stores": sum(".v4." in op for op in stores)}
 
 
-def _kernels_of(op, python_module):
+def _kernels_of(op, python_module, all_tiles: bool = True):
     """(label, dispatcher, signature) of every kernel the module has for ``op``: its
     variants, or every tile shape (with 16-byte operand reads where it has them) of a
-    contraction, unsplit and, where K may be split, split (and the second kernel)."""
+    contraction, unsplit and, where K may be split, split (and the second kernel);
+    ``all_tiles`` False: the first (largest) tile shape only."""
     name = op["kernel_name"] if op.name == "fused.kernel" else None
     for attr, value in vars(python_module).items():
         if name is None or not (attr == name or attr.startswith(name + "_")):
             continue
         if is_tiled_kernel(value):
-            for bm, bn in value.tiles:
+            for bm, bn in value.tiles if all_tiles else value.tiles[:1]:
                 yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, True, True, False), signature(op)
                 if value.max_split > 1:
                     yield (f"{attr}[{bm}x{bn} split]", value.factory(bm, bn, True, True, True),
@@ -127,9 +128,10 @@ def _kernels_of(op, python_module):
             yield attr, value, signature(op, "finish") if finish else signature(op)
 
 
-def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None):
+def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,
+           all_tiles: bool = True):
     """Yield one dict per kernel of the program at ``path`` (f32 contractions at
-    ``matmul_precision``)."""
+    ``matmul_precision``; a contraction's first tile shape only unless ``all_tiles``)."""
     _patch_device_lookup()
     from mlfuse.codegen import generate
     from mlfuse.pipeline import compile_text
@@ -140,7 +142,7 @@ def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None
         for op in func.body.ops:
             if op.name not in ("fused.kernel", "loops.parallel"):
                 continue
-            for label, kernel, sig in _kernels_of(op, python_module):
+            for label, kernel, sig in _kernels_of(op, python_module, all_tiles):
                 yield {"file": path, "func": func.sym_name, "kernel": label,
                        "schedule": op.attributes.get("schedule", "pointwise"),
                        "variant": op.attributes.get("variant", ""),
@@ -154,7 +156,7 @@ def main(argv: list[str]) -> int:
     for path in (a for a in argv if not a.startswith("--")):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        for r in report(path, text, fuse, precision):
+        for r in report(path, text, fuse, precision, "--first-tile" not in argv):
             if as_json:
                 print(json.dumps(r), flush=True)
             else:
