@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import cuda
 
 from mlfuse.tools.checking import compare, random_inputs, tolerance  # noqa: F401
 
@@ -47,3 +48,26 @@ def record_launches(module, names) -> list[str]:
     for name in names:
         setattr(module, name, _Recording(getattr(module, name), name, launched))
     return launched
+
+
+def run_mma_lanes(mma, a_regs, b_regs, acc) -> None:
+    """One warp runs the mma twin ``mma`` once: lane l passes its A registers
+    ``a_regs[l]`` (4), B registers ``b_regs[l]`` (2) and accumulators ``acc[l]`` (4),
+    and gets its D values back in ``acc[l]`` (``cuda`` a module global: the simulator
+    swaps those for its per-launch module)."""
+
+    @cuda.jit
+    def kernel(a_regs, b_regs, acc):
+        lane = cuda.threadIdx.x
+        fa = cuda.local.array(4, np.uint32)
+        fb = cuda.local.array(2, np.uint32)
+        fc = cuda.local.array(4, np.float32)
+        for r in range(4):
+            fa[r], fc[r] = a_regs[lane, r], acc[lane, r]
+        for r in range(2):
+            fb[r] = b_regs[lane, r]
+        mma(fc, 0, fa, 0, fb, 0)
+        for r in range(4):
+            acc[lane, r] = fc[r]
+
+    kernel[1, 32](a_regs, b_regs, acc)

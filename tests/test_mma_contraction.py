@@ -40,10 +40,10 @@ CASES = {
 }
 
 
-# Runs before the other kernels of this file: after a gather-path kernel (the
-# "gathered" case) in the same process it computed wrong values under the simulator,
-# alone or first it agrees; the cause is not found yet (the GPU runs such tiles in
-# benchmarks/probe_mma.py's decode shapes).
+# Runs before the other kernels of this file: after other tensor-core kernels in the
+# same process (the "gathered" case, or tests/test_ptx_mma.py's twins run first) it
+# computed wrong values under the simulator, alone or first it agrees; the cause is not
+# found yet (the GPU runs such tiles in benchmarks/probe_mma.py's decode shapes).
 def test_a_thin_tile_with_fewer_chunks_than_threads_copies_each_chunk_once(monkeypatch):
     """A 16 x 32 tile of four 16 x 8 warp tiles (128 threads) has 32 16-byte chunks of A
     a stage: threads past them copy nothing (on the GPU, the 16 x 128 decode tile)."""

@@ -7,10 +7,14 @@ import pytest
 from numba import cuda
 
 from mlfuse.codegen.ptx_mma import mma_helper_source
+from mlfuse.runtime.simulator import patch_shared_arrays
+
+from helpers import run_mma_lanes
 
 
 @pytest.fixture(scope="module")
 def twins():
+    patch_shared_arrays()  # as load_source does before a generated module runs
     namespace = {"cuda": cuda, "numba": numba, "np": np}
     exec(compile(mma_helper_source("simulator"), "<ptx_mma twins>", "exec"), namespace)
     return namespace
@@ -88,21 +92,7 @@ def test_mma_m16n8k16_matches_numpy_from_isa_fragments(twins, ptx_type):
         for q in range(4):
             acc[lane, q] = c[g + 8 * (q // 2), 2 * t + q % 2]
 
-    @cuda.jit
-    def kernel(a_regs, b_regs, acc):
-        lane = cuda.threadIdx.x
-        fa = cuda.local.array(4, np.uint32)
-        fb = cuda.local.array(2, np.uint32)
-        fc = cuda.local.array(4, np.float32)
-        for r in range(4):
-            fa[r], fc[r] = a_regs[lane, r], acc[lane, r]
-        for r in range(2):
-            fb[r] = b_regs[lane, r]
-        mma(fc, 0, fa, 0, fb, 0)
-        for r in range(4):
-            acc[lane, r] = fc[r]
-
-    kernel[1, 32](a_regs, b_regs, acc)
+    run_mma_lanes(mma, a_regs, b_regs, acc)
     d = a.astype(np.float64) @ b.astype(np.float64) + c
     for lane in range(32):
         g, t = lane // 4, lane % 4

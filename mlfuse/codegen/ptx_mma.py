@@ -193,8 +193,7 @@ def _ldmatrix_twin(frag, slot, tiles, index, transposed):
     """ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16, lane by lane (see ptx_mma)."""
     if index % 8:
         raise RuntimeError("misaligned ldmatrix row: shared address not 16-byte aligned")
-    with _TWIN_LOCK:  # (the simulator's first shared.array of a line races otherwise)
-        rows = cuda.shared.array(TWIN_LANES, numba.int64)
+    rows = cuda.shared.array(TWIN_LANES, numba.int64)
     me = cuda.threadIdx.x
     lane = me % 32
     warp = me - lane
@@ -224,20 +223,27 @@ def _ldmatrix_x4_trans(frag, slot, tiles, index):
 
 
 @cuda.jit(device=True)
-def _mma_twin(acc, acc_slot, a, a_slot, b, b_slot, ptx_type):
-    """mma.sync.aligned.m16n8k16.row.col.f32.<ptx_type>.<ptx_type>.f32, lane by lane:
-    each lane's D values from the A and B registers every lane of its warp holds.
-    Products of 16-bit floats are exact in f64; the sum is rounded to f32 once."""
-    with _TWIN_LOCK:
-        regs = cuda.shared.array((TWIN_LANES, 6), numba.uint32)
+def _warp_registers(a, a_slot, b, b_slot):
+    """The A (4) and B (2) fragment registers of every lane of this thread's warp, through
+    a shared array: (regs[thread, register], the warp's first thread, this lane). The
+    caller reads them, then waits at a barrier before the next exchange reuses regs."""
+    regs = cuda.shared.array((TWIN_LANES, 6), numba.uint32)
     me = cuda.threadIdx.x
     lane = me % 32
-    warp = me - lane
     for r in range(4):
         regs[me, r] = a[a_slot + r]
     for r in range(2):
         regs[me, 4 + r] = b[b_slot + r]
     cuda.syncthreads()
+    return regs, me - lane, lane
+
+
+@cuda.jit(device=True)
+def _mma_twin(acc, acc_slot, a, a_slot, b, b_slot, ptx_type):
+    """mma.sync.aligned.m16n8k16.row.col.f32.<ptx_type>.<ptx_type>.f32, lane by lane:
+    each lane's D values from the A and B registers every lane of its warp holds.
+    Products of 16-bit floats are exact in f64; the sum is rounded to f32 once."""
+    regs, warp, lane = _warp_registers(a, a_slot, b, b_slot)
     g, t = lane // 4, lane % 4
     for q in range(4):
         row, col = g + 8 * (q // 2), 2 * t + q % 2
@@ -291,16 +297,11 @@ def _cp_async_wait(pending):
     """cp.async.wait_group: nothing to wait for, the twin copied at once."""
 '''
 
-# The twins' module globals. The simulator's cuda.shared.array finds a line's array in
-# a dict it fills on first use without a lock: threads of a block that reach that line
-# together (as they do a twin's, after a barrier) may each make their own array on the
-# first call, and then exchange nothing (seen as a rare wrong 3xTF32 result). The twins
-# take their shared arrays under this lock.
+# The twins' module globals. Their shared arrays rely on mlfuse.runtime.simulator's fix
+# (the simulator's first cuda.shared.array of a line races between threads), which
+# load_source applies before a generated module runs.
 _TWIN_GLOBALS = """\
-import threading
-
 TWIN_LANES = {lanes}  # threads of a block the twins exchange among
-_TWIN_LOCK = threading.Lock()  # the twins take their shared arrays under it
 
 
 """
@@ -309,7 +310,7 @@ _TWIN_LOCK = threading.Lock()  # the twins take their shared arrays under it
 MMA_NAMES = ("_item_pointer", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async16",
              "_cp_async_commit", "_cp_async_wait", "_ldmatrix_x4", "_ldmatrix_x4_trans",
              "_mma_f16", "_mma_bf16", "_bits16", "_pack", "_unpack", "_ldmatrix_twin",
-             "_mma_twin", "TWIN_LANES", "_TWIN_LOCK", "threading")
+             "_mma_twin", "_warp_registers", "TWIN_LANES")
 
 
 def mma_helper_source(target: str) -> str:

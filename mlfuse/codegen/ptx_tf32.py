@@ -1,6 +1,6 @@
 """Tensor-core helpers for f32 contractions at a lower matmul precision (emit_tf32.py):
 the TF32 conversions and the TF32 mma, added to ptx_mma's set (they use its
-``_item_pointer``, ``_slots`` and ``_mma_intrinsic`` on "cuda", ``TWIN_LANES`` and ``_TWIN_LOCK`` on the
+``_item_pointer``, ``_slots`` and ``_mma_intrinsic`` on "cuda", ``_warp_registers`` on the
 simulator, so a module holding these holds those). By name:
 
 - ``_tf32_round(x) -> uint32``: ``cvt.rna.tf32.f32``: x (f32) rounded to nearest, ties
@@ -103,16 +103,7 @@ def _mma_tf32(acc, acc_slot, a, a_slot, b, b_slot):
     """mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, lane by lane: each lane's D
     values from the A and B registers every lane of its warp holds. Products of TF32
     values are exact in f64; the sum is rounded to f32 once."""
-    with _TWIN_LOCK:  # (ptx_mma: the simulator's shared.array races on first use)
-        regs = cuda.shared.array((TWIN_LANES, 6), numba.uint32)
-    me = cuda.threadIdx.x
-    lane = me % 32
-    warp = me - lane
-    for r in range(4):
-        regs[me, r] = a[a_slot + r]
-    for r in range(2):
-        regs[me, 4 + r] = b[b_slot + r]
-    cuda.syncthreads()
+    regs, warp, lane = _warp_registers(a, a_slot, b, b_slot)
     g, t = lane // 4, lane % 4
     for q in range(4):
         row, col = g + 8 * (q // 2), 2 * t + q % 2
