@@ -34,6 +34,8 @@ writes f32 partial sums; the second kernel adds them and runs the epilogue.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 
 from mlfuse.codegen.contraction import ContractionEmitter, factory_name
 from mlfuse.codegen.ptx_mma import MMA_HELPER
@@ -174,6 +176,19 @@ class MmaContractionEmitter(ContractionEmitter):
         load = self.c.direct_load(side)
         return load if load is not None and load.operands[0].type.dtype == self.operand else None
 
+    @contextmanager
+    def thread_share(self, count: str, per_thread: str):
+        """A loop over this thread's items ``e`` = tid + slot * THREADS of the block's
+        ``count``, at most ``per_thread`` of them: a constant trip count, so the loop
+        unrolls and what does not depend on K is computed once; items past ``count`` (a
+        thin tile has fewer than threads) are skipped."""
+        w, L = self.w, self.loc
+        with w.indented(f"for {L['slot']} in range({per_thread}):"), \
+                w.indented(f"if {count} % THREADS == 0 or "
+                           f"{L['tid']} + {L['slot']} * THREADS < {count}:"):
+            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+            yield
+
     def copy_side(self, side: str) -> None:
         """The side's tile as 16-byte copies (``group`` values each); a copy past the
         sizes reads a clamped position and fills zeros."""
@@ -183,10 +198,7 @@ class MmaContractionEmitter(ContractionEmitter):
             per_row, own, own_size = f"STAGE_K // {g}", "m", L["m_size"]
         else:  # STAGE_K rows of BN: groups along N
             per_row, own, own_size = f"BN // {g}", "n", L["n_size"]
-        with w.indented(f"for {L['slot']} in range({side.upper()}_COPIES):"), \
-                w.indented(f"if {side.upper()}_CHUNKS % THREADS == 0 or "
-                           f"{L['tid']} + {L['slot']} * THREADS < {side.upper()}_CHUNKS:"):
-            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+        with self.thread_share(f"{side.upper()}_CHUNKS", f"{side.upper()}_COPIES"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} // ({per_row}), {L['e']} % ({per_row})")
             if side == "a":
                 w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {g}")
@@ -221,10 +233,7 @@ class MmaContractionEmitter(ContractionEmitter):
         at = (f"{base} + {self.stage_offset(side, L['i'], L['j'] + ' // ' + str(g))}"
               f" + {L['j']} % {g}")
         own = "m" if side == "a" else "n"
-        with w.indented(f"for {L['slot']} in range(-(-{count} // THREADS)):"), \
-                w.indented(f"if {count} % THREADS == 0 or "
-                           f"{L['tid']} + {L['slot']} * THREADS < {count}:"):
-            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+        with self.thread_share(count, f"-(-{count} // THREADS)"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
             if side == "a":
                 w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']}")
