@@ -2,7 +2,10 @@
 H100 (sm_90) by Numba and assembled by ptxas, with what they report.
 
     CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json]
-        [--matmul-precision=highest|high|medium] FILE.fuse...
+        [--matmul-precision=highest|high|medium] [--first-tile] [--sass=DIR] FILE.fuse...
+
+``--sass=DIR`` also writes each kernel's machine code (nvdisasm of ptxas's cubin) to
+DIR/KERNEL.sass and counts its instructions: what an instruction-bound kernel runs.
 
 Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
 supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
@@ -16,8 +19,11 @@ tests/test_ptx.py runs it on every example.
 """
 from __future__ import annotations
 
+import collections
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,7 +37,7 @@ _OPTIONS = ("fastmath", "lineinfo", "launch_bounds", "max_registers")
 def _patch_device_lookup() -> None:
     """Typing a call to a device function asks for the current device's compute
     capability; with no GPU there is none, so answer for the H100 compiled for."""
-    import numba.cuda.dispatcher as dispatcher
+    from numba.cuda import dispatcher
     dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
 
 
@@ -65,16 +71,19 @@ def signature(op, kernel: str = ""):
     return types.void(*args)
 
 
-def compile_kernel(kernel, sig) -> dict:
-    """PTX for sm_90 and what ptxas says of it."""
+def compile_kernel(kernel, sig, sass: str | None = None) -> dict:
+    """PTX for sm_90 and what ptxas says of it; with ``sass`` (a file name), the
+    machine code too, disassembled by nvdisasm ($NVDISASM or on the PATH) into that file."""
     from numba import cuda
     options = {k: v for k, v in kernel.targetoptions.items() if k in _OPTIONS}
     ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0), **options)
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
-        f.write(ptx)
-        f.flush()
-        info = subprocess.run(["ptxas", "-arch=sm_90", "-v", f.name, "-o", "/dev/null"],
+    with tempfile.TemporaryDirectory() as tmp:
+        source, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+        with open(source, "w", encoding="utf-8") as f:
+            f.write(ptx)
+        info = subprocess.run(["ptxas", "-arch=sm_90", "-v", source, "-o", cubin],
                               capture_output=True, text=True, check=True).stderr
+        machine = _disassemble(cubin, sass) if sass else {}
 
     def number(pattern):
         m = re.search(pattern, info)
@@ -91,7 +100,24 @@ def compile_kernel(kernel, sig) -> dict:
             "shuffles": any(op.startswith("shfl.sync") for op in code),
             **_memory_counts(code),
             "fma": sum(op.startswith("fma.") for op in code),
-            "mma": sum(op.startswith("mma.sync") for op in code)}
+            "mma": sum(op.startswith("mma.sync") for op in code), **machine}
+
+
+def _disassemble(cubin: str, path: str) -> dict:
+    """Write the SASS of ``cubin`` to ``path``; its instruction count and the counts of
+    the opcodes that say most about a memory-bound kernel's cost."""
+    tool = os.environ.get("NVDISASM") or shutil.which("nvdisasm")
+    if not tool:
+        raise SystemExit("--sass needs nvdisasm: on the PATH or named by $NVDISASM")
+    text = subprocess.run([tool, "-c", cubin], capture_output=True, text=True,
+                          check=True).stdout
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    ops = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", text,
+                     re.MULTILINE)
+    return {"sass": len(ops),
+            "sass_counts": dict(collections.Counter(op.split(".")[0] for op in ops)
+                                .most_common(12))}
 
 
 def _memory_counts(code: list[str]) -> dict:
@@ -129,7 +155,7 @@ def _kernels_of(op, python_module, all_tiles: bool = True):
 
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,
-           all_tiles: bool = True):
+           all_tiles: bool = True, sass_dir: str | None = None):
     """Yield one dict per kernel of the program at ``path`` (f32 contractions at
     ``matmul_precision``; a contraction's first tile shape only unless ``all_tiles``)."""
     _patch_device_lookup()
@@ -146,17 +172,21 @@ def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None
                 yield {"file": path, "func": func.sym_name, "kernel": label,
                        "schedule": op.attributes.get("schedule", "pointwise"),
                        "variant": op.attributes.get("variant", ""),
-                       **compile_kernel(kernel, sig)}
+                       **compile_kernel(kernel, sig, sass_dir and os.path.join(
+                           sass_dir, re.sub(r"[^\w.-]", "_", label) + ".sass"))}
 
 
 def main(argv: list[str]) -> int:
     fuse, as_json = "--no-fuse" not in argv, "--json" in argv
     precision = next((a.split("=", 1)[1] for a in argv if a.startswith("--matmul-precision=")),
                      None)
+    sass_dir = next((a.split("=", 1)[1] for a in argv if a.startswith("--sass=")), None)
+    if sass_dir:
+        os.makedirs(sass_dir, exist_ok=True)
     for path in (a for a in argv if not a.startswith("--")):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        for r in report(path, text, fuse, precision, "--first-tile" not in argv):
+        for r in report(path, text, fuse, precision, "--first-tile" not in argv, sass_dir):
             if as_json:
                 print(json.dumps(r), flush=True)
             else:
@@ -164,7 +194,9 @@ def main(argv: list[str]) -> int:
                       f"{r['stack_bytes']} B stack, {r['shared_bytes']} B shared; "
                       f"{r['v4_loads']} 16-byte loads, {r['fma']} fma, {r['mma']} mma, "
                       f"shuffles {r['shuffles']}, "
-                      f"f64 {r['f64'] or 'none'}", flush=True)
+                      f"f64 {r['f64'] or 'none'}"
+                      + (f"; {r['sass']} SASS instructions {r['sass_counts']}" if sass_dir else ""),
+                      flush=True)
     return 0
 
 
