@@ -10,9 +10,10 @@ from pathlib import Path
 
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import ModuleOp
+from mlfuse.runtime.arguments import HOST, Signature, bind_arguments, convert_result
 from mlfuse.runtime.launcher import FastPath, fast_path
 from mlfuse.runtime.loader import default_target, load_source, simulator_enabled
-from mlfuse.runtime.arguments import HOST, Signature, bind_arguments, convert_result
+from mlfuse.runtime.precompile import precompile
 
 
 class CompiledFunction:
@@ -26,10 +27,20 @@ class CompiledFunction:
         self.signature = signature
         self.host = host  # the generated host function (device arrays in and out)
         self.fast_path = fast_path
+        self._precompiled: set = set()  # argument shapes whose kernels were precompiled
 
     @property
     def name(self) -> str:
         return self.signature.func
+
+    def _precompile(self, device_args) -> None:
+        """Before the first call with these shapes: compile the kernels it needs in
+        parallel worker processes (runtime/precompile.py)."""
+        key = tuple((getattr(a, "shape", None), str(getattr(a, "dtype", type(a))))
+                    for a in device_args)
+        if key not in self._precompiled:
+            self._precompiled.add(key)
+            precompile(self.host, device_args, self.signature.num_results)
 
     def __call__(self, *args, **kwargs):
         if kwargs:  # by parameter name, as the .fuse file names them
@@ -41,6 +52,7 @@ class CompiledFunction:
             if planned is not None:
                 return planned(args, pointers)
         call = bind_arguments(self.signature, args)
+        self._precompile(call.device_args)
         if fast is not None and call.kind != HOST:
             results = fast.call_and_plan(self.host, args, call)
         else:

@@ -77,7 +77,8 @@ class Trace:
     passed (what a launcher packs parameters from); it keeps the call's arrays alive, so
     drop the trace once the plan is bound."""
 
-    def __init__(self, params):
+    def __init__(self, params, launching: bool = True):
+        self.launching = launching  # False: a dry trace records launches without them
         self._params = {id(p): i for i, p in enumerate(params)}
         self._buffers: dict[int, int] = {}
         self._keep = list(params)  # ids stay unique while the objects live
@@ -151,7 +152,8 @@ class _RecordingCuda:
 
 
 class _RecordingKernel:
-    """A kernel as the host function sees it: each launch is recorded, then done."""
+    """A kernel as the host function sees it: each launch is recorded, then done (or,
+    in a dry trace, only recorded)."""
 
     def __init__(self, name: str, kernel, trace: Trace):
         self._name, self._kernel, self._trace = name, kernel, trace
@@ -161,7 +163,7 @@ class _RecordingKernel:
 
         def launch(*args):
             self._trace.launch(self._name, self._kernel, config, args)
-            return configured(*args)
+            return configured(*args) if self._trace.launching else None
         return launch
 
     def __getattr__(self, name):
@@ -212,10 +214,12 @@ def _is_kernel(value) -> bool:
     return hasattr(value, "py_func") and callable(getattr(type(value), "__getitem__", None))
 
 
-def trace_call(host, device_args, num_results: int):
+def trace_call(host, device_args, num_results: int, launching: bool = True):
     """Call ``host(*device_args)`` and record it: (its results, the :class:`Trace`).
-    ``trace.plan`` is the plan, or None with ``trace.refused`` saying why."""
-    trace = Trace(device_args)
+    ``trace.plan`` is the plan, or None with ``trace.refused`` saying why. With
+    ``launching`` False no kernel runs (a dry trace: the results hold garbage), which
+    lists the kernels a call needs before any is compiled (runtime/precompile.py)."""
+    trace = Trace(device_args, launching)
     scope = dict(host.__globals__)
     for name, value in host.__globals__.items():
         if _is_kernel(value):

@@ -48,6 +48,17 @@ def load_source(source: str, name: str) -> types.ModuleType:
         filename = str(path)
     except OSError:  # an unwritable cache: the code still runs, linecache still shows it
         filename = f"<mlfuse-generated {stem}>"
+    return _execute(source, filename, stem)
+
+
+def load_file(path: str) -> types.ModuleType:
+    """The module load_source wrote to ``path``, executed again from it (the same file
+    name: its kernels find the same disk-cache entries). A compile worker's way in."""
+    source = Path(path).read_text(encoding="utf-8")
+    return _execute(source, path, Path(path).stem)
+
+
+def _execute(source: str, filename: str, stem: str) -> types.ModuleType:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     if simulator_enabled():
         from mlfuse.runtime.simulator import patch_shared_arrays

@@ -1,0 +1,130 @@
+"""Compiling a call's kernels in parallel, before its first launch.
+
+Numba compiles a kernel when it is first launched, one after another, about a second
+each (typing, lowering, NVVM, ptxas): a model of a hundred kernels spent minutes in its
+first call. Before the first call with new argument shapes, ``precompile``:
+
+1. runs the host function dry (``launch_plan.trace_call`` with ``launching=False``:
+   every launch recorded with its arguments, none run), so the kernels the call needs
+   and their argument types are known exactly, tile configurations included;
+2. keeps those neither compiled in this process nor in the disk cache
+   (runtime/kernel_cache.py);
+3. has worker processes (``python -m mlfuse.runtime.compile_worker``) compile them in
+   parallel: each loads the same generated file (``loader.load_file``: the same file
+   name, so the same cache entries), compiles its share for the recorded types and so
+   writes their cubins to Numba's disk cache.
+
+The call then runs as it always did, and each launch finds its kernel in the disk
+cache. Nothing depends on the workers: one that fails or times out leaves its kernels
+to be compiled at launch, as before, and says why on stderr. Workers are processes,
+not threads (Numba's compiler holds the GIL), started fresh (a forked child cannot use
+the parent's CUDA context) and without the parent's ``__main__``.
+
+Off under the simulator (nothing to compile), without the disk cache, with one CPU and
+with ``MLFUSE_COMPILE_WORKERS=0``; that variable also sets the number of workers
+(default: the CPUs less one, at most 8: each holds a CUDA context).
+"""
+from __future__ import annotations
+
+import ast
+import os
+import pickle
+import re
+import subprocess
+import sys
+
+from mlfuse.runtime.launch_plan import trace_call
+
+MOST_WORKERS = 8
+TIMEOUT_S = 900
+
+
+def workers_wanted() -> int:
+    """How many worker processes a precompile may start (0: none)."""
+    from mlfuse.runtime.kernel_cache import enabled
+    from mlfuse.runtime.loader import simulator_enabled
+    if simulator_enabled() or not enabled():
+        return 0
+    setting = os.environ.get("MLFUSE_COMPILE_WORKERS", "").strip()
+    if setting:
+        return max(0, int(setting))
+    return min(MOST_WORKERS, max(0, (os.cpu_count() or 1) - 1))
+
+
+def _in_disk_cache(dispatcher, argtypes) -> bool:
+    """Whether Numba's disk cache holds ``dispatcher`` compiled for ``argtypes`` (its
+    index, read without loading the entry). Unknown counts as absent: a worker then
+    finds the entry itself."""
+    try:
+        cache = dispatcher._cache
+        key = cache._index_key(argtypes, dispatcher.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001 - Numba internals: any doubt means "compile it"
+        return False
+
+
+def _task(launch, values):
+    """(module attribute, tile configuration or None, argument types) of a recorded
+    launch whose kernel is neither compiled here nor cached; None otherwise."""
+    dispatcher = launch.dispatcher
+    if not getattr(dispatcher, "_mlfuse_cached", False):
+        return None  # not a cached CUDA dispatcher: nothing a worker could hand over
+    argtypes = tuple(dispatcher.typeof_pyval(v) for v in values)
+    if argtypes in dispatcher.overloads or _in_disk_cache(dispatcher, argtypes):
+        return None
+    m = re.fullmatch(r"(\w+)(\[.*\])?", launch.kernel)
+    config = tuple(ast.literal_eval(m.group(2))) if m.group(2) else None
+    return m.group(1), config, argtypes
+
+
+def missing_kernels(trace) -> list:
+    """The distinct tasks (see _task) of a dry trace's launches."""
+    tasks = []
+    for launch, values in zip(trace.launches, trace.launch_values):
+        task = _task(launch, values)
+        if task is not None and task not in tasks:
+            tasks.append(task)
+    return tasks
+
+
+def run_workers(path: str, tasks: list, workers: int) -> int:
+    """Compile ``tasks`` of the module at ``path`` in ``workers`` processes; the number
+    compiled. Shares are dealt round-robin; each worker is one process for its share."""
+    shares = [tasks[i::workers] for i in range(min(workers, len(tasks)))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    procs = []
+    for share in shares:
+        proc = subprocess.Popen([sys.executable, "-m", "mlfuse.runtime.compile_worker"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        proc.stdin.write(pickle.dumps((path, share)))
+        proc.stdin.close()
+        procs.append(proc)
+    compiled = 0
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            err += b"\ntimed out"
+        if proc.returncode == 0 and out.strip().isdigit():
+            compiled += int(out.strip())
+        if err.strip():
+            sys.stderr.write("mlfuse: a kernel compile worker: "
+                             + err.decode(errors="replace").strip()[-2000:] + "\n")
+    return compiled
+
+
+def precompile(host, device_args, num_results: int) -> int:
+    """Compile in parallel the kernels ``host(*device_args)`` will launch that are
+    neither compiled nor cached; how many were compiled (see the module doc)."""
+    workers = workers_wanted()
+    path = host.__globals__.get("__file__", "")
+    if workers < 1 or not os.path.isfile(path):
+        return 0
+    _, trace = trace_call(host, device_args, num_results, launching=False)
+    tasks = missing_kernels(trace)
+    if len(tasks) < 2:  # one kernel compiles as fast here as in a worker
+        return 0
+    return run_workers(path, tasks, workers)

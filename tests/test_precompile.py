@@ -1,0 +1,121 @@
+"""Parallel kernel compilation before a first call (mlfuse/runtime/precompile.py) on the
+CPU: a dry trace lists a call's kernels and their argument types without running any;
+only kernels neither compiled nor in the disk cache become tasks, a contraction's with
+its tile configuration; the worker loads the generated file and reports a kernel it
+cannot compile instead of failing; precompiling is off under the simulator. Real
+compiles (a GPU context per worker) are exercised by benchmarks/models.py's first-call
+times on a GPU."""
+import pickle
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import mlfuse
+from mlfuse.runtime import precompile
+from mlfuse.runtime.compile_worker import compile_tasks
+from mlfuse.runtime.launch_plan import trace_call
+
+MATMUL = ("func mm(x: f32[M, K], w: f32[K, N], b: f32[N]) -> f32[M, N] {\n"
+          "    y = relu(matmul(x, w) + b)\n    return y * 2.0 + 1.0\n}\n")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFUSE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _args():
+    rng = np.random.default_rng(0)
+    return [cuda.to_device(rng.standard_normal(s).astype(np.float32))
+            for s in ((6, 5), (5, 7), (7,))]
+
+
+class _Spy:
+    """A kernel that counts its launches (trace_call wraps what has a py_func)."""
+
+    def __init__(self, kernel):
+        self.kernel, self.py_func, self.runs = kernel, kernel.py_func, 0
+
+    def __getitem__(self, config):
+        def launch(*args):
+            self.runs += 1
+            return self.kernel[config](*args)
+        return launch
+
+
+def test_a_dry_trace_records_every_launch_and_runs_none(monkeypatch):
+    module = mlfuse.compile_source(MATMUL, "mm.fuse", fuse=False)
+    host = module.mm.host
+    spies = {name: _Spy(value) for name, value in host.__globals__.items()
+             if hasattr(value, "py_func") and not name.startswith("_")}
+    for name, spy in spies.items():
+        monkeypatch.setitem(host.__globals__, name, spy)
+    _, trace = trace_call(host, _args(), 1, launching=False)
+    names = [launch.kernel for launch in trace.launches]
+    assert len(names) == len(module.kernels("mm")) >= 3
+    assert any(name.startswith("mm_0[") for name in names)  # the matmul's tile config
+    assert all(len(v) == len(la.args) for la, v in zip(trace.launches, trace.launch_values))
+    assert spies and sum(s.runs for s in spies.values()) == 0
+    trace_call(host, _args(), 1)  # and a real trace runs them
+    assert sum(s.runs for s in spies.values()) == len(names) - 1  # all but the tiled one
+
+
+class _FakeDispatcher:
+    """What precompile reads of a Numba dispatcher."""
+
+    def __init__(self, compiled=(), cached=False):
+        self._mlfuse_cached = True
+        self.overloads = {t: object() for t in compiled}
+        self.cached = cached
+
+    def typeof_pyval(self, value):
+        return type(value).__name__
+
+
+def _launch(name, dispatcher):
+    return types.SimpleNamespace(kernel=name, dispatcher=dispatcher)
+
+
+def test_tasks_are_the_kernels_neither_compiled_nor_cached(monkeypatch):
+    monkeypatch.setattr(precompile, "_in_disk_cache", lambda d, t: d.cached)
+    fresh, tile = _FakeDispatcher(), _FakeDispatcher()
+    trace = types.SimpleNamespace(
+        launches=[_launch("f_0", fresh), _launch("f_1", _FakeDispatcher(compiled=[("int",)])),
+                  _launch("f_2", _FakeDispatcher(cached=True)),
+                  _launch("f_3[128, 64, True, False, True]", tile), _launch("f_0", fresh)],
+        launch_values=[(1,), (2,), (3,), (4, 5.0), (6,)])
+    assert precompile.missing_kernels(trace) == [
+        ("f_0", None, ("int",)), ("f_3", (128, 64, True, False, True), ("int", "float"))]
+
+
+def test_an_uncached_dispatcher_is_left_to_its_launch():
+    plain = _FakeDispatcher()
+    plain._mlfuse_cached = False
+    trace = types.SimpleNamespace(launches=[_launch("g_0", plain)], launch_values=[(1,)])
+    assert precompile.missing_kernels(trace) == []
+
+
+def test_precompiling_is_off_under_the_simulator(monkeypatch):
+    monkeypatch.setenv("MLFUSE_COMPILE_WORKERS", "4")
+    assert precompile.workers_wanted() == 0
+    module = mlfuse.compile_source(MATMUL, "mm.fuse")
+    assert precompile.precompile(module.mm.host, _args(), 1) == 0
+    x, w, b = (a.copy_to_host() for a in _args())
+    np.testing.assert_allclose(module.mm(x, w, b), np.maximum(x @ w + b, 0) * 2 + 1,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_a_worker_reports_a_kernel_it_cannot_compile_and_goes_on():
+    module = mlfuse.compile_source(MATMUL, "mm.fuse")
+    path = module.python_module.__file__
+    tasks = [("no_such_kernel", None, ()), ("mm_0", (32, 128, True, True, False), ())]
+    # under the simulator a kernel has nothing to compile: each task fails and is reported
+    worker = subprocess.run([sys.executable, "-m", "mlfuse.runtime.compile_worker"],
+                            input=pickle.dumps((path, tasks)), capture_output=True, check=True)
+    assert worker.stdout.strip() == b"0"
+    assert b"no_such_kernel" in worker.stderr and b"mm_0[32, 128" in worker.stderr
+    assert compile_tasks(path, []) == 0
