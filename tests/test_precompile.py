@@ -119,3 +119,13 @@ def test_a_worker_reports_a_kernel_it_cannot_compile_and_goes_on():
     assert worker.stdout.strip() == b"0"
     assert b"no_such_kernel" in worker.stderr and b"mm_0[32, 128" in worker.stderr
     assert compile_tasks(path, []) == 0
+
+
+def test_workers_run_in_parallel_and_their_failures_cost_nothing(capfd):
+    module = mlfuse.compile_source(MATMUL, "mm.fuse")
+    path = module.python_module.__file__
+    tasks = [(f"missing_{i}", None, ()) for i in range(3)]
+    assert precompile.run_workers(path, tasks, 2) == 0
+    err = capfd.readouterr().err
+    assert err.count("a kernel compile worker") == 2
+    assert all(f"missing_{i}" in err for i in range(3))

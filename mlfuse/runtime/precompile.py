@@ -32,6 +32,7 @@ import pickle
 import re
 import subprocess
 import sys
+import tempfile
 
 from mlfuse.runtime.launch_plan import trace_call
 
@@ -93,27 +94,30 @@ def run_workers(path: str, tasks: list, workers: int) -> int:
     shares = [tasks[i::workers] for i in range(min(workers, len(tasks)))]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     procs = []
-    for share in shares:
-        proc = subprocess.Popen([sys.executable, "-m", "mlfuse.runtime.compile_worker"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env)
-        proc.stdin.write(pickle.dumps((path, share)))
-        proc.stdin.close()
-        procs.append(proc)
-    compiled = 0
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            err += b"\ntimed out"
-        if proc.returncode == 0 and out.strip().isdigit():
-            compiled += int(out.strip())
-        if err.strip():
-            sys.stderr.write("mlfuse: a kernel compile worker: "
-                             + err.decode(errors="replace").strip()[-2000:] + "\n")
-    return compiled
+    with tempfile.TemporaryDirectory() as folder:
+        for i, share in enumerate(shares):
+            tasks_file = os.path.join(folder, f"share{i}.pickle")
+            with open(tasks_file, "wb") as f:
+                pickle.dump((path, share), f)
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "mlfuse.runtime.compile_worker", tasks_file],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
+        return sum(_finish(proc) for proc in procs)
+
+
+def _finish(proc) -> int:
+    """Wait for a worker; how many kernels it compiled (what it said on stderr, if
+    anything, goes to ours)."""
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        err += b"\ntimed out"
+    if err.strip():
+        sys.stderr.write("mlfuse: a kernel compile worker: "
+                         + err.decode(errors="replace").strip()[-2000:] + "\n")
+    return int(out.strip()) if proc.returncode == 0 and out.strip().isdigit() else 0
 
 
 def precompile(host, device_args, num_results: int) -> int:
@@ -123,8 +127,11 @@ def precompile(host, device_args, num_results: int) -> int:
     path = host.__globals__.get("__file__", "")
     if workers < 1 or not os.path.isfile(path):
         return 0
-    _, trace = trace_call(host, device_args, num_results, launching=False)
-    tasks = missing_kernels(trace)
+    try:
+        _, trace = trace_call(host, device_args, num_results, launching=False)
+        tasks = missing_kernels(trace)
+    except Exception:  # noqa: BLE001 - a call precompiling cannot follow compiles as before
+        return 0
     if len(tasks) < 2:  # one kernel compiles as fast here as in a worker
         return 0
     return run_workers(path, tasks, workers)
