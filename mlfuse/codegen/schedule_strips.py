@@ -34,8 +34,8 @@ from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, YieldOp
 from mlfuse.dialects.reductions import level_ops, loop_levels
 
-from mlfuse.codegen.emit_kernel import (VALUES_PER_THREAD, KernelCode, KernelEmitter,
-                                        extent_factors, kernel_interface)
+from mlfuse.codegen.emit_kernel import (STREAM_TILE, VALUES_PER_THREAD, KernelCode,
+                                        KernelEmitter, extent_factors, kernel_interface)
 from mlfuse.codegen.helpers import strip_reduce_name
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
@@ -104,7 +104,7 @@ class StripsEmitter(KernelEmitter):
         self.width = "STRIP_POINTS" if self.columns else "1"
         # values per thread a loop has in flight: all of them (registers), or a tile of
         # half as many (streaming: a 64-bit address each while in flight; 16 spill)
-        self.tile = VALUES_PER_THREAD if self.registers else f"({VALUES_PER_THREAD} // 2)"
+        self.tile = VALUES_PER_THREAD if self.registers else STREAM_TILE
         slots = _constant_slots(op, target, hw) if self.registers else None
         if slots is not None and slots < hw.row_values_per_thread:
             self.tile = str(slots)  # the host's threads for this constant extent need no more
