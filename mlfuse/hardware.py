@@ -40,6 +40,10 @@ class Target:
                                   # sm_count * this blocks (the host picks the chunks)
     row_reuse: bool = True      # a register-held row keeps costly values (exp, div, ...)
                                 # that later row loops would compute again
+    short_row_values: int = 16  # warp-rows vector kernels: the most values of a row each
+                                # thread holds (rows of up to this many: a thread per row,
+                                # its reductions in registers, no shuffles). A multiple of
+                                # vector_width.
     transpose_tile: int = 32    # transpose-tiles: a block's tile is this square of points
     transpose_tile_rows: int = 8  # rows of the tile its threads take at once (threads: x tile)
     strided_read_factor: float = 4.0  # a permuted read's cost over a coalesced one (bytes):
@@ -59,7 +63,7 @@ class Target:
                                 # modelled; split-columns ran them in 0.104 ms, as modelled)
 
     def __post_init__(self):
-        for knob in ("pointwise_per_thread", "row_values_per_thread"):
+        for knob in ("pointwise_per_thread", "row_values_per_thread", "short_row_values"):
             if getattr(self, knob) % self.vector_width:
                 raise ValueError(f"{knob} must be a multiple of vector_width "
                                  f"({self.vector_width})")

@@ -25,7 +25,8 @@ first issues its loads for every slot, and a row value that several row loops re
 is loaded once into a local array, so the row is read from memory once, and a costly
 value that several row loops compute, such as softmax's exp(x - max), is computed
 once and kept the same way) and
-"streaming" (any row length: each row loop re-reads the row). The host picks one by
+"streaming" (any row length: each row loop re-reads the row, STREAM_TILE values per
+thread at a time, that tile's loads issued first). The host picks one by
 the row length; a constant row length needs only one.
 
 Vector variants ("pointwise-vector", "registers-vector"; see ``vector.py``): the same
@@ -43,7 +44,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 from mlfuse.dialects.arith import ConstantOp
@@ -71,6 +72,7 @@ _KERNEL_LOCALS = ("n_points", "n_vectors", "start", "stride", "step", "base", "f
 # Module constants (from mlfuse.hardware) that kernels read as compile-time constants.
 POINTS_PER_THREAD = "POINTS_PER_THREAD"
 VALUES_PER_THREAD = "VALUES_PER_THREAD"
+STREAM_TILE = "max(1, VALUES_PER_THREAD // 2)"  # a streaming loop's values per thread in flight
 MAX_THREADS = 1024  # per block, on every CUDA GPU
 
 # The most threads per block each variant is launched with (module constants or ints).
@@ -403,6 +405,8 @@ class KernelEmitter(VectorPhases):
         self.declare_scratch(row_loops)
         if self.variant in ("registers", "registers-vector"):
             self.plan_held_rows(row_loops)
+        elif self.variant == "streaming":
+            self.plan_stream_tiles(row_loops)
         if self.vector:
             self.plan_vectors(row_vector_accesses(row_loops), VALUES_PER_THREAD)
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
@@ -441,6 +445,22 @@ class KernelEmitter(VectorPhases):
                 self.kept[id(o)] = self.local_array(
                     f"{o.result.name_hint or o.name.split('.')[1]}_vals",
                     COMPUTE_TYPE[o.result.type.dtype], self.row_slots)
+
+    def plan_stream_tiles(self, row_loops: list[Operation]) -> None:
+        """The streaming variant's tiles: each row loop walks the row STREAM_TILE values per
+        thread at a time, that tile's loads issued first (in flight together: one load per
+        thread at a time cannot hide DRAM's latency). The j-th early loads of every row
+        loop share a local array of STREAM_TILE slots; each loop fills it again."""
+        arrays: dict[tuple, str] = {}
+        for loop in row_loops:
+            loads, index_ops = prefetchable_loads(loop.body)
+            for j, o in enumerate(loads):
+                key = (j, COMPUTE_TYPE[o.result.type.dtype])
+                if key not in arrays:  # (a local array's size must be a plain constant)
+                    self.hold([o], VALUES_PER_THREAD)
+                    arrays[key] = self.held[id(o)]
+                self.held[id(o)] = arrays[key]
+            self.fills[id(loop)] = (index_ops if loads else [], loads)
 
     def leader(self) -> str:
         """The condition of the one thread that stores a value the block shares."""
@@ -583,9 +603,9 @@ class KernelEmitter(VectorPhases):
         if not shared:
             with w.indented(f"for {k} in range({extent}):"):
                 yield
-        elif self.variant == "registers-vector":
+        elif self.vector:  # a row's vectors: registers-vector, warp-rows-vector
             self.lanes = Lanes(op.body.args[0], k, loc["first"], extent)
-            vectors = f"{VALUES_PER_THREAD} // {VECTOR_WIDTH}"
+            vectors = f"{self.row_slots} // {VECTOR_WIDTH}"
             first = f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
             if self.fills[id(op)][1]:
                 w.line("# this thread's vectors of the row first: loads with no use between "
@@ -596,19 +616,27 @@ class KernelEmitter(VectorPhases):
                 with self.each_lane():
                     yield
                 self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
-        elif self.held_rows:
-            def each_slot():
-                w.line(f"{k} = {loc['tid']} + {loc['slot']} * {loc['nthreads']}")
-                return w.indented(f"if {k} < {extent}:")
-            if self.fills[id(op)][1]:
-                w.line("# this thread's values of the row first: loads with no use between "
-                       "them are in flight at once")
-                with w.indented(f"for {loc['slot']} in range({self.row_slots}):"):
+        elif self.held_rows or (self.variant == "streaming" and self.fills[id(op)][1]):
+            slots, start = self.row_slots, loc["tid"]
+            with ExitStack() as tiles:
+                if not self.held_rows:  # streaming: a tile of the row at a time
+                    slots, start = STREAM_TILE, f"{loc['base']} + {loc['tid']}"
+                    tiles.enter_context(w.indented(
+                        f"for {loc['base']} in range(0, {extent}, {STREAM_TILE} * "
+                        f"{loc['nthreads']}):"))
+
+                def each_slot():
+                    w.line(f"{k} = {start} + {loc['slot']} * {loc['nthreads']}")
+                    return w.indented(f"if {k} < {extent}:")
+                if self.fills[id(op)][1]:
+                    w.line("# this thread's values of the row first: loads with no use "
+                           "between them are in flight at once")
+                    with w.indented(f"for {loc['slot']} in range({slots}):"):
+                        with each_slot():
+                            self.fill(op)
+                with w.indented(f"for {loc['slot']} in range({slots}):"):
                     with each_slot():
-                        self.fill(op)
-            with w.indented(f"for {loc['slot']} in range({self.row_slots}):"):
-                with each_slot():
-                    yield
+                        yield
         else:
             with w.indented(f"for {k} in range({loc['tid']}, {extent}, {loc['nthreads']}):"):
                 yield

@@ -39,7 +39,7 @@ class Lanes:
 
 class VectorPhases:
     """Needs from its host class: w, local, namer, held, fills, staged, vector_loads,
-    lanes, helpers, local_array, statement, fill_line, index."""
+    lanes, reuse, helpers, local_array, statement, fill_line, index."""
 
     def plan_vectors(self, accesses: list[Operation], size: str) -> None:
         """Record which loads fill a vector at a time, and give each store that is a
@@ -82,6 +82,7 @@ class VectorPhases:
         """The current vector's fill phase of the loads ``owner`` issues early."""
         w, loc = self.w, self.local
         index_ops, loads = self.fills[id(owner)]
+        loads = [o for o in loads if id(o) not in self.reuse.dead]  # (only fed kept values)
         for o in loads:
             if id(o) in self.vector_loads:
                 w.line(f"_load_vector({self.namer(o.operands[0])}, "

@@ -34,8 +34,8 @@ from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, YieldOp
 from mlfuse.dialects.reductions import level_ops, loop_levels
 
-from mlfuse.codegen.emit_kernel import (VALUES_PER_THREAD, KernelCode, KernelEmitter,
-                                        extent_factors, kernel_interface)
+from mlfuse.codegen.emit_kernel import (STREAM_TILE, VALUES_PER_THREAD, KernelCode,
+                                        KernelEmitter, extent_factors, kernel_interface)
 from mlfuse.codegen.helpers import strip_reduce_name
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
@@ -104,7 +104,7 @@ class StripsEmitter(KernelEmitter):
         self.width = "STRIP_POINTS" if self.columns else "1"
         # values per thread a loop has in flight: all of them (registers), or a tile of
         # half as many (streaming: a 64-bit address each while in flight; 16 spill)
-        self.tile = VALUES_PER_THREAD if self.registers else f"({VALUES_PER_THREAD} // 2)"
+        self.tile = VALUES_PER_THREAD if self.registers else STREAM_TILE
         slots = _constant_slots(op, target, hw) if self.registers else None
         if slots is not None and slots < hw.row_values_per_thread:
             self.tile = str(slots)  # the host's threads for this constant extent need no more
@@ -128,6 +128,7 @@ class StripsEmitter(KernelEmitter):
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             extents = [lvl["extent"] for lvl in self.levels[id(self.tops[0])]]
             w.line(f"{loc['n_red']} = {self.points(extents)}")
+            self.steps = self.digits_of(loc["per"], extents)
             w.line(f"{loc['n_strips']} = ({loc['n_points']} + {self.width} - 1) // {self.width}")
             with w.indented(f"for {loc['strip']} in range(numba.int64(cuda.blockIdx.x), "
                             f"{loc['n_strips']}, cuda.gridDim.x):"):
@@ -183,6 +184,33 @@ class StripsEmitter(KernelEmitter):
         self.helpers.add(helper)
         return f"{helper}({part}, {self.width}, {self.scratch[COMPUTE_TYPE[dtype]]})"
 
+    def digits_of(self, flat: str, extents, names=None) -> list[str]:
+        """``flat``'s digits in the mixed radix of ``extents`` (last fastest) into
+        ``names`` (default: fresh ``step`` names; none for one reduced axis, whose index
+        is the flat one). A zero extent counts as 1: then there are no reduced values, and
+        the digits are never used."""
+        if len(extents) < 2:
+            return []
+        names = names or [self.namer.fresh(f"step{d}") for d in range(len(extents))]
+        rest = flat
+        for d in range(len(extents) - 1, 0, -1):
+            quotient = names[0] if d == 1 else self.namer.fresh("digits_rest")
+            size = extents[d] if isinstance(extents[d], int) else f"max({self.extent(extents[d])}, 1)"
+            self.w.line(f"{quotient}, {names[d]} = divmod({rest}, {size})")
+            rest = quotient
+        return names
+
+    def count_on(self, indices: list[str], extents) -> None:
+        """Advance a thread's reduced indices (mixed radix, last fastest) to its next value:
+        a few adds and compares where a divmod per value would cost tens of instructions."""
+        w = self.w
+        for name, step in zip(indices, self.steps):
+            w.line(f"{name} += {step}")
+        for d in range(len(indices) - 1, 0, -1):
+            with w.indented(f"if {indices[d]} >= {self.extent(extents[d])}:  # carry"):
+                w.line(f"{indices[d]} -= {self.extent(extents[d])}")
+                w.line(f"{indices[d - 1]} += 1")
+
     @contextmanager
     def each_value(self, top):
         """This thread's values of the flat reduced index, a tile of VALUES_PER_THREAD at
@@ -197,14 +225,21 @@ class StripsEmitter(KernelEmitter):
         @contextmanager
         def slots():
             base = "" if self.registers else f"{loc['tile']} + "
+            counted = len(levels) > 1  # several reduced axes: unravel once, then count on
+            if counted:  # the thread's first value's indices
+                self.digits_of(f"{base}{loc['nthreads']}", extents,
+                               [self.namer(a) for a in args])
             with w.indented(f"for {loc['slot']} in range({self.tile}):"):
                 w.line(f"{loc['r']} = {base}{loc['nthreads']} + {loc['slot']} * {loc['per']}")
                 with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
-                    self.unravel_into(loc["r"], args, extents)
+                    if not counted:
+                        self.unravel_into(loc["r"], args, extents)
                     for d in range(len(levels) - 1):  # constants only where loads go ahead
                         for o in level_ops(levels, d):
                             self.statement(o, shared=False)
                     yield
+                if counted:
+                    self.count_on([self.namer(a) for a in args], extents)
 
         def phases():
             if self.fills[id(top)][1]:

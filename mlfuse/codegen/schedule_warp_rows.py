@@ -13,6 +13,15 @@ the block reduction. Neighbouring groups take neighbouring rows, so a warp reads
 Every thread of a block runs every group reduction (the shuffles name the whole
 warp), so a group past the last row works on the last row again with its loads in
 bounds, and stores nothing (``valid``).
+
+"warp-rows-vector" (rows of one constant length that VECTOR_WIDTH divides): a thread
+takes its values of a row as vectors (16-byte loads and stores, ``emit_vector.py``),
+at most ``Target.short_row_values`` values each, so that rows of up to that many get a
+thread each (width 1): its row in registers, its reductions in registers without
+shuffles, one address per vector instead of per value. A warp's vector load then reads
+32 rows' vectors a row apart; the thread's next vectors read the rest of the same
+sectors (L1 hits), so DRAM moves each byte once. The host launches it where the
+buffers' rows are aligned (``_vector_ready``), the scalar kernel elsewhere.
 """
 from __future__ import annotations
 
@@ -23,9 +32,13 @@ from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, kernel_interface
 from mlfuse.codegen.helpers import group_reduce_name
 from mlfuse.codegen.scalar import COMPUTE_TYPE
+from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
 
-_DOC = ("Warp-rows schedule over [{space}]: a group of `width` threads per point, several "
-        "points per warp; group reductions by shuffles.")
+_DOC = {"warp-rows": "Warp-rows schedule over [{space}]: a group of `width` threads per point, "
+                     "several points per warp; group reductions by shuffles.",
+        "warp-rows-vector": "Warp-rows schedule over [{space}]: a group of `width` threads per "
+                            "point (1: a thread per point, no shuffles), each thread's values of "
+                            "a row in vectors of VECTOR_WIDTH loaded and stored whole."}
 _MOST_WIDTH = 32
 
 
@@ -41,6 +54,20 @@ def _constant_rows(op) -> int | None:
     if extents and all(isinstance(e, int) for e in extents):
         return max(extents)
     return None
+
+
+def vector_rows(op, hw) -> tuple[int, int] | None:
+    """(width, slots) of the vector variant: threads per row and values each holds, for
+    rows of one constant length that the vector width divides (None: no such variant)."""
+    extents = {o["extent"] for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))}
+    if len(extents) != 1 or hw.vector_width == 1:
+        return None
+    row = extents.pop()
+    if not isinstance(row, int) or row % hw.vector_width or row > hw.short_row_values * _MOST_WIDTH:
+        return None
+    width = group_width(-(-row // hw.short_row_values))
+    per_vector = width * hw.vector_width
+    return width, -(-row // per_vector) * hw.vector_width
 
 
 def _held(op, hw) -> bool:
@@ -62,12 +89,14 @@ class WarpRowsEmitter(KernelEmitter):
         self.constant_width = group_width(row) if row is not None else None
         if self.constant_width is not None:
             self.row_slots = -(-row // self.constant_width)
+        if self.vector:
+            self.constant_width, self.row_slots = vector_rows(op, hw)
         for n in ("width", "group", "row", "valid", "row_base", "rows_per_block"):
             self.local[n] = self.namer.fresh(n)
 
     def emit(self) -> str:
         w, loc = self.w, self.local
-        with self.kernel_def([loc["width"]], _DOC):
+        with self.kernel_def([loc["width"]], _DOC[self.variant]):
             if self.constant_width is not None:
                 w.line(f"{loc['width']} = {self.constant_width}  # rows of constant length: the "
                        "host passes the same")
@@ -80,6 +109,8 @@ class WarpRowsEmitter(KernelEmitter):
             self.declare_scratch(row_loops, "1" if self.target == "cuda" else None)
             if self.held_rows:
                 self.plan_held_rows(row_loops)
+            if self.vector:
+                self.plan_vectors(row_vector_accesses(row_loops), self.row_slots)
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             with w.indented(f"for {loc['row_base']} in range(numba.int64(cuda.blockIdx.x) * "
                             f"{loc['rows_per_block']}, {loc['n_points']}, "
@@ -96,6 +127,8 @@ class WarpRowsEmitter(KernelEmitter):
         return f"{self.local['tid']} == 0 and {self.local['valid']}"
 
     def shared_combine(self, combiner: str, part: str, dtype: str) -> str:
+        if self.constant_width == 1:  # a thread per row: its part is the row's
+            return part
         helper = group_reduce_name(combiner)
         self.helpers.add(helper)
         return f"{helper}({part}, {self.local['width']}, {self.scratch[COMPUTE_TYPE[dtype]]})"
@@ -112,23 +145,36 @@ class WarpRowsEmitter(KernelEmitter):
 
 
 def emit_warp_rows(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
-    text = WarpRowsEmitter(op, name, "warp-rows", target, helpers, hw, names.taken).emit()
+    variants = {"warp-rows": name}
+    accesses = row_vector_accesses([o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))])
+    shape = vector_rows(op, hw) if accesses else None
+    if shape is not None:
+        variants["warp-rows-vector"] = names.fresh(f"{name}_vector")
+    texts = [WarpRowsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
+             for kind, kname in variants.items()]
     extents = [o["extent"] for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
-    return KernelCode(op, "warp-rows", kernel_interface(op), extents, {"warp-rows": name}, text)
+    return KernelCode(op, "warp-rows", kernel_interface(op), extents, variants,
+                      "\n\n".join(texts), vector_buffers(accesses) if shape else [],
+                      launch={"vector_width": shape[0]} if shape else {})
 
 
 def warp_rows_launch(host, kernel, points: str, args: list[str]) -> None:
-    """Threads per row from the row length of the call; rows fill blocks of
-    THREADS_PER_BLOCK threads."""
+    """Threads per row from the row length of the call (the vector variant's: fixed by
+    its constant rows); rows fill blocks of THREADS_PER_BLOCK threads."""
     op = kernel.op
     extents = list(dict.fromkeys(host.dim(e, op) for e in kernel.row_extents)) or ["1"]
     row = extents[0] if len(extents) == 1 else f"max({', '.join(extents)})"
     width = host.namer.fresh("width")
     host.helpers.update({"_row_group", "_pointwise_blocks"})
-    lines = [f"{width} = _row_group({row})",
-             host.call(kernel.name, f"_pointwise_blocks({points} * {width}, 1), THREADS_PER_BLOCK",
-                       args + [width])]
-    host.guarded(op, points, lines)
+
+    def call(kind: str, threads: str) -> str:
+        return host.call(kernel.variants[kind], f"_pointwise_blocks({points} * {threads}, 1), "
+                         "THREADS_PER_BLOCK", args + [threads])
+    calls = {"warp-rows": call("warp-rows", width)}
+    if "warp-rows-vector" in kernel.variants:
+        calls["warp-rows-vector"] = call("warp-rows-vector", str(kernel.launch["vector_width"]))
+    host.guarded(op, points, [f"{width} = _row_group({row})"] +
+                 host.vector_choice(kernel, calls, "warp-rows-vector"))
 
 
 __all__ = ["emit_warp_rows", "warp_rows_launch"]

@@ -147,21 +147,30 @@ def _strip_rereads(kernel: Operation, read: dict, dims: dict, target: Target) ->
     strip = kernel.attributes.get("strip", "columns")
     if strip_held(kernel, dims, target, strip):
         return 0
-    tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
-    if len(tops) < 2:
-        return 0
     reduced = _reduced_extent(kernel, dims, target)
     width = strip_width(strip, target)
     threads = width * strip_threads(strip, reduced, target)
     points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
     blocks = min(-(-points // width), target.sm_count * max(1, 2048 // threads))
+    return _rereads(kernel, read, dims, target, blocks * width)
+
+
+def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident: int) -> int:
+    """Bytes that a kernel's later top-level loops read again from DRAM: the values its
+    earlier loops read, when the values of the ``resident`` points in flight at once pass
+    L2 (a strips kernel's strips, or a pointwise kernel's threads each walking its own
+    reduction: one thread per point holds nothing between its loops)."""
+    tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
+    if len(tops) < 2:
+        return 0
+    reduced = _reduced_extent(kernel, dims, target)
     seen, again = set(), 0
     for top in tops:
         loaded = {id(o.operands[0]) for o in top.walk() if isinstance(o, (LoadOp, MaskedLoadOp))}
         again += sum(buffer_bytes(read[b], dims, target) for b in loaded & seen)
         seen |= loaded
-    per_strip = sum(itemsize(read[b].dtype) for b in seen) * width * reduced
-    return again if blocks * per_strip > target.l2_bytes else 0
+    per_point = sum(itemsize(read[b].dtype) for b in seen) * reduced
+    return again if resident * per_point > target.l2_bytes else 0
 
 
 def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
@@ -194,6 +203,8 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
                      -(-target.sm_count * 1024 // max(points, 1)))
         threads = points * chunks * target.row_values_per_thread
     rereads = 0
+    if schedule in (None, "pointwise"):  # a thread per point walks its loops one by one
+        rereads = _rereads(kernel, read, dims, target, min(points, target.sm_count * 2048))
     if schedule == "strips":  # a block per strip; the values its threads have in flight
         reduced = _reduced_extent(kernel, dims, target)
         strip = kernel.attributes.get("strip", "columns")

@@ -1,0 +1,150 @@
+"""Row-family kernel variants against the NumPy interpreter under the simulator (tiny
+sizes): warp-rows' vector variant (a thread per short row, its values in vectors, its
+reductions in registers) and the row schedule's streaming tiles (a tile of loads in
+flight per thread); plus what the GPU build of the short-row kernel is (ptxas)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import mlfuse
+from mlfuse.codegen import generate
+from mlfuse.hardware import get_target
+from mlfuse.interp import run_tensor
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.runtime.loader import load_source
+from mlfuse.tools.checking import program_size, random_inputs
+
+from helpers import assert_close, record_launches
+
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NaN rows
+
+SHORT_SOFTMAX = "func f(x: {t}[R, {n}]) -> {t}[R, {n}] {{ return softmax(x, axis=1) }}"
+SHORT_LAYERNORM = ("func f(x: f32[R, 12], g: f32[12], b: f32[12]) -> f32[R, 12] {\n"
+                   "    return layernorm(x, g, b, axis=-1, eps=1e-5)\n}")
+SHORT_SUMSQ = "func f(x: f32[A, B, 20]) -> f32[A, B] { return sum(x * x, axis=2) }"
+
+
+def _check(source: str, dims: dict, poison=None):
+    """Run ``source`` under the simulator (its kernels' launches recorded) against NumPy;
+    ``poison(inputs)`` may put NaN and infinities into the inputs first."""
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=5)
+    if poison:
+        poison(inputs)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    kernels = [n for n in dir(module.python_module) if n.startswith("f_")]
+    launched = record_launches(module.python_module, kernels)
+    got = module["f"](*inputs)
+    n_ops, reduced = program_size(func)
+    assert_close(np.asarray(got), run_tensor(func, inputs)[0], n_ops, reduced=reduced)
+    return module, launched
+
+
+def _nan_rows(inputs):
+    x = inputs[0]
+    x[1, 3] = np.nan          # a NaN row: NaN everywhere in it, as NumPy gives
+    x[2, :] = -np.inf         # a row of -inf: NaN (0/0), as NumPy gives
+    x[4, 0] = np.inf
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_short_softmax_takes_a_thread_per_row_in_vectors(dtype):
+    module, launched = _check(SHORT_SOFTMAX.format(t=dtype, n=16), {"R": 37}, _nan_rows)
+    assert launched == ["f_0_vector"]
+    source = module.source
+    kernel = source[source.index("def f_0_vector("):]
+    kernel = kernel[:kernel.index("\n\n")]
+    assert "width = 1" in kernel and "_group_reduce" not in kernel  # no shuffles
+    assert kernel.count("_load_vector(x,") == 1 and kernel.count("_store_vector(") == 1
+
+
+CONCAT_SOFTMAX = ("func f(x: f32[R, 5], y: f32[R, 3]) -> f32[R, 8] {\n"
+                  "    return softmax(concat([exp(x), y * 2.0], axis=1))\n}")
+
+
+@pytest.mark.parametrize("source, dims, vector", [
+    (SHORT_LAYERNORM, {"R": 23}, True), (SHORT_SUMSQ, {"A": 3, "B": 11}, True),
+    (SHORT_SOFTMAX.format(t="f32", n=5), {"R": 9}, False), (CONCAT_SOFTMAX, {"R": 9}, True)])
+def test_short_rows_of_other_lengths_match_numpy(source, dims, vector):
+    """Rows of 12 (a thread, 3 vectors), of 20 (2 threads per row: a group reduction
+    of 2 lanes, 3 vectors each, the last partial), of 5 (no whole vectors: only the
+    scalar kernel), of 8 gathered from two inputs (loads one by one, whose later copies
+    feed only kept values and are not issued; the store a vector)."""
+    module, launched = _check(source, dims)
+    assert ("f_0_vector" in module.source) == vector
+    assert launched == (["f_0_vector"] if vector else ["f_0"])
+    if "20]" in source:
+        assert "width = 2" in module.source and "_group_reduce_add" in module.source
+
+
+def test_unaligned_rows_fall_back_on_the_scalar_kernel():
+    source = SHORT_SOFTMAX.format(t="f32", n=16)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    launched = record_launches(module.python_module, ["f_0", "f_0_vector"])
+    x = np.random.default_rng(2).standard_normal(16 * 9 + 1).astype(np.float32)
+    view = cuda.to_device(x)[1:].reshape(9, 16)  # rows 4 bytes off a 16-byte boundary
+    got = module["f"](view)
+    e = np.exp(x[1:].reshape(9, 16) - x[1:].reshape(9, 16).max(axis=1, keepdims=True))
+    assert_close(np.asarray(got), e / e.sum(axis=1, keepdims=True), n_ops=5, reduced=16)
+    assert launched == ["f_0"]
+
+
+def test_streaming_rows_walk_tiles_of_loads():
+    """Rows longer than a register-held row: tiles of VALUES_PER_THREAD // 2 values per
+    thread, the tile's loads first; several tiles per row and a partial last one."""
+    softmax = compile_text(SHORT_SOFTMAX.format(t="f32", n="C"), "t.fuse", level="fused")
+    hw = dataclasses.replace(get_target(), vector_width=1, row_values_per_thread=4,
+                             row_threads=32, short_row_values=4)
+    text = generate(softmax, "simulator", hw)
+    module = load_source(text, "streaming_tiles")
+    assert "for base in range(0, C, max(1, VALUES_PER_THREAD // 2) * nthreads):" in text
+    launched = record_launches(module, ["f_0", "f_0_streaming"])
+    x = np.random.default_rng(4).standard_normal((3, 301)).astype(np.float32)
+    x[1, 7] = np.nan
+    got = module.f(cuda.to_device(x)).copy_to_host()
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    assert_close(got, e / e.sum(axis=1, keepdims=True), n_ops=5, reduced=301)
+    assert launched == ["f_0_streaming"]
+
+
+def test_short_softmax_kernel_for_sm90_uses_16_byte_accesses_without_shuffles(tmp_path):
+    from test_ptx import kernels, toolchain_problem
+    if toolchain_problem():
+        pytest.skip(toolchain_problem())
+    path = tmp_path / "short.fuse"
+    path.write_text(SHORT_SOFTMAX.format(t="f32", n=16).replace("func f", "func short"))
+    found = {k["kernel"]: k for k in kernels(str(path))}
+    vector = found["short_0_vector"]
+    assert vector["v4_loads"] > 0 and not vector["shuffles"], vector
+    assert vector["spill_bytes"] == 0 and vector["f64"] == [], vector
+
+
+def _schedules(source: str, dims=None) -> list[str]:
+    from mlfuse.dialects.fused import KernelOp
+    module = compile_text(source, "t.fuse", fuse_options={"dims": dims} if dims else None)
+    return [k["schedule"] for k in module.funcs[0].body.ops if isinstance(k, KernelOp)]
+
+
+COLSUM = "func f(x: f32[R, C]) -> f32[C] { return sum(x, axis=0) }"
+MIDDLE_SOFTMAX = "func f(x: f32[B, S, D]) -> f32[B, S, D] { return softmax(x, axis=1) }"
+
+
+def test_column_sums_of_unknown_length_are_sized_per_call():
+    """Unbound R: split-columns, whose chunks the host sizes from each call (strips,
+    best at the default 1024 x 1024, measured slower at 16384 x 4096); bound, the cost
+    model decides."""
+    assert _schedules(COLSUM) == ["split-columns"]
+    assert _schedules(COLSUM, {"R": 16384, "C": 4096}) == ["split-columns"]
+    assert _schedules(COLSUM, {"R": 1024, "C": 1024}) == ["strips"]
+
+
+def test_a_thread_per_column_pays_for_its_rereads():
+    """Softmax over a middle axis: one thread per point walks its column three times, and
+    the columns of the threads in flight pass L2, so the model counts the re-reads from
+    DRAM as it does for strips: strips at the default size and at the benchmark's."""
+    assert _schedules(MIDDLE_SOFTMAX) == ["strips"]
+    assert _schedules(MIDDLE_SOFTMAX, {"B": 64, "S": 256, "D": 2048}) == ["strips"]
