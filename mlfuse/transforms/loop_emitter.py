@@ -15,7 +15,7 @@ from mlfuse.dialects.arith import ConstantOp as ArithConstant
 from mlfuse.dialects.loops import DimOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.tensor import ConstantOp as TensorConstant
 from mlfuse.ir.core import Block, Operation, Region, Value
-from mlfuse.ir.types import INDEX, Dim, ScalarType, dim_factors
+from mlfuse.ir.types import INDEX, Dim, ScalarType, dim_factors, is_quotient
 
 # What a tensor value is once lowered: a buffer, or a constant that every reader
 # materializes in its own nest.
@@ -54,10 +54,13 @@ class Emitter:
         return self.constant(n, "index")
 
     def size(self, d: Dim) -> Value:
-        """A dim's size as an index: a constant, ``loops.dim`` for a symbol, their
-        product for a product of symbols (B*H)."""
+        """A dim's size as an index: a constant, ``loops.dim`` for a symbol or a
+        quotient (C*H*W/8: computed and checked once by the host, mlfuse.ir.dims), the
+        product of the symbols' sizes for a product (B*H)."""
         if isinstance(d, int):
             return self.index(d)
+        if is_quotient(d):
+            return self.root._shared_value(("dim", d), lambda: DimOp(attributes={"sym": d}))
         coefficient, names = dim_factors(d)
         if coefficient != 1 or len(names) > 1:
             return self.size_product([coefficient, *names])
@@ -81,6 +84,9 @@ class Emitter:
         """The product of sizes as an index, with the constant factors folded."""
         const, factors = 1, []
         for d in dims:
+            if is_quotient(d):
+                factors.append(self.size(d))
+                continue
             coefficient, names = dim_factors(d)
             const *= coefficient
             factors += [self.size(n) for n in names]
