@@ -121,6 +121,25 @@ class Emitter:
                 flat = self.arith("floordiv", flat, size)
         return indices[::-1]
 
+    def reshape_index(self, idx: list[Value], shape: list[Dim], target: list[Dim]) -> list[Value]:
+        """The index in ``target`` of the element at ``idx`` in ``shape`` (a reshape: the
+        same row-major position). Dims the two shapes share at the front and at the back
+        map index to index; the position of the dims between is linearized and unraveled
+        into the target's. Shapes that differ only in dims of 1 map index to index."""
+        moving = [i for i, d in zip(idx, shape) if d != 1]
+        if len(moving) == sum(d != 1 for d in target) and \
+                [d for d in target if d != 1] == [d for d in shape if d != 1]:
+            # only axes of one point added or dropped ([R, 1] -> [1, R]): index to index,
+            # so fusion sees the operand read at its own point
+            indices = iter(moving)
+            return [self.index(0) if d == 1 else next(indices) for d in target]
+        front = _common_prefix(shape, target)
+        back = _common_prefix(shape[front:][::-1], target[front:][::-1])
+        end, target_end = len(shape) - back, len(target) - back
+        flat = self.linearize(idx[front:end], shape[front:end])
+        middle = self.unravel(flat, target[front:target_end])
+        return idx[:front] + middle + idx[end:]
+
     # -- memory -------------------------------------------------------------------------
     def load(self, buf: Value, indices: list[Value]) -> Value:
         key = ("load", id(buf), *map(id, indices))
@@ -164,3 +183,10 @@ class Emitter:
         inner.emit(YieldOp([body(inner, block.args[0])]))
         return self.emit(ReduceOp([init], attributes={"extent": extent, "combiner": combiner},
                                   regions=[Region([block])]))
+
+
+def _common_prefix(a: list, b: list) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
