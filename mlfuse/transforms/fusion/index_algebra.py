@@ -134,4 +134,42 @@ class IndexAlgebra:
         return x
 
 
-__all__ = ["IndexAlgebra", "size_of"]
+def unraveled(idx: list[Value]) -> tuple[list[Value], Value] | None:
+    """Where the trailing indices of a load are ``Emitter.unravel`` of one value X (a
+    read through a reshape: ``x[n, X // (H*W), X // W % H, X % W]``), the indices
+    before them and X: the load reads the merged trailing axes at X, row-major. None
+    where they are not."""
+    if not idx or not isinstance(_op(idx[-1]), ModOp):
+        return None
+    flat, size = _op(idx[-1]).operands
+    base, divisor = flat, size  # the next index to the left is base // divisor (% ...)
+    for j in range(len(idx) - 2, -1, -1):
+        op = _op(idx[j])
+        if size_of(idx[j]) == 0:  # a dim of 1 among the unraveled ones
+            continue
+        if isinstance(op, FloorDivOp) and op.operands[0] is base and \
+                _same_size(op.operands[1], divisor):
+            return idx[:j], flat  # the outermost: what is left of X
+        inner = _op(op.operands[0]) if isinstance(op, ModOp) else None
+        if not (isinstance(inner, FloorDivOp) and inner.operands[0] is base and
+                _same_size(inner.operands[1], divisor)):
+            return None
+        base, divisor = op.operands[0], op.operands[1]
+    return None
+
+
+def row_step(flat: Value, extents: dict[int, Dim]) -> Value | None:
+    """The loop index k where ``flat`` is ``q * S + k`` and S is k's loop extent
+    (``extents``: id(loop index) -> extent): consecutive k are consecutive elements, and
+    the values of different q never overlap (rows, not sliding windows)."""
+    op = _op(flat)
+    if isinstance(op, _ADD):
+        for a, k in (op.operands, op.operands[::-1]):
+            times = _op(a)
+            if id(k) in extents and isinstance(times, _MUL) and \
+                    extents[id(k)] in (size_of(times.operands[0]), size_of(times.operands[1])):
+                return k
+    return None
+
+
+__all__ = ["IndexAlgebra", "row_step", "size_of", "unraveled"]
