@@ -132,3 +132,19 @@ def test_the_interpreter_refuses_sizes_that_do_not_divide_at_the_reshape():
     with pytest.raises(MlfuseError, match=r"t.fuse:3:12: error: tensor.reshape: dim C\*H\*W/G is "
                        r"not a whole number: C\*H\*W = 4 is not divisible by 3"):
         run_tensor(func, inputs)
+
+
+@pytest.mark.parametrize("name", ["group_norm", "l2norm_both", "residual_layernorm"])
+def test_the_suite_cases_of_the_fusion_misses_are_one_kernel_at_their_sizes(name):
+    """benchmarks/cases.py's group norm, row L2 norm with both outputs and residual +
+    layernorm with both outputs: one kernel each at the benchmark sizes (explain's count),
+    moving at least 256 MB."""
+    import sys
+    sys.path.insert(0, str(EXAMPLE.parent.parent / "benchmarks"))
+    from cases import CASES
+    from mlfuse.pipeline import compile_text
+    from mlfuse.tools.explain import explain_module
+    case = next(c for c in CASES if c.name == name)
+    (report,) = explain_module(compile_text(case.source, f"{name}.fuse", level="loops"),
+                               case.dims)
+    assert report.kernels_after == 1 and report.bytes_after >= 256 * 2 ** 20
