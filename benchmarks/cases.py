@@ -166,6 +166,35 @@ func attn_tail(p: f32[B, H, S, S], v: f32[B, H, S, D]) -> f32[B, S, H*D] {
 }
 """
 
+# Fusion misses of issue 13 (each one kernel, as XLA/Inductor make): group norm (8 groups:
+# rows of the reshaped view [N, 8, C/8*H*W], the output stored back through the
+# reshape), the row L2 norm returning the norm too, and a residual add returned beside
+# its layernorm.
+GROUP_NORM = """
+func group_norm(x: f32[N, C, H, W], gamma: f32[C], beta: f32[C]) -> f32[N, C, H, W] {
+    rows = reshape(x, [N, 8, C / 8 * H * W])
+    m = mean(rows, axis=2, keepdims=true)
+    d = rows - m
+    v = mean(d * d, axis=2, keepdims=true)
+    y = reshape(d * rsqrt(v + 1e-5), [N, C, H, W])
+    return y * reshape(gamma, [1, C, 1, 1]) + reshape(beta, [1, C, 1, 1])
+}
+"""
+
+L2NORM_BOTH = """
+func l2norm_both(x: f32[R, C]) -> (f32[R, 1], f32[R, C]) {
+    n = sqrt(sum(x * x, axis=1, keepdims=true))
+    return n, x / (n + 1e-6)
+}
+"""
+
+RESIDUAL_LAYERNORM = """
+func residual_layernorm(x: f32[R, C], r: f32[R, C], gamma: f32[C], beta: f32[C]) -> (f32[R, C], f32[R, C]) {
+    h = x + r
+    return h, layernorm(h, gamma, beta, axis=-1, eps=1e-5)
+}
+"""
+
 
 def _torch():
     import torch
@@ -272,6 +301,23 @@ def t_attn_tail(p, v):
     return (p @ v).transpose(1, 2).reshape(b, s, h * d)
 
 
+def t_group_norm(x, g, b):
+    _, F = _torch()
+    return F.group_norm(x, 8, g, b, eps=1e-5)
+
+
+def t_l2norm_both(x):
+    torch, _ = _torch()
+    n = torch.sqrt((x * x).sum(dim=1, keepdim=True))
+    return n, x / (n + 1e-6)
+
+
+def t_residual_layernorm(x, r, g, b):
+    _, F = _torch()
+    h = x + r
+    return h, F.layer_norm(h, (h.shape[-1],), g, b, eps=1e-5)
+
+
 def c_chain():
     import cupy
 
@@ -355,6 +401,10 @@ CASES = [
     Case("instance_norm", INSTANCE_NORM, {"N": 128, "C": 128, "H": 64, "W": 64}, t_instance_norm,
          dry_dims={"N": 2, "C": 3, "H": 5, "W": 7}),
     Case("column_centring", COLUMN_CENTRING, {"R": 16384, "C": 4096}, t_column_centring),
+    Case("group_norm", GROUP_NORM, {"N": 32, "C": 256, "H": 64, "W": 64}, t_group_norm,
+         dry_dims={"N": 1, "C": 16, "H": 3, "W": 5}),
+    Case("l2norm_both", L2NORM_BOTH, {"R": 16384, "C": 4096}, t_l2norm_both),
+    Case("residual_layernorm", RESIDUAL_LAYERNORM, {"R": 16384, "C": 4096}, t_residual_layernorm),
     Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
          latency=True),
 ]

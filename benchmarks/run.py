@@ -87,7 +87,8 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
     func = module.funcs[0]
     inputs = random_inputs(func, dims, seed=0)
     log(f"{case.name}: reference (NumPy interpreter)")
-    (expected,) = run_tensor(func, inputs)
+    expected_all = run_tensor(func, inputs)  # several for a case with several results
+    expected = expected_all[0]
     ops, reduced = program_size(func)
     result = {p: None for p in PEERS}
     result.update(checked=True, errors={}, rel_errors={},
@@ -95,7 +96,18 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
     exact = float64_reference(case, inputs) if case.f64_error else None
     units = {}  # peer -> the relative error unit of its matmul precision
 
-    def check(label, got):
+    def check(label, got_all):
+        got_all = got_all if isinstance(got_all, (tuple, list)) else (got_all,)
+        if len(got_all) != len(expected_all):
+            result["checked"] = False
+            log(f"  {label}: MISMATCH {len(got_all)} results, expected {len(expected_all)}")
+            return
+        for k, (want, got) in enumerate(zip(expected_all[1:], got_all[1:]), 1):
+            c = compare(want, got, ops, reduced, unit=units.get(label, 0.0))
+            if not c.ok:
+                result["checked"] = False
+                log(f"  {label}: result {k} MISMATCH {c.message}")
+        got = got_all[0]
         c = compare(expected, got, ops, reduced, unit=units.get(label, 0.0))
         if exact is not None:
             result.setdefault("f64_errors", {})[label] = float(
@@ -144,7 +156,8 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
             if label.startswith("mlfuse"):  # a peer may lack an op; mlfuse must not fail
                 result["checked"] = False
             continue
-        check(label, _to_numpy(got))
+        check(label, tuple(map(_to_numpy, got)) if isinstance(got, (tuple, list))
+              else _to_numpy(got))
         if timed:
             log(f"{case.name}: {label}: timing")
             result[label] = (_host_latency(fn, arg_sets[0]) if case.latency

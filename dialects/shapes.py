@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from mlfuse.ir.core import VerifyError
-from mlfuse.ir.types import MAX_ELEMENTS, dim_factors, product_dim
+from mlfuse.ir.types import MAX_ELEMENTS, dim_monomial, is_quotient, product_dim
 
 
 def fmt_shape(shape) -> str:
@@ -54,10 +54,10 @@ def normalize_axes(axis, rank: int) -> list[int]:
 def _factor(shape):
     ints, syms = 1, Counter()
     for d in shape:
-        coefficient, names = dim_factors(d)
+        coefficient, exponents = dim_monomial(d)
         ints *= coefficient
-        syms.update(names)
-    return ints, syms
+        syms.update(exponents)
+    return ints, +syms, -syms  # a quotient's divisors count negatively
 
 
 def same_size(a, b) -> bool:
@@ -105,7 +105,10 @@ def dim_sum(dims) -> object | None:
     for d in dims:
         if d == 0:
             continue
-        coefficient, syms = dim_factors(d)
+        if is_quotient(d):
+            return None
+        coefficient, syms = dim_monomial(d)
+        coefficient, syms = int(coefficient), tuple(sorted(syms.elements()))
         if names is None:
             names = syms
         elif syms != names:

@@ -135,6 +135,20 @@ CASES = [
      "a product such as B*H may only appear in result types"),
     ("unknown product factor", HEAD + "    r = reshape(x, [N*M])\n    return x\n}\n", "2:21",
      "unknown dim 'M'"),
+    ("quotient of integers", HEAD + "    r = reshape(x, [N, 9 / 2 * 2 / 3])\n    return x\n}\n",
+     "2:26", "9 / 2 is not a whole number"),
+    ("quotient by zero", HEAD + "    r = reshape(x, [N * 3 / 0])\n    return x\n}\n", "2:27",
+     "a dim divided by 0"),
+    ("quotient by a float", HEAD + "    r = reshape(x, [N * 3 / 1.5])\n    return x\n}\n", "2:27",
+     "a quotient in a constant divides integers and dim names"),
+    ("quotient of an unknown dim", HEAD + "    r = reshape(x, [3, N / M])\n    return x\n}\n", "2:24",
+     "unknown dim 'M'"),
+    ("quotient count", HEAD + "    r = reshape(x, [N / 2, 2])\n    return x\n}\n", "2:9",
+     "cannot reshape [N, 3] to [N/2, 2]: element counts differ"),
+    ("quotient in a result type", "func f(x: f32[N]) -> f32[N / 3 / 0] {\n    return x\n}\n",
+     "1:34", "dims must be positive integers, got 0"),
+    ("integer quotient in a result type", "func f(x: f32[N]) -> f32[7 / 2] {\n    return x\n}\n",
+     "1:28", "7 / 2 is not a whole number"),
 ]
 
 

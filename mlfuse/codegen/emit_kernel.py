@@ -52,7 +52,7 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Block, Operation, Value
-from mlfuse.ir.types import BufferType, dim_factors, symbols_of
+from mlfuse.ir.types import BufferType, dim_factors, is_quotient, symbols_of
 from mlfuse.hardware import Target
 
 from mlfuse.codegen.bf16 import BF16_HELPER, bf16_load, bf16_store
@@ -122,7 +122,7 @@ def kernel_interface(op: LoopOp) -> KernelInterface:
     loaded, stored = [], []
     for o in op.walk():
         if isinstance(o, LoopOp):
-            for s in symbols_of(o.extent_list):
+            for s in kernel_symbols(o.extent_list):
                 _add(iface.symbols, s)
         if isinstance(o, DimOp):
             _add(iface.symbols, o["sym"])
@@ -150,11 +150,18 @@ def kernel_interface(op: LoopOp) -> KernelInterface:
     return iface
 
 
+def kernel_symbols(extents) -> list[str]:
+    """The sizes a kernel takes for ``extents``: each symbol of a product, and a
+    quotient (C*H*W/8) whole, as the host computes and checks it."""
+    return list(dict.fromkeys(s for e in extents
+                              for s in ([e] if is_quotient(e) else symbols_of([e]))))
+
+
 def extent_factors(extents, name_of) -> list[str]:
     """Factors of the number of points of ``extents``: the symbols' names (``name_of``;
-    a product dim B*H gives both), then the product of the int factors unless it is 1;
-    ``["1"]`` for no extents."""
-    split = [dim_factors(e) for e in extents]
+    a product dim B*H gives both, a quotient is one name), then the product of the int
+    factors unless it is 1; ``["1"]`` for no extents."""
+    split = [(1, (e,)) if is_quotient(e) else dim_factors(e) for e in extents]
     const = math.prod(c for c, _ in split)
     factors = [name_of(s) for _, names in split for s in names]
     if const != 1 or not factors:

@@ -14,12 +14,13 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import AllocOp, DimOp, ParallelOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
-from mlfuse.ir.types import BufferType, symbols_of
+from mlfuse.ir.dims import quotient_dims
+from mlfuse.ir.types import BufferType, dim_monomial, is_quotient, product_dim, symbols_of
 from mlfuse.dialects.contraction import contraction_of
 
 from mlfuse.codegen.emit_kernel import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.scalar import STORAGE_TYPE
-from mlfuse.codegen.names import Namer
+from mlfuse.codegen.names import Namer, identifier
 from mlfuse.codegen.writer import Writer
 
 
@@ -40,7 +41,7 @@ class HostEmitter:
 
     def dim(self, d, where) -> str:
         """A dim as host code (a product of symbols: their variables multiplied)."""
-        for s in symbols_of([d]):
+        for s in [d] if is_quotient(d) else symbols_of([d]):
             if s not in self.dims:
                 raise MlfuseError(f"codegen: dim {s} of @{self.func.sym_name} is not the size of "
                                   "any parameter, so no call can bind it", where.loc)
@@ -65,7 +66,23 @@ class HostEmitter:
                 if isinstance(d, str) and d.isidentifier() and d not in self.dims:
                     self.dims[d] = self.namer.fresh(d)
                     self.w.line(f"{self.dims[d]} = {self.namer(arg)}.shape[{axis}]")
+        for q in quotient_dims(self.func):
+            self.bind_quotient(q)
 
+    def bind_quotient(self, q: str) -> None:
+        """A quotient dim (C*H*W/8) computed once, after checking that it divides (the
+        argument checks did; this keeps a standalone module as safe)."""
+        coefficient, exponents = dim_monomial(q)
+        up = product_dim([coefficient.numerator, *(n for n, e in exponents.items()
+                                                    for _ in range(max(e, 0)))])
+        down = product_dim([coefficient.denominator, *(n for n, e in exponents.items()
+                                                        for _ in range(max(-e, 0)))])
+        up_code, down_code = self.dim(up, self.func), self.dim(down, self.func)
+        with self.w.indented(f"if {up_code} % {down_code}:"):
+            self.w.line(f"raise ValueError(f\"@{self.func.sym_name}: dim {q} is not a whole "
+                        f"number: {up} = {{{up_code}}} is not divisible by {{{down_code}}}\")")
+        self.dims[q] = self.namer.fresh(identifier(q))
+        self.w.line(f"{self.dims[q]} = {up_code} // {down_code}")
     def statement(self, op) -> None:
         w = self.w
         if isinstance(op, AllocOp):

@@ -16,7 +16,8 @@ from mlfuse.errors import Location, MlfuseError
 from mlfuse.syntax.lark_errors import location_of
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Value, VerifyError
-from mlfuse.ir.types import DTYPES, MAX_ELEMENTS, TensorType, product_dim
+from mlfuse.ir.types import (DTYPES, MAX_ELEMENTS, IndivisibleDim, TensorType, product_dim,
+                             quotient_dim)
 
 from mlfuse.frontend.calls import SIGNATURES, bind
 from mlfuse.dialects.tensor_windows import DimSizeOp
@@ -95,19 +96,41 @@ class FunctionBuilder:
             if isinstance(d, Tree) and not result:  # B*H
                 raise self.ctx.error("a parameter's dims are integers or names; a product such "
                                      "as B*H may only appear in result types", d)
-            factors = d.children if isinstance(d, Tree) else [d]
+            factors = d.children[::2] if isinstance(d, Tree) else [d]
             for f in factors:
                 if f.type == "NUMBER" and not (f.isdigit() and int(f) >= 1):
                     raise self.ctx.error(f"dims must be positive integers, got {f}", f)
-                elements *= int(f) if f.type == "NUMBER" else 1
-                if elements > MAX_ELEMENTS:
-                    raise self.ctx.error(f"a tensor of more than 2**62 elements is too large to "
-                                         f"index (concrete dims up to here: {elements})", f)
                 if f.type == "NAME" and result and str(f) not in self.symbols:
                     raise self.ctx.error(f"result dim '{f}' is not a dim of any parameter", f)
-            shape_dims.append(product_dim(int(f) if f.type == "NUMBER" else str(f)
-                                          for f in factors))
+            dim = self.dim_value(factors[0])
+            if isinstance(d, Tree):
+                for op_tree, f in zip(d.children[1::2], factors[1:]):
+                    dim = self.dim_arith(dim, str(op_tree.children[0]), self.dim_value(f),
+                                         op_tree.children[0])
+            elements *= dim if isinstance(dim, int) else 1
+            if elements > MAX_ELEMENTS:
+                raise self.ctx.error(f"a tensor of more than 2**62 elements is too large to "
+                                     f"index (concrete dims up to here: {elements})", d)
+            shape_dims.append(dim)
         return TensorType(str(dtype_tok), tuple(shape_dims))
+
+    @staticmethod
+    def dim_value(tok: Token):
+        return int(tok) if tok.type == "NUMBER" else str(tok)
+
+    def dim_arith(self, a, op: str, b, node):
+        """``a * b`` or ``a / b`` of dims (ints, names, products, quotients): a dim.
+        A quotient is exact: integers that do not divide are an error here, symbolic
+        sizes are checked when the function is called."""
+        if op == "*":
+            return product_dim([a, b])
+        if b == 0:
+            raise self.ctx.error("a dim divided by 0", node)
+        try:
+            return quotient_dim(a, b)
+        except IndivisibleDim:
+            raise self.ctx.error(f"{a} / {b} is not a whole number: a dim must be an integer "
+                                 "size", node) from None
 
     def define(self, name_tok: Token, value, what: str) -> None:
         name = str(name_tok)
@@ -313,18 +336,21 @@ class FunctionBuilder:
             return Name(str(tree.children[0]), self.ctx.loc(tree))
         elif kind == "list":
             return [self.static(c) for c in tree.children if c is not None]
-        elif kind == "binary" and str(tree.children[1].children[0]) == "*":
+        elif kind == "binary" and str(tree.children[1].children[0]) in ("*", "/"):
             return self.static_product(tree)
         raise self.ctx.error("expected a constant here (a number, true/false, a list or a name)",
                              tree)
 
     def static_product(self, tree: Tree):
-        """``B*H`` (or ``2*N``, ``4*8``) in a constant: a product dim, or an int."""
+        """``B*H`` (or ``2*N``, ``4*8``, ``C / 8 * H * W``, ``C / G``) in a constant: a
+        product or quotient dim, or an int."""
         factors = [self.static(c) for c in (tree.children[0], tree.children[2])]
+        op_tok = tree.children[1].children[0]
         if not all(isinstance(f, (int, Name)) and not isinstance(f, bool) for f in factors):
-            raise self.ctx.error("a product in a constant multiplies integers and dim names",
-                                 tree.children[1])
-        dim = product_dim(factors)
+            what = "multiplies" if str(op_tok) == "*" else "divides"
+            raise self.ctx.error(f"a {'product' if what == 'multiplies' else 'quotient'} in a "
+                                 f"constant {what} integers and dim names", op_tok)
+        dim = self.dim_arith(factors[0], str(op_tok), factors[1], op_tok)
         return dim if isinstance(dim, int) else Name(dim, self.ctx.loc(tree))
 
     # -- the CallSite interface used by calls.py ---------------------------------------

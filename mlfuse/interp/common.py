@@ -9,7 +9,7 @@ from mlfuse.errors import ArgumentError, MlfuseError
 from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.core import Operation
 from mlfuse import dtypes
-from mlfuse.ir.types import INT_DTYPES, Dim, dim_value, symbols_of
+from mlfuse.ir.types import INT_DTYPES, Dim, IndivisibleDim, dim_value, symbols_of
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
@@ -60,7 +60,10 @@ def bind_arguments(func: FuncOp, args: list) -> tuple[list[np.ndarray], dict[str
                 raise ArgumentError(f"{what}: dim {axis} is {n}, expected {d}", func.loc)
         copies.append(arr)
     for what, axis, d, n in products:
-        expected = dim_value(d, dims)
+        try:
+            expected = dim_value(d, dims)
+        except IndivisibleDim as e:
+            raise ArgumentError(f"{what}: {e}", func.loc) from None
         if expected is None:
             raise ArgumentError(f"{what}: dim {axis} is {d}, whose factors no argument binds "
                                 "alone", func.loc)
@@ -70,8 +73,12 @@ def bind_arguments(func: FuncOp, args: list) -> tuple[list[np.ndarray], dict[str
 
 
 def resolve_shape(shape: tuple[Dim, ...], dims: dict[str, int], op: Operation) -> tuple[int, ...]:
-    """Concrete sizes of ``shape``; a symbol no argument bound is an error at ``op``."""
-    sizes = tuple(dim_value(d, dims) for d in shape)
+    """Concrete sizes of ``shape``; a symbol no argument bound, or a quotient that does
+    not divide, is an error at ``op``."""
+    try:
+        sizes = tuple(dim_value(d, dims) for d in shape)
+    except IndivisibleDim as e:
+        raise MlfuseError(f"{op.name}: {e}", op.loc) from None
     if None in sizes:
         unbound = next(s for s in symbols_of(shape) if s not in dims)
         raise MlfuseError(f"{op.name}: symbolic dim {unbound} is not bound by any argument",

@@ -13,7 +13,8 @@ from mlfuse.syntax.lark_errors import convert_lark_error, location_of
 from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Block, Region, VerifyError
 from mlfuse.ir.registry import OpRegistry
-from mlfuse.ir.types import BufferType, ScalarType, TensorType, product_dim, shape_problem
+from mlfuse.ir.types import (BufferType, IndivisibleDim, ScalarType, TensorType, product_dim,
+                             quotient_dim, shape_problem)
 
 
 @lru_cache(maxsize=None)
@@ -93,8 +94,16 @@ class IRParser:
             return json.loads(t.children[0])
         if kind == "symbol":
             return str(t.children[0])
-        if kind == "product":
-            return product_dim(self.value(c) for c in t.children)
+        if kind == "product":  # left to right, as the canonical text reads
+            dim = self.value(t.children[0])
+            for op, factor in zip(t.children[1::2], t.children[2::2]):
+                f = self.value(factor)
+                try:
+                    dim = product_dim([dim, f]) if str(op.children[0]) == "*" else \
+                        quotient_dim(dim, f)
+                except (IndivisibleDim, ZeroDivisionError) as e:
+                    raise self.error(f"bad dim: {e}", t) from None
+            return dim
         if kind == "list":
             return [self.value(c) for c in t.children if c is not None]
         raise self.error(f"bad attribute value {kind}", t)

@@ -3,15 +3,21 @@
 A dimension is an ``int`` or a symbolic name (``str``) bound when a function is
 called; the same name means the same size everywhere in a function. A symbolic dim
 may also be a product of names, with an integer coefficient: ``"B*H"``, ``"2*N"``
-(a reshape's merged dims, a concat of equal symbolic parts). It is kept in one
-canonical text (:func:`product_dim`: coefficient first, names sorted), so equal
-products compare equal as strings, and everything that needs its size or its names
-goes through :func:`dim_factors` / :func:`dim_value`.
+(a reshape's merged dims, a concat of equal symbolic parts), and a quotient of such
+products, exact by definition: ``"C*H*W/8"``, ``"C/G"`` (group norm's rows; a size
+that does not divide is an error where the sizes are known, see
+:class:`IndivisibleDim`). It is kept in one canonical text (:func:`product_dim`:
+coefficient first, names sorted, then each divisor after a ``/``), so equal dims
+compare equal as strings, and everything that needs its size or its names goes
+through :func:`dim_monomial` / :func:`dim_factors` / :func:`dim_value`.
 """
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Iterable, Union
 
 Dim = Union[int, str]
@@ -94,50 +100,111 @@ class BufferType(Type):
 MAX_ELEMENTS = 2 ** 62
 
 
-def dim_factors(d: Dim) -> tuple[int, tuple[str, ...]]:
-    """A dim as (integer coefficient, symbol names): 4 -> (4, ()), "N" -> (1, ("N",)),
-    "2*B*H" -> (2, ("B", "H"))."""
+class IndivisibleDim(ValueError):
+    """A quotient dim whose sizes do not divide (``C*H*W/8`` with C*H*W = 300)."""
+
+
+def dim_monomial(d: Dim) -> tuple[Fraction, Counter]:
+    """A dim as (rational coefficient, exponent of each symbol): 4 -> (4, {}),
+    "2*B*H" -> (2, {B: 1, H: 1}), "C*H*W/8" -> (1/8, {C: 1, H: 1, W: 1}),
+    "C/G" -> (1, {C: 1, G: -1})."""
     if isinstance(d, int):
-        return d, ()
-    coefficient, names = 1, []
-    for part in d.split("*"):
-        if part.isdigit():
-            coefficient *= int(part)
+        return Fraction(d), Counter()
+    coefficient, exponents = Fraction(1), Counter()
+    sign = 1
+    for part in re.split(r"([*/])", d):
+        if part in ("*", "/"):
+            sign = 1 if part == "*" else -1
+        elif part.isdigit():
+            coefficient = coefficient * int(part) if sign > 0 else coefficient / int(part)
         else:
-            names.append(part)
-    return coefficient, tuple(names)
+            exponents[part] += sign
+    return coefficient, Counter({n: e for n, e in exponents.items() if e})
+
+
+def _render(coefficient: Fraction, exponents: Counter) -> Dim:
+    """The canonical dim of a monomial (see :func:`product_dim`)."""
+    up = sorted(n for n, e in exponents.items() if e > 0 for _ in range(e))
+    down = sorted(n for n, e in exponents.items() if e < 0 for _ in range(-e))
+    num, den = coefficient.numerator, coefficient.denominator
+    if not up and not down:
+        if den != 1:
+            raise IndivisibleDim(f"{num}/{den} is not a whole number")
+        return num
+    if num == 1 and den == 1 and len(up) == 1 and not down:
+        return up[0]
+    text = "*".join(([str(num)] if num != 1 or not up else []) + up)
+    return text + "".join(f"/{f}" for f in ([str(den)] if den != 1 else []) + down)
+
+
+def is_quotient(d: Dim) -> bool:
+    """Whether ``d`` divides (``C*H*W/8``), so that its size must be checked."""
+    return isinstance(d, str) and "/" in d
+
+
+def dim_factors(d: Dim) -> tuple[int, tuple[str, ...]]:
+    """A product dim as (integer coefficient, symbol names): 4 -> (4, ()), "N" -> (1,
+    ("N",)), "2*B*H" -> (2, ("B", "H")). A quotient has no such form: callers that can
+    meet one use :func:`dim_monomial` (ValueError here, never a wrong size)."""
+    if is_quotient(d):
+        raise ValueError(f"dim {d} is a quotient, not a product of factors")
+    coefficient, exponents = dim_monomial(d)
+    return int(coefficient), tuple(sorted(exponents.elements()))
 
 
 def product_dim(factors: Iterable[Dim]) -> Dim:
-    """The dim that is the product of ``factors`` (ints, names or products), in the
-    canonical text: an int if there is no symbol, a bare name for one symbol times 1,
-    else "coefficient*names" with the coefficient left out when it is 1 and the names
-    sorted."""
-    coefficient, names = 1, []
+    """The dim that is the product of ``factors`` (ints, names, products or quotients),
+    in the canonical text: an int if there is no symbol, a bare name for one symbol
+    times 1, else "coefficient*names" with the coefficient left out when it is 1 and
+    the names sorted, then "/divisor" for each divisor (the integer first, then names
+    sorted): ``C*H*W/8``, ``2*N/G``. Read left to right, the text computes the size.
+    A product of integers that is not whole raises IndivisibleDim."""
+    coefficient, exponents = Fraction(1), Counter()
     for f in factors:
-        c, syms = dim_factors(f)
+        c, e = dim_monomial(f)
         coefficient *= c
-        names += syms
-    if not names:
-        return coefficient
-    names.sort()
-    if coefficient == 1 and len(names) == 1:
-        return names[0]
-    return "*".join(([str(coefficient)] if coefficient != 1 else []) + names)
+        exponents.update(e)
+    return _render(coefficient, exponents)
+
+
+def quotient_dim(a: Dim, b: Dim) -> Dim:
+    """``a / b`` as a dim (IndivisibleDim where both are integers that do not divide)."""
+    ca, ea = dim_monomial(a)
+    cb, eb = dim_monomial(b)
+    exponents = Counter(ea)
+    exponents.subtract(eb)
+    return _render(ca / cb, exponents)
 
 
 def is_dim_text(text: str) -> bool:
-    """Whether ``text`` is a symbolic dim: a name, or a canonical product of names."""
-    return product_dim([text]) == text and all(
-        p.isidentifier() or p.isdigit() for p in text.split("*"))
+    """Whether ``text`` is a symbolic dim: a name, or a canonical product or quotient."""
+    if not all(p.isidentifier() or p.isdigit() for p in re.split(r"[*/]", text)):
+        return False
+    try:
+        return product_dim([text]) == text
+    except (IndivisibleDim, ZeroDivisionError):
+        return False
 
 
-def dim_value(d: Dim, dims: dict | None, default=None):
+def dim_value(d: Dim, dims: dict | None, default=None, exact: bool = True):
     """The size of ``d`` with its symbols looked up in ``dims``; ``default`` stands for
-    an unbound symbol (None: the size is unknown, the result is None)."""
-    coefficient, names = dim_factors(d)
-    sizes = [dims.get(n, default) if dims else default for n in names]
-    return None if None in sizes else coefficient * math.prod(sizes)
+    an unbound symbol (None: the size is unknown, the result is None). A quotient that
+    does not divide raises IndivisibleDim, naming the dims and their sizes (rounds down
+    where not ``exact``: estimates only)."""
+    coefficient, exponents = dim_monomial(d)
+    sizes = {n: dims.get(n, default) if dims else default for n in exponents}
+    if None in sizes.values():
+        return None
+    up = coefficient.numerator * math.prod(sizes[n] ** e for n, e in exponents.items() if e > 0)
+    down = coefficient.denominator * math.prod(sizes[n] ** -e for n, e in exponents.items()
+                                               if e < 0)
+    if up % down and exact:
+        bound = ", ".join(f"{n}={sizes[n]}" for n in sorted(sizes))
+        numerator = product_dim([coefficient.numerator, *(n for n, e in exponents.items()
+                                                           for _ in range(max(e, 0)))])
+        raise IndivisibleDim(f"dim {d} is not a whole number: {numerator} = {up} is not "
+                             f"divisible by {down} ({bound})")
+    return up // down
 
 
 def shape_problem(shape, dims: dict | None = None) -> str | None:
@@ -146,7 +213,10 @@ def shape_problem(shape, dims: dict | None = None) -> str | None:
     docs/language.md) and the elements fit int64 index arithmetic."""
     elements = 1
     for d in shape:
-        size = dim_value(d, dims)
+        try:
+            size = dim_value(d, dims)
+        except IndivisibleDim as e:
+            return str(e)
         if size is None:
             continue
         if size < 1:
@@ -167,8 +237,9 @@ def itemsize(dtype: str) -> int:
 
 
 def symbols_of(shape) -> list[str]:
-    """The symbol names ``shape``'s dims use, each once (a product's factors too)."""
-    return list(dict.fromkeys(n for d in shape for n in dim_factors(d)[1]))
+    """The symbol names ``shape``'s dims use, each once (a product's factors and a
+    quotient's divisors too)."""
+    return list(dict.fromkeys(n for d in shape for n in sorted(dim_monomial(d)[1])))
 
 
 def num_elements(shape, dims: dict | None = None):

@@ -26,7 +26,8 @@ import numpy as np
 from mlfuse.dtypes import BFLOAT16, device_dtype, finfo, numpy_dtype
 from mlfuse.errors import ArgumentError, ArgumentValueError
 from mlfuse.ir.builtin import FuncOp
-from mlfuse.ir.types import FLOAT_DTYPES, INT_BITS, Dim, dim_value, shape_problem
+from mlfuse.ir.dims import quotient_dims
+from mlfuse.ir.types import FLOAT_DTYPES, INT_BITS, Dim, IndivisibleDim, dim_value, shape_problem
 
 HOST = "numpy"
 
@@ -59,6 +60,7 @@ class Signature:
     # (name, shape) of every array a call allocates (results and intermediates), whose
     # sizes are checked once the arguments bind the symbolic dims, before any launch
     results: tuple[str, ...] = ()  # the results' IR dtypes
+    quotients: tuple[str, ...] = ()  # dims such as C*H*W/8, which must divide
 
     @staticmethod
     def of(func: FuncOp) -> "Signature":
@@ -67,7 +69,8 @@ class Signature:
         made = tuple((op.results[0].name_hint or "a result", tuple(op.results[0].type.shape))
                      for op in func.body.ops if op.name == "loops.alloc")
         results = tuple(t.dtype for t in func["result_types"])
-        return Signature(func.sym_name, params, len(results), made, results)
+        return Signature(func.sym_name, params, len(results), made, results,
+                         tuple(quotient_dims(func)))
 
     def positional(self, args: tuple, kwargs: dict) -> tuple:
         """``args`` followed by the parameters ``kwargs`` names, in parameter order."""
@@ -212,7 +215,10 @@ def _check_products(sig: Signature, values, dims: dict[str, int]) -> None:
     for p, value in zip(sig.params, values):
         for axis, want in enumerate(p.shape):
             if isinstance(want, str) and not want.isidentifier():
-                size = dim_value(want, dims)
+                try:
+                    size = dim_value(want, dims)
+                except IndivisibleDim as e:
+                    raise sig.error(f"dim {axis}: {e}", p, value=True) from None
                 if size is None:
                     raise sig.error(f"dim {axis} is {want}, whose factors no parameter binds "
                                     "alone", p)
@@ -225,6 +231,12 @@ def _check_sizes(sig: Signature, dims: dict[str, int]) -> None:
     """Every array the call allocates is indexable (int64 index arithmetic in every
     kernel: sizes past 2**31 elements run, past 2**62 are refused here, before any
     allocation or launch)."""
+    for d in sig.quotients:
+        try:
+            dim_value(d, dims)
+        except IndivisibleDim as e:
+            raise sig.error(f"{e}; the sizes do not fit the program's shapes",
+                            value=True) from None
     for name, shape in sig.made:
         problem = shape_problem(shape, dims)
         if problem:

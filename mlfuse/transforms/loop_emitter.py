@@ -15,7 +15,7 @@ from mlfuse.dialects.arith import ConstantOp as ArithConstant
 from mlfuse.dialects.loops import DimOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.tensor import ConstantOp as TensorConstant
 from mlfuse.ir.core import Block, Operation, Region, Value
-from mlfuse.ir.types import INDEX, Dim, ScalarType, dim_factors
+from mlfuse.ir.types import INDEX, Dim, ScalarType, dim_factors, is_quotient
 
 # What a tensor value is once lowered: a buffer, or a constant that every reader
 # materializes in its own nest.
@@ -54,10 +54,13 @@ class Emitter:
         return self.constant(n, "index")
 
     def size(self, d: Dim) -> Value:
-        """A dim's size as an index: a constant, ``loops.dim`` for a symbol, their
-        product for a product of symbols (B*H)."""
+        """A dim's size as an index: a constant, ``loops.dim`` for a symbol or a
+        quotient (C*H*W/8: computed and checked once by the host, mlfuse.ir.dims), the
+        product of the symbols' sizes for a product (B*H)."""
         if isinstance(d, int):
             return self.index(d)
+        if is_quotient(d):
+            return self.root._shared_value(("dim", d), lambda: DimOp(attributes={"sym": d}))
         coefficient, names = dim_factors(d)
         if coefficient != 1 or len(names) > 1:
             return self.size_product([coefficient, *names])
@@ -81,6 +84,9 @@ class Emitter:
         """The product of sizes as an index, with the constant factors folded."""
         const, factors = 1, []
         for d in dims:
+            if is_quotient(d):
+                factors.append(self.size(d))
+                continue
             coefficient, names = dim_factors(d)
             const *= coefficient
             factors += [self.size(n) for n in names]
@@ -114,6 +120,25 @@ class Emitter:
                 indices.append(self.arith("mod", flat, size))
                 flat = self.arith("floordiv", flat, size)
         return indices[::-1]
+
+    def reshape_index(self, idx: list[Value], shape: list[Dim], target: list[Dim]) -> list[Value]:
+        """The index in ``target`` of the element at ``idx`` in ``shape`` (a reshape: the
+        same row-major position). Dims the two shapes share at the front and at the back
+        map index to index; the position of the dims between is linearized and unraveled
+        into the target's. Shapes that differ only in dims of 1 map index to index."""
+        moving = [i for i, d in zip(idx, shape) if d != 1]
+        if len(moving) == sum(d != 1 for d in target) and \
+                [d for d in target if d != 1] == [d for d in shape if d != 1]:
+            # only axes of one point added or dropped ([R, 1] -> [1, R]): index to index,
+            # so fusion sees the operand read at its own point
+            indices = iter(moving)
+            return [self.index(0) if d == 1 else next(indices) for d in target]
+        front = _common_prefix(shape, target)
+        back = _common_prefix(shape[front:][::-1], target[front:][::-1])
+        end, target_end = len(shape) - back, len(target) - back
+        flat = self.linearize(idx[front:end], shape[front:end])
+        middle = self.unravel(flat, target[front:target_end])
+        return idx[:front] + middle + idx[end:]
 
     # -- memory -------------------------------------------------------------------------
     def load(self, buf: Value, indices: list[Value]) -> Value:
@@ -158,3 +183,10 @@ class Emitter:
         inner.emit(YieldOp([body(inner, block.args[0])]))
         return self.emit(ReduceOp([init], attributes={"extent": extent, "combiner": combiner},
                                   regions=[Region([block])]))
+
+
+def _common_prefix(a: list, b: list) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n

@@ -193,32 +193,10 @@ def lower_reduction(op: tensor.ReduceOp, em: Emitter, idx: list[Value]) -> Value
 
 
 def lower_reshape(op: tensor.ReshapeOp, em: Emitter, idx: list[Value]) -> Value:
-    """Row-major order: dims the two shapes share at the front and at the back map
-    index to index; the output index of the dims between is linearized and then
-    unraveled into the input's. Shapes that differ only in dims of 1 map index to
-    index throughout."""
+    """Row-major order: the input index of the output's element (Emitter.reshape_index,
+    also used by fusion to store a kernel's output at a reshaped index)."""
     x = op.operand("x")
-    in_shape, out_shape = list(x.type.shape), list(op.result.type.shape)
-    moving = [i for i, d in zip(idx, out_shape) if d != 1]
-    if len(moving) == sum(d != 1 for d in in_shape) and \
-            [d for d in in_shape if d != 1] == [d for d in out_shape if d != 1]:
-        # only axes of one point added or dropped ([R, 1] -> [1, R]): index to index,
-        # so fusion sees the operand read at its own point
-        indices = iter(moving)
-        return em.read(x, [em.index(0) if d == 1 else next(indices) for d in in_shape])
-    front = _common_prefix(in_shape, out_shape)
-    back = _common_prefix(in_shape[front:][::-1], out_shape[front:][::-1])
-    out_end, in_end = len(out_shape) - back, len(in_shape) - back
-    flat = em.linearize(idx[front:out_end], out_shape[front:out_end])
-    middle = em.unravel(flat, in_shape[front:in_end])
-    return em.read(x, idx[:front] + middle + idx[out_end:])
-
-
-def _common_prefix(a: list, b: list) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
+    return em.read(x, em.reshape_index(idx, list(op.result.type.shape), list(x.type.shape)))
 
 
 def lower_transpose(op: tensor.TransposeOp, em: Emitter, idx: list[Value]) -> Value:

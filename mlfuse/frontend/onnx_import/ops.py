@@ -9,7 +9,6 @@ cannot express is an error naming the node, never a silent approximation.
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import numpy as np
 from onnx import numpy_helper
@@ -17,12 +16,13 @@ from onnx import numpy_helper
 from mlfuse.dialects import tensor as T
 from mlfuse.dialects.shapes import broadcast_shapes
 from mlfuse.ir.core import VerifyError
-from mlfuse.ir.types import FLOAT_DTYPES
+from mlfuse.ir.types import FLOAT_DTYPES, IndivisibleDim, product_dim, quotient_dim
 
 from mlfuse.frontend.onnx_import.builders import (axes_input, broadcast, const_like, ew,
                                                   norm_axes, product, reshape, string_attr)
 from mlfuse.frontend.onnx_import.graph import IR_DTYPE, ir_dtype
 from mlfuse.frontend.onnx_import.ops_conv import CONVERTERS as CONV_CONVERTERS
+from mlfuse.frontend.onnx_import.ops_group_norm import CONVERTERS as GROUP_NORM_CONVERTERS
 from mlfuse.frontend.onnx_import.ops_nn import CONVERTERS as NN_CONVERTERS
 from mlfuse.frontend.onnx_import.ops_shape import CONVERTERS as SHAPE_CONVERTERS
 
@@ -241,20 +241,14 @@ def _transpose(g, node, attrs):
 
 
 def _infer_minus_one(g, in_shape, out_shape, where: int):
-    """The size of the -1 dim at ``where``: whatever makes the element counts equal."""
-    have = Counter(d for d in in_shape if isinstance(d, str))
-    have.subtract(d for i, d in enumerate(out_shape) if isinstance(d, str) and i != where)
-    ints_in = math.prod(d for d in in_shape if isinstance(d, int))
-    ints_out = math.prod(d for i, d in enumerate(out_shape) if isinstance(d, int) and i != where)
-    left = [s for s, n in have.items() for _ in range(n)]
-    if any(n < 0 for n in have.values()) or ints_out == 0 or ints_in % ints_out:
-        raise g.error(f"cannot reshape {list(in_shape)} to {list(out_shape)}")
-    ratio = ints_in // ints_out
-    if not left:
-        return ratio
-    if len(left) == 1 and ratio == 1:
-        return left[0]
-    raise g.error(f"the -1 in reshape to {list(out_shape)} stands for a product of symbolic dims")
+    """The size of the -1 dim at ``where``: whatever makes the element counts equal (a
+    quotient of symbolic sizes too, [N, G, -1] of [N, C, H, W]: C*H*W/G, checked when
+    the model is called)."""
+    others = [d for i, d in enumerate(out_shape) if i != where]
+    try:
+        return quotient_dim(product_dim(in_shape), product_dim(others))
+    except IndivisibleDim:
+        raise g.error(f"cannot reshape {list(in_shape)} to {list(out_shape)}") from None
 
 
 def _reshape_node(g, node, attrs):
@@ -356,5 +350,5 @@ CONVERTERS = {
     "Transpose": _transpose, "Reshape": _reshape_node, "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze, "Flatten": _flatten, "Identity": _identity, "Constant": _constant,
     "Shape": _shape,
-    **CONV_CONVERTERS, **NN_CONVERTERS, **SHAPE_CONVERTERS,
+    **CONV_CONVERTERS, **NN_CONVERTERS, **SHAPE_CONVERTERS, **GROUP_NORM_CONVERTERS,
 }

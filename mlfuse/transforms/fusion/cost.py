@@ -16,14 +16,19 @@ from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.permute import innermost_axis, permuted_loads, tiled_loads
 from mlfuse.dialects.reductions import loop_levels
 from mlfuse.ir.core import Block, Operation
-from mlfuse.ir.types import INDEX, dim_value, itemsize
+from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
 from mlfuse.ir.traits import SCALAR_COMPUTE
 
 
 def resolve(dim, dims: dict, target: Target) -> int:
-    """A dim's size, a symbol not in ``dims`` taken at the target's default size."""
-    return dim_value(dim, dims, target.default_dim)
+    """A dim's size, a symbol not in ``dims`` taken at the target's default size (a
+    quotient that does not divide at those sizes rounded down: an estimate; a call
+    with such sizes is refused by the argument checks)."""
+    try:
+        return dim_value(dim, dims, target.default_dim)
+    except IndivisibleDim:
+        return max(1, dim_value(dim, dims, target.default_dim, exact=False))
 
 
 def buffer_bytes(buf_type, dims: dict, target: Target) -> int:

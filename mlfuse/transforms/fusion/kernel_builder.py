@@ -21,6 +21,8 @@ from mlfuse.transforms.cse import cse_block, dead_code
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
 from mlfuse.transforms.fusion.spaces import Space, level, plain_space
 from mlfuse.transforms.fusion.hoist import hoist_invariant_loads
+from mlfuse.transforms.fusion.index_algebra import IndexAlgebra
+from mlfuse.transforms.loop_emitter import Emitter
 
 
 class CannotFuse(Exception):
@@ -81,19 +83,20 @@ def _broadcast_point(nest: Nest, space: Space) -> bool:
         set(symbols_of(nest.space.reduced_extents))
 
 
-def choose_space(members: list[Nest], outputs: list[Nest]) -> Space:
+def choose_space(members: list[Nest], outputs: list[Nest], reshaped: bool = False) -> Space:
     """The first candidate space where every reduction is one value per point and
-    every output is stored at a point or along the reduced axes."""
+    every output is stored at a point or along the reduced axes (where ``reshaped``,
+    also over a reshape of the full space, stored at the reshaped index)."""
     reasons = []
     for space in candidate_spaces(members, outputs):
         bad = [n for n in members if not n.is_pointwise and level(n.extents, space) != "point"
                and not _broadcast_point(n, space)]
-        bad += [n for n in outputs if level(n.extents, space) is None]
+        bad += [n for n in outputs if level(n.extents, space, reshaped) is None]
         if space.reduced and all(e == 1 for e in space.kept):
             # one point: a whole-tensor reduction; its consumers over every element
             # would all wait on one block (spreading it needs a grid-wide barrier)
             bad += [n for n in members if not n.is_pointwise and any(
-                level(o.extents, space) == "row" for o in outputs)]
+                level(o.extents, space, reshaped) == "row" for o in outputs)]
         if not bad:
             return space
         reasons.append(bad[0])
@@ -108,12 +111,13 @@ def choose_space(members: list[Nest], outputs: list[Nest]) -> Space:
 
 class KernelBuilder:
     def __init__(self, graph: NestGraph, members: list[Nest], outputs: list[Nest], name: str,
-                 schedule_for=None):
+                 schedule_for=None, space: Space | None = None, reshaped: bool = False):
         self.graph = graph
         self.members = sorted(members, key=lambda n: n.index)
         self.member_set = set(self.members)
         self.outputs = sorted(outputs, key=lambda n: n.index)
-        self.space = choose_space(self.members, self.outputs)
+        self.reshaped = reshaped
+        self.space = space or choose_space(self.members, self.outputs)
         self.E = self.space.kept
         has_reduction = any(not n.is_pointwise and level(n.extents, self.space) == "point"
                             for n in self.members)
@@ -126,6 +130,9 @@ class KernelBuilder:
             "extents": list(self.E), "schedule": schedule, "kernel_name": name,
             "sources": sources}, loc=self.members[-1].op.loc)
         self.point_args = list(block.args)
+        self.algebra = IndexAlgebra()
+        for arg, extent in zip(self.point_args, self.E):
+            self.algebra.bound(arg, extent)
         self.point_values: dict[Nest, Value] = {}
         # reductions read at a broadcast index (extents of 1 where the kernel's are not),
         # computed once per point where first read: (nest, index key) -> value
@@ -211,6 +218,9 @@ class KernelBuilder:
         stored: list[Value] = []
 
         def hook(op, operands, into):
+            simpler = self.algebra.simplify(op, operands)
+            if simpler is not None:  # index arithmetic that undoes a reshape
+                return [simpler]
             if isinstance(op, StoreOp):
                 stored.append(operands[0])
                 return []
@@ -239,7 +249,8 @@ class KernelBuilder:
                 self.point_values[nest] = self._inline(nest, self.point_index(nest), body)
                 if nest in self.outputs:
                     self._store(self.point_values[nest], nest, self.point_index(nest), body)
-        row_outputs = [n for n in self.outputs if level(n.extents, self.space) == "row"]
+        row_outputs = [n for n in self.outputs
+                       if level(n.extents, self.space, self.reshaped) == "row"]
         if row_outputs:
             # the broadcast-back epilogue: a loop nest over the reduced axes, in order
             into, steps = body, []
@@ -249,8 +260,13 @@ class KernelBuilder:
                 into.append(loop)
                 into = loop.body
                 steps.append(loop.body.args[0])
+                self.algebra.bound(steps[-1], extent)
+            full = self.space.interleave(self.point_args, steps)
             for nest in row_outputs:
-                idx = self.space.interleave(self.point_args, steps)
+                idx = full
+                if list(nest.extents) != list(self.space.full):  # a reshape of the row
+                    idx = Emitter(into, {}).reshape_index(full, list(self.space.full),
+                                                          list(nest.extents))
                 self._store(self.value_at(nest, idx, into), nest, idx, into)
         cse_block(body)
         hoist_invariant_loads(body)
@@ -266,11 +282,24 @@ def build_kernel(graph: NestGraph, members, outputs, name: str, schedule_for=Non
     for n in members:
         if n.out is None:
             raise CannotFuse(f"{n.name} is not a simple loop nest")
-    builder = KernelBuilder(graph, members, outputs, name, schedule_for)
+    reshaped, plain = False, None
+    try:
+        space = choose_space(members, outputs)
+    except CannotFuse as e:
+        # then an output over a reshape of a reduction's rows, stored at the reshaped
+        # index (group norm); where that fails too, the first reason is the one to give
+        plain, reshaped = e, True
+        try:
+            space = choose_space(members, outputs, reshaped=True)
+        except CannotFuse:
+            raise plain from None
+    builder = KernelBuilder(graph, members, outputs, name, schedule_for, space, reshaped)
     try:
         return builder.build()
     except CannotFuse:
         discard(builder.kernel)
+        if plain is not None:
+            raise plain from None
         raise
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mlfuse.dialects.arith import FloorDivOp
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
@@ -48,6 +49,7 @@ from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
 
 from mlfuse.transforms.fusion.cost import kernel_cost, resolve, strip_held
+from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
 from mlfuse.transforms.fusion.tiles import choose_tiles
 
 SPLIT_SCHEDULES = ("split-rows", "split-columns")
@@ -89,6 +91,29 @@ def _indices(load: Operation) -> list:
     return list(load.operands[2:] if isinstance(load, MaskedLoadOp) else load.operands[1:])
 
 
+def _reshaped_view(idx: list, extents: dict) -> list | None:
+    """A load's indices with a read through a reshape seen as what it is: where its
+    trailing indices unravel ``q * S + k`` (k a loop index of extent S: the rows of a
+    reshaped view, group norm's), the load walks k along contiguous memory, so the
+    view ends in k (q's indices before it) rather than in index arithmetic that mixes
+    a point and a step. None where its one index that is not a constant is
+    ``(q * S + k) // D`` (a per-channel parameter read along group norm's rows): one
+    element for D steps."""
+    varying = [v for v in idx if size_of(v) is None]
+    if len(varying) == 1 and isinstance(getattr(varying[0], "op", None), FloorDivOp):
+        inner = varying[0].op.operands[0]
+        while isinstance(getattr(inner, "op", None), FloorDivOp):
+            inner = inner.op.operands[0]
+        if row_step(inner, extents) is not None:
+            return None
+    found = unraveled(idx)
+    step = row_step(found[1], extents) if found else None
+    if step is None:
+        return idx
+    q = next(v for v in found[1].op.operands if v is not step).op
+    return found[0] + [v for v in q.operands if size_of(v) is None] + [step]
+
+
 def access_layout(kernel: Operation) -> str | None:
     """How the reduced elements lie in memory relative to the threads' points:
     "rows" when every load that steps with a loop index has the loop nest's innermost
@@ -107,10 +132,14 @@ def access_layout(kernel: Operation) -> str | None:
     points = set(kernel.body.args)
     memo: dict = {}
     for loop in loops:
-        steps = [id(lvl.body.args[0]) for lvl in loop_levels(loop)]
+        levels = loop_levels(loop)
+        steps = [id(lvl.body.args[0]) for lvl in levels]
         fastest = steps[-1]
+        extents = {id(lvl.body.args[0]): lvl["extent"] for lvl in levels}
         for load in _loads(loop):
-            idx = _indices(load)
+            idx = _reshaped_view(_indices(load), extents)
+            if idx is None:
+                continue  # the same element for runs of steps: not a stream to coalesce
             for v in idx:  # oh*stride + kh: a sliding window (pooling, a grouped conv)
                 deps = arg_deps(v, memo)
                 if deps & points and any(id(a) in steps for a in deps):

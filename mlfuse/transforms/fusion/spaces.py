@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ReduceOp
+from mlfuse.dialects.shapes import same_size
 from mlfuse.dialects.reductions import reduce_nest
 
 
@@ -61,15 +62,19 @@ def moving(extents: list) -> list:
     return [e for e in extents if e != 1]
 
 
-def level(extents: list, space: Space) -> str | None:
+def level(extents: list, space: Space, reshaped: bool = False) -> str | None:
     """How a nest over ``extents`` sits in ``space``: "point" (one value per kernel
     point: over the kept axes, keepdims, or the kept axes with axes of 1 moved, added
-    or dropped), "row" (over the full space), or None."""
+    or dropped), "row" (over the full space; where ``reshaped``, also over a reshape of
+    it: stored at the reshaped index, group norm's [N, C, H, W] over rows of
+    [N, G, C/G*H*W]), or None."""
     if extents == space.kept or (space.reduced and extents == space.keepdims):
         return "point"
     if moving(extents) == moving(space.kept):
         return "point"
     if space.reduced and extents == list(space.full):
+        return "row"
+    if reshaped and space.reduced and same_size(extents, space.full):
         return "row"
     return None
 
