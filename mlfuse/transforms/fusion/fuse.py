@@ -29,6 +29,7 @@ from mlfuse.transforms.fusion.group_facts import GroupFacts
 from mlfuse.transforms.fusion.grouping import Group, Grouping, Move
 from mlfuse.transforms.fusion.kernel_builder import CannotFuse, build_kernel, discard
 from mlfuse.transforms.fusion.schedules import apply_schedule
+from mlfuse.transforms.contraction import sums_of_products
 
 
 @dataclass
@@ -157,8 +158,20 @@ class Planner(Grouping):
             # fusion promises never to move more bytes than --no-fuse (found by fuzzing)
             return False, f"moves more bytes ({after.bytes} > {before.bytes})", b, a
         if a >= b:
-            return False, f"cost model: fused {a:.2f} us >= separate {b:.2f} us", b, a
+            return False, (f"cost model: fused {a:.2f} us >= separate {b:.2f} us"
+                           + self._walked_sums(touched_new, move)), b, a
         return True, f"cost model: fused {a:.2f} us < separate {b:.2f} us", b, a
+
+    def _walked_sums(self, groups: list[Group], move: Move) -> str:
+        """Why a refused kernel was dear when it holds several sums of products (matmul,
+        conv2d): no contraction kernel takes it, so one thread per point walks them."""
+        for g in groups:
+            kernel = self.build(g, move)[0] if self.outputs(g, move) else None
+            count = len(sums_of_products(kernel)) if kernel is not None else 0
+            if count > 1:
+                return (f" ({count} sums of products in one kernel: not a contraction, one "
+                        "thread per point would walk them)")
+        return ""
 
     def plan_producer(self, p: Nest) -> None:
         readers = [g for g in self.reader_groups(p) if p not in g.member_set]
