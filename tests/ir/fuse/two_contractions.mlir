@@ -39,12 +39,31 @@ func @two_matmuls_added(%x: f32[M, K], %w: f32[K, N], %h: f32[M, J], %v: f32[J, 
   return %r
 }
 
+// A bias and relu between two convs run once per output as the first conv's epilogue,
+// not in the second conv's tiles as a prologue (once per value and tile of the other
+// operand, and its operand then read without 16-byte loads): the planner, which offers
+// the relu to its consumer first, compares both homes and waits for the producer.
+// CHECK-LABEL: func @epilogue_not_prologue
+// CHECK:        fused.kernel {{.*}}extents = [N, 64, 28, 28], {{.*}}schedule = "contraction", {{.*}}sources = ["c = tensor.conv2d", "a = tensor.add", "y = tensor.relu"]
+// CHECK:        fused.kernel {{.*}}extents = [N, 256, 28, 28], {{.*}}schedule = "contraction", {{.*}}sources = ["d = tensor.conv2d"]
+// CHECK-NOT:    fused.kernel
+func @epilogue_not_prologue(%x: f32[N, 64, 28, 28], %w: f32[64, 64, 3, 3], %b: f32[64, 1, 1], %v: f32[256, 64, 1, 1]) -> (f32[N, 256, 28, 28]) {
+  %c = tensor.conv2d %x, %w {stride = [1, 1], padding = [1, 1], dilation = [1, 1]} : f32[N, 64, 28, 28]
+  %a = tensor.add %c, %b : f32[N, 64, 28, 28]
+  %y = tensor.relu %a : f32[N, 64, 28, 28]
+  %d = tensor.conv2d %y, %v {stride = [1, 1], padding = [0, 0], dilation = [1, 1]} : f32[N, 256, 28, 28]
+  return %d
+}
+
 // CHECK: // fuse: @downsample_block: kept c3 -> a: cost model: fused {{[0-9.]+}} us >= separate {{[0-9.]+}} us (2 sums of products in one kernel: not a contraction, one thread per point would walk them)
 // CHECK: // fuse: @two_matmuls_added: kept p -> s: cost model: fused {{[0-9.]+}} us >= separate {{[0-9.]+}} us (2 sums of products in one kernel
+// CHECK: // fuse: @epilogue_not_prologue: kept y -> d: runs once as c's epilogue ({{[0-9.]+}} us) rather than in each tile of a contraction reading it ({{[0-9.]+}} us)
+// CHECK: // fuse: @epilogue_not_prologue: fused c -> a: cost model
 
 // Tiny sums (8 x 8 outputs of 8 products each): launches dominate, and the cost model
 // finds one walker kernel cheaper than two contraction kernels.
 // TINY-LABEL: func @two_matmuls_added
 // TINY:         fused.kernel {{.*}}extents = [M, N], {{.*}}sources = ["p = tensor.matmul", "q = tensor.matmul", "s = tensor.add", "r = tensor.relu"]
 // TINY-NOT:     fused.kernel
+// TINY-LABEL: func @epilogue_not_prologue
 // TINY: // fuse: @two_matmuls_added: fused p -> s: cost model
