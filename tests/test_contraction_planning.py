@@ -76,7 +76,8 @@ def test_the_two_sums_walker_is_priced_by_its_loads_not_its_dram_bytes():
     walker rate (the H100 ran such kernels in 0.65-0.74 ms; DRAM-once pricing said
     0.01 ms); the two contraction kernels the planner makes instead cost far less."""
     source = (DOWNSAMPLE.replace("[N, 16, 4, 4]", "[N, 128, 28, 28]")
-              .replace("[N, 8, 8, 8]", "[N, 64, 56, 56]").replace("[16, 16, 3, 3]", "[128, 128, 3, 3]")
+              .replace("[N, 8, 8, 8]", "[N, 64, 56, 56]")
+              .replace("[16, 16, 3, 3]", "[128, 128, 3, 3]")
               .replace("[16, 8, 1, 1]", "[128, 64, 1, 1]").replace("[16]", "[128]")
               .replace("[1, 16, 1, 1]", "[1, 128, 1, 1]"))
     target, dims = get_target(), {"N": 8}

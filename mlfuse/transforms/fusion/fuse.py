@@ -219,9 +219,13 @@ class Planner(Grouping):
         if found is None or not self._in_prologue(p, move.added):
             return None
         q, chain = found
-        home, readers = self.own_group(p), [g for g in self.reader_groups(p)]
-        producer = Group([q, *reversed(chain)], [q, *reversed(chain)])
-        joined = Group([q, *reversed(chain), *home.members], [q, *reversed(chain), *home.owned])
+        home = self.own_group(p)
+        readers = [g for g in self.reader_groups(p) if p not in g.member_set]
+        upstream = [q, *reversed(chain)]  # program order
+        producer = Group(upstream, upstream)
+        joined = Group([*upstream, *home.members], [*upstream, *home.owned])
+        if not self.acyclic(Move([self.own_group(n) for n in upstream] + [home], [joined])):
+            return None  # a reader also feeds the chain: the epilogue plan is no plan
         plans = {}
         for name, groups in (("prologue", [producer, *touched_new]),
                              ("epilogue", [joined, *readers])):
