@@ -57,6 +57,18 @@ class Target:
     strip_held_threads: int = 512  # strips: the most threads of a block whose threads hold
                                    # their values in registers (more would spill)
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
+    walker_bytes_per_s: float = 12e12  # values a kernel's threads load inside loops, every
+                                # load counted (no reuse through shared memory), through
+                                # L1/L2: resnet18's walker kernels holding two conv2d
+                                # reductions ran 7.8 GB each in 652-741 us (H100)
+    simt_fmas_per_s: float = 1.85e13  # a tiled f32 contraction's multiply-adds, GPU full:
+                                # codegen/tile_model.py's SIMT rate (1.4e5 per us per SM)
+    mma_fmas_per_s: float = 9.4e13  # f16/bf16 on tensor cores (0.71e6 per us per SM)
+    contraction_tile: int = 64  # a tiled contraction's block tile edge, as the cost model
+                                # assumes it: an operand's prologue runs once per value and
+                                # tile of the other side (codegen/tile_model.py picks it)
+    contraction_k_step: int = 8  # K values a SIMT tile takes per step (codegen's BK)
+    contraction_step_s: float = 0.7e-6  # a K step's exposed latency (tile_model.STEP_US)
     strips_slowdown: float = 1.38  # strips' measured time over the model's, where a plain
                                 # reduction (no epilogue) may take strips or split-columns
                                 # (H100: column sums of 16384 x 4096 0.137 ms against 0.0995

@@ -91,17 +91,41 @@ def match_contraction(kernel: KernelOp, precision: str = DEFAULT) -> Contraction
     dtype = chain[0].result.type.dtype
     if dtype not in ("f32", "f64") and dtype not in MMA_VARIANTS:
         return None
-    memo: dict = {}
+    sides = _own_dims(kernel, product, {})
+    if sides is None:
+        return None
+    (x, dx), (y, dy) = sides
+    c = Contraction(kernel, chain, x, y, sorted(dx - dy), sorted(dy - dx),
+                    sorted(set(range(len(kernel.body.args))) - (dx ^ dy)),
+                    _variant(dtype, precision))
+    return _orient(c)
+
+
+def _own_dims(kernel: KernelOp, product: Operation, memo: dict):
+    """((x, dims x reads), (y, dims y reads)) of the product's two factors, as positions in
+    the kernel's extents; None unless each factor reads a dim the other does not (else
+    one side is a row of values broadcast along the other's dims: a row reduction)."""
     kernel_args = list(kernel.body.args)
     x, y = product.operands
     dx = {kernel_args.index(a) for a in _arg_deps(x, memo) if a in kernel_args}
     dy = {kernel_args.index(a) for a in _arg_deps(y, memo) if a in kernel_args}
     if not (dx - dy) or not (dy - dx):
-        return None  # one side has no dims of its own: a row reduction, not a product
-    c = Contraction(kernel, chain, x, y, sorted(dx - dy), sorted(dy - dx),
-                    sorted(set(range(len(kernel_args))) - (dx ^ dy)),
-                    _variant(dtype, precision))
-    return _orient(c)
+        return None
+    return (x, dx), (y, dy)
+
+
+def sums_of_products(kernel: KernelOp) -> list[ReduceOp]:
+    """The kernel's top-level reductions that are contraction-like: an add-reduce (nest)
+    of a product whose factors each read point dims of their own (a matmul's, a
+    conv2d's). A kernel holding one of them, and nothing else that loops, is what
+    ``match_contraction`` tiles; with two, no contraction kernel can take it and one
+    thread per point walks both (the cost model prices that: fusion/reduction_cost.py)."""
+    found, memo = [], {}
+    for op in kernel.body.ops:
+        chain = _reduce_chain(op) if isinstance(op, ReduceOp) else None
+        if chain is not None and _own_dims(kernel, chain[1], memo) is not None:
+            found.append(op)
+    return found
 
 
 def _variant(dtype: str, precision: str) -> str:
@@ -154,4 +178,4 @@ class ScheduleContractionsPass(Pass):
         return list(self._remarks)
 
 
-__all__ = ["Contraction", "match_contraction", "ScheduleContractionsPass"]
+__all__ = ["Contraction", "match_contraction", "sums_of_products", "ScheduleContractionsPass"]

@@ -1,8 +1,12 @@
 """The fusion cost model: bytes moved, flops, launches and live registers of a kernel.
 
-time(kernel) = max(bytes / bandwidth, flops / peak) + launch cost, where a pointwise
-kernel's permuted reads (dialects/permute.py: a transpose read along the wrong axis)
-count ``strided_read_factor`` times their bytes unless a transpose tile reads them. A fusion is taken
+time(kernel) = max(bytes / bandwidth, flops / peak, walked bytes / L1 rate) + launch
+cost, where a pointwise kernel's permuted reads (dialects/permute.py: a transpose read
+along the wrong axis) count ``strided_read_factor`` times their bytes unless a
+transpose tile reads them, and a kernel with loops also pays for every load its
+threads execute (walked bytes), or, when it is a contraction the tiled codegen takes,
+for its multiply-adds at the tiled kernel's rate instead of its flops and loads
+(reduction_cost.py). A fusion is taken
 when the fused kernels' time is below the separate kernels' time, which counts the
 intermediates' round trips through memory and the launches saved:
 cost(fused) < sum(cost(ops)) + traffic(intermediates) + launches saved x launch cost.
@@ -19,6 +23,7 @@ from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
 from mlfuse.ir.traits import SCALAR_COMPUTE
+from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
 
 
 def resolve(dim, dims: dict, target: Target) -> int:
@@ -48,6 +53,8 @@ class KernelCost:
     launches: int = 1
     seconds_total: float = 0.0  # filled by with_time: sum over the kernels added up
     strided_bytes: int = 0      # bytes read with a stride, counted again for time only
+    walked_bytes: int = 0       # bytes its threads load through L1/L2 (kernels with loops)
+    tiled_s: float = 0.0        # a contraction's multiply-adds at the tiled kernel's rate
 
     @property
     def bytes(self) -> int:
@@ -58,7 +65,10 @@ class KernelCost:
         full = target.sm_count * 2048
         share = min(1.0, max(self.threads, 1) / full)
         moved = self.bytes + self.strided_bytes * (target.strided_read_factor - 1)
-        busy = max(moved / target.dram_bytes_per_s, self.flops / target.flops_per_s)
+        # a tiled contraction's flops are timed in tiled_s, at its own rates
+        compute = self.tiled_s or self.flops / target.flops_per_s
+        busy = max(moved / target.dram_bytes_per_s, compute,
+                   self.walked_bytes / target.walker_bytes_per_s)
         self.seconds_total = busy / share + self.launches * target.launch_s
         return self
 
@@ -70,7 +80,8 @@ class KernelCost:
                           self.flops + other.flops, max(self.registers, other.registers),
                           self.threads + other.threads, self.launches + other.launches,
                           self.seconds_total + other.seconds_total,
-                          self.strided_bytes + other.strided_bytes)
+                          self.strided_bytes + other.strided_bytes,
+                          self.walked_bytes + other.walked_bytes, self.tiled_s + other.tiled_s)
 
 
 ZERO = KernelCost(0, 0, 0, 0, 0, 0)
@@ -216,12 +227,20 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         threads = points * min(reduced, strip_threads(strip, reduced, target)
                                * target.row_values_per_thread)
         rereads = _strip_rereads(kernel, read, dims, target)
+    flops, walked, tiled = _flops(kernel.body, points, dims, target), 0, 0.0
+    contraction = tiled_contraction(kernel, dims, target)
+    if contraction is not None:
+        # tiles and split-K fill the GPU (codegen/tile_model.py models the rest)
+        tiled, flops, _ = contraction
+        threads = target.sm_count * 2048
+    elif has_loops(kernel):
+        walked = walked_bytes(kernel, points, dims, target)
     return KernelCost(
         bytes_read=sum(buffer_bytes(t, dims, target) for t in read.values()) + rereads,
         strided_bytes=_strided_bytes(kernel, dims, target),
         bytes_written=sum(buffer_bytes(t, dims, target) for t in written.values()),
-        flops=_flops(kernel.body, points, dims, target),
-        registers=live_registers(kernel.body), threads=threads).with_time(target)
+        flops=flops, registers=live_registers(kernel.body), threads=threads,
+        walked_bytes=walked, tiled_s=tiled).with_time(target)
 
 
 def _strided_bytes(kernel: Operation, dims: dict, target: Target) -> int:

@@ -29,6 +29,7 @@ from mlfuse.transforms.fusion.group_facts import GroupFacts
 from mlfuse.transforms.fusion.grouping import Group, Grouping, Move
 from mlfuse.transforms.fusion.kernel_builder import CannotFuse, build_kernel, discard
 from mlfuse.transforms.fusion.schedules import apply_schedule
+from mlfuse.transforms.contraction import sums_of_products
 
 
 @dataclass
@@ -53,6 +54,11 @@ class FusionPlan:
     groups: list[Group]
     kernels: list[KernelOp]
     decisions: list[Decision] = field(default_factory=list)
+
+
+# A pointwise op between two contractions runs as the first one's epilogue unless the
+# second one's prologue is priced cheaper by more than this factor (_epilogue_instead).
+EPILOGUE_MARGIN = 1.05
 
 
 class Planner(Grouping):
@@ -157,8 +163,83 @@ class Planner(Grouping):
             # fusion promises never to move more bytes than --no-fuse (found by fuzzing)
             return False, f"moves more bytes ({after.bytes} > {before.bytes})", b, a
         if a >= b:
-            return False, f"cost model: fused {a:.2f} us >= separate {b:.2f} us", b, a
+            return False, (f"cost model: fused {a:.2f} us >= separate {b:.2f} us"
+                           + self._walked_sums(touched_new, move)), b, a
         return True, f"cost model: fused {a:.2f} us < separate {b:.2f} us", b, a
+
+    def _walked_sums(self, groups: list[Group], move: Move) -> str:
+        """Why a refused kernel was dear when it holds several sums of products (matmul,
+        conv2d): no contraction kernel takes it, so one thread per point walks them."""
+        for g in groups:
+            kernel = self.build(g, move)[0] if self.outputs(g, move) else None
+            count = len(sums_of_products(kernel)) if kernel is not None else 0
+            if count > 1:
+                return (f" ({count} sums of products in one kernel: not a contraction, one "
+                        "thread per point would walk them)")
+        return ""
+
+    # -- a pointwise op between two contractions -------------------------------------
+    def _epilogue_home(self, p: Nest):
+        """(q, chain): the contraction-like nest q whose result reaches ``p`` through
+        ``chain`` (pointwise nests, each its own group and read only by the next: a bias
+        add, a residual add whose other input comes from elsewhere, an activation), where
+        ``p`` could run as q's epilogue; None where there is no such q."""
+        chain, n = [], p
+        for _ in range(8):
+            private = [x for x in self.graph.producers(n) if self.own_group(x).members == [x]
+                       and self.graph.consumers(x) == [n] and not self.graph.is_returned(x)]
+            heavy = [x for x in self.graph.producers(n) if not x.is_pointwise]
+            if heavy:
+                q = heavy[0]
+                ok = len(heavy) == 1 and q in private and len(sums_of_products(q.op)) == 1
+                return (q, chain) if ok else None
+            if len(private) != 1:
+                return None
+            n = private[0]
+            chain.append(n)
+        return None
+
+    def _in_prologue(self, p: Nest, groups: list[Group]) -> bool:
+        """Whether a group of ``groups`` computes ``p`` inside a sum of products (a
+        contraction's prologue: recomputed for each tile of the other operand)."""
+        for g in groups:
+            for c in self.graph.consumer_set(p) & g.member_set:
+                for r in sums_of_products(c.op):
+                    if any(o.operands and o.operands[0] is p.out for o in r.walk()):
+                        return True
+        return False
+
+    def _epilogue_instead(self, p: Nest, move: Move, touched_new: list[Group]) -> str | None:
+        """Why ``p`` should wait to join its producer contraction as an epilogue (run once
+        per output) rather than take ``move`` into a contraction's prologue (run once per
+        operand value and tile); None where the move is as good or the question does not
+        arise. Both plans are priced over the same nests: the producer with the pointwise
+        chain (and ``p`` in the second), and p's readers."""
+        found = self._epilogue_home(p)
+        if found is None or not self._in_prologue(p, move.added):
+            return None
+        q, chain = found
+        home = self.own_group(p)
+        readers = [g for g in self.reader_groups(p) if p not in g.member_set]
+        upstream = [q, *reversed(chain)]  # program order
+        producer = Group(upstream, upstream)
+        joined = Group([*upstream, *home.members], [*upstream, *home.owned])
+        if not self.acyclic(Move([self.own_group(n) for n in upstream] + [home], [joined])):
+            return None  # a reader also feeds the chain: the epilogue plan is no plan
+        plans = {}
+        for name, groups in (("prologue", [producer, *touched_new]),
+                             ("epilogue", [joined, *readers])):
+            try:
+                plans[name] = sum(self.build(g, groups)[1].seconds(self.target)
+                                  for g in groups if self.outputs(g, groups)) * 1e6
+            except CannotFuse:
+                return None
+        # within 5%: what the model leaves out of a prologue (its operand read without
+        # 16-byte loads, its loads repeated for each tile) all favours the epilogue
+        if plans["epilogue"] > plans["prologue"] * EPILOGUE_MARGIN:
+            return None
+        return (f"runs once as {q.name}'s epilogue ({plans['epilogue']:.2f} us) rather than "
+                f"in each tile of a contraction reading it ({plans['prologue']:.2f} us)")
 
     def plan_producer(self, p: Nest) -> None:
         readers = [g for g in self.reader_groups(p) if p not in g.member_set]
@@ -173,6 +254,8 @@ class Planner(Grouping):
                        _union(home.owned, *[g.owned for g in readers]), (home, *readers))
         move = Move([home] + readers, [merged])
         ok, why, b, a = self.try_move(move, [home] + readers, [merged])
+        if ok and (later := self._epilogue_instead(p, move, [merged])):
+            ok, why = False, later
         if ok:
             action = "multi-output" if self.needed(p, move) else "fused"
             self._accept(move, Decision(p.name, names, action, why, b, a))
@@ -187,6 +270,8 @@ class Planner(Grouping):
             if not self.needed(p, move):
                 move = Move(readers + [home], new_readers)
             ok, why, b, a = self.try_move(move, [home] + readers, touched_new)
+            if ok and (later := self._epilogue_instead(p, move, touched_new)):
+                ok, why = False, later
             if ok:
                 self._accept(move, Decision(p.name, names, "rematerialized", why, b, a))
                 return
@@ -200,6 +285,8 @@ class Planner(Grouping):
                                (home, g))
                 move = Move([home, g], [joined])
                 ok, why, b, a = self.try_move(move, [home, g], [joined])
+                if ok and (later := self._epilogue_instead(p, move, [joined])):
+                    ok, why = False, later
                 if ok and (best is None or a - b < best[3] - best[2]):
                     best = (move, why, b, a)
             if best is not None:
