@@ -441,6 +441,7 @@ def main(argv=None) -> int:
     if args.check_interp:
         return check_interp(cases, Path(args.check_interp))
     if args.models_dir:
+        Path(args.models_dir).mkdir(parents=True, exist_ok=True)
         return run_all(cases, Path(args.models_dir), Path(args.out))
     with tempfile.TemporaryDirectory() as folder:
         return run_all(cases, Path(folder), Path(args.out))
