@@ -125,11 +125,14 @@ def test_two_dim_space_takes_vectors_only_where_they_stay_within_a_row(m, kernel
 
 
 def test_vector_accesses_are_the_last_axis_neighbours_and_the_rest_go_value_by_value():
+    """Same-shape accesses (x, t) move as vectors at the flat index itself (lean
+    addressing: no divmod, no multi-dimensional index); y[i] and the transposed u[j, i]
+    go value by value, indexed by the unsigned loop indices."""
     kernel = _kernel_text(generate(parse_ir(MIXED), "simulator", HW), "mix_0_vector")
-    assert "_load_vector(x, (i, j_first), x_vals, vec * VECTOR_WIDTH)" in kernel
-    assert "y_vals[slot] = y[i]" in kernel
-    assert "_store_vector(t, (i, j_first), t_vals, vec * VECTOR_WIDTH)" in kernel
-    assert "u[j, i] = a" in kernel
+    assert "_load_vector(x_flat, (first,), x_vals, vec * VECTOR_WIDTH)" in kernel
+    assert "y_vals[slot] = y[u0]" in kernel
+    assert "_store_vector(t_flat, (first,), t_vals, vec * VECTOR_WIDTH)" in kernel
+    assert re.search(r"u\[u1\w*_lane, u0\w*\] = a", kernel), kernel
 
 
 def test_constant_innermost_extent_decides_the_vector_variant_when_generating():

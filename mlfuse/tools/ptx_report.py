@@ -56,6 +56,11 @@ def signature(op, kernel: str = ""):
                         b.type.rank, "C") for b in iface.buffers]
     args += [types.int64] * len(iface.symbols)
     schedule = op.attributes.get("schedule")
+    if schedule in (None, "pointwise"):  # a lean kernel's magic numbers (codegen/addressing.py)
+        from mlfuse.codegen.addressing import lean_divisors
+        from mlfuse.codegen.emit_kernel import pointwise_variant
+        if pointwise_variant(op) == "pointwise-prefetch":
+            args += [types.int64] * (2 * len(lean_divisors(op)))
     if schedule in ("split-rows", "split-columns"):  # the partial buffers and n_split
         from mlfuse.codegen.schedule_split import partial_dtypes
         args += [types.Array(getattr(types, d), 1, "C") for d in partial_dtypes(op)]
