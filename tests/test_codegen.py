@@ -102,7 +102,8 @@ def rng_array(shape, dtype=np.float32, seed=0):
 def test_chain_source_names_the_kernel_and_uses_a_grid_stride_loop_with_f32_constants():
     source = generate(parse_ir(CHAIN), "simulator")
     assert "@cuda.jit\ndef chain_0(x, b, t, N):" in source
-    assert "for base in range(start, n_points, stride):" in source
+    assert "while base < n_points:" in source  # grid-stride, no trip count to divide out
+    assert "base = numba.uint64(base + stride)" in source
     assert "for slot in range(POINTS_PER_THREAD):" in source  # several points per thread
     assert "n_points = numba.uint64(N)" in source         # unsigned 64-bit flat indices
     assert "c = np.float32(2.0)" in source                # IR names kept, typed literal

@@ -174,7 +174,9 @@ class LeanPointwise:
         staged = [o for o in body.ops if id(o) in self.staged]
         fill_ops = index_ops + loads
         compute_ops = [o for o in body.ops if id(o) not in self.held and id(o) not in self.staged]
-        with w.indented(f"for {loc['base']} in range({loc['start']}, {end}, {loc['stride']}):"):
+        # a while loop, not range(): range's trip count would be a division per thread
+        w.line(f"{loc['base']} = {loc['start']}")
+        with w.indented(f"while {loc['base']} < {end}:"):
             w.line("# the loads of every point first: no store between them, so all are "
                    "in flight at once")
             with self.each_lean_point(count, width):
@@ -198,6 +200,7 @@ class LeanPointwise:
                                     f"{self.staged[id(o)]}, {loc['vec']} * {width})")
                 else:
                     self.block(body, top=False)
+            w.line(f"{loc['base']} = {self.cast(loc['base'] + ' + ' + loc['stride'])}")
 
     def each_lean_point(self, count: str, width: str):
         """``vec`` (``slot``) over a thread's vectors (points), one block width apart,
