@@ -147,3 +147,59 @@ def test_f16_moves_8_halves_a_vector_where_rows_allow(shape, kernel, misaligned)
     np.testing.assert_allclose(got.astype(np.float32), _gelu16(x, b).astype(np.float32),
                                rtol=1e-3, atol=1e-3, equal_nan=True)
     assert got[0, 1] == np.inf and np.isnan(got[0, 2])
+
+
+# -- split reductions: vector loads at flat offsets ---------------------------------------
+BCE = """
+func bce(x: f32[N, C], t: f32[N, C]) -> f32[] {
+    l = maximum(x, 0.0) - x * t + log1p(exp(-abs(x)))
+    return mean(l)
+}
+"""
+ROWS = "func rows(x: f32[2, C]) -> (f32[2], f32[2]) { return sum(x, axis=1), min(x, axis=1) }"
+HALF_SUM = "func hsum(x: f16[N]) -> f32[] { return sum(cast(x, f32) * cast(x, f32)) }"
+
+
+def _split(source: str, dims: dict, poison=None):
+    """Run ``source`` under the simulator at ``dims`` (planned as split reductions)
+    against the NumPy interpreter; the kernels it launched."""
+    from mlfuse.interp import run_tensor
+    from mlfuse.pipeline import parse_program
+    from mlfuse.tools.checking import program_size, random_inputs
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=5)
+    if poison is not None:
+        inputs[0].flat[poison] = np.nan
+    expected = run_tensor(func, inputs)
+    text, module, launched = _module(source)
+    got = next(iter(module.ENTRY_POINTS.values()))(*[_device(a) for a in inputs])
+    got = got if isinstance(got, tuple) else (got,)
+    n_ops, reduced = program_size(func)
+    for e, g in zip(expected, got):
+        assert_close(g.copy_to_host(), e, n_ops, reduced=reduced)
+    return text, launched, [g.copy_to_host() for g in got]
+
+
+def _device(a):
+    from numba import cuda
+    return cuda.to_device(a)
+
+
+@pytest.mark.parametrize("source,dims,vector", [
+    (BCE, {"N": 7, "C": 40}, True),     # 280 values: whole vectors of 4
+    (BCE, {"N": 7, "C": 41}, False),    # 287: the scalar first stage
+    (ROWS, {"C": 2500}, True),          # two points, two reductions: point * n_k + kf
+    (HALF_SUM, {"N": 2400}, True)])     # f16: vectors of 8 halves
+def test_split_reductions_load_vectors_at_flat_offsets(source, dims, vector):
+    text, launched, _ = _split(source, dims)
+    name = re.search(r"func (\w+)", source).group(1)
+    assert f"def {name}_0_combine(" in text  # planned as a split reduction
+    first = [k for k in launched if not k.endswith("_combine")]
+    assert first == [f"{name}_0_vector" if vector else f"{name}_0"], launched
+    if "f16" in source:
+        assert "_load_halves(x, (kf,), x_vals, vec * VECTOR_WIDTH_16)" in text
+
+
+def test_split_vector_reduction_propagates_nan():
+    _, launched, got = _split(BCE, {"N": 5, "C": 16}, poison=37)
+    assert "bce_0_vector" in launched and np.isnan(got[0])

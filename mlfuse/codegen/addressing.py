@@ -190,3 +190,27 @@ def addressing_helper_sources(target: str) -> dict[str, str]:
 
 
 ADDRESSING_NAMES = ("_flat", "_divmod_magic", "_divmod_wide", "_magic")
+
+
+# -- split reductions ---------------------------------------------------------------------
+
+def split_offsets(op) -> dict[int, int] | None:
+    """Where each load of a split reduction's nests (their innermost bodies) reads, as
+    the flat index over the point's axes then the reduced ones: 0 (its buffer has both,
+    offset ``point * n_k + kf``) or the number of point axes (its buffer has the reduced
+    axes alone, offset ``kf``), by id; None if a load reads elsewhere or with a mask, or
+    an inner body computes with an index (then the indices are unravelled as before)."""
+    from mlfuse.dialects.reductions import reduce_nests
+    points, extents = list(op.body.args), list(op.extent_list)
+    found: dict[int, int] = {}
+    for nest in reduce_nests(op):
+        args, dims = points + nest.indices, extents + nest.extents
+        for o in nest.inner.body.ops:
+            if isinstance(o, MaskedLoadOp) or uses_loop_indices(o, args):
+                return None
+            if isinstance(o, LoadOp):
+                j = suffix_of(*access_parts(o), args, dims)
+                if j not in (0, len(points)):
+                    return None
+                found[id(o)] = j
+    return found
