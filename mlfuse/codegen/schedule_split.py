@@ -257,7 +257,7 @@ class SplitEmitter(KernelEmitter):
         w.line(f"{loc['n_points']} = {product(self.op.extent_list)}")
         w.line(f"{loc['n_k']} = {product(self.nests[0].extents)}")
         w.line(f"{n_split} = {T}({n_split})")
-        w.line(f"{loc['chunk']} = {T}(({loc['n_k']} + {n_split} - {T}(1)) // {n_split})")
+        w.line(f"{loc['chunk']} = {T}({T}({loc['n_k']} + {n_split} - {T}(1)) // {n_split})")
         # whole vectors in every chunk (the host checked that they divide n_k)
         w.line(f"{loc['chunk']} = {T}(({loc['chunk']} + {T}({lanes} - 1)) // {T}({lanes}) "
                f"* {T}({lanes}))")
