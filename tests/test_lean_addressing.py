@@ -15,7 +15,7 @@ from mlfuse.pipeline import compile_text
 from mlfuse.runtime.loader import load_source
 
 from helpers import assert_close, record_launches
-from test_codegen_vector import HW, kernel_names, offset_by_one
+from test_codegen_vector import HW, kernel_names, launch, offset_by_one
 
 
 @pytest.fixture(autouse=True)
@@ -111,9 +111,30 @@ def test_accesses_that_do_not_collapse_and_index_arithmetic_use_the_unravelled_i
     r, c = shape
     rng = np.random.default_rng(2)
     x, y = rng.standard_normal(shape, np.float32), rng.standard_normal((c, r), np.float32)
-    text, module, launched = _module(TRANSPOSED)
+    _, module, _ = _module(TRANSPOSED)
     got = _call(module, x, y)
     assert_close(got, x * y.T + np.arange(c, dtype=np.float32), n_ops=2)
+
+
+PERMUTED_STORE = """\
+func @perm(%x: buf<f32[A, B, C]>) -> (buf<f32[B, A, C]>) {
+  %t = loops.alloc : buf<f32[B, A, C]>
+  loops.parallel {extents = [A, B, C]} (%i: index, %j: index, %k: index) {
+    %a = loops.load %x, %i, %j, %k : f32
+    loops.store %a, %t, %j, %i, %k
+  }
+  return %t
+}
+"""
+
+
+def test_a_vector_store_that_does_not_collapse_writes_at_its_first_lane():
+    """t[j, i, k] moves whole vectors along k but is not t's flat order: it is stored at
+    the unravelled indices of the vector's first lane."""
+    x = np.arange(3 * 5 * 8, dtype=np.float32).reshape(3, 5, 8)
+    got, launched = launch(PERMUTED_STORE, x)
+    assert launched == ["perm_0_vector"]
+    np.testing.assert_array_equal(got, x.transpose(1, 0, 2))
 
 
 BIAS_GELU = """

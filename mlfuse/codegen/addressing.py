@@ -71,7 +71,7 @@ def uses_loop_indices(op: Operation, args) -> bool:
     """Whether ``op`` computes with a loop index (not only addresses with it)."""
     arg_ids = {id(a) for a in args}
     if isinstance(op, ACCESSES):
-        buf, indices = access_parts(op)
+        _, indices = access_parts(op)
         rest = [v for v in op.operands if not any(v is i for i in indices)]
         return any(id(v) in arg_ids for v in rest)
     return op.has_trait(SCALAR_COMPUTE) and any(id(v) in arg_ids for v in op.operands)

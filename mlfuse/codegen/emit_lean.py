@@ -12,9 +12,12 @@ with them.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from mlfuse.codegen.addressing import (access_parts, lean_divisors, needs_unravel, suffix_of,
                                        uses_loop_indices)
 from mlfuse.codegen.reuse import prefetchable_loads
+from mlfuse.codegen.vector import pointwise_vector_accesses
 from mlfuse.dialects.loops import LoadOp, StoreOp
 
 POINTS = "POINTS_PER_THREAD"
@@ -157,7 +160,6 @@ class LeanPointwise:
         self.fills[id(self.op)] = (index_ops, loads)
         self.lean_setup()
         if self.vector:
-            from mlfuse.codegen.vector import pointwise_vector_accesses
             self.plan_vectors(pointwise_vector_accesses(body), slots)
         count = f"{slots} // {width}" if self.vector else POINTS
         w.line(f"{loc['n_points']} = {self.product(self.op.extent_list)}")
@@ -188,46 +190,45 @@ class LeanPointwise:
             with self.each_lean_point(count, width):
                 self.prelude(loc["first"], compute_ops + staged, lane=self.vector)
                 if self.vector:
+                    first_lane = dict(self.unsigned)  # the vector store's indices
                     with w.indented(f"for {loc['lane']} in range({width}):"):
                         w.line(f"{loc['slot']} = {loc['vec']} * {width} + {loc['lane']}")
                         self.lane = loc["lane"]
                         self.lane_indices(compute_ops)
                         self.block(body, top=False)
                         self.lane = None
+                    self.unsigned = first_lane
                     for o in staged:
-                        self.w.line(f"{self.vector_moves[1]}("
-                                    f"{self.lean_subscript(o.operands[1], list(o.operands[2:]), vector=True)}, "
-                                    f"{self.staged[id(o)]}, {loc['vec']} * {width})")
+                        target = self.lean_subscript(o.operands[1], list(o.operands[2:]),
+                                                     vector=True)
+                        w.line(f"{self.vector_moves[1]}({target}, {self.staged[id(o)]}, "
+                               f"{loc['vec']} * {width})")
                 else:
                     self.block(body, top=False)
             w.line(f"{loc['base']} = {self.cast(loc['base'] + ' + ' + loc['stride'])}")
 
+    @contextmanager
     def each_lean_point(self, count: str, width: str):
         """``vec`` (``slot``) over a thread's vectors (points), one block width apart,
         with ``first``: the flat index of each that exists."""
-        from contextlib import contextmanager
         w, loc = self.w, self.local
-
-        @contextmanager
-        def points():
-            index = loc["vec"] if self.vector else loc["slot"]
-            with w.indented(f"for {index} in range({count}):"):
-                scaled = self.cast(f"{loc['base']} + {self.cast(index)} * {loc['step']}")
-                if self.vector:
-                    scaled = self.cast(f"{scaled} * {self.cast(width)}")
-                w.line(f"{loc['first']} = {scaled}")
-                with w.indented(f"if {loc['first']} < {loc['n_points']}:"):
-                    yield
-        return points()
+        index = loc["vec"] if self.vector else loc["slot"]
+        with w.indented(f"for {index} in range({count}):"):
+            scaled = self.cast(f"{loc['base']} + {self.cast(index)} * {loc['step']}")
+            if self.vector:
+                scaled = self.cast(f"{scaled} * {self.cast(width)}")
+            w.line(f"{loc['first']} = {scaled}")
+            with w.indented(f"if {loc['first']} < {loc['n_points']}:"):
+                yield
 
     def lean_vector_fill(self, index_ops, loads) -> None:
         w, loc = self.w, self.local
         width = self.vector_lanes
         for o in loads:
             if id(o) in self.vector_loads:
-                w.line(f"{self.vector_moves[0]}("
-                       f"{self.lean_subscript(o.operands[0], list(o.operands[1:]), vector=True)}, "
-                       f"{self.held[id(o)]}, {loc['vec']} * {width})")
+                source = self.lean_subscript(o.operands[0], list(o.operands[1:]), vector=True)
+                w.line(f"{self.vector_moves[0]}({source}, {self.held[id(o)]}, "
+                       f"{loc['vec']} * {width})")
         single = [o for o in loads if id(o) not in self.vector_loads]
         if single:
             with w.indented(f"for {loc['lane']} in range({width}):"):

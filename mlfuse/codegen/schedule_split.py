@@ -303,21 +303,13 @@ class SplitEmitter(KernelEmitter):
         tile, hi = loc["tile"], loc["hi"]
         w.line(f"{tile} = {loc['lo']}")
 
+        @contextmanager
         def each_vector():
-            header = w.indented(f"for {loc['vec']} in range({vectors}):")
-
-            class _Each:
-                def __enter__(_):
-                    header.__enter__()
-                    w.line(f"{loc['kf']} = {T}({tile} + {T}({T}({loc['tid']} + {T}({loc['vec']}) "
-                           f"* {T}({loc['nthreads']})) * {T}({lanes})))")
-                    self._cond = w.indented(f"if {loc['kf']} < {hi}:")
-                    self._cond.__enter__()
-
-                def __exit__(_, *exc):
-                    self._cond.__exit__(*exc)
-                    header.__exit__(*exc)
-            return _Each()
+            with w.indented(f"for {loc['vec']} in range({vectors}):"):
+                w.line(f"{loc['kf']} = {T}({tile} + {T}({T}({loc['tid']} + {T}({loc['vec']}) "
+                       f"* {T}({loc['nthreads']})) * {T}({lanes})))")
+                with w.indented(f"if {loc['kf']} < {hi}:"):
+                    yield
 
         with w.indented(f"while {tile} < {hi}:"):
             w.line("# the tile's vector loads first: no use between them, so all are in flight")
