@@ -210,6 +210,7 @@ def _device(a):
     (BCE, {"N": 7, "C": 40}, True),     # 280 values: whole vectors of 4
     (BCE, {"N": 7, "C": 41}, False),    # 287: the scalar first stage
     (ROWS, {"C": 2500}, True),          # two points, two reductions: point * n_k + kf
+    (ROWS, {"C": 2501}, False),
     (HALF_SUM, {"N": 2400}, True)])     # f16: vectors of 8 halves
 def test_split_reductions_load_vectors_at_flat_offsets(source, dims, vector):
     text, launched, _ = _split(source, dims)
@@ -219,6 +220,10 @@ def test_split_reductions_load_vectors_at_flat_offsets(source, dims, vector):
     assert first == [f"{name}_0_vector" if vector else f"{name}_0"], launched
     if "f16" in source:
         assert "_load_halves(x, (kf,), x_vals, vec * VECTOR_WIDTH_16)" in text
+    # the scalar first stage reads at flat offsets too: no unravel of each value's index
+    scalar = text[text.index(f"def {name}_0("):text.index(f"def {name}_0_vector(")]
+    assert re.search(r"x(_flat)?\[numba\.uint64\((kbase \+ )?kf\)\]", scalar), scalar
+    assert "_divmod_index" not in scalar
 
 
 def test_split_vector_reduction_propagates_nan():

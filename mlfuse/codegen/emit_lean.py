@@ -18,7 +18,7 @@ from mlfuse.codegen.addressing import (access_parts, lean_divisors, needs_unrave
                                        uses_loop_indices)
 from mlfuse.codegen.reuse import prefetchable_loads
 from mlfuse.codegen.vector import pointwise_vector_accesses
-from mlfuse.dialects.loops import LoadOp, StoreOp
+from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, StoreOp
 
 POINTS = "POINTS_PER_THREAD"
 
@@ -52,7 +52,7 @@ class LeanPointwise:
         args, extents = list(self.op.body.args), list(self.op.extent_list)
         self.flat_of = {}
         for o in self.op.body.ops:
-            if isinstance(o, (LoadOp, StoreOp)) or o.name == "loops.masked_load":
+            if isinstance(o, (LoadOp, MaskedLoadOp, StoreOp)):
                 buf, indices = access_parts(o)
                 if suffix_of(buf, indices, args, extents) is not None and id(buf) not in self.flat_of:
                     name = self.namer(buf)
@@ -95,7 +95,7 @@ class LeanPointwise:
         args, extents = list(self.op.body.args), list(self.op.extent_list)
         self.offsets = {0: first}
         for o in ops:
-            if isinstance(o, (LoadOp, StoreOp)) or o.name == "loops.masked_load":
+            if isinstance(o, (LoadOp, MaskedLoadOp, StoreOp)):
                 j = suffix_of(*access_parts(o), args, extents)
                 if j and j not in self.offsets:
                     self.offsets[j] = self.namer.fresh(f"{first}_mod")

@@ -30,7 +30,7 @@ from mlfuse.dialects.loops import DimOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
 from mlfuse.dialects.reductions import reduce_nests
 
-from mlfuse.codegen.addressing import split_offsets
+from mlfuse.codegen.addressing import split_offsets, suffix_of
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, extent_factors
 from mlfuse.codegen.vector import HALF_DTYPES, VECTOR_DTYPES, vector_buffers
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
@@ -86,14 +86,22 @@ class SplitEmitter(KernelEmitter):
         self.nests = reduce_nests(op)
         self.rows = "rows" in variant
         if self.vector:
-            # at least 2 blocks of THREADS_PER_BLOCK resident per SM: registers capped
-            # at 64 (the scalar kernel took 72-90: one block, 25% occupancy; capped, it
-            # spills, so it keeps its registers)
-            self.launch_bound = "(THREADS_PER_BLOCK, 2)"
             self.vector_loads_of, self.vector_lanes = split_vector_loads(op, hw)
             self.offsets = split_offsets(op)
             self.index_type = "numba.uint32"
-        for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "tile", "kf", "s"):
+        # the scalar first stage reads at flat offsets too where every load allows it
+        # (no unravel of each value's index: 130 instructions a value before)
+        self.flat_loads = None
+        if variant in ("split-rows", "split-columns") and all(
+                _clean_outer_levels(n) for n in self.nests):
+            offsets = split_offsets(op)
+            self.flat_loads = offsets or None
+        if self.vector or self.flat_loads:
+            # at least 2 blocks of THREADS_PER_BLOCK resident per SM: registers capped
+            # at 64 (72-90 before: one block, 25% occupancy). The first stage that
+            # unravels each value's index keeps its registers (capped, it spilled).
+            self.launch_bound = "(THREADS_PER_BLOCK, 2)"
+        for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "tile", "kf", "s", "kbase"):
             self.local[n] = self.namer.fresh(n)
         self.partials = [self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_partials")
                          for n in self.nests]
@@ -150,6 +158,9 @@ class SplitEmitter(KernelEmitter):
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             w.line(f"{loc['n_k']} = {self.points(self.nests[0].extents)}")
             w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
+            if self.flat_loads:
+                self.flat_views([o for n in self.nests for o in n.inner.body.ops
+                                 if id(o) in self.flat_loads])
         items = self.vector_items() if self.vector else \
             self.each_item(f"{loc['n_points']} * {loc['n_split']}")
         with items:
@@ -207,6 +218,9 @@ class SplitEmitter(KernelEmitter):
         w, loc = self.w, self.local
         first, step = (loc["tid"], loc["nthreads"]) if self.rows else ("0", "1")
         tile_step = f"{step} * {VALUES_PER_THREAD}" if self.rows else VALUES_PER_THREAD
+        if self.flat_loads:
+            if 0 in self.flat_loads.values() and self.op.extent_list:
+                w.line(f"{loc['kbase']} = {loc['point']} * {loc['n_k']}  # the point's values")
         names = None
         for n in self.nests:  # every nest walks the same extents: one set of index names
             if names is None:
@@ -223,7 +237,9 @@ class SplitEmitter(KernelEmitter):
                 scaled = f"{slot} * {step}" if step != "1" else slot
                 w.line(f"{loc['kf']} = {loc['tile']}{offset} + {scaled}")
                 with w.indented(f"if {loc['kf']} < {loc['hi']}:"):
-                    self.unravel_into(loc["kf"], self.nests[0].indices, self.nests[0].extents)
+                    if not self.flat_loads:  # the loads read at kf itself otherwise
+                        self.unravel_into(loc["kf"], self.nests[0].indices,
+                                          self.nests[0].extents)
                     yield
 
         with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, {tile_step}):"):
@@ -273,10 +289,24 @@ class SplitEmitter(KernelEmitter):
             yield
             w.line(f"{loc['flat']} = {T}({loc['flat']} + {T}(cuda.gridDim.x))")
 
-    def flat_views(self) -> None:
-        """A flat view of each buffer the loads read (offsets instead of indices)."""
+    def subscript(self, buf, indices) -> str:
+        """A load of the scalar first stage at its flat offset, where it has one."""
+        if self.flat_loads and id(buf) in getattr(self, "flat_of", {}):
+            points = list(self.op.body.args)
+            for n in self.nests:
+                j = suffix_of(buf, indices, points + n.indices,
+                              list(self.op.extent_list) + n.extents)
+                if j == len(points) or (j == 0 and not points):
+                    return f"{self.flat_of[id(buf)]}[numba.uint64({self.local['kf']})]"
+                if j == 0:
+                    offset = f"{self.local['kbase']} + {self.local['kf']}"
+                    return f"{self.flat_of[id(buf)]}[numba.uint64({offset})]"
+        return super().subscript(buf, indices)
+
+    def flat_views(self, loads=None) -> None:
+        """A flat view of each buffer ``loads`` read (default: the vector loads)."""
         self.flat_of = {}
-        for o in self.vector_loads_of:
+        for o in self.vector_loads_of if loads is None else loads:
             buf = o.operands[0]
             if id(buf) not in self.flat_of:
                 name = self.namer(buf)
