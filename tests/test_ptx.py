@@ -169,8 +169,7 @@ def test_lean_kernels_index_without_divisions_or_f64(tmp_path):
     """Lean addressing (mlfuse/codegen/addressing.py): a pointwise vector kernel divides
     nothing (same-shape operands at the flat index, a bias's column by multiply-high),
     and a split reduction's vector first stage has no 64-bit division and fits 64
-    registers (2 blocks of 512 threads per SM), with far less integer work than its
-    scalar twin."""
+    registers (2 blocks of 512 threads per SM); its scalar twin reads at flat offsets too."""
     path = tmp_path / "lean.fuse"
     path.write_text(
         "func g(x: f16[R, C], b: f16[C]) -> f16[R, C] { return gelu(x + b) }\n"
@@ -185,4 +184,6 @@ def test_lean_kernels_index_without_divisions_or_f64(tmp_path):
         assert k["int_divisions"] == 0 and k["int_ops"] <= 4 * values, k
     split, scalar = found["m_0_vector"], found["m_0"]
     assert split["int64_divisions"] == 0 and split["registers"] <= 64, split
-    assert split["int_ops"] * 4 < scalar["int_ops"], (split, scalar)
+    # both stages read at flat offsets: no unravel per value (870 integer ops before)
+    assert split["int_ops"] <= 128 and scalar["int_ops"] <= 256, (split, scalar)
+    assert scalar["registers"] <= 64, scalar
