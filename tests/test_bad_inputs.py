@@ -446,14 +446,20 @@ def test_a_wrong_result_is_caught_next_to_a_truncating_cast():
 
 @pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.fuse")))
 def test_kernels_index_past_2_31_elements_with_int64(example):
-    """Sizes past 2**31 elements run: every kernel widens its block index to int64
-    before any arithmetic with it (cuda.blockIdx is 32-bit; cuda.grid would be too),
-    and sizes reach kernels as Python ints (int64). benchmarks/large_sizes.py runs
-    such sizes on a GPU."""
+    """Sizes past 2**31 elements run: every kernel widens its block index to 64 bits
+    (int64, or uint64 in lean pointwise kernels) before any arithmetic with it
+    (cuda.blockIdx is 32-bit; cuda.grid would be too), and sizes reach kernels as
+    Python ints (int64); a kernel indexing in uint32 is launched only under 2**31
+    points. benchmarks/large_sizes.py runs such sizes on a GPU."""
     import re
     from mlfuse.codegen import generate
     from mlfuse.pipeline import compile_text
     source = generate(compile_text((ROOT / "examples" / example).read_text(), example), "cuda")
     assert "cuda.grid(" not in source
     uses = re.findall(r"(.{0,12})cuda\.blockIdx\.[xyz]", source)
-    assert uses and all(u.endswith("numba.int64(") for u in uses), uses
+    assert uses and all(u.endswith(("numba.int64(", "mba.uint64(", "mba.uint32("))
+                        for u in uses), uses
+    narrow = re.findall(r"def (\w+)\([^)]*\):\n(?:    .*\n|\n)*?.*numba\.uint32\(cuda\.blockIdx", source)
+    for kernel in narrow:
+        launch = re.search(rf"if (.*):.*\n\s+{kernel}\[", source)
+        assert launch and "< 2**31" in launch.group(1), kernel

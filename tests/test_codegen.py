@@ -102,9 +102,10 @@ def rng_array(shape, dtype=np.float32, seed=0):
 def test_chain_source_names_the_kernel_and_uses_a_grid_stride_loop_with_f32_constants():
     source = generate(parse_ir(CHAIN), "simulator")
     assert "@cuda.jit\ndef chain_0(x, b, t, N):" in source
-    assert "for base in range(start, n_points, stride):" in source
+    assert "while base < n_points:" in source  # grid-stride, no trip count to divide out
+    assert "base = numba.uint64(base + stride)" in source
     assert "for slot in range(POINTS_PER_THREAD):" in source  # several points per thread
-    assert "n_points = numba.int64(N)" in source          # int64 flat indices
+    assert "n_points = numba.uint64(N)" in source         # unsigned 64-bit flat indices
     assert "c = np.float32(2.0)" in source                # IR names kept, typed literal
     assert "relu = _maximum(add, np.float32(0.0))" in source
     assert "def chain(x, b):" in source and "ENTRY_POINTS = {'chain': chain}" in source
@@ -236,8 +237,12 @@ func @t(%x: buf<f32[A, B, 5]>) -> (buf<f32[5, B, A]>) {
 """
     x = rng_array((2, 3, 5))
     source = generate(parse_ir(text), "simulator")
-    # by a constant the compiler multiplies; by a symbol, a division in 32 bits where it fits
-    assert "rest, c = divmod(flat, 5)" in source and "a, b = _divmod_index(rest, B)" in source
+    # lean addressing: x, of the space's shape, is read at the flat index itself; the
+    # transposed store unravels it: by a constant the compiler multiplies, by a symbol
+    # a multiply-high with the host's magic numbers (a division past 2**31 points)
+    assert "x_vals[slot] = x_flat[first]" in source
+    assert "numba.uint64(first % numba.uint64(5))" in source
+    assert "u0, u1 = _divmod_wide(rest_1, d_B, B_magic, B_shift)" in source
     np.testing.assert_array_equal(run(text, x), x.transpose(2, 1, 0))
 
 
@@ -345,9 +350,12 @@ def test_pointwise_body_with_a_loop_keeps_one_point_per_thread():
 
 def test_pointwise_prefetch_loads_every_point_before_the_first_store():
     kernel = _kernel_text(generate(parse_ir(BROADCAST), "simulator"), "bias_0")
-    first_store = kernel.index("t[i, j] = ")
-    assert kernel.index("x_vals[slot] = x[i, j]") < first_store
-    assert kernel.index("y_vals[slot] = y[j]") < first_store
+    first_store = kernel.index("t_flat[first] = ")
+    assert kernel.index("x_vals[slot] = x_flat[first]") < first_store
+    # y [4] broadcast over [N, 4]: the flat index mod 4 (a constant: no magic numbers)
+    assert "_, first_mod = numba.uint64(first // numba.uint64(4)), " \
+           "numba.uint64(first % numba.uint64(4))" in kernel
+    assert kernel.index("y_vals[slot] = y[first_mod]") < first_store
 
 
 @pytest.mark.parametrize("schedule", ["pointwise", "row"])

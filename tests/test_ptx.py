@@ -163,3 +163,27 @@ def test_transpose_tiles_compile_without_spills_or_f64(tmp_path):
     for k in found:
         assert k["f64"] == [] and k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
         assert k["shared_bytes"] == 32 * 33 * 4, k
+
+
+def test_lean_kernels_index_without_divisions_or_f64(tmp_path):
+    """Lean addressing (mlfuse/codegen/addressing.py): a pointwise vector kernel divides
+    nothing (same-shape operands at the flat index, a bias's column by multiply-high),
+    and a split reduction's vector first stage has no 64-bit division and fits 64
+    registers (2 blocks of 512 threads per SM); its scalar twin reads at flat offsets too."""
+    path = tmp_path / "lean.fuse"
+    path.write_text(
+        "func g(x: f16[R, C], b: f16[C]) -> f16[R, C] { return gelu(x + b) }\n"
+        "func c(x: f32[N], y: f32[N]) -> f32[N] { return relu(x * 2.0 + y) * 0.5 + x }\n"
+        "func m(x: f32[N, C], t: f32[N, C]) -> f32[] {\n"
+        "    return mean(maximum(x, 0.0) - x * t + log1p(exp(-abs(x)))) }\n")
+    found = {k["kernel"]: k for k in kernels(str(path))}
+    for k in found.values():
+        assert k["f64"] == [] and k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+    for name, values in (("g_0_vector", 8), ("c_0_vector", 4)):  # a thread's values
+        k = found[name]
+        assert k["int_divisions"] == 0 and k["int_ops"] <= 4 * values, k
+    split, scalar = found["m_0_vector"], found["m_0"]
+    assert split["int64_divisions"] == 0 and split["registers"] <= 64, split
+    # both stages read at flat offsets: no unravel per value (870 integer ops before)
+    assert split["int_ops"] <= 128 and scalar["int_ops"] <= 256, (split, scalar)
+    assert scalar["registers"] <= 64, scalar

@@ -11,6 +11,7 @@ Targets: "cuda" (a real GPU: block reductions use warp shuffles) and "simulator"
 """
 from __future__ import annotations
 
+from mlfuse.codegen.addressing import ADDRESSING_NAMES
 from mlfuse.codegen.bf16 import BF16_NAMES
 from mlfuse.codegen.contraction import (BK, CUDA_TILES, SIMULATOR_TILES, emit_contraction,
                                        factory_name, tiled_kernel_plan)
@@ -39,7 +40,8 @@ from mlfuse.ir.builtin import FuncOp, ModuleOp
 TARGETS = ("cuda", "simulator")
 _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
                    "VALUES_PER_THREAD", "REGISTER_ROW_THREADS", "MAX_ROW_BLOCKS",
-                   "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "LOAD_CACHE", "STORE_CACHE",
+                   "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "VECTOR_WIDTH_16",
+                   "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
                    "STRIP_THREADS", "STRIP_HELD_THREADS")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
@@ -67,6 +69,8 @@ MAX_ROW_BLOCKS = {max_row_blocks}  # a row kernel's blocks stride over rows beyo
 ROW_MIN_BLOCKS = {row_min_blocks}  # resident per SM, asked of a register-held row kernel (0: none)
 SPLIT_BLOCKS_PER_SM = {split_blocks}  # a split-rows reduction's first kernel: blocks per SM
 VECTOR_WIDTH = {vector_width}  # values per vector load or store of a vector kernel
+VECTOR_WIDTH_16 = 2 * VECTOR_WIDTH  # 16-bit values per vector (the same bytes)
+POINTS_PER_THREAD_16 = max(POINTS_PER_THREAD, VECTOR_WIDTH_16)  # of a 16-bit vector kernel
 LOAD_CACHE = "{load_cache}"  # PTX cache operator of a vector load ("": the default)
 STORE_CACHE = "{store_cache}"  # and of a vector store
 SM_COUNT = {sm_count}  # streaming multiprocessors of the target GPU
@@ -126,7 +130,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     hw = hw or get_target()
     names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES)
                   + list(MMA_NAMES) + list(TF32_NAMES) + list(MMA_GEOMETRY_NAMES)
-                  + list(BF16_NAMES))
+                  + list(BF16_NAMES) + list(ADDRESSING_NAMES))
     host_names = {f.sym_name: names.fresh(f.sym_name) for f in module.funcs}
     helpers: set[str] = set()
     kernels: dict[int, KernelCode] = {}
@@ -140,7 +144,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     hosts = [emit_host(f, host_names[f.sym_name], kernels, helpers, names.taken, target)
              for f in module.funcs]
     threads = hw.threads_per_block if target == "cuda" else _SIMULATOR_THREADS_PER_BLOCK
-    intrinsics = target == "cuda" and bool({"_vector_access", "_mma_intrinsics", "_bf16"} & helpers)
+    intrinsics = target == "cuda" and bool({"_vector_access", "_mma_intrinsics", "_bf16",
+                                            "_flat"} & helpers)
     parts = [_HEADER.format(target=target, threads=threads,
                             imports="".join(f"{line}\n" for line in _imports(intrinsics)),
                             llvmlite_note=" (and llvmlite, which numba brings)" if intrinsics

@@ -57,11 +57,14 @@ from mlfuse.hardware import Target
 
 from mlfuse.codegen.bf16 import BF16_HELPER, bf16_load, bf16_store
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
+from mlfuse.codegen.emit_lean import LeanPointwise
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
 from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
-from mlfuse.codegen.vector import pointwise_vector_accesses, row_vector_accesses, vector_buffers
+from mlfuse.codegen.addressing import lean_divisors
+from mlfuse.codegen.vector import (half_vectors, pointwise_vector_accesses, row_vector_accesses,
+                                   vector_buffers)
 from mlfuse.codegen.writer import Writer
 from mlfuse.ir.traits import SCALAR_COMPUTE
 
@@ -196,6 +199,10 @@ class KernelCode:
     # their buffers (the host checks sizes and alignment and tells the kernel)
     vector_sides: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)  # a schedule's own launch constants
+    # lean pointwise kernels: the run-time divisors (tuples of extents) whose magic
+    # numbers (multiplier, shift) follow the dims among the kernel's parameters
+    divisors: list = field(default_factory=list)
+    vector_lanes: str = "VECTOR_WIDTH"  # values per vector of the vector variant
 
     @property
     def name(self) -> str:
@@ -223,7 +230,7 @@ def row_variants(op: LoopOp, hw: Target) -> list[str]:
     return (["registers"] if not long else []) + (["streaming"] if not short else [])
 
 
-class KernelEmitter(VectorPhases):
+class KernelEmitter(VectorPhases, LeanPointwise):
     """One kernel of ``op`` in one variant (see _SCHEDULE_DOC)."""
 
     launch_bound: str | None = None  # threads per block, where a schedule module fixes them
@@ -233,6 +240,18 @@ class KernelEmitter(VectorPhases):
         self.op, self.name, self.variant = op, name, variant
         self.target, self.helpers, self.hw = target, helpers, hw
         self.vector = variant.endswith("-vector")
+        # loop-free pointwise kernels address their buffers leanly (emit_lean.py): in
+        # uint32 in the vector variant (the host launches it under 2**31 points only)
+        self.lean = variant in ("pointwise-prefetch", "pointwise-vector")
+        self.index_type = "numba.uint32" if self.vector else "numba.uint64"
+        self.lane: str | None = None  # the lane of a vector kernel's lane loop
+        # a vector's values, a thread's points and the intrinsics moving a vector: a
+        # pointwise kernel moving 16-bit values only takes twice as many (16 bytes)
+        self.vector_lanes, self.vector_points = VECTOR_WIDTH, POINTS_PER_THREAD
+        self.vector_moves = ("_load_vector", "_store_vector")
+        if variant == "pointwise-vector" and half_vectors(pointwise_vector_accesses(op.body)):
+            self.vector_lanes, self.vector_points = "VECTOR_WIDTH_16", "POINTS_PER_THREAD_16"
+            self.vector_moves = ("_load_halves", "_store_halves")
         self.held_rows = variant == "registers"  # shared loops take VALUES_PER_THREAD slots
         # slots of a held row per thread: a schedule that knows its rows' length at
         # compile time asks for fewer (each slot is a register and an unrolled step)
@@ -277,11 +296,11 @@ class KernelEmitter(VectorPhases):
 
     # -- the kernel --------------------------------------------------------------
     def emit(self) -> str:
-        with self.kernel_def():
+        with self.kernel_def(self.lean_params() if self.lean else ()):
             if self.schedule == "row":
                 self.row_body(_row_loops(self.op))
-            elif self.variant in ("pointwise-prefetch", "pointwise-vector"):
-                self.prefetch_body()
+            elif self.lean:
+                self.lean_prefetch_body()
             else:
                 self.pointwise_body()
         return self.w.text()
@@ -325,17 +344,6 @@ class KernelEmitter(VectorPhases):
             self.unravel(loc["flat"])
             self.block(self.op.body, top=False)
 
-    @contextmanager
-    def each_point_of_base(self):
-        """``slot`` over a thread's POINTS_PER_THREAD points, one block width apart,
-        with the loop indices of each point that exists."""
-        w, loc = self.w, self.local
-        with w.indented(f"for {loc['slot']} in range({POINTS_PER_THREAD}):"):
-            w.line(f"{loc['flat']} = {loc['base']} + {loc['slot']} * {loc['step']}")
-            with w.indented(f"if {loc['flat']} < {loc['n_points']}:"):
-                self.unravel(loc["flat"])
-                yield
-
     def hold(self, loads: list[Operation], size: str) -> None:
         """A local array of ``size`` slots for ``loads`` (all of the same value)."""
         array = self.local_array(f"{self.namer(loads[0].operands[0])}_vals",
@@ -354,56 +362,6 @@ class KernelEmitter(VectorPhases):
         for o in loads:
             if id(o) not in self.reuse.dead:  # only fed values a kept array now holds
                 self.fill_line(o)
-
-    def prefetch_body(self) -> None:
-        """POINTS_PER_THREAD points per thread (the vector variant: that many points as
-        vectors, and ``base`` counts vectors), their loads first."""
-        w, loc = self.w, self.local
-        loads, index_ops = prefetchable_loads(self.op.body)
-        for o in loads:
-            self.hold([o], POINTS_PER_THREAD)
-        self.fills[id(self.op)] = (index_ops, loads)
-        per_thread, end = POINTS_PER_THREAD, loc["n_points"]
-        if self.vector:
-            self.plan_vectors(pointwise_vector_accesses(self.op.body), POINTS_PER_THREAD)
-            per_thread, end = f"({POINTS_PER_THREAD} // {VECTOR_WIDTH})", loc["n_vectors"]
-            args, extents = self.op.body.args, self.op.extent_list
-            last = self.define(args[-1], f"i{len(args) - 1}")
-            first = loc["first"] if len(args) == 1 else self.namer.fresh(f"{last}_first")
-            self.lanes = Lanes(args[-1], last, first, self.extent(extents[-1]))
-        w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
-        if self.vector:
-            w.line(f"{end} = {loc['n_points']} // {VECTOR_WIDTH}")
-        w.line(f"{loc['step']} = numba.int64(cuda.blockDim.x)")
-        w.line(f"{loc['start']} = (numba.int64(cuda.blockIdx.x) * {per_thread} * "
-               f"{loc['step']} + cuda.threadIdx.x)")
-        w.line(f"{loc['stride']} = numba.int64(cuda.gridDim.x) * {per_thread} * {loc['step']}")
-        with w.indented(f"for {loc['base']} in range({loc['start']}, {end}, {loc['stride']}):"):
-            w.line("# the loads of every point first: no store between them, so all are "
-                   "in flight at once")
-            if self.vector:
-                with self.each_vector_of_base():
-                    self.vector_fill(self.op)
-                with self.each_vector_of_base():
-                    with self.each_lane():
-                        self.block(self.op.body, top=False)
-                    self.vector_drain([o for o in self.op.body.ops if id(o) in self.staged])
-            else:
-                with self.each_point_of_base():
-                    self.fill(self.op)
-                with self.each_point_of_base():
-                    self.block(self.op.body, top=False)
-
-    @contextmanager
-    def each_vector_of_base(self):
-        """``vec`` over a thread's vectors of points, one block width apart, with the
-        loop indices of the first point of each vector that exists."""
-        loc = self.local
-        with self.each_vector(f"{POINTS_PER_THREAD} // {VECTOR_WIDTH}",
-                              f"({loc['base']} + {loc['vec']} * {loc['step']}) * {VECTOR_WIDTH}",
-                              loc["n_points"]):
-            self.unravel(loc["first"], last=self.lanes.first)
-            yield
 
     def row_body(self, row_loops: list[Operation]) -> None:
         w, loc = self.w, self.local
@@ -525,7 +483,7 @@ class KernelEmitter(VectorPhases):
             w.line(f"{self.staged[id(op)]}[{self.local['slot']}] = {self.namer(op.operands[0])}")
         elif isinstance(op, StoreOp):
             value, buf = op.operands[0], op.operands[1]
-            line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = " + \
+            line = f"{self.subscript(buf, list(op.operands[2:]))} = " + \
                 self.stored(self.namer(value), buf.type.dtype)
             if shared:  # one value per point: one thread writes it
                 with w.indented(f"if {self.leader()}:"):
@@ -547,7 +505,7 @@ class KernelEmitter(VectorPhases):
     def load_expression(self, op: Operation) -> str:
         buf = op.operands[0]
         indices = op.operands[2:] if isinstance(op, MaskedLoadOp) else op.operands[1:]
-        text = f"{self.namer(buf)}[{self.index(indices)}]"
+        text = self.subscript(buf, list(indices))
         if buf.type.dtype == "f16":
             text = f"np.float32({text})"
         elif buf.type.dtype == "bf16":
@@ -558,6 +516,13 @@ class KernelEmitter(VectorPhases):
             other = literal(op["other"], buf.type.dtype)
             text = f"{text} if {self.namer(op.operands[1])} else {other}"
         return text
+
+    def subscript(self, buf: Value, indices: list[Value]) -> str:
+        """``buffer[index]`` of an access at ``indices`` (lean kernels: a flat offset
+        where the access collapses, unsigned indices otherwise)."""
+        if self.lean:
+            return self.lean_subscript(buf, indices, self.lane)
+        return f"{self.namer(buf)}[{self.index(indices)}]"
 
     def stored(self, text: str, dtype: str) -> str:
         """What a store of value ``text`` into a ``dtype`` buffer writes (the buffer's
@@ -702,5 +667,8 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
                 for n, kind in enumerate(kinds)}
     texts = [KernelEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
+    divisors = lean_divisors(op) if kinds[0] == "pointwise-prefetch" else []
+    halves = kinds[0] == "pointwise-prefetch" and half_vectors(accesses)
     return KernelCode(op, schedule, kernel_interface(op), [o["extent"] for o in _row_loops(op)],
-                      variants, "\n\n".join(texts), vector_buffers(accesses), vector_extents)
+                      variants, "\n\n".join(texts), vector_buffers(accesses), vector_extents,
+                      divisors=divisors, vector_lanes="VECTOR_WIDTH_16" if halves else VECTOR_WIDTH)

@@ -136,20 +136,38 @@ class HostEmitter:
             self.helpers.add("_pointwise_blocks")
             per_thread = "POINTS_PER_THREAD" if "pointwise-prefetch" in kernel.variants else "1"
             grid = f"_pointwise_blocks({points}, {per_thread}), THREADS_PER_BLOCK"
+            lines = []
+            for dims in kernel.divisors:  # lean addressing: divisions by multiply-high
+                self.helpers.add("_magic")
+                m, s = (self.namer.fresh(n) for n in ("magic", "shift"))
+                divisor = " * ".join(extent_factors(list(dims), lambda d: self.dims[d]))
+                lines.append(f"{m}, {s} = _magic({divisor}, {points})")
+                args = args + [m, s]
             calls = {kind: self.call(name, grid, args) for kind, name in kernel.variants.items()}
-            self.guarded(op, points, self.vector_choice(kernel, calls, "pointwise-vector"))
+            if kernel.vector_lanes != "VECTOR_WIDTH" and "pointwise-vector" in calls:
+                calls["pointwise-vector"] = self.call(  # more points a thread: fewer blocks
+                    kernel.variants["pointwise-vector"],
+                    f"_pointwise_blocks({points}, POINTS_PER_THREAD_16), THREADS_PER_BLOCK", args)
+            # the vector kernel indexes in 32 bits: spaces under 2**31 points
+            small = [f"{points} < 2**31"] if "pointwise-vector" in kernel.variants else []
+            self.guarded(op, points, lines + self.vector_choice(kernel, calls, "pointwise-vector",
+                                                                small))
 
-    def vector_choice(self, kernel: KernelCode, calls: dict[str, str], vector: str) -> list[str]:
+    def vector_choice(self, kernel: KernelCode, calls: dict[str, str], vector: str,
+                      tests: list[str] = ()) -> list[str]:
         """The launch lines of the scalar kernel (the first variant), or, when ``vector``
-        is a variant, of it where the buffers are aligned for it and of the scalar one
-        elsewhere."""
+        is a variant, of it where the buffers are aligned for it (and ``tests`` hold)
+        and of the scalar one elsewhere."""
         scalar = calls[next(iter(kernel.variants))]
         if vector not in calls:
             return [scalar]
         self.helpers.add("_vector_ready")
         buffers = ", ".join(self.namer(b) for b in kernel.vector_buffers)
-        tests = [f"{self.dim(e, kernel.op)} % VECTOR_WIDTH == 0" for e in kernel.vector_extents]
-        tests.append(f"_vector_ready({buffers})")
+        lanes = kernel.vector_lanes
+        tests = list(tests) + [f"{self.dim(e, kernel.op)} % {lanes} == 0"
+                               for e in kernel.vector_extents]
+        width = "" if lanes == "VECTOR_WIDTH" else f", width={lanes}"
+        tests.append(f"_vector_ready({buffers}{width})")
         unit = self.w.unit
         return [f"if {' and '.join(tests)}:  # whole vectors, aligned", unit + calls[vector],
                 "else:", unit + scalar]

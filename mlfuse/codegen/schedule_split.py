@@ -30,12 +30,17 @@ from mlfuse.dialects.loops import DimOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
 from mlfuse.dialects.reductions import reduce_nests
 
+from mlfuse.codegen.addressing import split_offsets, suffix_of
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, extent_factors
+from mlfuse.codegen.vector import HALF_DTYPES, VECTOR_DTYPES, vector_buffers
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
 
 _DOC = {
     "split-rows": "Split reduction over [{space}], first stage: a block per (point, chunk) "
                   "reduces its chunk into a partial.",
+    "split-rows-vector": "Split reduction over [{space}], first stage: a block per (point, "
+                         "chunk) reduces its chunk into a partial, its threads loading "
+                         "vectors of neighbouring values at flat offsets.",
     "split-columns": "Split reduction over [{space}], first stage: a thread per (chunk, point) "
                      "walks its chunk into a partial.",
     "combine-rows": "Split reduction over [{space}], second stage: a block per point combines "
@@ -45,6 +50,25 @@ _DOC = {
 }
 # The second kernel of each split schedule.
 COMBINE = {"split-rows": "combine-rows", "split-columns": "combine-columns"}
+FIRST_STAGES = ("split-rows", "split-rows-vector", "split-columns")
+
+
+def split_vector_loads(op, hw) -> tuple[list, str] | None:
+    """The loads a "split-rows-vector" first stage moves a vector at a time, and its
+    values per vector (VECTOR_WIDTH, or VECTOR_WIDTH_16 where every load is 16-bit);
+    None where it has none: its loads must all read at flat offsets (``split_offsets``),
+    plain and of a vector dtype, and its nests' outer levels compute nothing."""
+    if op["schedule"] != "split-rows" or hw.vector_width == 1:
+        return None
+    nests = reduce_nests(op)
+    offsets = split_offsets(op)
+    if not offsets or not all(_clean_outer_levels(n) for n in nests):
+        return None
+    loads = [o for n in nests for o in n.inner.body.ops if id(o) in offsets]
+    if not all(o.result.type.dtype in VECTOR_DTYPES for o in loads):
+        return None
+    halves = all(o.result.type.dtype in HALF_DTYPES for o in loads)
+    return loads, "VECTOR_WIDTH_16" if halves else "VECTOR_WIDTH"
 
 
 def _clean_outer_levels(nest) -> bool:
@@ -60,15 +84,31 @@ class SplitEmitter(KernelEmitter):
     def __init__(self, op, name, variant, target, helpers, hw, taken=()):
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.nests = reduce_nests(op)
-        self.rows = variant.endswith("rows")
-        for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "tile", "kf", "s"):
+        self.rows = "rows" in variant
+        if self.vector:
+            self.vector_loads_of, self.vector_lanes = split_vector_loads(op, hw)
+            self.offsets = split_offsets(op)
+            self.index_type = "numba.uint32"
+        # the scalar first stage reads at flat offsets too where every load allows it
+        # (no unravel of each value's index: 130 instructions a value before)
+        self.flat_loads = None
+        if variant in ("split-rows", "split-columns") and all(
+                _clean_outer_levels(n) for n in self.nests):
+            offsets = split_offsets(op)
+            self.flat_loads = offsets or None
+        if self.vector or self.flat_loads:
+            # at least 2 blocks of THREADS_PER_BLOCK resident per SM: registers capped
+            # at 64 (72-90 before: one block, 25% occupancy). The first stage that
+            # unravels each value's index keeps its registers (capped, it spilled).
+            self.launch_bound = "(THREADS_PER_BLOCK, 2)"
+        for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "tile", "kf", "s", "kbase"):
             self.local[n] = self.namer.fresh(n)
         self.partials = [self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_partials")
                          for n in self.nests]
 
     def emit(self) -> str:
         with self.kernel_def(self.partials + [self.local["n_split"]], _DOC[self.variant]):
-            if self.variant in COMBINE:
+            if self.variant in FIRST_STAGES:
                 self.first_stage()
             else:
                 self.second_stage()
@@ -112,11 +152,23 @@ class SplitEmitter(KernelEmitter):
         inner = [n.inner for n in self.nests]
         if all(_clean_outer_levels(n) for n in self.nests):
             self.plan_held_rows(inner, reuse=False)
-        w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
-        w.line(f"{loc['n_k']} = {self.points(self.nests[0].extents)}")
-        w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
-        with self.each_item(f"{loc['n_points']} * {loc['n_split']}"):
-            if self.rows:
+        if self.vector:
+            self.vector_prologue()
+        else:
+            w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+            w.line(f"{loc['n_k']} = {self.points(self.nests[0].extents)}")
+            w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
+            if self.flat_loads:
+                self.flat_views([o for n in self.nests for o in n.inner.body.ops
+                                 if id(o) in self.flat_loads])
+        items = self.vector_items() if self.vector else \
+            self.each_item(f"{loc['n_points']} * {loc['n_split']}")
+        with items:
+            if self.vector:
+                T, n_split = self.index_type, loc["n_split"]
+                w.line(f"{loc['point']}, {loc['part']} = {T}({loc['flat']} // {n_split}), "
+                       f"{T}({loc['flat']} % {n_split})")
+            elif self.rows:
                 w.line(f"{loc['point']}, {loc['part']} = divmod({loc['flat']}, {loc['n_split']})")
             else:
                 w.line(f"{loc['part']}, {loc['point']} = divmod({loc['flat']}, {loc['n_points']})")
@@ -124,14 +176,22 @@ class SplitEmitter(KernelEmitter):
             for op in self.op.body.ops:  # what the reductions need of the point
                 if not isinstance(op, (ReduceOp, StoreOp)) and self.before_reduces(op):
                     self.statement(op, shared=False)
-            w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
-            w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
+            if self.vector:
+                T = self.index_type
+                w.line(f"{loc['lo']} = {T}({loc['part']} * {loc['chunk']})")
+                w.line(f"{loc['hi']} = {T}(min({loc['lo']} + {loc['chunk']}, {loc['n_k']}))")
+            else:
+                w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
+                w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
             parts = []
             for n in self.nests:
                 dtype = n.top.result.type.dtype
                 parts.append(self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_part"))
                 w.line(f"{parts[-1]} = {identity(n.top['combiner'], dtype)}")
-            self.walk_chunk(parts)
+            if self.vector:
+                self.walk_chunk_vectors(parts)
+            else:
+                self.walk_chunk(parts)
             for n, part in zip(self.nests, parts):
                 if self.rows:
                     total = self.shared_combine(n.top["combiner"], part, n.top.result.type.dtype)
@@ -158,6 +218,9 @@ class SplitEmitter(KernelEmitter):
         w, loc = self.w, self.local
         first, step = (loc["tid"], loc["nthreads"]) if self.rows else ("0", "1")
         tile_step = f"{step} * {VALUES_PER_THREAD}" if self.rows else VALUES_PER_THREAD
+        if self.flat_loads:
+            if 0 in self.flat_loads.values() and self.op.extent_list:
+                w.line(f"{loc['kbase']} = {loc['point']} * {loc['n_k']}  # the point's values")
         names = None
         for n in self.nests:  # every nest walks the same extents: one set of index names
             if names is None:
@@ -174,7 +237,9 @@ class SplitEmitter(KernelEmitter):
                 scaled = f"{slot} * {step}" if step != "1" else slot
                 w.line(f"{loc['kf']} = {loc['tile']}{offset} + {scaled}")
                 with w.indented(f"if {loc['kf']} < {loc['hi']}:"):
-                    self.unravel_into(loc["kf"], self.nests[0].indices, self.nests[0].extents)
+                    if not self.flat_loads:  # the loads read at kf itself otherwise
+                        self.unravel_into(loc["kf"], self.nests[0].indices,
+                                          self.nests[0].extents)
                     yield
 
         with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, {tile_step}):"):
@@ -194,6 +259,111 @@ class SplitEmitter(KernelEmitter):
                     step_text = combine(n.top["combiner"], part, yielded, self.helpers,
                                         n.top.result.type.dtype)
                     w.line(f"{part} = {step_text}")
+
+    # -- the vector first stage --------------------------------------------------------
+    def vector_prologue(self) -> None:
+        """The sizes in uint32 (the host launches the vector kernel under 2**31 values):
+        a thread's few divisions are 32-bit ones, not 64-bit subroutine calls."""
+        w, loc, T = self.w, self.local, self.index_type
+        lanes, n_split = self.vector_lanes, loc["n_split"]
+
+        def product(extents):
+            factors = [f"{T}({f})" for f in extent_factors(extents, self.sym.get)]
+            return T + "(" + " * ".join(factors) + ")" if len(factors) > 1 else factors[0]
+        w.line(f"{loc['n_points']} = {product(self.op.extent_list)}")
+        w.line(f"{loc['n_k']} = {product(self.nests[0].extents)}")
+        w.line(f"{n_split} = {T}({n_split})")
+        w.line(f"{loc['chunk']} = {T}({T}({loc['n_k']} + {n_split} - {T}(1)) // {n_split})")
+        # whole vectors in every chunk (the host checked that they divide n_k)
+        w.line(f"{loc['chunk']} = {T}(({loc['chunk']} + {T}({lanes} - 1)) // {T}({lanes}) "
+               f"* {T}({lanes}))")
+        self.flat_views()
+
+    @contextmanager
+    def vector_items(self):
+        """each_item for the vector kernel: a block per item, in uint32, a while loop
+        (range's trip count would cost a division)."""
+        w, loc, T = self.w, self.local, self.index_type
+        w.line(f"{loc['flat']} = {T}(cuda.blockIdx.x)")
+        with w.indented(f"while {loc['flat']} < {T}({loc['n_points']} * {loc['n_split']}):"):
+            yield
+            w.line(f"{loc['flat']} = {T}({loc['flat']} + {T}(cuda.gridDim.x))")
+
+    def subscript(self, buf, indices) -> str:
+        """A load of the scalar first stage at its flat offset, where it has one."""
+        if self.flat_loads and id(buf) in getattr(self, "flat_of", {}):
+            points = list(self.op.body.args)
+            for n in self.nests:
+                j = suffix_of(buf, indices, points + n.indices,
+                              list(self.op.extent_list) + n.extents)
+                if j == len(points) or (j == 0 and not points):
+                    return f"{self.flat_of[id(buf)]}[numba.uint64({self.local['kf']})]"
+                if j == 0:
+                    offset = f"{self.local['kbase']} + {self.local['kf']}"
+                    return f"{self.flat_of[id(buf)]}[numba.uint64({offset})]"
+        return super().subscript(buf, indices)
+
+    def flat_views(self, loads=None) -> None:
+        """A flat view of each buffer ``loads`` read (default: the vector loads)."""
+        self.flat_of = {}
+        for o in self.vector_loads_of if loads is None else loads:
+            buf = o.operands[0]
+            if id(buf) not in self.flat_of:
+                name = self.namer(buf)
+                if buf.type.rank > 1:
+                    self.helpers.add("_flat")
+                    flat = self.namer.fresh(f"{name}_flat")
+                    self.w.line(f"{flat} = _flat({name})")
+                    name = flat
+                self.flat_of[id(buf)] = name
+
+    def walk_chunk_vectors(self, parts: list[str]) -> None:
+        """walk_chunk with each thread's values of a tile as vectors of neighbours: a
+        tile's vector loads first, at flat offsets (uint32: the host launches this
+        kernel under 2**31 values), then each value accumulated in order."""
+        w, loc, T = self.w, self.local, self.index_type
+        lanes, held = self.vector_lanes, {id(o) for o in self.vector_loads_of}
+        vectors = f"{VALUES_PER_THREAD} // {lanes}"
+        moves = ("_load_halves" if lanes == "VECTOR_WIDTH_16" else "_load_vector")
+        self.helpers.add("_vector_access")
+        kbase = None
+        if any(j == 0 for j in self.offsets.values()) and self.op.extent_list:
+            kbase = self.namer.fresh("kbase")
+            w.line(f"{kbase} = {T}({loc['point']} * {loc['n_k']})  # the point's values")
+        tile, hi = loc["tile"], loc["hi"]
+        w.line(f"{tile} = {loc['lo']}")
+
+        @contextmanager
+        def each_vector():
+            with w.indented(f"for {loc['vec']} in range({vectors}):"):
+                w.line(f"{loc['kf']} = {T}({tile} + {T}({T}({loc['tid']} + {T}({loc['vec']}) "
+                       f"* {T}({loc['nthreads']})) * {T}({lanes})))")
+                with w.indented(f"if {loc['kf']} < {hi}:"):
+                    yield
+
+        with w.indented(f"while {tile} < {hi}:"):
+            w.line("# the tile's vector loads first: no use between them, so all are in flight")
+            with each_vector():
+                for n in self.nests:
+                    for o in self.fills.get(id(n.inner), ((), ()))[1]:
+                        offset = loc["kf"] if self.offsets[id(o)] or kbase is None else \
+                            f"{T}({kbase} + {loc['kf']})"
+                        w.line(f"{moves}({self.flat_of[id(o.operands[0])]}, ({offset},), "
+                               f"{self.held[id(o)]}, {loc['vec']} * {lanes})")
+            with each_vector():
+                with w.indented(f"for {loc['lane']} in range({lanes}):"):
+                    w.line(f"{loc['slot']} = {loc['vec']} * {lanes} + {loc['lane']}")
+                    for n, part in zip(self.nests, parts):
+                        for level in range(len(n.levels) - 1):
+                            for o in n.outer_ops(level):
+                                self.statement(o, shared=False)
+                        self.block(n.inner.body, top=False)
+                        yielded = self.namer(n.inner.body.ops[-1].operands[0])
+                        step_text = combine(n.top["combiner"], part, yielded, self.helpers,
+                                            n.top.result.type.dtype)
+                        w.line(f"{part} = {step_text}")
+            w.line(f"{tile} = {T}({tile} + {T}({loc['nthreads']} * {VALUES_PER_THREAD}))")
+        assert held  # every load of the nests is held and filled a vector at a time
 
     # -- second stage ---------------------------------------------------------------
     def second_stage(self) -> None:
@@ -251,19 +421,27 @@ def _same(writer):
     yield
 
 
-def split_variants(op, name: str, names) -> dict[str, str]:
-    """The two kernels' variants and names: the first keeps ``name``."""
+def split_variants(op, name: str, names, hw) -> dict[str, str]:
+    """The kernels' variants and names: the first stage (which keeps ``name``), its
+    vector twin where it has one, and the second stage."""
     first = op["schedule"]
-    return {first: name, COMBINE[first]: names.fresh(f"{name}_combine")}
+    variants = {first: name}
+    if split_vector_loads(op, hw):
+        variants["split-rows-vector"] = names.fresh(f"{name}_vector")
+    variants[COMBINE[first]] = names.fresh(f"{name}_combine")
+    return variants
 
 
 def emit_split(op, name: str, target: str, helpers: set[str], names, hw):
     """The KernelCode of a split reduction: both kernels, first stage first."""
     from mlfuse.codegen.emit_kernel import KernelCode, kernel_interface
-    variants = split_variants(op, name, names)
+    variants = split_variants(op, name, names, hw)
     texts = [SplitEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
-    return KernelCode(op, op["schedule"], kernel_interface(op), [], variants, "\n\n".join(texts))
+    vector = split_vector_loads(op, hw)
+    loads, lanes = vector or ([], "VECTOR_WIDTH")
+    return KernelCode(op, op["schedule"], kernel_interface(op), [], variants, "\n\n".join(texts),
+                      vector_buffers(loads), vector_lanes=lanes)
 
 
 def partial_dtypes(op) -> list[str]:
@@ -294,7 +472,7 @@ def split_launch(host, kernel, points: str, args: list[str]) -> None:
         lines.append(f"{partials[-1]} = cuda.device_array({points} * {loc['n_split']}, "
                      f"dtype=np.{dtype})")
     stage_args = args + partials + [loc["n_split"]]
-    first, second = kernel.variants.values()
+    first, second = kernel.variants[op["schedule"]], kernel.variants[COMBINE[op["schedule"]]]
     if rows:
         per_thread = f"-(-({n_k}) // ({loc['n_split']} * VALUES_PER_THREAD))"
         grids = (f"_row_blocks({points} * {loc['n_split']}), "
@@ -303,6 +481,17 @@ def split_launch(host, kernel, points: str, args: list[str]) -> None:
     else:
         grids = (f"_pointwise_blocks({points} * {loc['n_split']}, 1), THREADS_PER_BLOCK",
                  f"_pointwise_blocks({points}, 1), THREADS_PER_BLOCK")
-    lines.append(host.call(first, grids[0], stage_args))
+    if "split-rows-vector" in kernel.variants:  # whole vectors, aligned, 32-bit offsets
+        lanes = kernel.vector_lanes
+        width = "" if lanes == "VECTOR_WIDTH" else f", width={lanes}"
+        buffers = ", ".join(host.namer(b) for b in kernel.vector_buffers)
+        host.helpers.add("_vector_ready")
+        unit = host.w.unit
+        lines += [f"if {points} * ({n_k}) < 2**31 and ({n_k}) % {lanes} == 0 and "
+                  f"_vector_ready({buffers}{width}):",
+                  unit + host.call(kernel.variants["split-rows-vector"], grids[0], stage_args),
+                  "else:", unit + host.call(first, grids[0], stage_args)]
+    else:
+        lines.append(host.call(first, grids[0], stage_args))
     lines.append(host.call(second, grids[1], stage_args))
     host.guarded(op, points, lines)

@@ -26,6 +26,16 @@ from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 
 VECTOR_DTYPES = ("f32", "i32", "f16")  # VECTOR_WIDTH 4 makes a 16- (8-) byte access
+# a kernel whose vector accesses are all of these moves 2 * VECTOR_WIDTH values a vector
+# (16 bytes: ``_load_halves``), which keeps as many bytes in flight as the f32 kernels
+HALF_DTYPES = ("f16",)
+
+
+def half_vectors(accesses: list[Operation]) -> bool:
+    """Whether a vector kernel with ``accesses`` takes 2 * VECTOR_WIDTH 16-bit values a
+    vector: every one of its vector accesses moves 16-bit values."""
+    return bool(accesses) and all(_buffer_and_indices(o)[0].type.dtype in HALF_DTYPES
+                                  for o in accesses)
 
 
 def _buffer_and_indices(op: Operation) -> tuple[Value, list[Value]]:
@@ -92,9 +102,9 @@ _VECTOR_PTX = {types.float32: ("f32", "f"), types.int32: ("s32", "r"),
 _WIDENED = {types.float16: types.float32}
 
 
-def _vector_operands(context, builder, sig, args):
+def _vector_operands(context, builder, sig, args, count=VECTOR_WIDTH):
     """LLVM pointers to array[index] (a vector's first value) and to values[slot + lane]
-    for each lane: what a vector load or store moves between."""
+    for each of ``count`` lanes: what a vector load or store moves between."""
     array_type, index_type, values_type, slot_type = sig.args
     array, index, values, slot = args
     indices = [context.cast(builder, i, t, types.intp)
@@ -107,24 +117,25 @@ def _vector_operands(context, builder, sig, args):
     slot = context.cast(builder, slot, slot_type, types.intp)
     lanes = [cgutils.get_item_pointer(context, builder, values_type, local,
                                       [builder.add(slot, ir.Constant(slot.type, lane))])
-             for lane in range(VECTOR_WIDTH)]
+             for lane in range(count)]
     return first, lanes
 
 
-def _vector_intrinsic(move):
-    """An intrinsic ``(array, index, values, slot)`` whose code ``move`` emits, given
-    the element type as the PTX moves it (f16 as 16-bit words), its PTX type and
-    register class, the operands' pointers, and the element type of ``values``."""
+def _vector_intrinsic(move, count=VECTOR_WIDTH, dtypes=None):
+    """An intrinsic ``(array, index, values, slot)`` moving ``count`` lanes, whose code
+    ``move`` emits, given the element type as the PTX moves it (f16 as 16-bit words),
+    its PTX type and register class, the operands' pointers, and the element type of
+    ``values``; ``dtypes``: the element types it takes (default: _VECTOR_PTX's)."""
     @intrinsic
     def access(typingctx, array, index, values, slot):
-        if array.dtype not in _VECTOR_PTX or values.dtype not in (
+        if array.dtype not in (dtypes or _VECTOR_PTX) or values.dtype not in (
                 array.dtype, _WIDENED.get(array.dtype)):
             return None
 
         def codegen(context, builder, sig, args):
             element = context.get_value_type(array.dtype)  # a half is an i16 in Numba
             move(builder, element, *_VECTOR_PTX[array.dtype],
-                 *_vector_operands(context, builder, sig, args),
+                 *_vector_operands(context, builder, sig, args, count),
                  context.get_value_type(array.dtype), context.get_value_type(values.dtype))
         return types.void(array, index, values, slot), codegen
     return access
@@ -199,8 +210,45 @@ def _shared_store(builder, element, ptx, register, first, lanes, stored, value):
                   align=VECTOR_WIDTH * 4)
 
 
+def _halves_load(builder, element, ptx, register, first, lanes, stored, value):
+    """As _vector_load for 2 * VECTOR_WIDTH 16-bit values: VECTOR_WIDTH 32-bit words in
+    one PTX vector load (16 bytes), each split into its two halves (low half first,
+    as little-endian memory holds them) and widened."""
+    words = ", ".join(f"${w}" for w in range(VECTOR_WIDTH))
+    word = ir.IntType(32)
+    load = ir.InlineAsm(
+        ir.FunctionType(ir.LiteralStructType([word] * VECTOR_WIDTH), [first.type]),
+        f"ld.global{LOAD_CACHE}.v{VECTOR_WIDTH}.b32 {{{words}}}, [${VECTOR_WIDTH}];",
+        ",".join(["=r"] * VECTOR_WIDTH + ["l"]))
+    loaded = builder.call(load, [first])
+    for lane, pointer in enumerate(lanes):
+        bits = builder.extract_value(loaded, lane // 2)
+        if lane % 2:
+            bits = builder.lshr(bits, ir.Constant(word, 16))
+        half = builder.trunc(bits, element)
+        builder.store(_widen(builder, half, stored, value), pointer)
+
+
+def _halves_store(builder, element, ptx, register, first, lanes, stored, value):
+    """As _vector_store for 2 * VECTOR_WIDTH 16-bit values, paired into 32-bit words."""
+    word = ir.IntType(32)
+    halves = [builder.zext(_narrow(builder, builder.load(p), stored, element), word)
+              for p in lanes]
+    words = [builder.or_(halves[2 * w], builder.shl(halves[2 * w + 1], ir.Constant(word, 16)))
+             for w in range(VECTOR_WIDTH)]
+    inputs = ", ".join(f"${w + 1}" for w in range(VECTOR_WIDTH))
+    store = ir.InlineAsm(
+        ir.FunctionType(ir.VoidType(), [first.type] + [word] * VECTOR_WIDTH),
+        f"st.global{STORE_CACHE}.v{VECTOR_WIDTH}.b32 [$0], {{{inputs}}};",
+        ",".join(["l"] + ["r"] * VECTOR_WIDTH) + ",~{memory}")
+    builder.call(store, [first] + words)
+
+
 _load_vector = _vector_intrinsic(_vector_load)
 _store_vector = _vector_intrinsic(_vector_store)
+# 16-bit values, 2 * VECTOR_WIDTH a vector: the same 16 bytes as VECTOR_WIDTH floats
+_load_halves = _vector_intrinsic(_halves_load, 2 * VECTOR_WIDTH, (types.float16,))
+_store_halves = _vector_intrinsic(_halves_store, 2 * VECTOR_WIDTH, (types.float16,))
 _load_shared = _vector_intrinsic(_shared_load)  # contraction tiles: see emit_contraction.py
 _store_shared = _vector_intrinsic(_shared_store)
 '''
@@ -209,12 +257,13 @@ _store_shared = _vector_intrinsic(_shared_store)
 # misaligned vector access would raise on the GPU.
 _SIMULATOR_ACCESSES = '''\
 @cuda.jit(device=True)
-def _vector_row(array, index):
+def _vector_row(array, index, width=VECTOR_WIDTH):
     """The last-axis view of ``array`` that holds array[index], and the position of
-    array[index] in it; raises where a GPU vector access there would fault."""
+    array[index] in it; raises where a GPU vector access of ``width`` values there
+    would fault."""
     row, first = array[index[:-1]], index[-1]
     address = row[first:].__array_interface__["data"][0]
-    if address % (VECTOR_WIDTH * row.dtype.itemsize):
+    if address % (width * row.dtype.itemsize):
         raise RuntimeError("misaligned vector access: the host launched a vector kernel "
                            "on a buffer whose rows do not start on a vector boundary")
     return row, first
@@ -236,14 +285,30 @@ def _store_vector(array, index, values, slot):
     row, first = _vector_row(array, index)
     for lane in range(VECTOR_WIDTH):
         row[first + lane] = values[slot + lane]
+
+
+@cuda.jit(device=True)
+def _load_halves(array, index, values, slot):
+    """_load_vector of 2 * VECTOR_WIDTH 16-bit values (16 bytes on the GPU)."""
+    row, first = _vector_row(array, index, 2 * VECTOR_WIDTH)
+    for lane in range(2 * VECTOR_WIDTH):
+        values[slot + lane] = row[first + lane]
+
+
+@cuda.jit(device=True)
+def _store_halves(array, index, values, slot):
+    """_store_vector of 2 * VECTOR_WIDTH 16-bit values (16 bytes on the GPU)."""
+    row, first = _vector_row(array, index, 2 * VECTOR_WIDTH)
+    for lane in range(2 * VECTOR_WIDTH):
+        row[first + lane] = values[slot + lane]
 '''
 
 _VECTOR_READY = '''\
-def _vector_ready(*arrays):
+def _vector_ready(*arrays, width=VECTOR_WIDTH):
     """Whether a vector kernel may take ``arrays``: each has contiguous rows that start
-    on a vector boundary (VECTOR_WIDTH values), so every vector access is aligned."""
+    on a vector boundary (``width`` values), so every vector access is aligned."""
     for array in arrays:
-        align = VECTOR_WIDTH * array.dtype.itemsize
+        align = width * array.dtype.itemsize
         if (_address(array) % align or array.strides[-1] != array.dtype.itemsize
                 or any(stride % align for stride in array.strides[:-1])):
             return False
@@ -268,6 +333,7 @@ CUDA_IMPORTS = ("from llvmlite import ir", "from numba import types",
 # Module-level names the vector helpers define or import: generated names avoid them.
 VECTOR_NAMES = ("_VECTOR_PTX", "_WIDENED", "_widen", "_narrow", "_vector_operands", "_vector_intrinsic", "_vector_load",
                 "_vector_store", "_vector_row", "_load_vector", "_store_vector", "_address",
+                "_halves_load", "_halves_store", "_load_halves", "_store_halves",
                 "_shared_load", "_shared_store", "_load_shared", "_store_shared",
                 "ir", "types", "cgutils", "intrinsic")
 

@@ -56,6 +56,11 @@ def signature(op, kernel: str = ""):
                         b.type.rank, "C") for b in iface.buffers]
     args += [types.int64] * len(iface.symbols)
     schedule = op.attributes.get("schedule")
+    if schedule in (None, "pointwise"):  # a lean kernel's magic numbers (codegen/addressing.py)
+        from mlfuse.codegen.addressing import lean_divisors
+        from mlfuse.codegen.emit_kernel import pointwise_variant
+        if pointwise_variant(op) == "pointwise-prefetch":
+            args += [types.int64] * (2 * len(lean_divisors(op)))
     if schedule in ("split-rows", "split-columns"):  # the partial buffers and n_split
         from mlfuse.codegen.schedule_split import partial_dtypes
         args += [types.Array(getattr(types, d), 1, "C") for d in partial_dtypes(op)]
@@ -98,7 +103,7 @@ def compile_kernel(kernel, sig, sass: str | None = None) -> dict:
             "stack_bytes": number(r"(\d+) bytes stack frame"),
             "shared_bytes": number(r"(\d+) bytes smem"),
             "shuffles": any(op.startswith("shfl.sync") for op in code),
-            **_memory_counts(code),
+            **_memory_counts(code), **_integer_counts(code),
             "fma": sum(op.startswith("fma.") for op in code),
             "mma": sum(op.startswith("mma.sync") for op in code), **machine}
 
@@ -132,6 +137,18 @@ def _memory_counts(code: list[str]) -> dict:
             "global_v4_loads": sum(".v4." in op for op in loads),
             "stores": sum(".v4." not in op for op in stores),
             "v4_stores": sum(".v4." in op for op in stores)}
+
+
+def _integer_counts(code: list[str]) -> dict:
+    """Integer arithmetic in the PTX (index math, mostly): all of it, and the divisions
+    and remainders (a 64-bit one is a long subroutine on the GPU)."""
+    arith = ("add.", "sub.", "mul.", "mad.", "div.", "rem.", "shl.", "shr.")
+    ints = [op for op in code if op.startswith(arith)
+            and re.search(r"\.(s|u)(32|64)\b", op) and ".f" not in op]
+    return {"int_ops": len(ints),
+            "int_divisions": sum(op.startswith(("div.", "rem.")) for op in ints),
+            "int64_divisions": sum(op.startswith(("div.", "rem.")) and op.endswith("64")
+                                   for op in ints)}
 
 
 def _kernels_of(op, python_module, all_tiles: bool = True):
