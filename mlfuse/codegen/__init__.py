@@ -11,6 +11,7 @@ Targets: "cuda" (a real GPU: block reductions use warp shuffles) and "simulator"
 """
 from __future__ import annotations
 
+from mlfuse.codegen.addressing import ADDRESSING_NAMES
 from mlfuse.codegen.bf16 import BF16_NAMES
 from mlfuse.codegen.contraction import (BK, CUDA_TILES, SIMULATOR_TILES, emit_contraction,
                                        factory_name, tiled_kernel_plan)
@@ -126,7 +127,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     hw = hw or get_target()
     names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES)
                   + list(MMA_NAMES) + list(TF32_NAMES) + list(MMA_GEOMETRY_NAMES)
-                  + list(BF16_NAMES))
+                  + list(BF16_NAMES) + list(ADDRESSING_NAMES))
     host_names = {f.sym_name: names.fresh(f.sym_name) for f in module.funcs}
     helpers: set[str] = set()
     kernels: dict[int, KernelCode] = {}
@@ -140,7 +141,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     hosts = [emit_host(f, host_names[f.sym_name], kernels, helpers, names.taken, target)
              for f in module.funcs]
     threads = hw.threads_per_block if target == "cuda" else _SIMULATOR_THREADS_PER_BLOCK
-    intrinsics = target == "cuda" and bool({"_vector_access", "_mma_intrinsics", "_bf16"} & helpers)
+    intrinsics = target == "cuda" and bool({"_vector_access", "_mma_intrinsics", "_bf16",
+                                            "_flat"} & helpers)
     parts = [_HEADER.format(target=target, threads=threads,
                             imports="".join(f"{line}\n" for line in _imports(intrinsics)),
                             llvmlite_note=" (and llvmlite, which numba brings)" if intrinsics

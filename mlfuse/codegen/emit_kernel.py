@@ -525,7 +525,7 @@ class KernelEmitter(VectorPhases):
             w.line(f"{self.staged[id(op)]}[{self.local['slot']}] = {self.namer(op.operands[0])}")
         elif isinstance(op, StoreOp):
             value, buf = op.operands[0], op.operands[1]
-            line = f"{self.namer(buf)}[{self.index(op.operands[2:])}] = " + \
+            line = f"{self.subscript(buf, list(op.operands[2:]))} = " + \
                 self.stored(self.namer(value), buf.type.dtype)
             if shared:  # one value per point: one thread writes it
                 with w.indented(f"if {self.leader()}:"):
@@ -547,7 +547,7 @@ class KernelEmitter(VectorPhases):
     def load_expression(self, op: Operation) -> str:
         buf = op.operands[0]
         indices = op.operands[2:] if isinstance(op, MaskedLoadOp) else op.operands[1:]
-        text = f"{self.namer(buf)}[{self.index(indices)}]"
+        text = self.subscript(buf, list(indices))
         if buf.type.dtype == "f16":
             text = f"np.float32({text})"
         elif buf.type.dtype == "bf16":
@@ -558,6 +558,11 @@ class KernelEmitter(VectorPhases):
             other = literal(op["other"], buf.type.dtype)
             text = f"{text} if {self.namer(op.operands[1])} else {other}"
         return text
+
+    def subscript(self, buf: Value, indices: list[Value]) -> str:
+        """``buffer[index]`` of an access at ``indices`` (a schedule may index a flat
+        view at an offset it keeps instead: schedule_tiles.py)."""
+        return f"{self.namer(buf)}[{self.index(indices)}]"
 
     def stored(self, text: str, dtype: str) -> str:
         """What a store of value ``text`` into a ``dtype`` buffer writes (the buffer's
