@@ -159,7 +159,9 @@ def test_transpose_tiles_compile_without_spills_or_f64(tmp_path):
                     "func b(x: f16[B, C, H, W], g: f16[C]) -> f16[B, H, W, C] {\n"
                     "    return relu(transpose(x, [0, 2, 3, 1]) * g) }\n")
     found = kernels(str(path))
-    assert [k["schedule"] for k in found] == ["transpose-tiles"] * 2
+    # each with 32-bit offsets, and its 64-bit twin for buffers of 2**31 elements or more
+    assert [k["schedule"] for k in found] == ["transpose-tiles"] * 4
+    assert [k["kernel"].endswith("_wide") for k in found] == [False, True] * 2
     for k in found:
         assert k["f64"] == [] and k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
         assert k["shared_bytes"] == 32 * 33 * 4, k

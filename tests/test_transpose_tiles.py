@@ -16,7 +16,7 @@ from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.tools.checking import program_size, random_inputs
 from mlfuse.tools.explain import explain_module, format_text
 
-from helpers import assert_close
+from helpers import assert_close, record_launches
 from strategies import fuzz_settings, inputs_for, permuted_programs
 
 TRANSPOSE_ADD = "func f(x: f32[N, M], y: f32[M, N]) -> f32[M, N] { return transpose(x) + y }"
@@ -101,16 +101,26 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("width", ["32", "64"])
 @pytest.mark.parametrize("source, dims", CASES, ids=[f"case{i}" for i in range(len(CASES))])
-def test_tiles_agree_with_numpy(source, dims):
+def test_tiles_agree_with_numpy(source, dims, width):
+    """Both kernels of each case: the one with 32-bit offsets (which the host launches at
+    these sizes) and its 64-bit twin (for 2**31 elements or more: swapped in here)."""
     func = parse_program(source, "t.fuse").funcs[0]
     inputs = random_inputs(func, dims, seed=11)
     expected = run_tensor(func, inputs)
     module = mlfuse.compile_source(source, "t.fuse", target="simulator",
                                    fuse_options={"dims": dims})
-    found = [k["schedule"] for f in module.ir.funcs for k in f.body.ops if isinstance(k, KernelOp)]
-    assert "transpose-tiles" in found, found
+    tiled = [k["kernel_name"] for f in module.ir.funcs for k in f.body.ops
+             if isinstance(k, KernelOp) and k["schedule"] == "transpose-tiles"]
+    assert tiled
+    python = module.python_module
+    if width == "64":
+        for name in tiled:
+            setattr(python, name, getattr(python, f"{name}_wide"))
+    launched = record_launches(python, tiled)
     got = module[func.sym_name](*inputs)
+    assert launched == tiled
     got = got if isinstance(got, tuple) else (got,)
     n_ops, reduced = program_size(func)
     for e, g in zip(expected, got):
