@@ -57,10 +57,10 @@ class Target:
     strip_held_threads: int = 512  # strips: the most threads of a block whose threads hold
                                    # their values in registers (more would spill)
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
-    walker_bytes_per_s: float = 12e12  # values a kernel's threads load inside loops, every
-                                # load counted (no reuse through shared memory), through
-                                # L1/L2: resnet18's walker kernels holding two conv2d
-                                # reductions ran 7.8 GB each in 652-741 us (H100)
+    walker_bytes_per_s: float = 6e12  # values a kernel's threads load inside loops, every
+                                # lane's load counted (once a warp where its lanes share the
+                                # value), through L1/L2: resnet18's walker kernels holding two
+                                # conv2d reductions ran 4.0 GB each in 652-741 us (H100)
     simt_fmas_per_s: float = 1.85e13  # a tiled f32 contraction's multiply-adds, GPU full:
                                 # codegen/tile_model.py's SIMT rate (1.4e5 per us per SM)
     mma_fmas_per_s: float = 9.4e13  # f16/bf16 on tensor cores (0.71e6 per us per SM)

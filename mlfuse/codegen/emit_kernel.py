@@ -417,6 +417,11 @@ class KernelEmitter(VectorPhases, LeanPointwise):
         thread at a time cannot hide DRAM's latency). The j-th early loads of every row
         loop share a local array of STREAM_TILE slots; each loop fills it again."""
         arrays: dict[tuple, str] = {}
+        # a loop that loads several buffers holds a tile of each: fewer values of each,
+        # so the tiles fit the streaming variant's 64 registers (8 of one buffer do)
+        most = max((len(prefetchable_loads(loop.body)[0]) for loop in row_loops), default=1)
+        self.stream_tile = STREAM_TILE if most <= 1 else \
+            f"max(1, VALUES_PER_THREAD // {2 * most})"
         for loop in row_loops:
             loads, index_ops = prefetchable_loads(loop.body)
             for j, o in enumerate(loads):
@@ -592,9 +597,9 @@ class KernelEmitter(VectorPhases, LeanPointwise):
             slots, start = self.row_slots, loc["tid"]
             with ExitStack() as tiles:
                 if not self.held_rows:  # streaming: a tile of the row at a time
-                    slots, start = STREAM_TILE, f"{loc['base']} + {loc['tid']}"
+                    slots, start = self.stream_tile, f"{loc['base']} + {loc['tid']}"
                     tiles.enter_context(w.indented(
-                        f"for {loc['base']} in range(0, {extent}, {STREAM_TILE} * "
+                        f"for {loc['base']} in range(0, {extent}, {self.stream_tile} * "
                         f"{loc['nthreads']}):"))
 
                 def each_slot():

@@ -12,12 +12,14 @@ L1/L2, and their count, not the DRAM bytes, sets the time:
     walked bytes = sum over the loads in the kernel that depend on a point index of
                    (points x the extents of the loops around the load) x itemsize
 
-timed at ``Target.walker_bytes_per_s`` (a warp's load costs an L1 wavefront whether its
-32 lanes read 32 neighbouring values or one value broadcast to all, so every lane's
-value counts; a load that reads the same address at every point is excluded: it is
-a broadcast the loop hoists or the cache serves once per warp). The rate is measured
+timed at ``Target.walker_bytes_per_s``; a load that reads the same address at every
+point is excluded (a broadcast the loop hoists or the cache serves once per warp), and
+one that depends on none of the point indices a warp's lanes differ in (the innermost
+ones, as far as their extents take to cover 32 points) counts once per warp: one value broadcast to its 32 lanes (a masked mean pool's
+mask, read at [b, s] by the threads of neighbouring d, is one load a warp, not 32). The rate is measured
 on the H100 (docs/perf-notes.md): resnet18's three walker kernels, each holding two
-conv2d reductions, ran 652, 672 and 741 us for 7.8 GB walked each: 10.5-12 TB/s.
+conv2d reductions, ran 652, 672 and 741 us for 4.0 GB walked each (the weights once a
+warp): 5.4-6.2 TB/s.
 
 A kernel that ``schedule-contractions`` will tile (transforms/contraction.py,
 ``match_contraction``: one sum of products and nothing else that loops) is priced
@@ -38,6 +40,8 @@ from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.ir.types import INDEX, dim_value, itemsize
 from mlfuse.transforms.contraction import match_contraction
 
+WARP = 32
+
 
 def has_loops(kernel: Operation) -> bool:
     return any(isinstance(o, (ForOp, ReduceOp)) for o in kernel.body.ops)
@@ -47,13 +51,18 @@ def walked_bytes(kernel: Operation, points: int, dims: dict, target: Target) -> 
     """Bytes the kernel's threads load, every execution of every load that depends on a
     point index counted (see the module doc)."""
     args, memo = set(kernel.body.args), {}
+    lanes = _warp_axes(kernel, dims, target)
 
     def walk(block: Block, trips: int) -> int:
         total = 0
         for op in block.ops:
-            if isinstance(op, (LoadOp, MaskedLoadOp)) and \
-                    any(arg_deps(v, memo) & args for v in op.operands[1:]):
-                total += trips * itemsize(op.operands[0].type.dtype)
+            deps = set().union(*(arg_deps(v, memo) for v in op.operands[1:])) \
+                if isinstance(op, (LoadOp, MaskedLoadOp)) else set()
+            if deps & args:
+                # lanes of a warp differ in the innermost point index: a load that
+                # does not depend on it is one value for the whole warp
+                shared = 1 if deps & lanes else WARP
+                total += trips * itemsize(op.operands[0].type.dtype) // shared
             for region in op.regions:
                 inner = trips
                 if isinstance(op, (ForOp, ReduceOp)):
@@ -62,6 +71,18 @@ def walked_bytes(kernel: Operation, points: int, dims: dict, target: Target) -> 
         return total
 
     return walk(kernel.body, points)
+
+
+def _warp_axes(kernel: Operation, dims: dict, target: Target) -> set:
+    """The point indices a warp's 32 lanes differ in: the innermost ones, as far as it
+    takes their extents to cover 32 points."""
+    covered, lanes = 1, set()
+    for arg, extent in zip(reversed(kernel.body.args), reversed(kernel.extent_list)):
+        if covered >= WARP:
+            break
+        lanes.add(arg)
+        covered *= dim_value(extent, dims, target.default_dim)
+    return lanes
 
 
 def _computes(op: Operation) -> bool:

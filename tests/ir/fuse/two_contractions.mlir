@@ -1,5 +1,5 @@
 // RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse,schedule-contractions --print-decisions | filecheck %s
-// RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim N=8 --dim M=8 --dim J=8 --dim K=8 --print-decisions | filecheck %s --check-prefix TINY
+// RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim N=8 --dim M=8 --dim J=4 --dim K=4 --print-decisions | filecheck %s --check-prefix TINY
 
 // Two sums of products meeting in an add (a residual block's 3x3 conv and its 1x1
 // stride-2 downsample conv; two matmuls added). One kernel holding both is no
