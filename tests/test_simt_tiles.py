@@ -4,6 +4,7 @@ tile_model.py ``_simt_shape``): under the simulator, tiles whose threads compute
 tile whose last threads load no operands) agree with the NumPy interpreter; and the
 model gives mid-size tiles 256 threads and counts the warps an SM holds."""
 import pytest
+from helpers import assert_close
 
 import mlfuse
 from mlfuse.codegen.contraction import CUDA_TILES
@@ -11,8 +12,6 @@ from mlfuse.codegen.tile_model import _contraction_plan, _simt_shape
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import parse_program
 from mlfuse.tools.checking import program_size, random_inputs
-
-from helpers import assert_close
 
 MATMUL = ("func f(x: f32[M, K], w: f32[K, N], b: f32[N]) -> f32[M, N] {\n"
           "    return relu(matmul(x, w) + b)\n}\n")
@@ -41,8 +40,8 @@ def _check(source, dims, shape, configs, simt_threads=None):
 @pytest.mark.parametrize("tile, thread", [((16, 16), (8, 8)), ((8, 8), (4, 4)),
                                           ((16, 8), (8, 4)), ((8, 16), (4, 8))])
 def test_every_thread_shape_agrees_with_the_interpreter(tile, thread):
-    from mlfuse.codegen.contraction import SIMULATOR_THREADS
     import mlfuse.codegen.tile_model as model
+    from mlfuse.codegen.contraction import SIMULATOR_THREADS
     saved, model.SIMT_THREADS = model.SIMT_THREADS, SIMULATOR_THREADS
     try:
         assert _simt_shape(*tile)[:2] == thread
@@ -68,7 +67,7 @@ def test_mid_size_tiles_take_256_threads():
     assert threads[128, 128] == threads[64, 64] == threads[128, 64] == 256
     assert threads[16, 128] == 128  # 4 x 4 is the smallest thread tile
     for bm, bn in CUDA_TILES:  # the launch bounds leave 80 registers or more
-        tm, tn, bk, blocks = _simt_shape(bm, bn)
+        bk, blocks = _simt_shape(bm, bn)[2:]
         assert 65536 // (threads[bm, bn] * blocks) >= 80 and bk % 8 == 0
 
 

@@ -12,8 +12,9 @@ Targets: "cuda" (a real GPU: block reductions use warp shuffles) and "simulator"
 from __future__ import annotations
 
 from mlfuse.codegen.bf16 import BF16_NAMES
-from mlfuse.codegen.contraction import (BK, CUDA_TILES, SIMULATOR_THREADS, SIMULATOR_TILES,
-                                       emit_contraction, factory_name, tiled_kernel_plan)
+from mlfuse.codegen.contraction import (BK, CUDA_TILES, F64_TILES, SIMULATOR_THREADS,
+                                       SIMULATOR_TILES, emit_contraction, factory_name,
+                                       tile_model_inputs, tiled_kernel_plan)
 from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel, kernel_interface
 from mlfuse.codegen.emit_mma import MmaContractionEmitter, emit_mma_contraction
 from mlfuse.codegen.emit_tf32 import Tf32ContractionEmitter
@@ -100,7 +101,9 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
                                                   plan)
     else:
         text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
-        text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, k_step={BK}, {plan}, "
+        f64 = target == "cuda" and tile_model_inputs(op)["tiles"] == F64_TILES
+        tiles = f"tiles={F64_TILES}, " if f64 else ""  # else the module's CONTRACTION_TILES
+        text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, {tiles}k_step={BK}, {plan}, "
                  "shape=_simt_shape)\n")
     variants = {"contraction": name}
     if op["split_k"] > 1:  # split-K's second kernel

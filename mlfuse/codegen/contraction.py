@@ -56,6 +56,9 @@ UNROLL = 8  # K values of a stage written out as calls (BK is a multiple)
 # thin ones are for few rows (decode: M of 1 to 32) or few columns; the model
 # (tile_model.py) weighs them against the square ones.
 CUDA_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128), (128, 32))
+# f64: 128 x 128 and 64 x 128 would stage 64 KB of outputs (more than a block's 48 KB
+# of static shared memory) and their 8-byte accumulators would spill.
+F64_TILES = tuple(t for t in CUDA_TILES if t not in ((128, 128), (64, 128)))
 SIMULATOR_TILES = ((16, 16),)  # 4 threads a block: the simulator runs each in Python
 SIMULATOR_THREADS = 4  # SIMT_THREADS under the simulator: 16 x 16 takes 8 x 8 a thread
 VECTOR = 4  # operand values a thread loads together (one 16-byte load when VECTOR_*)
@@ -83,12 +86,14 @@ class ContractionEmitter(KernelEmitter):
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, "pointwise", target, helpers, hw,
                          tuple(taken) + FACTORY_NAMES)
-        # 16-byte accesses (the module's vector intrinsics move VECTOR_WIDTH values)
-        self.vectors = target == "cuda" and hw.vector_width == VECTOR
         self.c: Contraction = contraction_of(op)
         c = self.c
         self.loc = {n: self.namer.fresh(n) for n in _LOCALS}
         self.dtype = COMPUTE_TYPE[c.acc.type.dtype]
+        # 16-byte accesses (the module's vector intrinsics move VECTOR_WIDTH values of 4
+        # bytes: f64 tiles read and write shared memory value by value)
+        self.vectors = (target == "cuda" and hw.vector_width == VECTOR
+                        and self.dtype == "float32")
         self.args = list(op.body.args)
         self.k_vals = [r.body.args[0] for r in c.reduces]  # the reduction indices
         self.zero = literal(0, c.acc.type.dtype)
@@ -528,7 +533,8 @@ def tile_model_inputs(op) -> dict:
     tf32 = op["variant"] in TF32_VARIANTS  # f32 stages: half the K of a 16-bit stage
     kind = (op["variant"] if tf32 else "mma" if mma else "simt-f64" if dtype == "f64"
             else "simt")
-    return {"tiles": MMA_GEOMETRY["cuda"]["tiles"] if mma else CUDA_TILES,
+    return {"tiles": (MMA_GEOMETRY["cuda"]["tiles"] if mma else F64_TILES if kind == "simt-f64"
+                      else CUDA_TILES),
             "k_step": (MMA_GEOMETRY["cuda"]["bk"] // (2 if tf32 else 1)) if mma else BK,
             "max_split": op["split_k"], "fma_per_us": FMA_PER_US[kind],
             "step_us": STEP_US[kind],

@@ -78,10 +78,10 @@ def _simt_shape(bm, bn):
     tm = 8 if outputs >= 64 or (outputs >= 32 and bm >= bn) else 4
     tn = 8 if outputs >= 64 or (outputs >= 32 and bm < bn) else 4
     threads = (bm // tm) * (bn // tn)
-    # ptxas, no spills: 64 or 32 accumulators in 128; 16 in 80 (96 for a block of fewer
-    # threads, whose threads each load more of a step's operand values)
-    registers = 128 if tm * tn >= 32 else 80 if threads >= 256 else 96
-    return tm, tn, 8 if tm * tn == 64 else 16, max(1, 65536 // (threads * registers))
+    # 128 registers a thread: 64 accumulators and their fragments fit without spills, and
+    # so does a conv's gather beside 16 (80 would spill it; a matmul's 4 x 4 threads use
+    # about 80, so more of its blocks are resident than asked)
+    return tm, tn, 8 if tm * tn == 64 else 16, max(1, 65536 // (threads * 128))
 
 
 def _simt_overhead(tm, tn, bk):
@@ -154,4 +154,4 @@ def source() -> str:
                 _simt_shape, _simt_overhead, _contraction_plan)))
 
 
-__all__ = ["FMA_PER_US", "STEP_US", "SIMT_THREADS", "source"]
+__all__ = ["FMA_PER_US", "SIMT_THREADS", "STEP_US", "source"]
