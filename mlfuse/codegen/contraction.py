@@ -11,9 +11,9 @@ fragment reads are 16-byte and conflict-free. K runs BK (8 for 8 x 8 threads, el
 at a time through two shared-memory stages: while the block multiplies one stage, each
 thread already has the next tile's operand values loading into registers (double
 buffering), and stores them into the other stage after the math, one barrier a step.
-A stage's BK outer products are written out 8 at a time as calls of an inlined device
-function (NVVM does not unroll a loop of 8 x 64 FMAs; unrolled, the fragment reads take
-constant offsets and the loads of the next K value overlap the FMAs of this one). The
+A stage's BK outer products are written out as calls of an inlined device function
+(NVVM does not unroll a loop of 8 x 64 FMAs; unrolled, the fragment reads take constant
+offsets and ptxas issues the next K value's reads among this one's FMAs). The
 epilogue (bias, activation, residual: the ops after the reduction) runs on the
 accumulators, then the single store.
 
@@ -51,7 +51,6 @@ from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
 from mlfuse.codegen.tile_model import FMA_PER_US, STEP_US, _simt_shape
 
 BK = 8  # a share of K (split-K) is whole multiples of this: every tile's K step is one
-UNROLL = 8  # K values of a stage written out as calls (BK is a multiple)
 # Tile shapes (BM, BN) the host chooses from (each thread's TM x TN from _simt_shape). The
 # thin ones are for few rows (decode: M of 1 to 32) or few columns; the model
 # (tile_model.py) weighs them against the square ones.
@@ -67,7 +66,7 @@ _LOCALS = ("tid", "row", "col", "m_size", "n_size", "k_size", "batch_size", "n_t
            "tile_m", "tile_n", "m0", "n0", "batch", "stage", "k0", "kk", "slot", "e",
            "q", "m", "n", "k", "i", "j", "value", "a_base", "b_base",
            "tiles", "a_next", "b_next", "a_frag", "b_frag", "acc", "k_lo", "chunk", "partials",
-           "k8", "products", "h", "a_at", "b_at")
+           "products", "a_at", "b_at")
 
 
 # The factory's own names (its parameters and constants): IR values must not take them.
@@ -158,6 +157,7 @@ class ContractionEmitter(KernelEmitter):
         self.helpers.add("_contraction_plan")  # _simt_shape
         w.line("# a thread's TM x TN outputs, K values a step, blocks per SM asked of ptxas")
         w.line("TM, TN, BK, MIN_BLOCKS = _simt_shape(BM, BN)")
+        w.line("assert BK in (8, 16), 'multiply() writes out 8 or 16 K values a step'")
         w.line("THREADS, ACC = (BM // TM) * (BN // TN), TM * TN  # ACC: a thread's outputs")
         w.line(f"A_SPAN, B_SPAN = {VECTOR} * BM // TM, {VECTOR} * BN // TN  # a thread's groups "
                f"of {VECTOR} rows (columns) lie this far apart")
@@ -445,17 +445,21 @@ class ContractionEmitter(KernelEmitter):
         w.line()
 
     def multiply(self) -> None:
-        """The BK outer products of the current stage, written out UNROLL at a time."""
+        """The BK outer products of the current stage, written out (NVVM does not unroll
+        a loop of them): 8, then 8 more where BK is 16."""
         w, L = self.w, self.loc
         w.line(f"{L['a_at']} = {L['a_base']} + {L['row']} * 4  # this thread's A and B "
                "fragments' first values")
         w.line(f"{L['b_at']} = {L['b_base']} + {L['col']} * 4")
-        with w.indented(f"for {L['k8']} in range(0, BK, {UNROLL}):  # {UNROLL} K values written "
-                        "out: NVVM does not unroll them"):
-            for kk in range(UNROLL):
-                w.line(f"{L['products']}({L['tiles']}, {L['a_at']} + ({L['k8']} + {kk}) * BM, "
-                       f"{L['b_at']} + ({L['k8']} + {kk}) * BN, {L['a_frag']}, {L['b_frag']}, "
-                       f"{L['acc']})")
+
+        def products(first: int) -> None:
+            for kk in range(first, first + 8):
+                w.line(f"{L['products']}({L['tiles']}, {L['a_at']} + {kk} * BM, {L['b_at']} + "
+                       f"{kk} * BN, {L['a_frag']}, {L['b_frag']}, {L['acc']})")
+        w.line("# the stage's outer products, written out: NVVM does not unroll a loop of them")
+        products(0)
+        with w.indented("if BK == 16:"):
+            products(8)
 
     def epilogue(self) -> None:
         """A_SPAN rows of the tile at a time (each thread's rows 4h..4h+3: all of them
