@@ -140,7 +140,6 @@ class ContractionEmitter(KernelEmitter):
         with w.indented(f"def {factory_name(self.name)}(BM, BN, VECTOR_A, VECTOR_B, SPLIT):"):
             self.docstring()
             self.factory_constants()
-            self.device_functions()
             bounds = "(launch_bounds=(THREADS, MIN_BLOCKS))" if self.target == "cuda" else ""
             w.line(f"@cuda.jit{bounds}")
             with w.indented(f"def {self.name}({', '.join(params)}):"):
@@ -152,7 +151,7 @@ class ContractionEmitter(KernelEmitter):
 
     def factory_constants(self) -> None:
         """The factory's constants, from its tile configuration: THREADS, MIN_BLOCKS and
-        what the kernel's shared and local arrays hold."""
+        what the kernel's shared and local arrays hold; then its device functions."""
         w = self.w
         self.helpers.add("_contraction_plan")  # _simt_shape
         w.line("# a thread's TM x TN outputs, K values a step, blocks per SM asked of ptxas")
@@ -170,6 +169,7 @@ class ContractionEmitter(KernelEmitter):
         w.line("A_TILES = 2 * BK * BM  # two stages of A, then two of B; later the staged "
                "outputs")
         w.line("SHARED = max(A_TILES + 2 * BK * BN, A_SPAN * BN)")
+        self.device_functions()
 
     def docstring(self) -> None:
         c, ext = self.c, self.op.extent_list
