@@ -9,6 +9,9 @@ STEP_US and FULL_WARPS from.
     python benchmarks/probe_simt.py                 # everything (~3 minutes, mostly compiles)
     python benchmarks/probe_simt.py --model-only    # the model's pick per shape only
     python benchmarks/probe_simt.py conv_64 mm_4096 # some shapes (names in SHAPES)
+    python benchmarks/probe_simt.py --simt-threads=128 conv_64   # bigger thread tiles
+        (SIMT_THREADS: 64 x 64 then runs 128 threads of 8 x 4; a conv's im2col gather
+        costs ~90 instructions a value, so fewer, larger thread tiles gather less per FMA)
 """
 import os
 import sys
@@ -65,19 +68,21 @@ def events_ms(fn, repeats=7, inner=3):
 _MODULES = {}
 
 
-def module_for(source: str):
+def module_for(source: str, simt_threads: int | None = None):
     """The generated "cuda" module of ``source`` (one per program: every shape of it
-    shares its compiled kernels)."""
+    shares its compiled kernels), its SIMT_THREADS set to ``simt_threads`` if given."""
     if source not in _MODULES:
         ir = compile_text(source, "probe.fuse")
-        _MODULES[source] = (ir.funcs[0], load_source(generate(ir, target="cuda"),
-                                                      f"probe_simt_{len(_MODULES)}"))
+        module = load_source(generate(ir, target="cuda"), f"probe_simt_{len(_MODULES)}")
+        if simt_threads:  # _simt_shape reads it when a tile's kernel is first made
+            module.SIMT_THREADS = simt_threads
+        _MODULES[source] = (ir.funcs[0], module)
     return _MODULES[source]
 
 
-def run_shape(name, rows, model_only):
+def run_shape(name, rows, model_only, simt_threads=None):
     source, dims, reference, (m, n, k) = SHAPES[name]
-    func, module = module_for(source)
+    func, module = module_for(source, simt_threads)
     g = torch.Generator(device="cuda").manual_seed(0)
     args = []
     for a in func.args:
@@ -129,14 +134,16 @@ def run_shape(name, rows, model_only):
 
 def main(argv):
     model_only = "--model-only" in argv
+    threads = next((int(a.split("=")[1]) for a in argv if a.startswith("--simt-threads=")), None)
     names = [a for a in argv if not a.startswith("--")] or list(SHAPES)
     rows = []
     for name in names:
         try:
-            run_shape(name, rows, model_only)
+            run_shape(name, rows, model_only, threads)
         except Exception:
             traceback.print_exc()
-    print(f"\nSIMT contraction tiles on {torch.cuda.get_device_name()} (float32, TF32 off)")
+    print(f"\nSIMT contraction tiles on {torch.cuda.get_device_name()} (float32, TF32 off"
+          + (f", SIMT_THREADS {threads})" if threads else ")"))
     print(f"{'shape':14s} {'variant':16s} {'ms':>8s} {'GFLOP/s':>8s}  notes")
     for name, label, t, rate, notes in rows:
         print(f"{name:14s} {label:16s} {t:8.3f} {rate:8.0f}  {notes}")
