@@ -9,9 +9,9 @@ STEP_US and FULL_WARPS from.
     python benchmarks/probe_simt.py                 # everything (~3 minutes, mostly compiles)
     python benchmarks/probe_simt.py --model-only    # the model's pick per shape only
     python benchmarks/probe_simt.py conv_64 mm_4096 # some shapes (names in SHAPES)
-    python benchmarks/probe_simt.py --simt-threads=128 conv_64   # bigger thread tiles
-        (SIMT_THREADS: 64 x 64 then runs 128 threads of 8 x 4; a conv's im2col gather
-        costs ~90 instructions a value, so fewer, larger thread tiles gather less per FMA)
+    python benchmarks/probe_simt.py --simt-threads=128 mm_projection   # bigger thread
+        tiles (SIMT_THREADS: 64 x 64 then runs 128 threads of 8 x 4: fewer fragment reads
+        per FMA, fewer warps)
 """
 import os
 import sys
