@@ -71,8 +71,8 @@ _LOCALS = ("tid", "row", "col", "m_size", "n_size", "k_size", "batch_size", "n_t
 
 # The factory's own names (its parameters and constants): IR values must not take them.
 FACTORY_NAMES = ("BM", "BN", "VECTOR_A", "VECTOR_B", "SPLIT", "TM", "TN", "BK", "MIN_BLOCKS",
-                 "THREADS", "ACC", "A_SPAN", "B_SPAN", "A_COUNT", "B_COUNT", "A_GROUPS", "B_GROUPS",
-                 "A_NEXT", "B_NEXT", "A_TILES", "SHARED")
+                 "THREADS", "ACC", "A_STRIDE", "A_SPAN", "B_SPAN", "A_COUNT", "B_COUNT",
+                 "A_GROUPS", "B_GROUPS", "A_NEXT", "B_NEXT", "A_TILES", "SHARED")
 
 
 def factory_name(kernel_name: str) -> str:
@@ -166,8 +166,15 @@ class ContractionEmitter(KernelEmitter):
                "thread's (a thin tile leaves the last threads fewer)")
         w.line(f"A_NEXT, B_NEXT = A_GROUPS * {VECTOR}, B_GROUPS * {VECTOR}  # values in "
                "registers per step")
-        w.line("A_TILES = 2 * BK * BM  # two stages of A, then two of B; later the staged "
-               "outputs")
+        if self.dtype == "float32":  # (f64 tiles fill the 48 KB exactly: unpadded)
+            w.line("# an A stage row: padded for BK 16, where a warp's transposed stores of its "
+                   "groups (8 rows x 4) hit 4-way bank conflicts unpadded, 2-way padded (BK 8: "
+                   "2-way; padded, 128 x 128 spills)")
+            w.line(f"A_STRIDE = BM + ({VECTOR} if BK == 16 else 0)")
+        else:
+            w.line("A_STRIDE = BM  # an A stage row")
+        w.line("A_TILES = 2 * BK * A_STRIDE  # two stages of A, then two of B; later the "
+               "staged outputs")
         w.line("SHARED = max(A_TILES + 2 * BK * BN, A_SPAN * BN)")
         self.device_functions()
 
@@ -260,7 +267,7 @@ class ContractionEmitter(KernelEmitter):
         w.line("# step k0 fetches the tile at k0 into registers while it multiplies the "
                "tile at k0 - BK")
         with w.indented(f"for {L['k0']} in range({L['k_lo']}, {L['k_size']} + BK, BK):"):
-            w.line(f"{L['a_base']}, {L['b_base']} = {L['stage']} * BK * BM, "
+            w.line(f"{L['a_base']}, {L['b_base']} = {L['stage']} * BK * A_STRIDE, "
                    f"A_TILES + {L['stage']} * BK * BN")
             with w.indented(f"if {L['k0']} > {L['k_lo']}:"):
                 self.stage_store()
@@ -305,7 +312,7 @@ class ContractionEmitter(KernelEmitter):
         fragment read is then 4 consecutive M (or N)."""
         w, L = self.w, self.loc
         for side in ("a", "b"):
-            own, width = ("m", "BM") if side == "a" else ("n", "BN")
+            own, width = ("m", "A_STRIDE") if side == "a" else ("n", "BN")  # stage rows
             base, regs = L[f"{side}_base"], L[f"{side}_next"]
             with self.each_group(side):
                 position, k = self.group_position(side, None)
@@ -454,8 +461,8 @@ class ContractionEmitter(KernelEmitter):
 
         def products(first: int) -> None:
             for kk in range(first, first + 8):
-                w.line(f"{L['products']}({L['tiles']}, {L['a_at']} + {kk} * BM, {L['b_at']} + "
-                       f"{kk} * BN, {L['a_frag']}, {L['b_frag']}, {L['acc']})")
+                w.line(f"{L['products']}({L['tiles']}, {L['a_at']} + {kk} * A_STRIDE, "
+                       f"{L['b_at']} + {kk} * BN, {L['a_frag']}, {L['b_frag']}, {L['acc']})")
         w.line("# the stage's outer products, written out: NVVM does not unroll a loop of them")
         products(0)
         with w.indented("if BK == 16:"):
