@@ -120,6 +120,19 @@ def test_half_matmul_runs_on_tensor_cores_without_spills(tmp_path, dtype):
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
 
 
+def test_f64_matmul_tiles_fit_shared_memory_without_spills(tmp_path):
+    """f64 SIMT tiles (F64_TILES: no 128 x 128 or 64 x 128, whose staged outputs would
+    take 64 KB) assemble with 8-byte shared reads and no spills."""
+    path = tmp_path / "matmul_f64.fuse"
+    path.write_text("func f(x: f64[M, K], w: f64[K, N]) -> f64[M, N] {\n"
+                    "    return matmul(x, w) * 2.0\n}\n")
+    found = kernels("--first-tile", str(path))  # (all 5 tiles: 36 s of CPU, checked once)
+    assert [k["kernel"] for k in found] == ["f_0[128x64]", "f_0[128x64 split]", "f_0_finish"]
+    for k in found:
+        assert k["shared_bytes"] <= 48 * 1024 and "fma.rn.f64" in k["f64"] or "_finish" in k["kernel"]
+        assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
 def test_3xtf32_matmul_runs_on_tensor_cores_without_spills(tmp_path):
     """matmul_precision "high": every tile shape assembles for sm_90 with the m16n8k8
     .tf32 mma, no SIMT FMA in the main loop, no f64, no spills (the heaviest of the TF32

@@ -8,7 +8,7 @@ import pytest
 
 import mlfuse
 from mlfuse.codegen.contraction import CUDA_TILES
-from mlfuse.codegen.tile_model import _contraction_plan
+from mlfuse.codegen.tile_model import _contraction_plan, _simt_shape
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import parse_program
 from mlfuse.tools.checking import program_size, random_inputs
@@ -71,12 +71,13 @@ def test_a_short_k_has_no_second_kernel():
 
 
 @pytest.mark.parametrize("m, n, k, want", [
-    (32, 4096, 4096, (32, 128, 16)),     # decode: 32 tiles alone would take 32 of 132 SMs
+    (32, 4096, 4096, (32, 128, 8)),      # decode: 32 tiles alone would take 32 of 132 SMs
     (1, 4096, 4096, (16, 128, 16)),      # one row: the thinnest tile
     (4096, 4096, 4096, (128, 128, 1)),   # the GPU is full: no split, the largest tile
     (8192, 768, 768, (128, 128, 1)),
 ])
 def test_the_model_splits_k_where_few_blocks_would_idle_the_gpu(m, n, k, want):
-    plan, us, why = _contraction_plan(CUDA_TILES, m, n, k, 1, 132, max_split=64)
+    plan, us, why = _contraction_plan(CUDA_TILES, m, n, k, 1, 132, max_split=64,
+                                      shape=_simt_shape)
     assert plan == want, why
     assert ("K shares" in why) and us > 0

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from mlfuse.codegen.addressing import ADDRESSING_NAMES
 from mlfuse.codegen.bf16 import BF16_NAMES
-from mlfuse.codegen.contraction import (BK, CUDA_TILES, SIMULATOR_TILES, emit_contraction,
-                                       factory_name, tiled_kernel_plan)
+from mlfuse.codegen.contraction import (BK, CUDA_TILES, F64_TILES, SIMULATOR_THREADS,
+                                       SIMULATOR_TILES, emit_contraction, factory_name,
+                                       tile_model_inputs, tiled_kernel_plan)
 from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel, kernel_interface
 from mlfuse.codegen.emit_mma import MmaContractionEmitter, emit_mma_contraction
 from mlfuse.codegen.emit_tf32 import Tf32ContractionEmitter
 from mlfuse.codegen.host import emit_host
+from mlfuse.codegen.tile_model import SIMT_THREADS
 from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
 from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
 from mlfuse.codegen.names import Namer
@@ -43,7 +45,8 @@ _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THRE
                    "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "VECTOR_WIDTH_16",
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
-                   "STRIP_THREADS", "STRIP_HELD_THREADS")
+                   "STRIP_THREADS", "STRIP_HELD_THREADS", "SIMT_THREADS", "FULL_WARPS",
+                   "_simt_shape", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
 # keep it fast (the grid-stride loop covers the rest; the code is the same).
@@ -75,6 +78,7 @@ LOAD_CACHE = "{load_cache}"  # PTX cache operator of a vector load ("": the defa
 STORE_CACHE = "{store_cache}"  # and of a vector store
 SM_COUNT = {sm_count}  # streaming multiprocessors of the target GPU
 CONTRACTION_TILES = {contraction_tiles}  # (BM, BN) a contraction's block tile may take
+SIMT_THREADS = {simt_threads}  # a SIMT contraction block's threads, where its tile allows
 STRIP_POINTS = {strip_points}  # neighbouring points per block of a strips kernel over columns
 STRIP_THREADS = {strip_threads}  # the fewest threads of a strips block
 STRIP_HELD_THREADS = {strip_held}  # the most threads of a strips block holding its values
@@ -101,7 +105,10 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
                                                   plan)
     else:
         text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
-        text += f"\n\n{name} = _TiledKernel({factory_name(name)}, k_step={BK}, {plan})\n"
+        f64 = target == "cuda" and tile_model_inputs(op)["tiles"] == F64_TILES
+        tiles = f"tiles={F64_TILES}, " if f64 else ""  # else the module's CONTRACTION_TILES
+        text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, {tiles}k_step={BK}, {plan}, "
+                 "shape=_simt_shape)\n")
     variants = {"contraction": name}
     if op["split_k"] > 1:  # split-K's second kernel
         variants["finish"] = names.fresh(finish_name(name))
@@ -163,6 +170,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             strip_threads=strip_geometry(target, hw)[1],
                             strip_held=hw.strip_held_threads,
                             contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,
+                            simt_threads=SIMT_THREADS if target == "cuda" else SIMULATOR_THREADS,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]
     parts += helper_sources(helpers, target)
     parts += [k.text for k in kernels.values()]

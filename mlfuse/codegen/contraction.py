@@ -4,13 +4,18 @@ matmul, conv2d as an implicit GEMM, each with its fused prologue and epilogue.
 The kernel computes C[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n]
 (the kernel's attributes, written by ``schedule-contractions``, say which IR values
 A and B are and which kernel indices make m, n and batch: dialects/contraction.py). One block computes a BM x BN tile of outputs; each
-thread an 8 x 8 register block of it (rows r..r+3 and BM/2 + r..+3, columns alike,
-so a warp's fragment reads are 16-byte and conflict-free). K runs BK = 8 at a time
-through two shared-memory stages: while the block multiplies one stage, each thread
-already has the next tile's operand values loading into registers (double buffering),
-and stores them into the other stage after the math. The epilogue (bias, activation,
-residual: the ops after the reduction) runs on the accumulators, then the single
-store.
+thread a TM x TN register block of it (8 x 8, 8 x 4, 4 x 8 or 4 x 4: ``_simt_shape``
+in tile_model.py gives a tile 256 threads where it can): groups of 4 rows A_SPAN =
+4 BM / TM apart (rows r..r+3, and BM/2 + r..+3 for TM = 8), columns alike, so a warp's
+fragment reads are 16-byte and conflict-free. K runs BK (8 for 8 x 8 threads, else 16)
+at a time through two shared-memory stages: while the block multiplies one stage, each
+thread already has the next tile's operand values loading into registers (double
+buffering), and stores them into the other stage after the math, one barrier a step.
+A stage's BK outer products are written out as calls of an inlined device function
+(NVVM does not unroll a loop of 8 x 64 FMAs; unrolled, the fragment reads take constant
+offsets and ptxas issues the next K value's reads among this one's FMAs). The
+epilogue (bias, activation, residual: the ops after the reduction) runs on the
+accumulators, then the single store.
 
 Operands are gathered value by value through the IR (an im2col gather for conv, a
 fused prologue, broadcasts), 4 consecutive K (A side) or N (B side) positions per
@@ -33,6 +38,7 @@ passes any array there (the kernel then never touches it).
 from __future__ import annotations
 
 import textwrap
+from contextlib import contextmanager, nullcontext
 
 from mlfuse.dialects.loops import ReduceOp, StoreOp
 from mlfuse.errors import MlfuseError
@@ -42,21 +48,31 @@ from mlfuse.dialects.contraction import TF32_VARIANTS, Contraction, contraction_
 from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; callers import .abi)
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
-from mlfuse.codegen.tile_model import FMA_PER_US, STEP_US
+from mlfuse.codegen.tile_model import FMA_PER_US, STEP_US, _simt_shape
 
-BK = 8  # K values per tile step (one shared-memory stage holds BK x BM and BK x BN)
-TILE_SIDE = 8  # each thread computes TILE_SIDE x TILE_SIDE outputs
-# Tile shapes (BM, BN) the host chooses from: all give whole groups of 4 per thread
-# (BN and BM divide 128). The thin ones are for few rows (decode: M of 1 to 32) or
-# few columns; the model (tile_model.py) weighs them against the square ones.
+BK = 8  # a share of K (split-K) is whole multiples of this: every tile's K step is one
+# Tile shapes (BM, BN) the host chooses from (each thread's TM x TN from _simt_shape). The
+# thin ones are for few rows (decode: M of 1 to 32) or few columns; the model
+# (tile_model.py) weighs them against the square ones.
 CUDA_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128), (128, 32))
+# f64: 128 x 128 and 64 x 128 would stage 64 KB of outputs (more than a block's 48 KB
+# of static shared memory) and their 8-byte accumulators would spill.
+F64_TILES = tuple(t for t in CUDA_TILES if t not in ((128, 128), (64, 128)))
 SIMULATOR_TILES = ((16, 16),)  # 4 threads a block: the simulator runs each in Python
+SIMULATOR_THREADS = 4  # SIMT_THREADS under the simulator: 16 x 16 takes 8 x 8 a thread
 VECTOR = 4  # operand values a thread loads together (one 16-byte load when VECTOR_*)
 
 _LOCALS = ("tid", "row", "col", "m_size", "n_size", "k_size", "batch_size", "n_tiles",
            "tile_m", "tile_n", "m0", "n0", "batch", "stage", "k0", "kk", "slot", "e",
            "q", "m", "n", "k", "i", "j", "value", "a_base", "b_base",
-           "tiles", "a_next", "b_next", "a_frag", "b_frag", "acc", "k_lo", "chunk", "partials")
+           "tiles", "a_next", "b_next", "a_frag", "b_frag", "acc", "k_lo", "chunk", "partials",
+           "products", "a_at", "b_at")
+
+
+# The factory's own names (its parameters and constants): IR values must not take them.
+FACTORY_NAMES = ("BM", "BN", "VECTOR_A", "VECTOR_B", "SPLIT", "TM", "TN", "BK", "MIN_BLOCKS",
+                 "THREADS", "ACC", "A_STRIDE", "A_SPAN", "B_SPAN", "A_COUNT", "B_COUNT",
+                 "A_GROUPS", "B_GROUPS", "A_NEXT", "B_NEXT", "A_TILES", "SHARED")
 
 
 def factory_name(kernel_name: str) -> str:
@@ -67,17 +83,20 @@ class ContractionEmitter(KernelEmitter):
     """The factory of one contraction kernel (see the module doc)."""
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
-        super().__init__(op, name, "pointwise", target, helpers, hw, taken)
-        # 16-byte accesses (the module's vector intrinsics move VECTOR_WIDTH values)
-        self.vectors = target == "cuda" and hw.vector_width == VECTOR
+        super().__init__(op, name, "pointwise", target, helpers, hw,
+                         tuple(taken) + FACTORY_NAMES)
         self.c: Contraction = contraction_of(op)
         c = self.c
         self.loc = {n: self.namer.fresh(n) for n in _LOCALS}
         self.dtype = COMPUTE_TYPE[c.acc.type.dtype]
+        # 16-byte accesses (the module's vector intrinsics move VECTOR_WIDTH values of 4
+        # bytes: f64 tiles read and write shared memory value by value)
+        self.vectors = (target == "cuda" and hw.vector_width == VECTOR
+                        and self.dtype == "float32")
         self.args = list(op.body.args)
         self.k_vals = [r.body.args[0] for r in c.reduces]  # the reduction indices
         self.zero = literal(0, c.acc.type.dtype)
-        self.k_step = BK  # K values a step of the K loop takes; a share is whole steps
+        self.k_step = BK  # a share of K (split-K) is whole multiples of this
         self.may_split = op["split_k"] > 1  # else SPLIT is never set (no second kernel)
 
     # -- pieces -------------------------------------------------------------------
@@ -132,21 +151,32 @@ class ContractionEmitter(KernelEmitter):
 
     def factory_constants(self) -> None:
         """The factory's constants, from its tile configuration: THREADS, MIN_BLOCKS and
-        what the kernel's shared and local arrays hold."""
+        what the kernel's shared and local arrays hold; then its device functions."""
         w = self.w
-        w.line("THREADS = (BM // 8) * (BN // 8)")
-        w.line(f"A_GROUPS = BM * {BK} // {VECTOR} // THREADS  # groups of {VECTOR} A values "
-               "a thread loads per K step")
-        w.line(f"B_GROUPS = BN * {BK} // {VECTOR} // THREADS")
+        self.helpers.add("_contraction_plan")  # _simt_shape
+        w.line("# a thread's TM x TN outputs, K values a step, blocks per SM asked of ptxas")
+        w.line("TM, TN, BK, MIN_BLOCKS = _simt_shape(BM, BN)")
+        w.line("assert BK in (8, 16), 'multiply() writes out 8 or 16 K values a step'")
+        w.line("THREADS, ACC = (BM // TM) * (BN // TN), TM * TN  # ACC: a thread's outputs")
+        w.line(f"A_SPAN, B_SPAN = {VECTOR} * BM // TM, {VECTOR} * BN // TN  # a thread's groups "
+               f"of {VECTOR} rows (columns) lie this far apart")
+        w.line(f"A_COUNT, B_COUNT = BM * BK // {VECTOR}, BN * BK // {VECTOR}  # groups of "
+               f"{VECTOR} values a K step loads")
+        w.line("A_GROUPS, B_GROUPS = -(-A_COUNT // THREADS), -(-B_COUNT // THREADS)  # a "
+               "thread's (a thin tile leaves the last threads fewer)")
         w.line(f"A_NEXT, B_NEXT = A_GROUPS * {VECTOR}, B_GROUPS * {VECTOR}  # values in "
                "registers per step")
-        w.line(f"A_TILES = 2 * {BK} * BM  # two stages of A, then two of B; later half the "
-               "outputs")
-        w.line(f"SHARED = max(A_TILES + 2 * {BK} * BN, BM // 2 * BN)")
-        w.line()
-        w.line("# per SM: 2 blocks of 256 threads (at most 128 registers a thread); 64-thread "
-               "tiles would spill under that cap")
-        w.line("MIN_BLOCKS = 65536 // (THREADS * 128) if THREADS >= 128 else 1")
+        if self.dtype == "float32":  # (f64 tiles fill the 48 KB exactly: unpadded)
+            w.line("# an A stage row: padded for BK 16, where a warp's transposed stores of its "
+                   "groups (8 rows x 4) hit 4-way bank conflicts unpadded, 2-way padded (BK 8: "
+                   "2-way; padded, 128 x 128 spills)")
+            w.line(f"A_STRIDE = BM + ({VECTOR} if BK == 16 else 0)")
+        else:
+            w.line("A_STRIDE = BM  # an A stage row")
+        w.line("A_TILES = 2 * BK * A_STRIDE  # two stages of A, then two of B; later the "
+               "staged outputs")
+        w.line("SHARED = max(A_TILES + 2 * BK * BN, A_SPAN * BN)")
+        self.device_functions()
 
     def docstring(self) -> None:
         c, ext = self.c, self.op.extent_list
@@ -162,9 +192,9 @@ class ContractionEmitter(KernelEmitter):
         self.w.line('"""')
 
     def schedule_text(self) -> str:
-        return ("A block computes a BM x BN tile, each thread 8 x 8 outputs, from "
-                f"double-buffered shared tiles {BK} K deep; the epilogue runs on the "
-                "accumulators, half a tile at a time through shared memory (coalesced stores).")
+        return ("A block computes a BM x BN tile, each thread TM x TN outputs, from "
+                "double-buffered shared tiles BK K deep; the epilogue runs on the "
+                "accumulators, A_SPAN rows at a time through shared memory (coalesced stores).")
 
     def body(self) -> None:
         w, L = self.w, self.loc
@@ -174,13 +204,13 @@ class ContractionEmitter(KernelEmitter):
         w.line(f"{L['a_next']} = cuda.local.array(A_NEXT, {shared})  "
                "# the next tile's values, loading during the math")
         w.line(f"{L['b_next']} = cuda.local.array(B_NEXT, {shared})")
-        w.line(f"{L['a_frag']} = cuda.local.array(8, {shared})")
-        w.line(f"{L['b_frag']} = cuda.local.array(8, {shared})")
-        w.line(f"{L['acc']} = cuda.local.array(64, {shared})  # registers: every index is a "
-               "constant once loops unroll")
+        w.line(f"{L['a_frag']} = cuda.local.array(TM, {shared})")
+        w.line(f"{L['b_frag']} = cuda.local.array(TN, {shared})")
+        w.line(f"{L['acc']} = cuda.local.array(ACC, {shared})  # registers: every index is "
+               "a constant once loops unroll")
         self.sizes()
-        w.line(f"{L['row']}, {L['col']} = {L['tid']} // (BN // 8), {L['tid']} % (BN // 8)"
-               "  # this thread's 8 x 8 block")
+        w.line(f"{L['row']}, {L['col']} = {L['tid']} // (BN // TN), {L['tid']} % (BN // TN)"
+               "  # this thread's TM x TN block")
         self.tiles_and_batches()
 
     def sizes(self) -> None:
@@ -231,14 +261,14 @@ class ContractionEmitter(KernelEmitter):
 
     def tile(self) -> None:
         w, L = self.w, self.loc
-        with w.indented(f"for {L['slot']} in range(64):"):
+        with w.indented(f"for {L['slot']} in range(ACC):"):
             w.line(f"{L['acc']}[{L['slot']}] = {self.zero}")
         w.line(f"{L['stage']} = 0")
-        w.line(f"# step k0 fetches the tile at k0 into registers while it multiplies the "
-               f"tile at k0 - {BK}")
-        with w.indented(f"for {L['k0']} in range({L['k_lo']}, {L['k_size']} + {BK}, {BK}):"):
-            w.line(f"{L['a_base']}, {L['b_base']} = {L['stage']} * {BK} * BM, "
-                   f"A_TILES + {L['stage']} * {BK} * BN")
+        w.line("# step k0 fetches the tile at k0 into registers while it multiplies the "
+               "tile at k0 - BK")
+        with w.indented(f"for {L['k0']} in range({L['k_lo']}, {L['k_size']} + BK, BK):"):
+            w.line(f"{L['a_base']}, {L['b_base']} = {L['stage']} * BK * A_STRIDE, "
+                   f"A_TILES + {L['stage']} * BK * BN")
             with w.indented(f"if {L['k0']} > {L['k_lo']}:"):
                 self.stage_store()
                 w.line("cuda.syncthreads()")
@@ -270,7 +300,7 @@ class ContractionEmitter(KernelEmitter):
         origin = "" if k_start is None else f"{L[own + '0']} + "
         k_origin = "" if k_start is None else f"{k_start} + "
         if self.groups_along_k(side):  # 4 consecutive K of one own position
-            per_k = f"{BK // VECTOR}" if side == "a" else width
+            per_k = f"(BK // {VECTOR})" if side == "a" else width
             if side == "a":
                 return (f"{origin}{L['e']} // {per_k}", f"{k_origin}({L['e']} % {per_k}) * {VECTOR}")
             return (f"{origin}{L['e']} % {width}", f"{k_origin}({L['e']} // {width}) * {VECTOR}")
@@ -282,19 +312,29 @@ class ContractionEmitter(KernelEmitter):
         fragment read is then 4 consecutive M (or N)."""
         w, L = self.w, self.loc
         for side in ("a", "b"):
-            own, width = ("m", "BM") if side == "a" else ("n", "BN")
+            own, width = ("m", "A_STRIDE") if side == "a" else ("n", "BN")  # stage rows
             base, regs = L[f"{side}_base"], L[f"{side}_next"]
-            with w.indented(f"for {L['slot']} in range({side.upper()}_GROUPS):"):
-                w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+            with self.each_group(side):
                 position, k = self.group_position(side, None)
                 w.line(f"{L[own]}, {L['k']} = {position}, {k}")
-                if self.groups_along_k(side):
+                if self.groups_along_k(side):  # an unsigned index: no wraparound code
                     with w.indented(f"for {L['q']} in range({VECTOR}):"):
-                        w.line(f"{L['tiles']}[{base} + ({L['k']} + {L['q']}) * {width} + "
-                               f"{L[own]}] = {regs}[{L['slot']} * {VECTOR} + {L['q']}]")
+                        w.line(f"{L['tiles']}[numba.uint32({base} + ({L['k']} + {L['q']}) * "
+                               f"{width} + {L[own]})] = {regs}[{L['slot']} * {VECTOR} + "
+                               f"{L['q']}]")
                 else:
                     self.copy4(f"{base} + {L['k']} * {width} + {L[own]}", regs,
                                f"{L['slot']} * {VECTOR}")
+
+    @contextmanager
+    def each_group(self, side: str):
+        """The body runs once for each of this thread's groups ``e`` of a side's tile
+        (a thin tile has fewer groups than A_GROUPS * THREADS: the last threads skip)."""
+        w, L, s = self.w, self.loc, side.upper()
+        with w.indented(f"for {L['slot']} in range({s}_GROUPS):"):
+            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+            with w.indented(f"if {s}_GROUPS * THREADS == {s}_COUNT or {L['e']} < {s}_COUNT:"):
+                yield
 
     def copy4(self, at: str, regs: str, first: str) -> None:
         """Four registers ``regs[first..]`` into the shared tiles at ``at`` (16-byte
@@ -312,8 +352,7 @@ class ContractionEmitter(KernelEmitter):
         registers (zeros outside the sizes)."""
         w, L, c = self.w, self.loc, self.c
         own = "m" if side == "a" else "n"
-        with w.indented(f"for {L['slot']} in range({side.upper()}_GROUPS):"):
-            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+        with self.each_group(side):
             position, k = self.group_position(side, k_start)
             w.line(f"{L[own]} = {position}")
             w.line(f"{L['k']} = {k}")
@@ -386,48 +425,73 @@ class ContractionEmitter(KernelEmitter):
                     carry(d - 1)
         carry(len(names) - 1)
 
-    def multiply(self) -> None:
-        """The BK steps of outer products on the current stage."""
+    def device_functions(self) -> None:
+        """``products``: one K value's outer product into the accumulators, inlined
+        where the kernel calls it (see ``multiply``)."""
         w, L = self.w, self.loc
-        with w.indented(f"for {L['kk']} in range({BK}):"):
-            a_row = f"{L['a_base']} + {L['kk']} * BM + {L['row']} * 4"
-            b_row = f"{L['b_base']} + {L['kk']} * BN + {L['col']} * 4"
-            reads = ((L["a_frag"], a_row, "BM"), (L["b_frag"], b_row, "BN"))
-            if self.vectors:
-                self.helpers.add("_vector_access")
-                w.line("# 16-byte fragment reads: 4 rows, 4 more half a tile on; columns alike")
-                for frag, at, side in reads:
-                    for half, offset in ((0, ""), (4, f" + {side} // 2")):
-                        w.line(f"_load_shared({L['tiles']}, ({at}{offset},), {frag}, {half})")
-            else:
-                with w.indented(f"for {L['q']} in range(4):"):
-                    for frag, at, side in reads:
-                        w.line(f"{frag}[{L['q']}] = {L['tiles']}[{at} + {L['q']}]")
-                        w.line(f"{frag}[4 + {L['q']}] = {L['tiles']}[{at} + {side} // 2 + "
-                               f"{L['q']}]")
-            with w.indented(f"for {L['i']} in range(8):"):
-                with w.indented(f"for {L['j']} in range(8):"):
-                    w.line(f"{L['acc']}[{L['i']} * 8 + {L['j']}] += "
-                           f"{L['a_frag']}[{L['i']}] * {L['b_frag']}[{L['j']}]")
+        w.line()
+        # inlined by NVVM (alwaysinline): Numba's own inline="always" gave the same machine
+        # code but compiled 2-5x slower (16 calls re-typed); the simulator has no such option
+        w.line("@cuda.jit(device=True, forceinline=True)" if self.target == "cuda"
+               else "@cuda.jit(device=True)")
+        with w.indented(f"def {L['products']}(tiles, a_at, b_at, a_frag, b_frag, acc):"):
+            w.line('"""acc += the outer product of one K value\'s TM values of A (groups of 4 '
+                   'rows A_SPAN')
+            w.line('apart from tiles[a_at]) and its TN values of B (groups of 4 columns '
+                   'B_SPAN apart')
+            w.line('from tiles[b_at])."""')
+            for frag, at, count, span in (("a_frag", "a_at", "TM", "A_SPAN"),
+                                          ("b_frag", "b_at", "TN", "B_SPAN")):
+                with w.indented(f"for h in range({count} // 4):"):
+                    if self.vectors:  # one 16-byte read a group
+                        self.helpers.add("_vector_access")
+                        w.line(f"_load_shared(tiles, ({at} + h * {span},), {frag}, h * 4)")
+                    else:
+                        with w.indented("for q in range(4):"):
+                            w.line(f"{frag}[h * 4 + q] = tiles[{at} + h * {span} + q]")
+            with w.indented("for i in range(TM):"):
+                with w.indented("for j in range(TN):"):
+                    w.line("acc[i * TN + j] += a_frag[i] * b_frag[j]")
+        w.line()
+
+    def multiply(self) -> None:
+        """The BK outer products of the current stage, written out (NVVM does not unroll
+        a loop of them): 8, then 8 more where BK is 16."""
+        w, L = self.w, self.loc
+        w.line(f"{L['a_at']} = {L['a_base']} + {L['row']} * 4  # this thread's A and B "
+               "fragments' first values")
+        w.line(f"{L['b_at']} = {L['b_base']} + {L['col']} * 4")
+
+        def products(first: int) -> None:
+            for kk in range(first, first + 8):
+                w.line(f"{L['products']}({L['tiles']}, {L['a_at']} + {kk} * A_STRIDE, "
+                       f"{L['b_at']} + {kk} * BN, {L['a_frag']}, {L['b_frag']}, {L['acc']})")
+        w.line("# the stage's outer products, written out: NVVM does not unroll a loop of them")
+        products(0)
+        with w.indented("if BK == 16:"):
+            products(8)
 
     def epilogue(self) -> None:
-        """Half the tile's accumulators at a time into shared memory (a copy with
-        constant register indices), then the block's threads walk that half with
-        consecutive threads on consecutive N (coalesced), run the ops after the
-        reduction and store. The two halves are written out: a loop over them would
-        keep all 64 accumulators live through the first half's stores."""
+        """A_SPAN rows of the tile at a time (each thread's rows 4h..4h+3: all of them
+        for TM = 4, half for TM = 8) into shared memory (a copy with constant register
+        indices), then the block's threads walk them with consecutive threads on
+        consecutive N (coalesced), run the ops after the reduction and store. The two
+        passes are written out: a loop over them would keep all the accumulators live
+        through the first pass's stores."""
         w, L = self.w, self.loc
-        for half in (0, 1):
-            w.line(f"# epilogue, {('first', 'second')[half]} half of the tile's rows: the fused "
+        for h in (0, 1):
+            w.line(f"# epilogue, {('first', 'second')[h]} A_SPAN rows of the tile: the fused "
                    "ops after the reduction")
-            w.line("cuda.syncthreads()  # the block is done with what the tiles held")
-            with w.indented(f"for {L['i']} in range(4):"):
-                with w.indented(f"for {L['j']} in range(0, 8, 4):"):
-                    at = (f"({L['row']} * 4 + {L['i']}) * BN + {L['col']} * 4 + "
-                          f"({L['j']} // 4) * (BN // 2)")
-                    self.copy4(at, L["acc"], f"({L['i']} + {4 * half}) * 8 + {L['j']}")
-            w.line("cuda.syncthreads()")
-            self.epilogue_half(half)
+            with w.indented("if TM == 8:  # a second pass: the other half of the rows") if h \
+                    else nullcontext():
+                w.line("cuda.syncthreads()  # the block is done with what the tiles held")
+                with w.indented(f"for {L['i']} in range(4):"):
+                    with w.indented(f"for {L['j']} in range(0, TN, 4):"):
+                        at = (f"({L['row']} * 4 + {L['i']}) * BN + {L['col']} * 4 + "
+                              f"({L['j']} // 4) * B_SPAN")
+                        self.copy4(at, L["acc"], f"({L['i']} + {4 * h}) * TN + {L['j']}")
+                w.line("cuda.syncthreads()")
+                self.epilogue_half(h, "A_SPAN")
         w.line("cuda.syncthreads()  # all stores read the tiles before they are refilled")
 
     def staged_accumulator(self) -> str:
@@ -435,14 +499,15 @@ class ContractionEmitter(KernelEmitter):
         tile (``e`` = i * BN + j): the SIMT kernel stages it densely."""
         return f"{self.loc['tiles']}[{self.loc['e']}]"
 
-    def epilogue_half(self, half: int) -> None:
-        """Each thread takes elements of the staged half tile in turn (coalesced), runs
-        the epilogue on the accumulator and stores."""
+    def epilogue_half(self, half: int, rows: str = "BM // 2") -> None:
+        """Each thread takes elements of the staged ``rows`` rows of the tile in turn
+        (coalesced; ``half``: the first or the next ``rows``), runs the epilogue on the
+        accumulator and stores."""
         w, L, c = self.w, self.loc, self.c
         stores = [o for o in self.op.body.ops if isinstance(o, StoreOp)]
-        with w.indented(f"for {L['e']} in range({L['tid']}, BM // 2 * BN, THREADS):"):
+        with w.indented(f"for {L['e']} in range({L['tid']}, {rows} * BN, THREADS):"):
             w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, BN)")
-            offset = " + BM // 2" if half else ""
+            offset = f" + {rows}" if half else ""
             w.line(f"{L['m']} = {L['m0']}{offset} + {L['i']}")
             w.line(f"{L['n']} = {L['n0']} + {L['j']}")
             with w.indented(f"if {L['m']} < {L['m_size']} and {L['n']} < {L['n_size']}:"):
@@ -474,18 +539,21 @@ class ContractionEmitter(KernelEmitter):
 def tile_model_inputs(op) -> dict:
     """What the tile model (tile_model.py) reads of a contraction kernel besides the
     sizes, as the "cuda" target's module has them: its tiles, K step, most K shares, the
-    kernel kind's FMA rate and the operands' bytes per value."""
+    kernel kind's FMA rate, the operands' bytes per value and (SIMT) its tiles' thread
+    shapes."""
     from mlfuse.codegen.helpers import MMA_GEOMETRY
     dtype = contraction_of(op).a.type.dtype
     mma = op["variant"].startswith("mma")
     tf32 = op["variant"] in TF32_VARIANTS  # f32 stages: half the K of a 16-bit stage
     kind = (op["variant"] if tf32 else "mma" if mma else "simt-f64" if dtype == "f64"
             else "simt")
-    return {"tiles": MMA_GEOMETRY["cuda"]["tiles"] if mma else CUDA_TILES,
+    return {"tiles": (MMA_GEOMETRY["cuda"]["tiles"] if mma else F64_TILES if kind == "simt-f64"
+                      else CUDA_TILES),
             "k_step": (MMA_GEOMETRY["cuda"]["bk"] // (2 if tf32 else 1)) if mma else BK,
             "max_split": op["split_k"], "fma_per_us": FMA_PER_US[kind],
             "step_us": STEP_US[kind],
-            "value_bytes": {"f64": 8, "f16": 2, "bf16": 2}.get(dtype, 4)}
+            "value_bytes": {"f64": 8, "f16": 2, "bf16": 2}.get(dtype, 4),
+            "shape": None if mma else _simt_shape}
 
 
 def tiled_kernel_plan(op) -> str:

@@ -219,17 +219,19 @@ class _TiledKernel:
     (m, n, k, batch) to the (BM, BN, splits) a search on the device found best (mlfuse
     fills it from its tuning cache); ``last_shape`` is the latest launch's, for that
     search. ``tiles``: the (BM, BN) the factory takes (CONTRACTION_TILES unless given);
-    ``threads(BM, BN)``: a block's threads (8 x 8 outputs each unless given). What the
-    tile model reads besides the sizes: ``k_step`` (K values a step of the K loop takes),
+    ``threads(BM, BN)``: a block's threads (unless given: from ``shape``, a SIMT
+    kernel's ``_simt_shape``). What the
+    tile model reads besides the sizes: ``shape``, ``k_step`` (K values a share of K is
+    whole steps of),
     ``max_split`` (the most shares K may be split into), ``fma_per_us`` (FMAs per us per
     SM of a full GPU), ``value_bytes`` (of an operand value) and ``step_us`` (a K step's
     exposed latency)."""
 
     def __init__(self, factory, tiles=None, threads=None, k_step=8, max_split=1,
-                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7):
+                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7, shape=None):
         self.factory, self.kernels = factory, {}
         self.tuned, self.last_shape = {}, None
-        self._tiles, self._threads = tiles, threads
+        self._tiles, self._threads, self.shape = tiles, threads, shape
         self.k_step, self.max_split = k_step, max_split
         self.fma_per_us, self.value_bytes, self.step_us = fma_per_us, value_bytes, step_us
 
@@ -238,7 +240,10 @@ class _TiledKernel:
         return CONTRACTION_TILES if self._tiles is None else self._tiles
 
     def threads(self, bm, bn):
-        return (bm // 8) * (bn // 8) if self._threads is None else self._threads(bm, bn)
+        if self._threads is not None:
+            return self._threads(bm, bn)
+        tm, tn = self.shape(bm, bn)[:2]
+        return (bm // tm) * (bn // tn)
 
     def __getitem__(self, config):
         if config not in self.kernels:
@@ -260,7 +265,7 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
     if best is None:
         best = _contraction_plan(kernel.tiles, m_size, n_size, k_size, batch_size, SM_COUNT,
                                  kernel.max_split, kernel.k_step, kernel.fma_per_us,
-                                 kernel.value_bytes, kernel.step_us)[0]
+                                 kernel.value_bytes, kernel.step_us, shape=kernel.shape)[0]
     bm, bn, splits = tuple(best) + (1,) * (3 - len(best))  # a (BM, BN) choice: no split
     grid = (-(-m_size // bm) * -(-n_size // bn), splits, min(batch_size, 65535))
     return (bm, bn, splits), grid, kernel.threads(bm, bn)

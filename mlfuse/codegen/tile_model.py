@@ -8,20 +8,32 @@ and runs the epilogue (split_k.py). The host asks ``_contraction_plan`` for
 mlfuse/tools/tuning.py) left a choice for those sizes. ``mlfuse explain`` prints the
 same plan with the numbers behind it.
 
+A SIMT tile's threads come from ``_simt_shape``: each thread computes TM x TN outputs,
+the largest of 8 x 8, 8 x 4, 4 x 8 and 4 x 4 that still gives the block SIMT_THREADS
+(256) threads, so a 64 x 64 tile runs 256 threads of 4 x 4 rather than 64 of 8 x 8 (2
+warps: an SM held 6 warps of them, 8% occupancy, 9 TFLOP/s on resnet18's convs). The
+same function says the K values of a step (BK: 8 for 8 x 8, else 16, so that a step
+keeps 256 or more products per thread against its loads and barrier) and the blocks per
+SM the kernel's launch bounds ask (which caps its registers).
+
 The estimate of one choice, in microseconds, is the largest of three bounds, plus a
 launch when K is split:
 
 - **latency**: a block's K loop is a chain of steps, each waiting on its operands'
   global loads (double-buffered: about one load latency, ``step_us``, a step when the SM
-  has nothing else to run). Blocks resident on an SM together overlap; an SM holds
-  32768 // (BM * BN) blocks (each thread keeps 64 accumulators; an SM's 64K registers
-  hold two 128 x 128 tiles). So: waves of resident blocks on the busiest SM x steps of
-  a share x ``step_us``. This is the bound that kept decode (M = 32) slow: 32 blocks,
-  one 4096-long K loop each.
+  has nothing else to run). Blocks resident on an SM together overlap: SIMT tiles as
+  their launch bounds ask (``_simt_shape``), tensor-core tiles 32768 // (BM * BN)
+  blocks. So: waves of resident blocks on the busiest SM x steps of a share x ``step_us``.
+  This is the bound that kept decode (M = 32) slow: 32 blocks, one 4096-long K loop each.
 - **compute**: the busiest SM's FMAs (ceil(blocks / SMs) blocks of BM * BN * share)
   at ``fma_per_us``, times 1 + 8 * (BM + BN) / (BM * BN): a tile's operand values cost
   about 8 FMAs each to bring in (global load, shared store, barrier), which is what
-  makes larger tiles faster when the GPU is full.
+  makes larger tiles faster when the GPU is full. The rate needs warps: with fewer than
+  FULL_WARPS (16) resident on the SM it scales down in proportion (an SM issues from 4
+  schedulers, each needing a few warps to cover shared-memory and FMA latencies: the
+  64-thread tiles above ran at a third of the rate). A SIMT thread tile smaller than
+  8 x 8 issues more instructions per FMA (its fragment reads and its share of a step's
+  loads and barrier): ``_simt_overhead``, relative to 8 x 8.
 - **memory**: the operands read once and the output written once, at ``bytes_per_us``.
 
 With split-K, the partial sums' round trip (2 x splits x M x N x 4 bytes) and the second
@@ -34,7 +46,7 @@ the least compute (less work wasted past the edges). The rates are H100 numbers:
 ``fma_per_us`` calibrated on the SIMT kernel's 4096^3 time (4.16 ms), ``step_us`` on
 decode's (0.62 ms for 512 steps alone on an SM), ``bytes_per_us`` the copy bandwidth.
 
-The function below is copied verbatim into every generated module that has a
+The functions below are copied verbatim into every generated module that has a
 contraction (``source()``), so the module stays standalone and explain and the host
 run the same code.
 """
@@ -53,29 +65,63 @@ FMA_PER_US = {"simt": 1.4e5, "simt-f64": 0.7e5, "mma": 0.71e6, "mma-tf32x3": 1.1
 # flight: about a global load's latency a step), tensor-core kernels keep STAGES - 1 = 2
 # stages in flight (half that).
 STEP_US = {"simt": 0.7, "simt-f64": 0.7, "mma": 0.35, "mma-tf32x3": 0.35, "mma-tf32": 0.35}
+SIMT_THREADS = 256  # a SIMT block's threads where its tile allows (a generated module
+                    # sets its own: 4 under the simulator, which runs threads in Python)
+FULL_WARPS = 16  # warps an SM needs resident for the FMA rate above (8 per block x 2)
+
+
+def _simt_shape(bm, bn):
+    """(TM, TN, BK, BLOCKS) of a SIMT contraction's BM x BN tile: a thread's TM x TN
+    outputs, the K values a step takes and the blocks per SM its launch bounds ask
+    (registers capped at 65536 / (threads * BLOCKS)). See the module doc."""
+    outputs = max(16, bm * bn // SIMT_THREADS)
+    tm = 8 if outputs >= 64 or (outputs >= 32 and bm >= bn) else 4
+    tn = 8 if outputs >= 64 or (outputs >= 32 and bm < bn) else 4
+    threads = (bm // tm) * (bn // tn)
+    # 128 registers a thread: 64 accumulators and their fragments fit without spills, and
+    # so does a conv's gather beside 16 (80 would spill it; a matmul's 4 x 4 threads use
+    # about 80, so more of its blocks are resident than asked)
+    return tm, tn, 8 if tm * tn == 64 else 16, max(1, 65536 // (threads * 128))
+
+
+def _simt_overhead(tm, tn, bk):
+    """Instructions a SIMT thread tile issues per FMA, relative to 8 x 8 with BK 8: its
+    16-byte fragment reads ((TM + TN) / 4 per TM * TN FMAs) and its share of a step's
+    loads, stores, barrier and loop (about 100 instructions per TM * TN * BK FMAs)."""
+    def per_fma(m, n, k):
+        return 1 + (m + n) / (4 * m * n) + 100 / (m * n * k)
+    return per_fma(tm, tn, bk) / per_fma(8, 8, 8)
 
 
 def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_split=1,
                       k_step=8, fma_per_us=1.4e5, value_bytes=4, step_us=0.7,
-                      bytes_per_us=2.8e6, launch_us=2.0):
+                      bytes_per_us=2.8e6, launch_us=2.0, shape=None):
     """((BM, BN, splits), estimated us, why) for a contraction of m_size x n_size outputs
     per batch over k_size: the cheapest tile of ``tiles`` and power-of-two split of K up
-    to ``max_split`` by the model of mlfuse/codegen/tile_model.py."""
+    to ``max_split`` by the model of mlfuse/codegen/tile_model.py. ``shape``: a SIMT
+    kernel's ``_simt_shape`` (None: a tensor-core kernel: 32768 // (BM * BN) blocks an
+    SM, K steps of ``k_step``, the rate as calibrated whatever its warps)."""
     best, best_key, why = None, None, ""
     k_size = max(k_size, 1)
     operand_bytes = (m_size + n_size) * k_size * batch_size * value_bytes
     output_bytes = m_size * n_size * batch_size * 4
     for bm, bn in tiles:
         tile_count = -(-m_size // bm) * -(-n_size // bn) * batch_size
-        resident = max(1, 32768 // (bm * bn))
+        threads, resident, step, overhead = 0, max(1, 32768 // (bm * bn)), k_step, 1
+        if shape is not None:
+            tm, tn, step, resident = shape(bm, bn)
+            threads, overhead = bm * bn // (tm * tn), _simt_overhead(tm, tn, step)
         splits = 1
         while splits <= max(1, max_split):
             share = -(-k_size // splits)
             share = -(-share // k_step) * k_step  # whole K steps
             shares = -(-k_size // share)  # those that hold some K
             per_sm = -(-tile_count * shares // sm_count)
-            latency = -(-per_sm // resident) * (share // k_step) * step_us
-            compute = per_sm * bm * bn * share / fma_per_us * (1 + 8 * (bm + bn) / (bm * bn))
+            latency = -(-per_sm // resident) * -(-share // step) * step_us
+            warps = min(per_sm, resident) * threads // 32  # on the busiest SM at once
+            rate = fma_per_us * (min(1, max(1, warps) / FULL_WARPS) if threads else 1)
+            compute = (per_sm * bm * bn * share / rate * (1 + 8 * (bm + bn) / (bm * bn))
+                       * overhead)
             memory = (operand_bytes + output_bytes) / bytes_per_us
             # the partial sums' round trip and the second launch come on top: the second
             # kernel starts when the first is done
@@ -87,9 +133,10 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
             if best is None or key < best_key:
                 best, best_key = (bm, bn, shares), key
                 bound = max((latency, "latency"), (compute, "compute"), (memory, "memory"))[1]
+                each = f", {threads} threads each" if threads else ""
                 why = (f"{tile_count * shares} blocks ({tile_count} tiles x {shares} K shares of "
                        f"{share}), {per_sm} on the busiest of {sm_count} SMs ({resident} "
-                       f"resident): latency {latency:.1f} us, compute {compute:.1f} us, "
+                       f"resident{each}): latency {latency:.1f} us, compute {compute:.1f} us, "
                        f"memory {memory:.1f} us; {bound}-bound"
                        + (f"; the shares' partial sums {split_us:.1f} us more" if shares > 1
                           else ""))
@@ -100,8 +147,11 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
 
 
 def source() -> str:
-    """The plan function's source, for a generated module."""
-    return inspect.getsource(_contraction_plan)
+    """The model's functions' source, for a generated module (its header sets
+    SIMT_THREADS)."""
+    return (f"FULL_WARPS = {FULL_WARPS}  # warps an SM needs for the FMA rate (tile_model.py)"
+            "\n\n\n" + "\n\n".join(inspect.getsource(f) for f in (
+                _simt_shape, _simt_overhead, _contraction_plan)))
 
 
-__all__ = ["FMA_PER_US", "STEP_US", "source"]
+__all__ = ["FMA_PER_US", "SIMT_THREADS", "STEP_US", "source"]

@@ -195,8 +195,8 @@ class _RecordingTiles:
 
     def __getattr__(self, name):
         """What the tile model reads (k_step, max_split, fma_per_us, value_bytes,
-        step_us): fixed facts of the kernel, passed through."""
-        if name in ("k_step", "max_split", "fma_per_us", "value_bytes", "step_us"):
+        step_us, shape): fixed facts of the kernel, passed through."""
+        if name in ("k_step", "max_split", "fma_per_us", "value_bytes", "step_us", "shape"):
             return getattr(self._tiles, name)
         raise AttributeError(name)
 
