@@ -44,7 +44,6 @@ PAD = 8  # f32 words after each row of the epilogue's staged half tile
 # How a stage's 16-bit values are viewed, per operand dtype: bf16 as its bits.
 STAGE_VIEW = {"f16": "np.float16", "bf16": "np.uint16"}
 STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a stage
-SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
@@ -55,6 +54,7 @@ class MmaContractionEmitter(ContractionEmitter):
     """The factory of one tensor-core contraction kernel (see the module doc)."""
 
     WARP_SKIP = 0  # the warp tiles it may take: MMA_WARPS from this one (helpers._mma_warp)
+    TILES = "MMA_TILES"  # the module's table of the block tiles it may take
     HOST_K_STEP = "MMA_BK"  # STAGE_K as the host module names it (split-K shares)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
@@ -72,6 +72,9 @@ class MmaContractionEmitter(ContractionEmitter):
                 "STAGE_K K deep; the epilogue runs on the accumulators, half a tile at a time "
                 "through shared memory (coalesced stores).")
 
+    def factory_result(self) -> str:
+        return f"_DynamicShared({self.name}, SHARED * 4)  # its stages' bytes, given at launch"
+
     def factory_constants(self) -> None:
         w = self.w
         w.line(f"WARP_M, WARP_N = _mma_warp(BM, BN, {self.WARP_SKIP})")
@@ -80,7 +83,7 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
         self.stage_constants()
         size = STAGE_BYTES[self.operand]
-        w.line(f"STAGES = min(4, {SHARED_BYTES} // ({size} * (A_STAGE + B_STAGE)))")
+        w.line(f"STAGES = min(MMA_STAGES, MMA_SHARED // ({size} * (A_STAGE + B_STAGE)))")
         w.line("assert STAGES >= 2, 'a tile too large for two stages in shared memory'")
         g = self.group
         w.line(f"A_CHUNKS, B_CHUNKS = BM * STAGE_K // {g}, STAGE_K * BN // {g}  # 16-byte "
@@ -91,7 +94,9 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
         w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4, BM // 2 * C_STRIDE)"
-               "  # f32 words")
+               "  # f32 words of dynamic shared memory")
+        w.line("assert SHARED * 4 <= MMA_SHARED, 'half the tile, for the epilogue, takes too much "
+               "shared memory'")
         w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
 
     def stage_constants(self) -> None:
@@ -115,7 +120,8 @@ class MmaContractionEmitter(ContractionEmitter):
     def body(self) -> None:
         w, L = self.w, self.loc
         align = ", alignment=16" if self.target == "cuda" else ""
-        w.line(f"{L['tiles32']} = cuda.shared.array(SHARED, numba.float32{align})")
+        w.line(f"{L['tiles32']} = cuda.shared.array(0, numba.float32{align})  # dynamic: "
+               "SHARED words, given at launch")
         if self.operand in STAGE_VIEW:
             w.line(f"{L['tiles']} = {L['tiles32']}.view({STAGE_VIEW[self.operand]})  # the stages")
         else:
@@ -312,7 +318,7 @@ def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, take
     text = emitter.emit()
     threads = ("_mma_threads" if not emitter.WARP_SKIP else
                f"lambda bm, bn: _mma_threads(bm, bn, {emitter.WARP_SKIP})")
-    text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, MMA_TILES, {threads}, "
+    text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, {emitter.TILES}, {threads}, "
              f"k_step={emitter.HOST_K_STEP}, {plan})\n")
     sides = {side: load.operands[0] for side in ("a", "b")
              if (load := emitter.vector_side(side)) is not None}

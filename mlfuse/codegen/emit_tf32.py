@@ -33,6 +33,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
 
     WARP_SKIP = 1  # 64 x 64 warp tiles would spill (3xTF32 holds two fragments a value)
     HOST_K_STEP = "MMA_BK // 2"  # STAGE_K (below) as the host module names it
+    TILES = "MMA_TF32_TILES"  # no wide tiles: their 512 threads would not fit the registers
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)

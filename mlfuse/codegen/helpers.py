@@ -243,6 +243,11 @@ class _TiledKernel:
         if config not in self.kernels:
             self.kernels[config] = self.factory(*config)
         return self.kernels[config]
+
+    def shared_bytes(self, config):
+        """Bytes of dynamic shared memory the kernel of ``config`` takes at its launch (a
+        tensor-core kernel's stages: its factory sets ``dynamic_shared``; 0: none)."""
+        return getattr(self[config], "dynamic_shared", 0)
 '''
 
 # The model behind the choice: _contraction_plan (mlfuse/codegen/tile_model.py, copied
@@ -272,15 +277,39 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
 # the H100: 0.73 ms for f16 4096^3 against 0.89 ms with 64 x 32); smaller tiles take
 # smaller warp tiles, which keep 4 warps a block and do not spill. The thin tiles (16
 # or 32 rows) are for few rows (decode), with split-K filling the GPU.
+#
+# Stages live in dynamic shared memory, up to "smem" bytes a block (over the 48 KB a
+# static array may take; 113 KB lets two blocks share an H100 SM's 228 KB) and at most
+# "stages" of them. The wide tiles (128 x 256, 256 x 128: 8 warps of 64 x 64) are for
+# 16-bit operands only ("tf32_tiles": the TF32 kernels hold two fragments a value and
+# would need 512 threads of smaller warp tiles, more registers than an SM has).
 MMA_GEOMETRY = {
-    "cuda": {"tiles": ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128)),
-             "warps": ((64, 64), (64, 32), (32, 32)), "bk": 32},
-    "simulator": {"tiles": ((16, 16),), "warps": ((16, 16),), "bk": 16},
+    "cuda": {"tiles": ((128, 256), (256, 128), (128, 128), (128, 64), (64, 128), (64, 64),
+                       (32, 128), (16, 128)),
+             "tf32_tiles": ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128)),
+             "warps": ((64, 64), (64, 32), (32, 32)), "bk": 32, "stages": 4,
+             "smem": 113 * 1024},
+    "simulator": {"tiles": ((16, 16),), "tf32_tiles": ((16, 16),), "warps": ((16, 16),),
+                  "bk": 16, "stages": 4, "smem": 48 * 1024},
 }
+
+
+def mma_geometry(target: str) -> dict:
+    """MMA_GEOMETRY[target] with what it leaves out filled in (a probe or a test may give
+    only tiles, warps and bk): TF32 tiles the tiles of at most 128 x 128, 4 stages in
+    48 KB."""
+    geometry = {"stages": 4, "smem": 48 * 1024, **MMA_GEOMETRY[target]}
+    geometry.setdefault("tf32_tiles", tuple(t for t in geometry["tiles"] if t[0] * t[1] <= 16384))
+    return geometry
+
+
 _MMA_GEOMETRY = '''\
 MMA_TILES = {tiles}  # (BM, BN) a tensor-core contraction's block tile may take
 MMA_WARPS = {warps}  # (rows, columns) of the block tile one warp computes, largest first
+MMA_TF32_TILES = {tf32_tiles}  # those of a TF32 or 3xTF32 contraction
 MMA_BK = {bk}  # K values per shared-memory stage of a tensor-core contraction
+MMA_STAGES = {stages}  # shared-memory stages at most
+MMA_SHARED = {smem}  # bytes of dynamic shared memory a block may take
 
 
 def _mma_warp(bm, bn, skip=0):
@@ -298,7 +327,8 @@ def _mma_threads(bm, bn, skip=0):
     wm, wn = _mma_warp(bm, bn, skip)
     return (bm // wm) * (bn // wn) * 32
 '''
-MMA_GEOMETRY_NAMES = ("MMA_TILES", "MMA_WARPS", "MMA_BK", "_mma_warp", "_mma_threads")
+MMA_GEOMETRY_NAMES = ("MMA_TILES", "MMA_TF32_TILES", "MMA_WARPS", "MMA_BK", "MMA_STAGES",
+                      "MMA_SHARED", "_mma_warp", "_mma_threads")
 
 
 def block_reduce_name(combiner: str) -> str:
@@ -367,7 +397,7 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     fixed = {**_FIXED, **vector_helper_sources(target),
              "_mma_intrinsics": mma_helper_source(target), "_bf16": bf16_helper_source(target),
              "_tf32_intrinsics": tf32_helper_source(target),
-             "_mma_geometry": _MMA_GEOMETRY.format(**MMA_GEOMETRY[target])}
+             "_mma_geometry": _MMA_GEOMETRY.format(**mma_geometry(target))}
     for name in used:
         if name in fixed:
             texts[name] = fixed[name]

@@ -210,8 +210,10 @@ class HostEmitter:
         lines.append(f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split})  "
                      "# BM, BN, VECTOR_A, VECTOR_B, SPLIT")
         tiled = f"{kernel.name}[{config}]"
+        # the launch gives the dynamic shared memory the tile's kernel takes (its stages)
+        launch = f"{grid}, {threads}, 0, {kernel.name}.shared_bytes({config})"
         # the last argument: the partial sums of a split K; any array when not split
-        whole = self.call(tiled, f"{grid}, {threads}", args + [args[0]])
+        whole = self.call(tiled, launch, args + [args[0]])
         finish = kernel.variants.get("finish")
         if finish is None:  # K too short to split: one kernel
             lines.append(whole)
@@ -224,7 +226,7 @@ class HostEmitter:
                       "adds them and runs the epilogue",
                       f"{unit}{partials} = cuda.device_array(({tiles}[2], {points}), "
                       f"dtype=np.{partial_dtype(kernel.op)})",
-                      unit + self.call(tiled, f"{grid}, {threads}", args + [partials]),
+                      unit + self.call(tiled, launch, args + [partials]),
                       unit + self.call(finish, f"_pointwise_blocks({points}, 1), THREADS_PER_BLOCK",
                                        args + [partials, f"{tiles}[2]"]),
                       "else:", unit + whole]

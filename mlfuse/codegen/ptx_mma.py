@@ -297,6 +297,53 @@ def _cp_async_wait(pending):
     """cp.async.wait_group: nothing to wait for, the twin copied at once."""
 '''
 
+# Dynamic shared memory (both targets): a tensor-core kernel's factory returns its
+# kernel wrapped, so that a launch over 48 KB first allows the kernel that much.
+_DYNAMIC_SHARED = '''\
+STATIC_SHARED_LIMIT = 48 * 1024  # bytes a kernel may take without asking the driver
+
+
+class _DynamicShared:
+    """A kernel whose stages are dynamic shared memory: ``dynamic_shared`` bytes, which
+    each launch gives (``kernel[grid, block, 0, dynamic_shared]``). Over 48 KB the
+    driver wants the kernel allowed them first, once per compiled kernel
+    (``_allow_shared``). Everything else (overloads, compile, ...) is the kernel's."""
+
+    def __init__(self, kernel, dynamic_shared):
+        self.kernel, self.dynamic_shared, self.allowed = kernel, dynamic_shared, set()
+
+    def __getitem__(self, config):
+        launch = self.kernel[config]
+        if self.dynamic_shared <= STATIC_SHARED_LIMIT or TARGET != "cuda":
+            return launch
+
+        def allowed_launch(*args):
+            key = tuple(self.kernel.typeof_pyval(a) for a in args)
+            if key not in self.allowed:
+                _allow_shared(self.kernel.compile(key), self.dynamic_shared)
+                self.allowed.add(key)
+            return launch(*args)
+        return allowed_launch
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+'''
+
+_ALLOW_SHARED = {"cuda": '''
+
+def _allow_shared(kernel, size):
+    """CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = size for a compiled kernel, as
+    Numba sets its own attributes (its shared-memory carveout)."""
+    from numba.cuda.cudadrv.driver import binding, driver
+    function = kernel._codelibrary.get_cufunc()
+    attribute = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attribute, size, function.handle, function.device.id)
+''', "simulator": '''
+
+def _allow_shared(kernel, size):
+    """Nothing to allow: the simulator's shared memory has no limit."""
+'''}
+
 # The twins' module globals. Their shared arrays rely on mlfuse.runtime.simulator's fix
 # (the simulator's first cuda.shared.array of a line races between threads), which
 # load_source applies before a generated module runs.
@@ -310,12 +357,14 @@ TWIN_LANES = {lanes}  # threads of a block the twins exchange among
 MMA_NAMES = ("_item_pointer", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async16",
              "_cp_async_commit", "_cp_async_wait", "_ldmatrix_x4", "_ldmatrix_x4_trans",
              "_mma_f16", "_mma_bf16", "_bits16", "_pack", "_unpack", "_ldmatrix_twin",
-             "_mma_twin", "_warp_registers", "TWIN_LANES")
+             "_mma_twin", "_warp_registers", "TWIN_LANES", "STATIC_SHARED_LIMIT", "_DynamicShared",
+             "_allow_shared")
 
 
 def mma_helper_source(target: str) -> str:
     """Source of the tensor-core helpers on ``target`` ("cuda": the intrinsics, which
     need the module's CUDA_IMPORTS; "simulator": the twins)."""
+    shared = "\n\n" + _DYNAMIC_SHARED + _ALLOW_SHARED[target]
     if target == "cuda":
-        return _CUDA
-    return _TWIN_GLOBALS.format(lanes=TWIN_LANES) + _SIMULATOR
+        return _CUDA + shared
+    return _TWIN_GLOBALS.format(lanes=TWIN_LANES) + _SIMULATOR + shared

@@ -188,6 +188,9 @@ class _RecordingTiles:
     def tiles(self):
         return self._tiles.tiles
 
+    def shared_bytes(self, config):
+        return self._tiles.shared_bytes(config)
+
     def threads(self, bm, bn):
         return self._tiles.threads(bm, bn)
 

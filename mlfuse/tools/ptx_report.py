@@ -96,7 +96,8 @@ def compile_kernel(kernel, sig, sass: str | None = None) -> dict:
             "registers": number(r"Used (\d+) registers"),
             "spill_bytes": number(r"(\d+) bytes spill stores") + number(r"(\d+) bytes spill loads"),
             "stack_bytes": number(r"(\d+) bytes stack frame"),
-            "shared_bytes": number(r"(\d+) bytes smem"),
+            # static (ptxas) and dynamic (a tensor-core kernel's stages, given at launch)
+            "shared_bytes": number(r"(\d+) bytes smem") + getattr(kernel, "dynamic_shared", 0),
             "shuffles": any(op.startswith("shfl.sync") for op in code),
             **_memory_counts(code),
             "fma": sum(op.startswith("fma.") for op in code),
