@@ -25,7 +25,7 @@ from mlfuse.codegen.ptx_tf32 import TF32_HELPER
 
 A_PAD, B_PAD = 4, 8  # f32 values after each row of a stage: conflict-free fragment reads
 
-_LOCALS = ("a_lo", "b_lo", "g", "t", "x")
+_LOCALS = ("a_lo", "b_lo", "g", "t", "x", "part")
 
 
 class Tf32ContractionEmitter(MmaContractionEmitter):
@@ -71,6 +71,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         if self.split:
             w.line(f"{L['a_lo']} = cuda.local.array(A_REGS, numba.uint32)  # TF32 residuals")
             w.line(f"{L['b_lo']} = cuda.local.array(B_REGS, numba.uint32)")
+            w.line(f"{L['part']} = cuda.local.array(ACC, numba.float32)  # a stage's sums")
 
     def multiply(self) -> None:
         """The stage kt's STAGE_K // 8 steps: each warp's fragments, read from the stage
@@ -80,6 +81,13 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         w.line(f"{L['b_base']} = {L['a_base']} + A_STAGE")
         w.line(f"{L['g']}, {L['t']} = {L['lane']} // 4, {L['lane']} % 4  # the ISA's groupID, "
                "threadID_in_group")
+        sums = L["acc"]
+        if self.split:
+            sums = L["part"]
+            w.line("# split accumulator: the stage's products sum on the tensor cores from zero "
+                   "(each mma truncates), then one FADD (round to nearest) adds them to acc")
+            with w.indented(f"for {L['slot']} in range(ACC):"):
+                w.line(f"{L['part']}[{L['slot']}] = np.float32(0)")
         with w.indented(f"for {L['kk']} in range(0, STAGE_K, 8):"):
             with w.indented(f"for {L['i']} in range(MT):"):
                 with w.indented(f"for {L['q']} in range(4):  # rows g, g + 8; columns t, t + 4"):
@@ -101,8 +109,11 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
             for a, b in passes:
                 with w.indented(f"for {L['i']} in range(MT):"):
                     with w.indented(f"for {L['j']} in range(NT):"):
-                        w.line(f"_mma_tf32({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, {a}, "
+                        w.line(f"_mma_tf32({sums}, ({L['i']} * NT + {L['j']}) * 4, {a}, "
                                f"{L['i']} * 4, {b}, {L['j']} * 2)")
+        if self.split:
+            with w.indented(f"for {L['slot']} in range(ACC):"):
+                w.line(f"{L['acc']}[{L['slot']}] += {L['part']}[{L['slot']}]")
 
     def fragment_value(self, high: str, low: str, slot: str, at: str) -> None:
         """One fragment register (and its residual's, for 3xTF32) from the stage at ``at``."""
