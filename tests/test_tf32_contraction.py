@@ -26,6 +26,8 @@ MATMUL = ("func f(x: f32[M, K], w: f32[K, N], b: f32[N]) -> f32[M, N] {\n"
 CASES = {
     # N and K multiples of 4: both operands copied 16 bytes at a time; partial M, N, K
     "copied": (MATMUL, {"M": 9, "N": 12, "K": 12}, "high"),
+    # odd N and K: each f32 copied on its own by a 4-byte cp.async
+    "copied_4_bytes": (MATMUL, {"M": 5, "N": 7, "K": 9}, "high"),
     # odd sizes, transposed operands and tanh: gathered value by value
     "gathered": ("func f(x: f32[K, M], w: f32[N, K]) -> f32[M, N] {\n"
                  "    return tanh(matmul(transpose(x), transpose(w)))\n}\n",

@@ -19,9 +19,10 @@ copies a stage (A_COPIES, B_COPIES), so the loops unroll and every position but 
 computed once, outside the K loop.
 
 The stages hold 16-bit values: f16, or bf16 as its bits (uint16, mlfuse/codegen/bf16.py).
-An operand that is one plain 16-bit load contiguous along the tile's fast axis (K for A,
-N for B) is copied 16 bytes at a time with ``cp.async`` (zero-filled past the sizes)
-when the host finds whole, aligned groups of 8 (VECTOR_A / VECTOR_B); any other operand
+An operand that is one plain load of its dtype contiguous along the tile's fast axis (K
+for A, N for B) is copied with ``cp.async`` (zero-filled past the sizes), VECTOR_A /
+VECTOR_B values at a time: the host picks the widest copy of 16, 8 or 4 bytes that its
+rows and start address are aligned to (``_copy_values``; 0: none); any other operand
 (a prologue, an im2col gather, a transposed operand, odd sizes) is computed value by
 value, rounded to the operand dtype and stored into the stage by the threads (zeros
 past the sizes).
@@ -85,9 +86,11 @@ class MmaContractionEmitter(ContractionEmitter):
         size = STAGE_BYTES[self.operand]
         w.line(f"STAGES = min(MMA_STAGES, MMA_SHARED // ({size} * (A_STAGE + B_STAGE)))")
         w.line("assert STAGES >= 2, 'a tile too large for two stages in shared memory'")
-        g = self.group
-        w.line(f"A_CHUNKS, B_CHUNKS = BM * STAGE_K // {g}, STAGE_K * BN // {g}  # 16-byte "
-               "copies a stage")
+        w.line("# values a cp.async copies (VECTOR_A / VECTOR_B: 16, 8 or 4 bytes; 0: gathered)")
+        w.line("A_VALUES, B_VALUES = max(1, VECTOR_A), max(1, VECTOR_B)")
+        w.line(f"A_BYTES, B_BYTES = A_VALUES * {size}, B_VALUES * {size}")
+        w.line("A_CHUNKS, B_CHUNKS = BM * STAGE_K // A_VALUES, STAGE_K * BN // B_VALUES  # copies "
+               "a stage")
         w.line("# copies a thread makes per stage: a constant count (a thin tile has fewer "
                "chunks than threads)")
         w.line("A_COPIES, B_COPIES = -(-A_CHUNKS // THREADS), -(-B_CHUNKS // THREADS)")
@@ -104,6 +107,7 @@ class MmaContractionEmitter(ContractionEmitter):
         strides and sizes in operand values (A_STRIDE, B_STRIDE, A_STAGE, B_STAGE)."""
         w = self.w
         w.line("A_REGS, B_REGS, ACC = MT * 4, NT * 2, MT * NT * 4  # a lane's fragment registers")
+        w.line("assert NT % 2 == 0, 'a warp tile N of 16s: ldmatrix.x4.trans loads two n8 B tiles'")
         w.line("STAGE_K = MMA_BK  # K values per stage")
         w.line("A_STRIDE, B_STRIDE = STAGE_K, BN  # 16-bit values a row; rows are swizzled")
         w.line("# swizzle: a row's 16-byte chunks XOR its 128-byte line's number (mod 8)")
@@ -168,7 +172,7 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"{L['k0']} = {L['k_lo']} + {k_tile} * STAGE_K")
         for side in ("a", "b"):
             if self.vector_side(side) is not None:
-                with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned 16 bytes"):
+                with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned copies"):
                     self.copy_side(side)
                 with w.indented("else:"):
                     self.gather_side(side)
@@ -196,34 +200,40 @@ class MmaContractionEmitter(ContractionEmitter):
             yield
 
     def copy_side(self, side: str) -> None:
-        """The side's tile as 16-byte copies (``group`` values each); a copy past the
-        sizes reads a clamped position and fills zeros."""
+        """The side's tile as cp.async copies of S_VALUES values (S_BYTES bytes: 16, or 8
+        or 4 where the rows allow no more); a copy past the sizes reads a clamped
+        position and fills zeros."""
         w, L, c, g = self.w, self.loc, self.c, self.group
         load = self.vector_side(side)
+        s = side.upper()
+        v = f"{s}_VALUES"
         if side == "a":  # BM rows of STAGE_K: groups along K
-            per_row, own, own_size = f"STAGE_K // {g}", "m", L["m_size"]
+            per_row, own, own_size = f"STAGE_K // {v}", "m", L["m_size"]
         else:  # STAGE_K rows of BN: groups along N
-            per_row, own, own_size = f"BN // {g}", "n", L["n_size"]
-        with self.thread_share(f"{side.upper()}_CHUNKS", f"{side.upper()}_COPIES"):
+            per_row, own, own_size = f"BN // {v}", "n", L["n_size"]
+        with self.thread_share(f"{s}_CHUNKS", f"{s}_COPIES"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} // ({per_row}), {L['e']} % ({per_row})")
+            # the copy's first value along the row, in its 16-byte chunk of the stage
+            chunk = f"{L['j']} * {v} // {g}"
+            at = f"{self.stage_offset(side, L['i'], chunk)} + {L['j']} * {v} % {g}"
             if side == "a":
-                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {g}")
-                at = f"{L['stage']} + {self.stage_offset('a', L['i'], L['j'])}"
+                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {v}")
+                at = f"{L['stage']} + {at}"
                 w.line(f"{L['valid']} = {L['m']} < {own_size} and {L['k']} < {L['k_size']}")
                 w.line(f"{L['m']} = min({L['m']}, {own_size} - 1)")
-                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - {g})")
+                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - {v})")
             else:
-                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * {g}")
-                at = f"{L['stage']} + A_STAGE + {self.stage_offset('b', L['i'], L['j'])}"
+                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * {v}")
+                at = f"{L['stage']} + A_STAGE + {at}"
                 w.line(f"{L['valid']} = {L['n']} < {own_size} and {L['k']} < {L['k_size']}")
-                w.line(f"{L['n']} = min({L['n']}, {own_size} - {g})")
+                w.line(f"{L['n']} = min({L['n']}, {own_size} - {v})")
                 w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 1)")
             self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
             self.unravel_into(L["k"], self.k_vals, c.k_extents)
             self.slice_of(list(load.operands[1:]))
             index = ", ".join(self.namer(v) for v in load.operands[1:])
-            w.line(f"_cp_async16({L['tiles']}, {at}, {self.namer(load.operands[0])}, "
-                   f"({index},), {L['valid']})")
+            w.line(f"_cp_async({L['tiles']}, {at}, {self.namer(load.operands[0])}, "
+                   f"({index},), {L['valid']}, {s}_BYTES)")
 
     def gather_side(self, side: str) -> None:
         """The side's tile value by value (consecutive threads on the tile's fast axis),

@@ -382,11 +382,13 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index"] + [
     for c in ("add", "max", "min")] + [
     "_vector_access", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
     "_row_blocks", "_row_threads", "_split_rows", "_split_columns", "_row_group", "_strip_threads",
-    "_vector_ready", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
+    "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:
     """Source of each helper in ``used`` (and of the helpers those call), in ORDER."""
+    if used & {"_vector_ready", "_copy_values"}:  # they read _address
+        used = used | {"_address"}
     texts = {}
     for name in [n for n in ORDER if n.startswith("_block_reduce_") and n in used]:
         texts[name] = _block_reduce(name.removeprefix("_block_reduce_"), target, used)

@@ -193,8 +193,14 @@ class HostEmitter:
             # side: a row is the flattened K, the load's trailing dims being the
             # reduction's; B side: the buffer's last dim); and an aligned start
             row = k_size if side == "a" else self.dim(buffer.type.shape[-1], kernel.op)
-            group = 16 // np.dtype(STORAGE_TYPE[buffer.type.dtype]).itemsize
+            itemsize = np.dtype(STORAGE_TYPE[buffer.type.dtype]).itemsize
+            group = 16 // itemsize
             sizes_4 = list(dict.fromkeys((along, row)))
+            if kernel.op["variant"].startswith("mma"):  # cp.async of 16, 8 or 4 bytes: the widest
+                self.helpers.add("_copy_values")
+                flags.append(f"_copy_values({self.namer(buffer)}, {itemsize}, "
+                             f"{', '.join(sizes_4)})")
+                continue
             if any(n.isdigit() and int(n) % group for n in sizes_4):
                 flags.append("False")
                 continue

@@ -20,10 +20,11 @@ Numba has no MMA API, so on the "cuda" target a generated module defines these a
   t = lane % 4): A register r holds row g + 8 (r % 2), columns 2t + 8 (r // 2) + {0, 1};
   B register r holds rows 2t + 8r + {0, 1} of column g; C/D value q is row
   g + 8 (q // 2), column 2t + q % 2.
-- ``_cp_async16(tiles, index, array, at, valid)``: ``cp.async.cg.shared.global``: 16
+- ``_cp_async(tiles, index, array, at, valid, size)``: ``cp.async.cg.shared.global``
+  (``size`` 16) or ``cp.async.ca.shared.global`` (8 or 4; ``size`` a literal): ``size``
   bytes from array[at] on (along the last axis) to tiles[index] on, asynchronously;
   zeros instead when ``valid`` is false (src-size 0: nothing is read). Both addresses
-  16-byte aligned. ``_cp_async_commit()`` closes a group of copies
+  aligned to ``size``. ``_cp_async_commit()`` closes a group of copies
   (``cp.async.commit_group``); ``_cp_async_wait(n)`` waits until at most n groups are
   still in flight (``cp.async.wait_group n``, n a literal).
 
@@ -111,13 +112,17 @@ def _mma_intrinsic(ptx_type, shape="m16n8k16"):
 
 
 @intrinsic
-def _cp_async16(typingctx, tiles, index, array, at, valid):
-    """cp.async.cg.shared.global of 16 bytes, zero-filled (src-size 0) unless ``valid``."""
-    if not isinstance(at, types.BaseTuple) or tiles.dtype != array.dtype:
+def _cp_async(typingctx, tiles, index, array, at, valid, size):
+    """cp.async of ``size`` bytes (a literal: 16 through L2 only, .cg; 8 or 4, .ca),
+    zero-filled (src-size 0) unless ``valid``."""
+    if not isinstance(at, types.BaseTuple) or tiles.dtype != array.dtype or \
+            not isinstance(size, types.IntegerLiteral) or size.literal_value not in (4, 8, 16):
         return None
+    nbytes = size.literal_value
+    cache = "cg" if nbytes == 16 else "ca"  # .cg takes 16 bytes only
 
     def codegen(context, builder, sig, args):
-        tiles_v, index_v, array_v, at_v, valid_v = args
+        tiles_v, index_v, array_v, at_v, valid_v, _ = args
         target = _item_pointer(context, builder, sig.args[0], tiles_v, [index_v], [sig.args[1]])
         source = _item_pointer(context, builder, sig.args[2], array_v,
                                cgutils.unpack_tuple(builder, at_v, sig.args[3].count),
@@ -127,14 +132,15 @@ def _cp_async16(typingctx, tiles, index, array, at, valid):
         start = context.make_array(sig.args[2])(context, builder, array_v).data
         valid = context.cast(builder, valid_v, sig.args[4], types.boolean)
         source = builder.select(valid, source, start)
-        size = builder.select(valid, ir.Constant(ir.IntType(32), 16), ir.Constant(ir.IntType(32), 0))
+        i32 = ir.IntType(32)
+        read = builder.select(valid, ir.Constant(i32, nbytes), ir.Constant(i32, 0))
         copy = ir.InlineAsm(
-            ir.FunctionType(ir.VoidType(), [target.type, source.type, size.type]),
+            ir.FunctionType(ir.VoidType(), [target.type, source.type, read.type]),
             "{ .reg .u64 smem; cvta.to.shared.u64 smem, $0; "
-            "cp.async.cg.shared.global [smem], [$1], 16, $2; }",
+            f"cp.async.{cache}.shared.global [smem], [$1], {nbytes}, $2; }}",
             "l,l,r,~{memory}")
-        builder.call(copy, [target, source, size])
-    return types.void(tiles, index, array, at, valid), codegen
+        builder.call(copy, [target, source, read])
+    return types.void(tiles, index, array, at, valid, size), codegen
 
 
 @intrinsic
@@ -271,18 +277,18 @@ def _mma_bf16(acc, acc_slot, a, a_slot, b, b_slot):
 
 
 @cuda.jit(device=True)
-def _cp_async16(tiles, index, array, at, valid):
-    """cp.async.cg.shared.global of 16 bytes (see ptx_mma), done at once."""
-    count = 16 // tiles.dtype.itemsize
+def _cp_async(tiles, index, array, at, valid, size):
+    """cp.async of ``size`` bytes (see ptx_mma), done at once."""
+    count = size // tiles.dtype.itemsize
     if index % count:
-        raise RuntimeError("misaligned cp.async: shared address not 16-byte aligned")
+        raise RuntimeError("misaligned cp.async: shared address not aligned to its size")
     if not valid:
         for q in range(count):
             tiles[index + q] = 0
         return
     row, first = array[at[:-1]], at[-1]
-    if row[first:].__array_interface__["data"][0] % 16 or first + count > row.shape[0]:
-        raise RuntimeError("cp.async source not 16 aligned contiguous bytes inside the buffer")
+    if row[first:].__array_interface__["data"][0] % size or first + count > row.shape[0]:
+        raise RuntimeError("cp.async source not aligned contiguous bytes inside the buffer")
     for q in range(count):
         tiles[index + q] = row[first + q]
 
@@ -354,7 +360,7 @@ TWIN_LANES = {lanes}  # threads of a block the twins exchange among
 """
 
 # Module-level names the helpers define: generated names avoid them.
-MMA_NAMES = ("_item_pointer", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async16",
+MMA_NAMES = ("_item_pointer", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async",
              "_cp_async_commit", "_cp_async_wait", "_ldmatrix_x4", "_ldmatrix_x4_trans",
              "_mma_f16", "_mma_bf16", "_bits16", "_pack", "_unpack", "_ldmatrix_twin",
              "_mma_twin", "_warp_registers", "TWIN_LANES", "STATIC_SHARED_LIMIT", "_DynamicShared",

@@ -145,10 +145,13 @@ def _kernels_of(op, python_module, all_tiles: bool = True):
         if name is None or not (attr == name or attr.startswith(name + "_")):
             continue
         if is_tiled_kernel(value):
+            # operand reads at their widest: 16 bytes (a tensor-core kernel's VECTOR_* is
+            # the values a copy takes; a SIMT kernel's reads it as true)
+            wide = 16 // value.value_bytes
             for bm, bn in value.tiles if all_tiles else value.tiles[:1]:
-                yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, True, True, False), signature(op)
+                yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, wide, wide, False), signature(op)
                 if value.max_split > 1:
-                    yield (f"{attr}[{bm}x{bn} split]", value.factory(bm, bn, True, True, True),
+                    yield (f"{attr}[{bm}x{bn} split]", value.factory(bm, bn, wide, wide, True),
                            signature(op, "split"))
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
             finish = op.attributes.get("schedule") == "contraction"
