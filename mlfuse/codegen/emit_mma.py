@@ -173,7 +173,12 @@ class MmaContractionEmitter(ContractionEmitter):
         for side in ("a", "b"):
             if self.vector_side(side) is not None:
                 with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned copies"):
-                    self.copy_side(side)
+                    # a stage inside K (all but the last): no K bounds, so a copy's source
+                    # moves by a constant each stage and its other terms stay in registers
+                    with w.indented(f"if {L['k0']} + STAGE_K <= {L['k_size']}:"):
+                        self.copy_side(side, whole_k=True)
+                    with w.indented("else:"):
+                        self.copy_side(side)
                 with w.indented("else:"):
                     self.gather_side(side)
             else:
@@ -199,10 +204,11 @@ class MmaContractionEmitter(ContractionEmitter):
             w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
             yield
 
-    def copy_side(self, side: str) -> None:
+    def copy_side(self, side: str, whole_k: bool = False) -> None:
         """The side's tile as cp.async copies of S_VALUES values (S_BYTES bytes: 16, or 8
-        or 4 where the rows allow no more); a copy past the sizes reads a clamped
-        position and fills zeros."""
+        or 4 where the rows allow no more); a copy past the sizes fills zeros (and
+        _cp_async points it at the buffer's start: nothing is read). ``whole_k``: the
+        stage's K is inside the sizes (no K checks)."""
         w, L, c, g = self.w, self.loc, self.c, self.group
         load = self.vector_side(side)
         s = side.upper()
@@ -219,15 +225,15 @@ class MmaContractionEmitter(ContractionEmitter):
             if side == "a":
                 w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {v}")
                 at = f"{L['stage']} + {at}"
-                w.line(f"{L['valid']} = {L['m']} < {own_size} and {L['k']} < {L['k_size']}")
-                w.line(f"{L['m']} = min({L['m']}, {own_size} - 1)")
-                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - {v})")
+                k_valid = "" if whole_k else f" and {L['k']} < {L['k_size']}"
+                w.line(f"{L['valid']} = {L['m']} < {own_size}{k_valid}")
+
             else:
                 w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * {v}")
                 at = f"{L['stage']} + A_STAGE + {at}"
-                w.line(f"{L['valid']} = {L['n']} < {own_size} and {L['k']} < {L['k_size']}")
-                w.line(f"{L['n']} = min({L['n']}, {own_size} - {v})")
-                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 1)")
+                k_valid = "" if whole_k else f" and {L['k']} < {L['k_size']}"
+                w.line(f"{L['valid']} = {L['n']} < {own_size}{k_valid}")
+
             self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
             self.unravel_into(L["k"], self.k_vals, c.k_extents)
             self.slice_of(list(load.operands[1:]))

@@ -53,6 +53,15 @@ def _item_pointer(context, builder, array_type, array, indices, index_types):
         indices)
 
 
+def _shared_address(context, builder, array_type, array, index, index_type):
+    """The 32-bit shared-space address of tiles[index], a shared array's element: an
+    addrspacecast of its generic pointer, which LLVM folds into the shared array's own
+    address (no generic-to-shared conversion left in the machine code)."""
+    pointer = _item_pointer(context, builder, array_type, array, [index], [index_type])
+    shared = builder.addrspacecast(pointer, ir.PointerType(pointer.type.pointee, 3))
+    return builder.ptrtoint(shared, ir.IntType(32))
+
+
 def _slots(context, builder, array_type, array, slot, slot_type, count):
     """Pointers to array[slot], ..., array[slot + count - 1] (a local array's registers)."""
     return [_item_pointer(context, builder, array_type, array,
@@ -69,14 +78,13 @@ def _ldmatrix_intrinsic(suffix):
 
         def codegen(context, builder, sig, args):
             frag_v, slot_v, tiles_v, index_v = args
-            source = _item_pointer(context, builder, sig.args[2], tiles_v, [index_v],
-                                   [sig.args[3]])
+            source = _shared_address(context, builder, sig.args[2], tiles_v, index_v,
+                                     sig.args[3])
             i32 = ir.IntType(32)
             load = ir.InlineAsm(
-                ir.FunctionType(ir.LiteralStructType([i32] * 4), [source.type]),
-                "{ .reg .u64 smem; cvta.to.shared.u64 smem, $4; "
-                f"ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 {{$0, $1, $2, $3}}, [smem]; }}",
-                "=r,=r,=r,=r,l,~{memory}")
+                ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32]),
+                f"ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 {{$0, $1, $2, $3}}, [$4];",
+                "=r,=r,=r,=r,r,~{memory}")
             loaded = builder.call(load, [source])
             for n, pointer in enumerate(_slots(context, builder, sig.args[0], frag_v, slot_v,
                                                sig.args[1], 4)):
@@ -123,7 +131,7 @@ def _cp_async(typingctx, tiles, index, array, at, valid, size):
 
     def codegen(context, builder, sig, args):
         tiles_v, index_v, array_v, at_v, valid_v, _ = args
-        target = _item_pointer(context, builder, sig.args[0], tiles_v, [index_v], [sig.args[1]])
+        target = _shared_address(context, builder, sig.args[0], tiles_v, index_v, sig.args[1])
         source = _item_pointer(context, builder, sig.args[2], array_v,
                                cgutils.unpack_tuple(builder, at_v, sig.args[3].count),
                                list(sig.args[3]))
@@ -136,9 +144,8 @@ def _cp_async(typingctx, tiles, index, array, at, valid, size):
         read = builder.select(valid, ir.Constant(i32, nbytes), ir.Constant(i32, 0))
         copy = ir.InlineAsm(
             ir.FunctionType(ir.VoidType(), [target.type, source.type, read.type]),
-            "{ .reg .u64 smem; cvta.to.shared.u64 smem, $0; "
-            f"cp.async.{cache}.shared.global [smem], [$1], {nbytes}, $2; }}",
-            "l,l,r,~{memory}")
+            f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;",
+            "r,l,r,~{memory}")
         builder.call(copy, [target, source, read])
     return types.void(tiles, index, array, at, valid, size), codegen
 
@@ -360,7 +367,7 @@ TWIN_LANES = {lanes}  # threads of a block the twins exchange among
 """
 
 # Module-level names the helpers define: generated names avoid them.
-MMA_NAMES = ("_item_pointer", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async",
+MMA_NAMES = ("_item_pointer", "_shared_address", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async",
              "_cp_async_commit", "_cp_async_wait", "_ldmatrix_x4", "_ldmatrix_x4_trans",
              "_mma_f16", "_mma_bf16", "_bits16", "_pack", "_unpack", "_ldmatrix_twin",
              "_mma_twin", "_warp_registers", "TWIN_LANES", "STATIC_SHARED_LIMIT", "_DynamicShared",
