@@ -56,6 +56,7 @@ class MmaContractionEmitter(ContractionEmitter):
 
     WARP_SKIP = 0  # the warp tiles it may take: MMA_WARPS from this one (helpers._mma_warp)
     TILES = "MMA_TILES"  # the module's table of the block tiles it may take
+    EXTRA_WORDS = "0"  # f32 words of shared memory after the stages (emit_tf32's)
     HOST_K_STEP = "MMA_BK"  # STAGE_K as the host module names it (split-K shares)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
@@ -84,7 +85,8 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
         self.stage_constants()
         size = STAGE_BYTES[self.operand]
-        w.line(f"STAGES = min(MMA_STAGES, MMA_SHARED // ({size} * (A_STAGE + B_STAGE)))")
+        w.line(f"STAGES = min(MMA_STAGES, (MMA_SHARED - 4 * {self.EXTRA_WORDS}) // "
+               f"({size} * (A_STAGE + B_STAGE)))")
         w.line("assert STAGES >= 2, 'a tile too large for two stages in shared memory'")
         w.line("# values a cp.async copies (VECTOR_A / VECTOR_B: 16, 8 or 4 bytes; 0: gathered)")
         w.line("A_VALUES, B_VALUES = max(1, VECTOR_A), max(1, VECTOR_B)")
@@ -96,7 +98,8 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("A_COPIES, B_COPIES = -(-A_CHUNKS // THREADS), -(-B_CHUNKS // THREADS)")
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
-        w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4, BM // 2 * C_STRIDE)"
+        w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4 + {self.EXTRA_WORDS}, "
+               "BM // 2 * C_STRIDE)"
                "  # f32 words of dynamic shared memory")
         w.line("assert SHARED * 4 <= MMA_SHARED, 'half the tile, for the epilogue, takes too much "
                "shared memory'")
@@ -158,12 +161,17 @@ class MmaContractionEmitter(ContractionEmitter):
                 w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt landed")
                 w.line("cuda.syncthreads()  # everyone's; and no warp still reads the stage "
                        "refilled next")
+                self.landed()
             with w.indented(f"if {L['ahead']} < {L['k_tiles']}:"):
                 self.fetch_stage(L["ahead"])
             w.line("_cp_async_commit()")
             with w.indented(f"if {L['kt']} >= 0:"):
                 self.multiply()
         self.epilogue()
+
+    def landed(self) -> None:
+        """What the block does with stage kt once it has landed, before the next copies
+        (the TF32 kernels convert it)."""
 
     # -- operands into a stage ---------------------------------------------------------
     def fetch_stage(self, k_tile: str) -> None:
