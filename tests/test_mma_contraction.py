@@ -82,6 +82,23 @@ def test_f16_contractions_on_tensor_cores_agree_with_the_interpreter(name):
     assert config[2:4] == copies[name], config
 
 
+def test_bf16_contractions_on_tensor_cores_agree_with_the_interpreter():
+    """The same kernel on bf16 operands (mma .bf16; stages hold the bits as uint16):
+    8-byte copies of A, 4-byte copies of B, partial tiles."""
+    source = MATMUL.replace("f16", "bf16")
+    module = mlfuse.compile_source(source, "bf16.fuse", target="simulator")
+    assert [k["variant"] for k in module.kernels("f")] == ["mma-bf16"]
+    func = parse_program(source).funcs[0]
+    args = random_inputs(func, {"M": 9, "N": 18, "K": 20}, seed=5)
+    (want,) = run_tensor(func, args)
+    got = module.f(*args)
+    assert got.dtype == want.dtype
+    ops, reduced = program_size(func)
+    assert_close(got, want, ops, "bf16", reduced)
+    (config,) = module.python_module.f_0.kernels
+    assert config[2:4] == (4, 2), config
+
+
 def test_f32_contractions_stay_on_the_simt_path():
     module = compile_text(MATMUL.replace("f16", "f32"), "t.fuse")
     (k,) = [op for op in module.funcs[0].body.ops if isinstance(op, KernelOp)]
