@@ -57,6 +57,7 @@ class MmaContractionEmitter(ContractionEmitter):
     WARP_SKIP = 0  # the warp tiles it may take: MMA_WARPS from this one (helpers._mma_warp)
     TILES = "MMA_TILES"  # the module's table of the block tiles it may take
     EXTRA_WORDS = "0"  # f32 words of shared memory after the stages (emit_tf32's)
+    NARROW_TILES = None  # a table of the tiles it takes when copies are under 16 bytes
     HOST_K_STEP = "MMA_BK"  # STAGE_K as the host module names it (split-K shares)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
@@ -342,8 +343,9 @@ def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, take
     text = emitter.emit()
     threads = ("_mma_threads" if not emitter.WARP_SKIP else
                f"lambda bm, bn: _mma_threads(bm, bn, {emitter.WARP_SKIP})")
+    narrow = f", narrow_tiles={emitter.NARROW_TILES}" if emitter.NARROW_TILES else ""
     text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, {emitter.TILES}, {threads}, "
-             f"k_step={emitter.HOST_K_STEP}, {plan})\n")
+             f"k_step={emitter.HOST_K_STEP}, {plan}{narrow})\n")
     sides = {side: load.operands[0] for side in ("a", "b")
              if (load := emitter.vector_side(side)) is not None}
     return text, sides

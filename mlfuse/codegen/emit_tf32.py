@@ -45,6 +45,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
     HOST_K_STEP = "MMA_BK // 2"  # STAGE_K (below) as the host module names it
     TILES = "MMA_TF32_TILES"  # no wide tiles: their 512 threads would not fit the registers
     EXTRA_WORDS = "CV_WORDS"  # the converted area, after the stages
+    NARROW_TILES = "MMA_TF32_NARROW_TILES"  # 128 x 128 spills with 4x the copies a thread
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)

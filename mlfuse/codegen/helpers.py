@@ -222,13 +222,16 @@ class _TiledKernel:
     tile model reads besides the sizes: ``k_step`` (K values a step of the K loop takes),
     ``max_split`` (the most shares K may be split into), ``fma_per_us`` (FMAs per us per
     SM of a full GPU), ``value_bytes`` (of an operand value) and ``step_us`` (a K step's
-    exposed latency)."""
+    exposed latency). ``narrow_tiles``: the tiles it may take when an operand's copies
+    are narrower than 16 bytes (None: the same)."""
 
     def __init__(self, factory, tiles=None, threads=None, k_step=8, max_split=1,
-                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7):
+                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7, narrow_tiles=None):
         self.factory, self.kernels = factory, {}
         self.tuned, self.last_shape = {}, None
         self._tiles, self._threads = tiles, threads
+        self.narrow_tiles = narrow_tiles  # the tiles when an operand is not copied 16 bytes
+        # at a time (more copies a thread: registers a larger tile lacks); None: all
         self.k_step, self.max_split = k_step, max_split
         self.fma_per_us, self.value_bytes, self.step_us = fma_per_us, value_bytes, step_us
 
@@ -253,16 +256,21 @@ class _TiledKernel:
 # The model behind the choice: _contraction_plan (mlfuse/codegen/tile_model.py, copied
 # into the module), documented there and in docs/perf-notes.md.
 _CONTRACTION_GEOMETRY = '''\
-def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
+def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size, copies=None):
     """(BM, BN, splits), grid and threads of ``kernel`` (a _TiledKernel) over m_size x
     n_size outputs per batch, K = k_size: the tuned choice for these sizes if a search
-    found one, else the tile model's (_contraction_plan). The grid's y axis is the
-    shares of a split K (1: no split)."""
+    found one, else the tile model's (_contraction_plan) among the kernel's tiles (its
+    narrow_tiles when ``copies``, the values per copy of A and B, are not both 16
+    bytes). The grid's y axis is the shares of a split K (1: no split)."""
     shape = (m_size, n_size, k_size, batch_size)
     kernel.last_shape = shape
     best = kernel.tuned.get(shape)
+    tiles = kernel.tiles
+    narrow = copies is not None and any(c * kernel.value_bytes != 16 for c in copies)
+    if narrow and kernel.narrow_tiles is not None:
+        tiles = kernel.narrow_tiles
     if best is None:
-        best = _contraction_plan(kernel.tiles, m_size, n_size, k_size, batch_size, SM_COUNT,
+        best = _contraction_plan(tiles, m_size, n_size, k_size, batch_size, SM_COUNT,
                                  kernel.max_split, kernel.k_step, kernel.fma_per_us,
                                  kernel.value_bytes, kernel.step_us)[0]
     bm, bn, splits = tuple(best) + (1,) * (3 - len(best))  # a (BM, BN) choice: no split
@@ -287,9 +295,12 @@ MMA_GEOMETRY = {
     "cuda": {"tiles": ((128, 256), (256, 128), (128, 128), (128, 64), (64, 128), (64, 64),
                        (32, 128), (16, 128)),
              "tf32_tiles": ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128)),
+             # 3xTF32's 128 x 128 spills with copies under 16 bytes (4x the copies a thread)
+             "tf32_narrow_tiles": ((128, 64), (64, 128), (64, 64), (32, 128), (16, 128)),
              "warps": ((64, 64), (64, 32), (32, 32)), "bk": 32, "stages": 4,
              "smem": 113 * 1024},
-    "simulator": {"tiles": ((16, 16),), "tf32_tiles": ((16, 16),), "warps": ((16, 16),),
+    "simulator": {"tiles": ((16, 16),), "tf32_tiles": ((16, 16),),
+                  "tf32_narrow_tiles": ((16, 16),), "warps": ((16, 16),),
                   "bk": 16, "stages": 4, "smem": 48 * 1024},
 }
 
@@ -300,6 +311,8 @@ def mma_geometry(target: str) -> dict:
     48 KB."""
     geometry = {"stages": 4, "smem": 48 * 1024, **MMA_GEOMETRY[target]}
     geometry.setdefault("tf32_tiles", tuple(t for t in geometry["tiles"] if t[0] * t[1] <= 16384))
+    geometry.setdefault("tf32_narrow_tiles",
+                        tuple(t for t in geometry["tf32_tiles"] if t[0] * t[1] <= 8192))
     return geometry
 
 
@@ -307,6 +320,7 @@ _MMA_GEOMETRY = '''\
 MMA_TILES = {tiles}  # (BM, BN) a tensor-core contraction's block tile may take
 MMA_WARPS = {warps}  # (rows, columns) of the block tile one warp computes, largest first
 MMA_TF32_TILES = {tf32_tiles}  # those of a TF32 or 3xTF32 contraction
+MMA_TF32_NARROW_TILES = {tf32_narrow_tiles}  # ... whose operands are not all 16-byte copies
 MMA_BK = {bk}  # K values per shared-memory stage of a tensor-core contraction
 MMA_STAGES = {stages}  # shared-memory stages at most
 MMA_SHARED = {smem}  # bytes of dynamic shared memory a block may take
@@ -327,7 +341,7 @@ def _mma_threads(bm, bn, skip=0):
     wm, wn = _mma_warp(bm, bn, skip)
     return (bm // wm) * (bn // wn) * 32
 '''
-MMA_GEOMETRY_NAMES = ("MMA_TILES", "MMA_TF32_TILES", "MMA_WARPS", "MMA_BK", "MMA_STAGES",
+MMA_GEOMETRY_NAMES = ("MMA_TILES", "MMA_TF32_TILES", "MMA_TF32_NARROW_TILES", "MMA_WARPS", "MMA_BK", "MMA_STAGES",
                       "MMA_SHARED", "_mma_warp", "_mma_threads")
 
 

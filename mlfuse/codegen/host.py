@@ -209,12 +209,20 @@ class HostEmitter:
             flags.append(" and ".join(checks + [f"_address({self.namer(buffer)}) % 16 == 0"]))
         self.helpers.update({"_contraction_geometry", "_contraction_plan"})
         tiles, grid, threads = (self.namer.fresh(n) for n in ("tiles", "grid", "threads"))
-        lines = [f"{tiles}, {grid}, {threads} = _contraction_geometry({kernel.name}, "
-                 f"{sizes['m']}, {sizes['n']}, {k_size}, {sizes['batch']})"]
         config = self.namer.fresh("config")
         split = f"{tiles}[2] > 1"
-        lines.append(f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split})  "
-                     "# BM, BN, VECTOR_A, VECTOR_B, SPLIT")
+        geometry = (f"{tiles}, {grid}, {threads} = _contraction_geometry({kernel.name}, "
+                    f"{sizes['m']}, {sizes['n']}, {k_size}, {sizes['batch']}")
+        if kernel.op["variant"].startswith("mma"):  # the copies first: they narrow the tiles
+            copies = self.namer.fresh("copies")
+            lines = [f"{copies} = ({flags[0]}, {flags[1]})  # values per cp.async of A, B",
+                     f"{geometry}, {copies})",
+                     f"{config} = {tiles}[:2] + {copies} + ({split},)  "
+                     "# BM, BN, VECTOR_A, VECTOR_B, SPLIT"]
+        else:
+            lines = [f"{geometry})",
+                     f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split})  "
+                     "# BM, BN, VECTOR_A, VECTOR_B, SPLIT"]
         tiled = f"{kernel.name}[{config}]"
         # the launch gives the dynamic shared memory the tile's kernel takes (its stages)
         launch = f"{grid}, {threads}, 0, {kernel.name}.shared_bytes({config})"

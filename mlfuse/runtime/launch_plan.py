@@ -196,8 +196,9 @@ class _RecordingTiles:
 
     def __getattr__(self, name):
         """What the tile model reads (k_step, max_split, fma_per_us, value_bytes,
-        step_us): fixed facts of the kernel, passed through."""
-        if name in ("k_step", "max_split", "fma_per_us", "value_bytes", "step_us"):
+        step_us, narrow_tiles): fixed facts of the kernel, passed through."""
+        if name in ("k_step", "max_split", "fma_per_us", "value_bytes", "step_us",
+                    "narrow_tiles"):
             return getattr(self._tiles, name)
         raise AttributeError(name)
 
