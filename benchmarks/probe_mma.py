@@ -49,6 +49,17 @@ def events_ms(fn, repeats=20):
     return float(np.median(times))
 
 
+def copy_values(tensor, row):
+    """Values per cp.async of an operand (the generated host's _copy_values): the widest
+    of 16, 8, 4 bytes that the row and the start address allow; 0: gathered."""
+    itemsize = tensor.element_size()
+    for size in (16, 8, 4):
+        values = size // itemsize
+        if values and tensor.data_ptr() % size == 0 and row % values == 0:
+            return values
+    return 0
+
+
 def max_rel(out, exact):
     return float((out.double() - exact).abs().max() / exact.abs().max())
 
@@ -92,7 +103,9 @@ def probe(geometry):
                         events_ms(lambda: torch.relu(torch.addmm(b, x, w))), max_rel(peer, exact))
                 torch.backends.cuda.matmul.allow_tf32 = False
                 tiled = [t for t in vars(python_module).values() if hasattr(t, "tuned")]
-                tile = [python_module._contraction_geometry(t, m, n, k, 1)[0] for t in tiled]
+                copies = (copy_values(x, k), copy_values(w, n))
+                tile = [python_module._contraction_geometry(t, m, n, k, 1, copies)[0] + copies
+                        for t in tiled]
                 rows.append((label, ours, peers["cublas"][0], peers["cublas"][0] / ours,
                              2 * m * n * k / ours / 1e9, max_rel(out, exact), peers["cublas"][1],
                              peers.get("tf32"), tile[0] if tile else None))
@@ -101,7 +114,7 @@ def probe(geometry):
                 rows.append((label, float("nan"), float("nan"), 0, 0, float("nan"), 0, None, None))
         kernels += compiled_resources(python_module, variant)
     print(torch.cuda.get_device_name(), geometry)
-    print("| kernel, shape MxNxK | BM, BN, K shares | mlfuse ms | cuBLAS ms | cuBLAS/mlfuse | mlfuse TFLOP/s "
+    print("| kernel, shape MxNxK | BM, BN, K shares, copies A, B | mlfuse ms | cuBLAS ms | cuBLAS/mlfuse | mlfuse TFLOP/s "
           "| max rel err | cuBLAS max rel err | cuBLAS TF32 ms, err |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:

@@ -133,9 +133,9 @@ def test_the_generated_module_keeps_the_variant_readable():
 
 
 def test_3xtf32_takes_its_narrow_tiles_when_an_operand_is_not_copied_16_bytes(monkeypatch):
-    """3xTF32's 128 x 128 tile spills with four times the copies a thread (4-byte
-    copies): the host picks among MMA_TF32_NARROW_TILES then (here, on the simulator's
-    geometry: 32 x 32 only with 16-byte copies)."""
+    """3xTF32's tiles of 64 x 32 warp tiles spill with up to four times the copies a
+    thread (4- or 8-byte copies): the host picks among MMA_TF32_NARROW_TILES then (here,
+    on the simulator's geometry: 32 x 32 only with 16-byte copies)."""
     from mlfuse.codegen import helpers
     monkeypatch.setitem(helpers.MMA_GEOMETRY, "simulator",
                         {"tiles": ((32, 32), (16, 16)), "tf32_tiles": ((32, 32), (16, 16)),
