@@ -48,6 +48,7 @@ STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a
 
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
+           "held", "g0",
            "b_at", "valid")
 
 
@@ -58,6 +59,10 @@ class MmaContractionEmitter(ContractionEmitter):
     TILES = "MMA_TILES"  # the module's table of the block tiles it may take
     EXTRA_WORDS = "0"  # f32 words of shared memory after the stages (emit_tf32's)
     NARROW_TILES = None  # a table of the tiles it takes when copies are under 16 bytes
+    # gathered values a thread loads before storing them (in flight together: one at a
+    # time, LLVM keeps each global load behind the shared store before it, which may
+    # alias); 8 spills (ptxas, sm_90)
+    GATHER = 4
     HOST_K_STEP = "MMA_BK"  # STAGE_K as the host module names it (split-K shares)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
@@ -98,6 +103,7 @@ class MmaContractionEmitter(ContractionEmitter):
                "chunks than threads)")
         w.line("A_COPIES, B_COPIES = -(-A_CHUNKS // THREADS), -(-B_CHUNKS // THREADS)")
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
+        w.line(f"GATHER = {self.GATHER}  # gathered values a thread loads before it stores them")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
         w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4 + {self.EXTRA_WORDS}, "
                "BM // 2 * C_STRIDE)"
@@ -201,16 +207,18 @@ class MmaContractionEmitter(ContractionEmitter):
         return load if load is not None and load.operands[0].type.dtype == self.operand else None
 
     @contextmanager
-    def thread_share(self, count: str, per_thread: str):
+    def thread_share(self, count: str, per_thread: str, first: str = ""):
         """A loop over this thread's items ``e`` = tid + slot * THREADS of the block's
         ``count``, at most ``per_thread`` of them: a constant trip count, so the loop
         unrolls and what does not depend on K is computed once; items past ``count`` (a
-        thin tile has fewer than threads) are skipped."""
+        thin tile has fewer than threads) are skipped. ``first``: the slots start there
+        (``slot`` counts from 0 all the same)."""
         w, L = self.w, self.loc
+        at = f"({first} + {L['slot']})" if first else L["slot"]
         with w.indented(f"for {L['slot']} in range({per_thread}):"), \
                 w.indented(f"if {count} % THREADS == 0 or "
-                           f"{L['tid']} + {L['slot']} * THREADS < {count}:"):
-            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+                           f"{L['tid']} + {at} * THREADS < {count}:"):
+            w.line(f"{L['e']} = {L['tid']} + {at} * THREADS")
             yield
 
     def copy_side(self, side: str, whole_k: bool = False) -> None:
@@ -264,19 +272,30 @@ class MmaContractionEmitter(ContractionEmitter):
         at = (f"{base} + {self.stage_offset(side, L['i'], L['j'] + ' // ' + str(g))}"
               f" + {L['j']} % {g}")
         own = "m" if side == "a" else "n"
-        with self.thread_share(count, f"-(-{count} // THREADS)"):
-            w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
-            if side == "a":
-                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']}")
-            else:
-                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']}")
-            w.line(f"{L['value']} = {self.zero}")
-            with w.indented(f"if {L[own]} < {L[own + '_size']} and {L['k']} < {L['k_size']}:"):
-                self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
-                self.unravel_into(L["k"], self.k_vals, c.k_extents)
-                self.slice_of([value])
-                w.line(f"{L['value']} = {self.namer(value)}")
-            w.line(f"{L['tiles']}[{at}] = {self.stored(L['value'], self.operand)}")
+        per = f"-(-{count} // THREADS)"
+        w.line(f"{L['held']} = cuda.local.array(GATHER, numba.float32)")
+        w.line("# GATHER values at a time: their loads all in flight before the first store")
+        with w.indented(f"for {L['g0']} in range(0, {per}, GATHER):"):
+            for phase in ("load", "store"):
+                with self.thread_share(count, f"min(GATHER, {per} - {L['g0']})",
+                                       first=L["g0"]):
+                    w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
+                    if phase == "store":
+                        w.line(f"{L['tiles']}[{at}] = "
+                               f"{self.stored(L['held'] + '[' + L['slot'] + ']', self.operand)}")
+                        continue
+                    if side == "a":
+                        w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']}")
+                    else:
+                        w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']}")
+                    w.line(f"{L['value']} = {self.zero}")
+                    with w.indented(f"if {L[own]} < {L[own + '_size']} and "
+                                    f"{L['k']} < {L['k_size']}:"):
+                        self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
+                        self.unravel_into(L["k"], self.k_vals, c.k_extents)
+                        self.slice_of([value])
+                        w.line(f"{L['value']} = {self.namer(value)}")
+                    w.line(f"{L['held']}[{L['slot']}] = {L['value']}")
 
     # -- the math --------------------------------------------------------------------
     def multiply(self) -> None:

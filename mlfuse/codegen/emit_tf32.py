@@ -46,6 +46,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
     TILES = "MMA_TF32_TILES"  # no wide tiles: their 512 threads would not fit the registers
     EXTRA_WORDS = "CV_WORDS"  # the converted area, after the stages
     NARROW_TILES = "MMA_TF32_NARROW_TILES"  # 128 x 128 spills with 4x the copies a thread
+    GATHER = 2  # 4 spills at 64 x 64 (ptxas)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)
