@@ -143,6 +143,23 @@ def test_3xtf32_matmul_runs_on_tensor_cores_without_spills(tmp_path):
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
 
 
+@pytest.mark.parametrize("precision, copies", [(None, "0,0"), ("high", "1,1")])
+def test_narrow_and_gathered_tensor_core_operands_compile_without_spills(tmp_path, precision,
+                                                                          copies):
+    """Operands copied under 16 bytes at a time (odd rows) or gathered value by value:
+    every tile the host may pick then (3xTF32: its narrow tiles) without spills."""
+    dtype = "f32" if precision else "f16"
+    path = tmp_path / "narrow.fuse"
+    path.write_text(f"func f(x: {dtype}[M, K], w: {dtype}[K, N], b: {dtype}[N]) -> {dtype}[M, N] {{\n"
+                    "    return relu(matmul(x, w) + b)\n}\n")
+    found = kernels(*([f"--matmul-precision={precision}"] if precision else []),
+                    f"--copies={copies}", str(path))
+    tiles = MMA_GEOMETRY["cuda"]["tf32_narrow_tiles" if precision else "tiles"]
+    assert len(found) == 2 * len(tiles) + 1
+    for k in found:
+        assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
 def test_bf16_and_i64_kernels_compute_in_f32_and_int64(tmp_path):
     """bf16 loads widen and stores round with integer code (mlfuse/codegen/bf16.py):
     no f64 and no stack; i64 arithmetic and sums stay integer."""

@@ -48,7 +48,7 @@ STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a
 
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
-           "held", "g0",
+           "g0",
            "b_at", "valid")
 
 
@@ -273,29 +273,35 @@ class MmaContractionEmitter(ContractionEmitter):
               f" + {L['j']} % {g}")
         own = "m" if side == "a" else "n"
         per = f"-(-{count} // THREADS)"
-        w.line(f"{L['held']} = cuda.local.array(GATHER, numba.float32)")
-        w.line("# GATHER values at a time: their loads all in flight before the first store")
+        held = [self.namer.fresh(f"held{q}") for q in range(self.GATHER)]
+        w.line("# GATHER values at a time, in registers: their loads all in flight before "
+               "the first store")
         with w.indented(f"for {L['g0']} in range(0, {per}, GATHER):"):
             for phase in ("load", "store"):
-                with self.thread_share(count, f"min(GATHER, {per} - {L['g0']})",
-                                       first=L["g0"]):
-                    w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
-                    if phase == "store":
-                        w.line(f"{L['tiles']}[{at}] = "
-                               f"{self.stored(L['held'] + '[' + L['slot'] + ']', self.operand)}")
-                        continue
-                    if side == "a":
-                        w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']}")
-                    else:
-                        w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']}")
-                    w.line(f"{L['value']} = {self.zero}")
-                    with w.indented(f"if {L[own]} < {L[own + '_size']} and "
-                                    f"{L['k']} < {L['k_size']}:"):
-                        self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
-                        self.unravel_into(L["k"], self.k_vals, c.k_extents)
-                        self.slice_of([value])
-                        w.line(f"{L['value']} = {self.namer(value)}")
-                    w.line(f"{L['held']}[{L['slot']}] = {L['value']}")
+                for q, h in enumerate(held):
+                    slot = f"{L['g0']} + {q}"
+                    if phase == "load":
+                        w.line(f"{h} = {self.zero}")
+                    with w.indented(f"if {slot} < {per} and ({count} % THREADS == 0 or "
+                                    f"{L['tid']} + ({slot}) * THREADS < {count}):"):
+                        w.line(f"{L['e']} = {L['tid']} + ({slot}) * THREADS")
+                        w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
+                        if phase == "store":
+                            w.line(f"{L['tiles']}[{at}] = {self.stored(h, self.operand)}")
+                            continue
+                        if side == "a":
+                            w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, "
+                                   f"{L['k0']} + {L['j']}")
+                        else:
+                            w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, "
+                                   f"{L['n0']} + {L['j']}")
+                        with w.indented(f"if {L[own]} < {L[own + '_size']} and "
+                                        f"{L['k']} < {L['k_size']}:"):
+                            self.unravel_into(L[own], *self.dims(c.m_dims if side == "a"
+                                                                 else c.n_dims))
+                            self.unravel_into(L["k"], self.k_vals, c.k_extents)
+                            self.slice_of([value])
+                            w.line(f"{h} = {self.namer(value)}")
 
     # -- the math --------------------------------------------------------------------
     def multiply(self) -> None:
