@@ -175,7 +175,6 @@ def shared_arrays(host_arrays, timed: bool) -> list:
     if not timed:
         return host_arrays
     if importable("torch"):
-        import torch
         return [_torch_tensor(a).cuda() for a in host_arrays]
     from numba import cuda
     return [cuda.to_device(a) for a in host_arrays]

@@ -213,16 +213,15 @@ class HostEmitter:
         split = f"{tiles}[2] > 1"
         geometry = (f"{tiles}, {grid}, {threads} = _contraction_geometry({kernel.name}, "
                     f"{sizes['m']}, {sizes['n']}, {k_size}, {sizes['batch']}")
+        names = "  # BM, BN, VECTOR_A, VECTOR_B, SPLIT"
         if kernel.op["variant"].startswith("mma"):  # the copies first: they narrow the tiles
             copies = self.namer.fresh("copies")
             lines = [f"{copies} = ({flags[0]}, {flags[1]})  # values per cp.async of A, B",
                      f"{geometry}, {copies})",
-                     f"{config} = {tiles}[:2] + {copies} + ({split},)  "
-                     "# BM, BN, VECTOR_A, VECTOR_B, SPLIT"]
+                     f"{config} = {tiles}[:2] + {copies} + ({split},){names}"]
         else:
             lines = [f"{geometry})",
-                     f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split})  "
-                     "# BM, BN, VECTOR_A, VECTOR_B, SPLIT"]
+                     f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split}){names}"]
         tiled = f"{kernel.name}[{config}]"
         # the launch gives the dynamic shared memory the tile's kernel takes (its stages)
         launch = f"{grid}, {threads}, 0, {kernel.name}.shared_bytes({config})"
