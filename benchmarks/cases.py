@@ -65,6 +65,12 @@ func mlp(x: f32[B, 1024], w1: f32[1024, 4096], b1: f32[4096], w2: f32[4096, 1024
 # 1024 on 256 rows; nn.Linear's weights are [out, in], so the matmuls take them
 # transposed, as the imported Gemm(transB=1) does; benchmarks/models.py's "mlp" runs the
 # exported model itself).
+# Tensor cores (issue 14): the same program on 16-bit operands, f32 accumulation, the
+# result in the operand dtype; the peer is torch's f16/bf16 matmul + bias + relu (cuBLAS)
+MATMUL_HALF = {dtype: MATMUL.replace("f32", dtype).replace("matmul_bias_relu",
+                                                           f"matmul_{dtype}_bias_relu")
+               for dtype in ("f16", "bf16")}
+
 MATMUL_CASES = {  # name -> (M, K, N)
     "matmul_mlp_layer": (256, 4096, 1024),
     "matmul_projection": (8192, 768, 768),
@@ -391,6 +397,8 @@ CASES = [
     Case("bce_mean", BCE_MEAN, {"N": 16384, "C": 4096}, t_bce_mean, dry_dims={"N": 5, "C": 41}),
     Case("attn_tail", ATTN_TAIL, {"B": 8, "H": 16, "S": 1024, "D": 64}, t_attn_tail,
          dry_dims={"B": 1, "H": 2, "S": 5, "D": 3}),
+    *[Case(f"matmul_{dtype}_bias_relu", MATMUL_HALF[dtype], {"M": 4096, "K": 4096, "N": 4096},
+           t_matmul, dry_dims={"M": 3, "K": 40, "N": 9}) for dtype in ("f16", "bf16")],
     # 3xTF32 on tensor cores (issue 14): its error against float64 is reported beside
     # cuBLAS SGEMM's (torch with TF32 off), as the target compares them
     Case("matmul_3xtf32", MATMUL.replace("func matmul_bias_relu", "func matmul_3xtf32"),

@@ -116,8 +116,12 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
         result["errors"][label] = c.max_abs_error
         result["rel_errors"][label] = rel
         # a result coarser than float32 (f16) carries its own rounding: the limit scales
-        coarse = np.finfo(expected.dtype).eps / np.finfo(np.float32).eps \
-            if expected.dtype.kind == "f" else 1.0
+        if _is_bf16(expected):  # ml_dtypes' bfloat16, whose finfo NumPy does not have
+            import ml_dtypes
+            coarse = float(ml_dtypes.finfo(expected.dtype).eps) / np.finfo(np.float32).eps
+        else:
+            coarse = np.finfo(expected.dtype).eps / np.finfo(np.float32).eps \
+                if expected.dtype.kind == "f" else 1.0
         limit = REL_ERROR_LIMIT * max(1.0, coarse)
         if not c.ok or not rel <= limit:
             result["checked"] = False
@@ -184,24 +188,36 @@ def shared_arrays(host_arrays, timed: bool) -> list:
     if not timed:
         return host_arrays
     if importable("torch"):
-        import torch
-        return [torch.from_numpy(a).cuda() for a in host_arrays]
+        return [_torch_tensor(a).cuda() for a in host_arrays]
     from numba import cuda
     return [cuda.to_device(a) for a in host_arrays]
 
 
+def _is_bf16(a) -> bool:
+    return str(getattr(a, "dtype", "")) in ("bfloat16", "torch.bfloat16")
+
+
+def _torch_tensor(a):
+    """A host array as a torch tensor (bf16, an ml_dtypes array: through its bits)."""
+    import numpy as np
+    import torch
+    if _is_bf16(a):
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
 def _args_for(label, arrays):
     """One peer's view of ``shared_arrays``: no copies on the GPU."""
-    if label.startswith("mlfuse"):
-        if hasattr(arrays[0], "__cuda_array_interface__"):
-            from numba import cuda
-            return [cuda.as_cuda_array(a) for a in arrays]
-        return arrays  # NumPy on the simulator
+    if label.startswith("mlfuse"):  # Numba views of CUDA tensors; torch.bfloat16 tensors
+        # (no __cuda_array_interface__) and NumPy arrays (the simulator) as they are
+        from numba import cuda
+        return [a if _is_bf16(a) or not hasattr(a, "__cuda_array_interface__")
+                else cuda.as_cuda_array(a) for a in arrays]
     if label == "cupy":
         import cupy
         return [cupy.asarray(a) for a in arrays]
     import torch
-    return [a if isinstance(a, torch.Tensor) else torch.as_tensor(a) for a in arrays]
+    return [a if isinstance(a, torch.Tensor) else _torch_tensor(a) for a in arrays]
 
 
 def _to_numpy(x):
@@ -209,6 +225,10 @@ def _to_numpy(x):
     if hasattr(x, "copy_to_host"):
         return x.copy_to_host()
     if hasattr(x, "detach"):
+        if _is_bf16(x):  # NumPy has no bf16: the bits, as ml_dtypes' bfloat16
+            import ml_dtypes
+            import torch
+            return x.detach().view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
         return x.detach().cpu().numpy()
     if hasattr(x, "get"):
         return x.get()

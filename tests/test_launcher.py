@@ -161,6 +161,22 @@ def test_a_plan_holds_the_tiled_launch_of_a_contraction():
     assert_close(results.copy_to_host(), np.maximum(x @ w + b, 0), 3, "matmul", reduced=12)
 
 
+def test_a_plan_gives_a_tensor_core_launch_its_dynamic_shared_memory():
+    """The stages of a tensor-core kernel are dynamic shared memory: the recorded
+    launch carries their bytes, which the driver launch then gives."""
+    source = MATMUL.replace("f32", "f16")
+    module = mlfuse.compile_source(source, "mm16.fuse")
+    python_module, host = module.python_module, module.mm.host
+    args = [cuda.to_device(a.copy_to_host().astype(np.float16))
+            for a in (device(20, 16), device(16, 24, seed=1), device(24, seed=2))]
+    results, trace = trace_call(host, args, 1)
+    assert trace.refused is None
+    (launch,) = trace.plan.launches
+    (config,) = python_module.mm_0.kernels
+    assert launch.shared_bytes == python_module.mm_0.shared_bytes(config) > 0
+    assert launch.shared_bytes == python_module.mm_0[config].dynamic_shared
+
+
 def test_a_plan_holds_both_kernels_and_the_workspace_of_a_split_k_launch():
     module = mlfuse.compile_source(MATMUL, "mm.fuse")
     python_module, host = module.python_module, module.mm.host

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from mlfuse.codegen.helpers import MMA_GEOMETRY
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(str(p) for p in (ROOT / "examples").glob("*.fuse"))
 # libdevice's sinf/cosf reduce huge arguments (Payne-Hanek) with these, in a slow path
@@ -112,12 +114,16 @@ def test_half_matmul_runs_on_tensor_cores_without_spills(tmp_path, dtype):
     tiled = [k for k in found if not k["kernel"].endswith("_finish")]
     # every tile shape of the tensor-core variant, unsplit and with split-K, and split-K's
     # second kernel (f32 partial sums, no products)
-    assert len(tiled) == 12 and len(found) == 13
-    assert sum(k["kernel"].endswith(" split]") for k in tiled) == 6
+    tiles = MMA_GEOMETRY["cuda"]["tiles"]
+    assert len(tiled) == 2 * len(tiles) and len(found) == len(tiled) + 1
+    assert sum(k["kernel"].endswith(" split]") for k in tiled) == len(tiles)
     for k in found:
         assert k["mma"] > 0 or k not in tiled, k
         assert k["fma"] == 0 and k["f64"] == [], k
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+    # the stages are dynamic shared memory: the wide tiles take 4 of them, past 48 KB
+    wide = [k for k in tiled if k["kernel"].startswith(("f_0[128x256", "f_0[256x128"))]
+    assert len(wide) == 4 and all(48 * 1024 < k["shared_bytes"] <= 113 * 1024 for k in wide)
 
 
 def test_f64_matmul_tiles_fit_shared_memory_without_spills(tmp_path):
@@ -143,10 +149,27 @@ def test_3xtf32_matmul_runs_on_tensor_cores_without_spills(tmp_path):
     found = kernels("--matmul-precision=high", str(path))
     tiled = [k for k in found if not k["kernel"].endswith("_finish")]
     # every tile shape, unsplit and with split-K, and split-K's second kernel
-    assert len(tiled) == 12 and len(found) == 13
+    assert len(tiled) == 2 * len(MMA_GEOMETRY["cuda"]["tf32_tiles"]) and len(found) == len(tiled) + 1
     assert {k["variant"] for k in found} == {"mma-tf32x3"}
     for k in found:
         assert (k["mma"] > 0) == (k in tiled) and k["fma"] == 0 and k["f64"] == [], k
+        assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
+@pytest.mark.parametrize("precision, copies", [(None, "0,0"), ("high", "1,1")])
+def test_narrow_and_gathered_tensor_core_operands_compile_without_spills(tmp_path, precision,
+                                                                          copies):
+    """Operands copied under 16 bytes at a time (odd rows) or gathered value by value:
+    every tile the host may pick then (3xTF32: its narrow tiles) without spills."""
+    dtype = "f32" if precision else "f16"
+    path = tmp_path / "narrow.fuse"
+    path.write_text(f"func f(x: {dtype}[M, K], w: {dtype}[K, N], b: {dtype}[N]) -> {dtype}[M, N] {{\n"
+                    "    return relu(matmul(x, w) + b)\n}\n")
+    found = kernels(*([f"--matmul-precision={precision}"] if precision else []),
+                    f"--copies={copies}", str(path))
+    tiles = MMA_GEOMETRY["cuda"]["tf32_narrow_tiles" if precision else "tiles"]
+    assert len(found) == 2 * len(tiles) + 1
+    for k in found:
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
 
 

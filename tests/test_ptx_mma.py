@@ -102,12 +102,12 @@ def test_mma_m16n8k16_matches_numpy_from_isa_fragments(twins, ptx_type):
 
 
 def test_cp_async_twin_copies_16_bytes_zero_fills_and_faults_when_misaligned(twins):
-    copy, commit, wait = twins["_cp_async16"], twins["_cp_async_commit"], twins["_cp_async_wait"]
+    copy, commit, wait = twins["_cp_async"], twins["_cp_async_commit"], twins["_cp_async_wait"]
 
     @cuda.jit
     def kernel(src, tiles, shift):
         lane = cuda.threadIdx.x
-        copy(tiles, lane * 8, src, (lane // 2, (lane % 2) * 8 + shift), lane % 3 != 0)
+        copy(tiles, lane * 8, src, (lane // 2, (lane % 2) * 8 + shift), lane % 3 != 0, 16)
         commit()
         wait(0)
 
@@ -119,3 +119,24 @@ def test_cp_async_twin_copies_16_bytes_zero_fills_and_faults_when_misaligned(twi
         np.testing.assert_array_equal(tiles[lane * 8:lane * 8 + 8], want)
     with pytest.raises(RuntimeError, match="cp.async source"):
         kernel[1, 32](src, tiles, 1)
+
+
+@pytest.mark.parametrize("size", [4, 8])
+def test_cp_async_twin_copies_4_and_8_bytes_at_their_alignment(twins, size):
+    copy = twins["_cp_async"]
+    count = size // 2  # f16 values a copy
+
+    @cuda.jit
+    def kernel(src, tiles, shift):
+        lane = cuda.threadIdx.x
+        copy(tiles, lane * count, src, (lane, shift), lane != 5, size)
+
+    src = np.arange(32 * 10, dtype=np.float16).reshape(32, 10)  # rows of 20 bytes
+    tiles = np.full(32 * count, -1, np.float16)
+    if size == 4:  # 20-byte rows keep 4-byte alignment: every row copies
+        kernel[1, 32](src, tiles, 2)
+        for lane in range(32):
+            want = src[lane, 2:2 + count] if lane != 5 else 0
+            np.testing.assert_array_equal(tiles[lane * count:lane * count + count], want)
+    with pytest.raises(RuntimeError, match="cp.async source"):
+        kernel[1, 32](src, tiles, 1 if size == 4 else 4)  # 2 (4) bytes off the copy's size

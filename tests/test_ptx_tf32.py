@@ -158,3 +158,20 @@ def test_mma_tf32_twin_refuses_an_operand_not_converted_to_tf32(twins):
 
     with pytest.raises(RuntimeError, match="not in TF32 format"):
         kernel[1, 32](np.array([np.float32(1.1)]).view(np.uint32))
+
+
+def test_st_shared_v4_twin_stores_four_words_and_faults_when_misaligned(twins):
+    store = twins["_st_shared_v4"]
+
+    @cuda.jit
+    def kernel(tiles, shift):
+        lane = cuda.threadIdx.x
+        store(tiles, lane * 4 + shift, np.uint32(lane), np.uint32(lane + 1), np.uint32(lane + 2),
+              np.uint32(lane + 3))
+
+    tiles = np.zeros(4 * 8 + 4, np.uint32)
+    kernel[1, 8](tiles, 0)
+    np.testing.assert_array_equal(tiles[:32].reshape(8, 4),
+                                  np.arange(8)[:, None] + np.arange(4)[None, :])
+    with pytest.raises(RuntimeError, match="misaligned st.shared.v4"):
+        kernel[1, 8](tiles, 2)

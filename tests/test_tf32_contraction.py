@@ -26,6 +26,8 @@ MATMUL = ("func f(x: f32[M, K], w: f32[K, N], b: f32[N]) -> f32[M, N] {\n"
 CASES = {
     # N and K multiples of 4: both operands copied 16 bytes at a time; partial M, N, K
     "copied": (MATMUL, {"M": 9, "N": 12, "K": 12}, "high"),
+    # odd N and K: each f32 copied on its own by a 4-byte cp.async
+    "copied_4_bytes": (MATMUL, {"M": 5, "N": 7, "K": 9}, "high"),
     # odd sizes, transposed operands and tanh: gathered value by value
     "gathered": ("func f(x: f32[K, M], w: f32[N, K]) -> f32[M, N] {\n"
                  "    return tanh(matmul(transpose(x), transpose(w)))\n}\n",
@@ -128,3 +130,24 @@ def test_the_generated_module_keeps_the_variant_readable():
     assert "cvt.rna.tf32.f32" in text and "small terms first" in text
     medium = generate(compile_text(MATMUL, "t.fuse", matmul_precision="medium"), "cuda")
     assert "_tf32_round(" in medium and "_tf32_split(x" not in medium
+
+
+def test_3xtf32_takes_its_narrow_tiles_when_an_operand_is_not_copied_16_bytes(monkeypatch):
+    """3xTF32's tiles of 64 x 32 warp tiles spill with up to four times the copies a
+    thread (4- or 8-byte copies): the host picks among MMA_TF32_NARROW_TILES then (here,
+    on the simulator's geometry: 32 x 32 only with 16-byte copies)."""
+    from mlfuse.codegen import helpers
+    monkeypatch.setitem(helpers.MMA_GEOMETRY, "simulator",
+                        {"tiles": ((32, 32), (16, 16)), "tf32_tiles": ((32, 32), (16, 16)),
+                         "tf32_narrow_tiles": ((16, 16),), "warps": ((16, 16),), "bk": 16})
+    module = mlfuse.compile_source(MATMUL.replace("func f(", "func narrow("), "narrow.fuse",
+                                   target="simulator", matmul_precision="high")
+    python_module = module.python_module
+    kernel = python_module.narrow_0
+    geometry = python_module._contraction_geometry
+    assert geometry(kernel, 4096, 4096, 4096, 1, (4, 4))[0][:2] == (32, 32)
+    for copies in [(1, 4), (4, 2), (0, 4), (False, False)]:
+        assert geometry(kernel, 4096, 4096, 4096, 1, copies)[0][:2] == (16, 16), copies
+    args = random_inputs(parse_program(MATMUL).funcs[0], {"M": 33, "N": 9, "K": 7}, seed=3)
+    module.narrow(*args)  # odd N and K: 4-byte copies, so the narrow tile
+    assert list(kernel.kernels) == [(16, 16, 1, 1, False)]

@@ -146,8 +146,12 @@ class ContractionEmitter(KernelEmitter):
                 for v in self.iface.constants:
                     w.line(f"{self.define(v, 'const')} = {literal(v.op['value'], v.type.dtype)}")
                 self.body()
-            w.line(f"return {self.name}")
+            w.line(f"return {self.factory_result()}")
         return w.text()
+
+    def factory_result(self) -> str:
+        """What the factory returns: the kernel (a tensor-core one wraps it)."""
+        return self.name
 
     def factory_constants(self) -> None:
         """The factory's constants, from its tile configuration: THREADS, MIN_BLOCKS and
@@ -541,15 +545,16 @@ def tile_model_inputs(op) -> dict:
     sizes, as the "cuda" target's module has them: its tiles, K step, most K shares, the
     kernel kind's FMA rate, the operands' bytes per value and (SIMT) its tiles' thread
     shapes."""
-    from mlfuse.codegen.helpers import MMA_GEOMETRY
+    from mlfuse.codegen.helpers import mma_geometry
     dtype = contraction_of(op).a.type.dtype
     mma = op["variant"].startswith("mma")
     tf32 = op["variant"] in TF32_VARIANTS  # f32 stages: half the K of a 16-bit stage
     kind = (op["variant"] if tf32 else "mma" if mma else "simt-f64" if dtype == "f64"
             else "simt")
-    return {"tiles": (MMA_GEOMETRY["cuda"]["tiles"] if mma else F64_TILES if kind == "simt-f64"
-                      else CUDA_TILES),
-            "k_step": (MMA_GEOMETRY["cuda"]["bk"] // (2 if tf32 else 1)) if mma else BK,
+    geometry = mma_geometry("cuda")
+    return {"tiles": (geometry["tf32_tiles" if tf32 else "tiles"] if mma else
+                      F64_TILES if kind == "simt-f64" else CUDA_TILES),
+            "k_step": (geometry["bk"] // (2 if tf32 else 1)) if mma else BK,
             "max_split": op["split_k"], "fma_per_us": FMA_PER_US[kind],
             "step_us": STEP_US[kind],
             "value_bytes": {"f64": 8, "f16": 2, "bf16": 2}.get(dtype, 4),

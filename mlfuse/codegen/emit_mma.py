@@ -19,9 +19,10 @@ copies a stage (A_COPIES, B_COPIES), so the loops unroll and every position but 
 computed once, outside the K loop.
 
 The stages hold 16-bit values: f16, or bf16 as its bits (uint16, mlfuse/codegen/bf16.py).
-An operand that is one plain 16-bit load contiguous along the tile's fast axis (K for A,
-N for B) is copied 16 bytes at a time with ``cp.async`` (zero-filled past the sizes)
-when the host finds whole, aligned groups of 8 (VECTOR_A / VECTOR_B); any other operand
+An operand that is one plain load of its dtype contiguous along the tile's fast axis (K
+for A, N for B) is copied with ``cp.async`` (zero-filled past the sizes), VECTOR_A /
+VECTOR_B values at a time: the host picks the widest copy of 16, 8 or 4 bytes that its
+rows and start address are aligned to (``_copy_values``; 0: none); any other operand
 (a prologue, an im2col gather, a transposed operand, odd sizes) is computed value by
 value, rounded to the operand dtype and stored into the stage by the threads (zeros
 past the sizes).
@@ -44,10 +45,10 @@ PAD = 8  # f32 words after each row of the epilogue's staged half tile
 # How a stage's 16-bit values are viewed, per operand dtype: bf16 as its bits.
 STAGE_VIEW = {"f16": "np.float16", "bf16": "np.uint16"}
 STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a stage
-SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
+           "g0",
            "b_at", "valid")
 
 
@@ -55,6 +56,13 @@ class MmaContractionEmitter(ContractionEmitter):
     """The factory of one tensor-core contraction kernel (see the module doc)."""
 
     WARP_SKIP = 0  # the warp tiles it may take: MMA_WARPS from this one (helpers._mma_warp)
+    TILES = "MMA_TILES"  # the module's table of the block tiles it may take
+    EXTRA_WORDS = "0"  # f32 words of shared memory after the stages (emit_tf32's)
+    NARROW_TILES = None  # a table of the tiles it takes when copies are under 16 bytes
+    # gathered values a thread loads before storing them (in flight together: one at a
+    # time, LLVM keeps each global load behind the shared store before it, which may
+    # alias); 8 spills (ptxas, sm_90)
+    GATHER = 4
     HOST_K_STEP = "MMA_BK"  # STAGE_K as the host module names it (split-K shares)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
@@ -72,6 +80,9 @@ class MmaContractionEmitter(ContractionEmitter):
                 "STAGE_K K deep; the epilogue runs on the accumulators, half a tile at a time "
                 "through shared memory (coalesced stores).")
 
+    def factory_result(self) -> str:
+        return f"_DynamicShared({self.name}, SHARED * 4)  # its stages' bytes, given at launch"
+
     def factory_constants(self) -> None:
         w = self.w
         w.line(f"WARP_M, WARP_N = _mma_warp(BM, BN, {self.WARP_SKIP})")
@@ -80,18 +91,25 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
         self.stage_constants()
         size = STAGE_BYTES[self.operand]
-        w.line(f"STAGES = min(4, {SHARED_BYTES} // ({size} * (A_STAGE + B_STAGE)))")
+        w.line(f"STAGES = min(MMA_STAGES, (MMA_SHARED - 4 * {self.EXTRA_WORDS}) // "
+               f"({size} * (A_STAGE + B_STAGE)))")
         w.line("assert STAGES >= 2, 'a tile too large for two stages in shared memory'")
-        g = self.group
-        w.line(f"A_CHUNKS, B_CHUNKS = BM * STAGE_K // {g}, STAGE_K * BN // {g}  # 16-byte "
-               "copies a stage")
+        w.line("# values a cp.async copies (VECTOR_A / VECTOR_B: 16, 8 or 4 bytes; 0: gathered)")
+        w.line("A_VALUES, B_VALUES = max(1, VECTOR_A), max(1, VECTOR_B)")
+        w.line(f"A_BYTES, B_BYTES = A_VALUES * {size}, B_VALUES * {size}")
+        w.line("A_CHUNKS, B_CHUNKS = BM * STAGE_K // A_VALUES, STAGE_K * BN // B_VALUES  # copies "
+               "a stage")
         w.line("# copies a thread makes per stage: a constant count (a thin tile has fewer "
                "chunks than threads)")
         w.line("A_COPIES, B_COPIES = -(-A_CHUNKS // THREADS), -(-B_CHUNKS // THREADS)")
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
+        w.line(f"GATHER = {self.GATHER}  # gathered values a thread loads before it stores them")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
-        w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4, BM // 2 * C_STRIDE)"
-               "  # f32 words")
+        w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4 + {self.EXTRA_WORDS}, "
+               "BM // 2 * C_STRIDE)"
+               "  # f32 words of dynamic shared memory")
+        w.line("assert SHARED * 4 <= MMA_SHARED, 'half the tile, for the epilogue, takes too much "
+               "shared memory'")
         w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
 
     def stage_constants(self) -> None:
@@ -99,6 +117,7 @@ class MmaContractionEmitter(ContractionEmitter):
         strides and sizes in operand values (A_STRIDE, B_STRIDE, A_STAGE, B_STAGE)."""
         w = self.w
         w.line("A_REGS, B_REGS, ACC = MT * 4, NT * 2, MT * NT * 4  # a lane's fragment registers")
+        w.line("assert NT % 2 == 0, 'a warp tile N of 16s: ldmatrix.x4.trans loads two n8 B tiles'")
         w.line("STAGE_K = MMA_BK  # K values per stage")
         w.line("A_STRIDE, B_STRIDE = STAGE_K, BN  # 16-bit values a row; rows are swizzled")
         w.line("# swizzle: a row's 16-byte chunks XOR its 128-byte line's number (mod 8)")
@@ -115,7 +134,8 @@ class MmaContractionEmitter(ContractionEmitter):
     def body(self) -> None:
         w, L = self.w, self.loc
         align = ", alignment=16" if self.target == "cuda" else ""
-        w.line(f"{L['tiles32']} = cuda.shared.array(SHARED, numba.float32{align})")
+        w.line(f"{L['tiles32']} = cuda.shared.array(0, numba.float32{align})  # dynamic: "
+               "SHARED words, given at launch")
         if self.operand in STAGE_VIEW:
             w.line(f"{L['tiles']} = {L['tiles32']}.view({STAGE_VIEW[self.operand]})  # the stages")
         else:
@@ -148,12 +168,17 @@ class MmaContractionEmitter(ContractionEmitter):
                 w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt landed")
                 w.line("cuda.syncthreads()  # everyone's; and no warp still reads the stage "
                        "refilled next")
+                self.landed()
             with w.indented(f"if {L['ahead']} < {L['k_tiles']}:"):
                 self.fetch_stage(L["ahead"])
             w.line("_cp_async_commit()")
             with w.indented(f"if {L['kt']} >= 0:"):
                 self.multiply()
         self.epilogue()
+
+    def landed(self) -> None:
+        """What the block does with stage kt once it has landed, before the next copies
+        (the TF32 kernels convert it)."""
 
     # -- operands into a stage ---------------------------------------------------------
     def fetch_stage(self, k_tile: str) -> None:
@@ -162,8 +187,13 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"{L['k0']} = {L['k_lo']} + {k_tile} * STAGE_K")
         for side in ("a", "b"):
             if self.vector_side(side) is not None:
-                with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned 16 bytes"):
-                    self.copy_side(side)
+                with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned copies"):
+                    # a stage inside K (all but the last): no K bounds, so a copy's source
+                    # moves by a constant each stage and its other terms stay in registers
+                    with w.indented(f"if {L['k0']} + STAGE_K <= {L['k_size']}:"):
+                        self.copy_side(side, whole_k=True)
+                    with w.indented("else:"):
+                        self.copy_side(side)
                 with w.indented("else:"):
                     self.gather_side(side)
             else:
@@ -177,47 +207,56 @@ class MmaContractionEmitter(ContractionEmitter):
         return load if load is not None and load.operands[0].type.dtype == self.operand else None
 
     @contextmanager
-    def thread_share(self, count: str, per_thread: str):
+    def thread_share(self, count: str, per_thread: str, first: str = ""):
         """A loop over this thread's items ``e`` = tid + slot * THREADS of the block's
         ``count``, at most ``per_thread`` of them: a constant trip count, so the loop
         unrolls and what does not depend on K is computed once; items past ``count`` (a
-        thin tile has fewer than threads) are skipped."""
+        thin tile has fewer than threads) are skipped. ``first``: the slots start there
+        (``slot`` counts from 0 all the same)."""
         w, L = self.w, self.loc
+        at = f"({first} + {L['slot']})" if first else L["slot"]
         with w.indented(f"for {L['slot']} in range({per_thread}):"), \
                 w.indented(f"if {count} % THREADS == 0 or "
-                           f"{L['tid']} + {L['slot']} * THREADS < {count}:"):
-            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+                           f"{L['tid']} + {at} * THREADS < {count}:"):
+            w.line(f"{L['e']} = {L['tid']} + {at} * THREADS")
             yield
 
-    def copy_side(self, side: str) -> None:
-        """The side's tile as 16-byte copies (``group`` values each); a copy past the
-        sizes reads a clamped position and fills zeros."""
+    def copy_side(self, side: str, whole_k: bool = False) -> None:
+        """The side's tile as cp.async copies of S_VALUES values (S_BYTES bytes: 16, or 8
+        or 4 where the rows allow no more); a copy past the sizes fills zeros (and
+        _cp_async points it at the buffer's start: nothing is read). ``whole_k``: the
+        stage's K is inside the sizes (no K checks)."""
         w, L, c, g = self.w, self.loc, self.c, self.group
         load = self.vector_side(side)
+        s = side.upper()
+        v = f"{s}_VALUES"
         if side == "a":  # BM rows of STAGE_K: groups along K
-            per_row, own, own_size = f"STAGE_K // {g}", "m", L["m_size"]
+            per_row, own, own_size = f"STAGE_K // {v}", "m", L["m_size"]
         else:  # STAGE_K rows of BN: groups along N
-            per_row, own, own_size = f"BN // {g}", "n", L["n_size"]
-        with self.thread_share(f"{side.upper()}_CHUNKS", f"{side.upper()}_COPIES"):
+            per_row, own, own_size = f"BN // {v}", "n", L["n_size"]
+        with self.thread_share(f"{s}_CHUNKS", f"{s}_COPIES"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} // ({per_row}), {L['e']} % ({per_row})")
+            # the copy's first value along the row, in its 16-byte chunk of the stage
+            chunk = f"{L['j']} * {v} // {g}"
+            at = f"{self.stage_offset(side, L['i'], chunk)} + {L['j']} * {v} % {g}"
             if side == "a":
-                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {g}")
-                at = f"{L['stage']} + {self.stage_offset('a', L['i'], L['j'])}"
-                w.line(f"{L['valid']} = {L['m']} < {own_size} and {L['k']} < {L['k_size']}")
-                w.line(f"{L['m']} = min({L['m']}, {own_size} - 1)")
-                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - {g})")
+                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {v}")
+                at = f"{L['stage']} + {at}"
+                k_valid = "" if whole_k else f" and {L['k']} < {L['k_size']}"
+                w.line(f"{L['valid']} = {L['m']} < {own_size}{k_valid}")
+
             else:
-                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * {g}")
-                at = f"{L['stage']} + A_STAGE + {self.stage_offset('b', L['i'], L['j'])}"
-                w.line(f"{L['valid']} = {L['n']} < {own_size} and {L['k']} < {L['k_size']}")
-                w.line(f"{L['n']} = min({L['n']}, {own_size} - {g})")
-                w.line(f"{L['k']} = min({L['k']}, {L['k_size']} - 1)")
+                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * {v}")
+                at = f"{L['stage']} + A_STAGE + {at}"
+                k_valid = "" if whole_k else f" and {L['k']} < {L['k_size']}"
+                w.line(f"{L['valid']} = {L['n']} < {own_size}{k_valid}")
+
             self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
             self.unravel_into(L["k"], self.k_vals, c.k_extents)
             self.slice_of(list(load.operands[1:]))
             index = ", ".join(self.namer(v) for v in load.operands[1:])
-            w.line(f"_cp_async16({L['tiles']}, {at}, {self.namer(load.operands[0])}, "
-                   f"({index},), {L['valid']})")
+            w.line(f"_cp_async({L['tiles']}, {at}, {self.namer(load.operands[0])}, "
+                   f"({index},), {L['valid']}, {s}_BYTES)")
 
     def gather_side(self, side: str) -> None:
         """The side's tile value by value (consecutive threads on the tile's fast axis),
@@ -233,19 +272,36 @@ class MmaContractionEmitter(ContractionEmitter):
         at = (f"{base} + {self.stage_offset(side, L['i'], L['j'] + ' // ' + str(g))}"
               f" + {L['j']} % {g}")
         own = "m" if side == "a" else "n"
-        with self.thread_share(count, f"-(-{count} // THREADS)"):
-            w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
-            if side == "a":
-                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']}")
-            else:
-                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']}")
-            w.line(f"{L['value']} = {self.zero}")
-            with w.indented(f"if {L[own]} < {L[own + '_size']} and {L['k']} < {L['k_size']}:"):
-                self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
-                self.unravel_into(L["k"], self.k_vals, c.k_extents)
-                self.slice_of([value])
-                w.line(f"{L['value']} = {self.namer(value)}")
-            w.line(f"{L['tiles']}[{at}] = {self.stored(L['value'], self.operand)}")
+        per = f"-(-{count} // THREADS)"
+        held = [self.namer.fresh(f"held{q}") for q in range(self.GATHER)]
+        w.line("# GATHER values at a time, in registers: their loads all in flight before "
+               "the first store")
+        with w.indented(f"for {L['g0']} in range(0, {per}, GATHER):"):
+            for phase in ("load", "store"):
+                for q, h in enumerate(held):
+                    slot = f"{L['g0']} + {q}"
+                    if phase == "load":
+                        w.line(f"{h} = {self.zero}")
+                    with w.indented(f"if {slot} < {per} and ({count} % THREADS == 0 or "
+                                    f"{L['tid']} + ({slot}) * THREADS < {count}):"):
+                        w.line(f"{L['e']} = {L['tid']} + ({slot}) * THREADS")
+                        w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
+                        if phase == "store":
+                            w.line(f"{L['tiles']}[{at}] = {self.stored(h, self.operand)}")
+                            continue
+                        if side == "a":
+                            w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, "
+                                   f"{L['k0']} + {L['j']}")
+                        else:
+                            w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, "
+                                   f"{L['n0']} + {L['j']}")
+                        with w.indented(f"if {L[own]} < {L[own + '_size']} and "
+                                        f"{L['k']} < {L['k_size']}:"):
+                            self.unravel_into(L[own], *self.dims(c.m_dims if side == "a"
+                                                                 else c.n_dims))
+                            self.unravel_into(L["k"], self.k_vals, c.k_extents)
+                            self.slice_of([value])
+                            w.line(f"{h} = {self.namer(value)}")
 
     # -- the math --------------------------------------------------------------------
     def multiply(self) -> None:
@@ -312,8 +368,9 @@ def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, take
     text = emitter.emit()
     threads = ("_mma_threads" if not emitter.WARP_SKIP else
                f"lambda bm, bn: _mma_threads(bm, bn, {emitter.WARP_SKIP})")
-    text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, MMA_TILES, {threads}, "
-             f"k_step={emitter.HOST_K_STEP}, {plan})\n")
+    narrow = f", narrow_tiles={emitter.NARROW_TILES}" if emitter.NARROW_TILES else ""
+    text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, {emitter.TILES}, {threads}, "
+             f"k_step={emitter.HOST_K_STEP}, {plan}{narrow})\n")
     sides = {side: load.operands[0] for side in ("a", "b")
              if (load := emitter.vector_side(side)) is not None}
     return text, sides

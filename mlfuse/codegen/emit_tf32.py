@@ -6,26 +6,36 @@ accumulation (helpers: ptx_tf32.py).
 The kernel is emit_mma's (block and warp tiles, cp.async stages, the epilogue through
 shared memory) with f32 stages: a stage holds STAGE_K = MMA_BK / 2 K values (the same
 bytes as a 16-bit stage of MMA_BK), A as BM rows of K padded by 4 values and B as
-STAGE_K rows of N padded by 8, so that the fragment reads below are free of bank
-conflicts (lane (g, t) reads A at bank 4g + t and B at bank 8t + g). Operands are
-copied 16 bytes (4 values) at a time where the host finds them aligned, else gathered
-value by value as f32: the stages hold the exact operands.
+STAGE_K rows of N padded by 8 (the conversion's reads below are then free of bank
+conflicts). Operands are copied by cp.async (16, 8 or 4 bytes) or gathered value by
+value as f32: the stages hold the exact operands.
 
-Each m16n8k8 step a lane reads its fragment values from the stage (A: rows g, g + 8,
-columns t, t + 4; B: rows t, t + 4 of column g) and converts them on the way:
-TF32 rounds each to 10 mantissa bits (``_tf32_round``); 3xTF32 splits each into a
-TF32 high part and the TF32-rounded residual (``_tf32_split``) and accumulates
-lo*hi, then hi*lo, then hi*hi into the same f32 accumulators: the small terms first,
-each pass over the MT x NT tiles independent (no mma waits on the one before it).
+**Converted once per stage.** When stage kt has landed, the block converts it once into
+the converted area after the stages (CV_*): TF32 rounds each value to 10 mantissa bits
+(``_tf32_round``); 3xTF32 splits each into a TF32 high part and the TF32-rounded
+residual (``_tf32_split``). A goes in as rows of K, B transposed (rows of N, K
+contiguous), high parts then residuals, each row's 16-byte chunks swizzled (chunk c of
+row r at c ^ ((r // CV_LINE) & CV_MASK)), four values a thread in one ``st.shared.v4``.
+Then the warps read their fragments with ``ldmatrix`` (a 32-bit value is a pair of
+16-bit ones: an 8 x 8 b16 matrix is 8 rows of 4 f32, and lane l receives row l // 4,
+value l % 4: the m16n8k8 .tf32 fragment of A, and of B from its transposed rows),
+instead of reading and converting each value at each use.
+
+**Split accumulator** (3xTF32): each stage's products (lo*hi, hi*lo, then hi*hi per k8
+step) sum from zero on the tensor cores, whose mma truncates its sum, and the stage's
+sum is then added to the f32 accumulator by an FADD, which rounds to nearest. One
+accumulator on the tensor cores for the whole K drifts with K (the truncations all go
+one way): mlfuse/tools/tf32_emulation.py models both, docs/perf-notes.md has the numbers.
 """
 from __future__ import annotations
 
 from mlfuse.codegen.emit_mma import MmaContractionEmitter
 from mlfuse.codegen.ptx_tf32 import TF32_HELPER
 
-A_PAD, B_PAD = 4, 8  # f32 values after each row of a stage: conflict-free fragment reads
+A_PAD, B_PAD = 4, 8  # f32 values after each row of a stage: conflict-free conversion reads
 
-_LOCALS = ("a_lo", "b_lo", "g", "t", "x")
+_LOCALS = ("a_lo", "b_lo", "part", "cv", "cv16", "src", "b_row", "b_k",
+           *(f"{v}{q}" for v in ("x", "h", "l") for q in range(4)))
 
 
 class Tf32ContractionEmitter(MmaContractionEmitter):
@@ -33,6 +43,10 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
 
     WARP_SKIP = 1  # 64 x 64 warp tiles would spill (3xTF32 holds two fragments a value)
     HOST_K_STEP = "MMA_BK // 2"  # STAGE_K (below) as the host module names it
+    TILES = "MMA_TF32_TILES"  # no wide tiles: their 512 threads would not fit the registers
+    EXTRA_WORDS = "CV_WORDS"  # the converted area, after the stages
+    NARROW_TILES = "MMA_TF32_NARROW_TILES"  # 128 x 128 spills with 4x the copies a thread
+    GATHER = 2  # 4 spills at 64 x 64 (ptxas)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)
@@ -43,55 +57,122 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
 
     def schedule_text(self) -> str:
         how = ("3xTF32: each operand split into a TF32 high part and residual, lo*hi + "
-               "hi*lo + hi*hi accumulated" if self.split else "TF32: operands rounded to 10 "
-               "mantissa bits")
-        return ("Tensor cores (m16n8k8 .tf32), " + how + " in f32: a block computes a BM x BN "
+               "hi*lo + hi*hi summed per stage on the tensor cores, then added in f32"
+               if self.split else "TF32: operands rounded to 10 mantissa bits, f32 sums")
+        return ("Tensor cores (m16n8k8 .tf32), " + how + ": a block computes a BM x BN "
                 "tile, each warp a WARP_M x WARP_N part as 16 x 8 mma tiles, from STAGES "
-                "cp.async stages of f32 STAGE_K K deep; the epilogue runs on the "
-                "accumulators, half a tile at a time through shared memory.")
+                "cp.async stages of f32 STAGE_K K deep, each converted once (ldmatrix "
+                "fragments); the epilogue runs on the accumulators, half a tile at a time "
+                "through shared memory.")
 
     def stage_constants(self) -> None:
         w = self.w
         w.line("A_REGS, B_REGS, ACC = MT * 4, NT * 2, MT * NT * 4  # one TF32 value a register")
+        w.line("assert NT % 2 == 0, 'a warp tile N of 16s: ldmatrix.x4 loads two n8 B tiles'")
         w.line("STAGE_K = MMA_BK // 2  # f32 values: the bytes of MMA_BK 16-bit ones")
         w.line(f"A_STRIDE, B_STRIDE = STAGE_K + {A_PAD}, BN + {B_PAD}  # padded rows: "
-               "conflict-free fragment reads")
+               "conflict-free conversion reads")
         w.line("A_STAGE, B_STAGE = BM * A_STRIDE, STAGE_K * B_STRIDE  # f32 values")
+        parts = 2 if self.split else 1
+        w.line("# the converted stage: A's rows of K, B's rows of N (transposed), "
+               + ("high parts then residuals" if self.split else "TF32 values"))
+        w.line("CV_A, CV_B = BM * STAGE_K, BN * STAGE_K  # words of one part")
+        w.line(f"CV_WORDS = {parts} * (CV_A + CV_B)")
+        w.line("CV_LINE, CV_MASK = max(1, 32 // STAGE_K), min(8, STAGE_K // 4) - 1  # swizzle")
 
     def stage_offset(self, side: str, row: str, chunk: str) -> str:
-        """Padded rows, not swizzled: the fragment reads are per value, not ldmatrix."""
+        """Padded rows, not swizzled: the stage is read by the conversion, value by value."""
         return f"{row} * {side.upper()}_STRIDE + ({chunk}) * 4"
+
+    def converted_offset(self, row: str, chunk: str) -> str:
+        """The offset (words) in a part of the converted area of 16-byte chunk ``chunk``
+        of row ``row`` (STAGE_K words a row), swizzled."""
+        return f"{row} * STAGE_K + ((({chunk}) ^ (({row} // CV_LINE) & CV_MASK)) << 2)"
 
     def fragments(self) -> None:
         w, L = self.w, self.loc
         part = "high parts" if self.split else "values"
+        w.line(f"{L['cv']} = {L['tiles32']}.view(np.uint32)  # the converted stage's TF32 words")
+        w.line(f"{L['cv16']} = {L['tiles32']}.view(np.uint16)  # the same, as ldmatrix reads it")
         w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # TF32 {part}")
         w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
         if self.split:
             w.line(f"{L['a_lo']} = cuda.local.array(A_REGS, numba.uint32)  # TF32 residuals")
             w.line(f"{L['b_lo']} = cuda.local.array(B_REGS, numba.uint32)")
+            w.line(f"{L['part']} = cuda.local.array(ACC, numba.float32)  # a stage's sums")
+
+    def landed(self) -> None:
+        """Stage kt converted once into the converted area: A chunk by chunk (4 K values
+        of a row, one 16-byte read), B chunk by chunk of its transpose (4 K values of a
+        column, consecutive threads on consecutive columns)."""
+        w, L = self.w, self.loc
+        xs = [L[f"x{q}"] for q in range(4)]
+        w.line(f"# convert stage kt once: {self.convert} of each value, into the converted area")
+        w.line(f"{L['src']} = ({L['kt']} % STAGES) * (A_STAGE + B_STAGE)")
+        with self.thread_share("BM * STAGE_K // 4", "-(-BM * STAGE_K // 4 // THREADS)"):
+            w.line(f"{L['i']}, {L['j']} = {L['e']} // (STAGE_K // 4), {L['e']} % (STAGE_K // 4)"
+                   "  # row m, chunk of K")
+            at = f"{L['src']} + {L['i']} * A_STRIDE + {L['j']} * 4"
+            for q, x in enumerate(xs):
+                w.line(f"{x} = {L['tiles']}[{at} + {q}]")
+            self.store_converted(xs, "0", L["i"], L["j"])
+        with self.thread_share("BN * STAGE_K // 4", "-(-BN * STAGE_K // 4 // THREADS)"):
+            w.line(f"{L['i']}, {L['j']} = {L['e']} % BN, {L['e']} // BN  # column n, chunk of K")
+            at = f"{L['src']} + A_STAGE + ({L['j']} * 4 + {{q}}) * B_STRIDE + {L['i']}"
+            for q, x in enumerate(xs):
+                w.line(f"{x} = {L['tiles']}[{at.format(q=q)}]")
+            self.store_converted(xs, "CV_A", L["i"], L["j"])
+
+    def store_converted(self, xs: list[str], part: str, row: str, chunk: str) -> None:
+        """The four values ``xs`` converted, into row ``row``'s chunk ``chunk`` of the
+        part at ``part`` (A: 0, B: CV_A), and their residuals one part further on."""
+        w, L = self.w, self.loc
+        part = "" if part == "0" else f"{part} + "
+        at = f"STAGES * (A_STAGE + B_STAGE) + {part}{self.converted_offset(row, chunk)}"
+        if self.split:
+            his, los = [L[f"h{q}"] for q in range(4)], [L[f"l{q}"] for q in range(4)]
+            for x, hi, lo in zip(xs, his, los):
+                w.line(f"{hi}, {lo} = _tf32_split({x})")
+            w.line(f"_st_shared_v4({L['cv']}, {at}, {', '.join(his)})")
+            w.line(f"_st_shared_v4({L['cv']}, {at} + CV_A + CV_B, {', '.join(los)})")
+        else:
+            values = ", ".join(f"_tf32_round({x})" for x in xs)
+            w.line(f"_st_shared_v4({L['cv']}, {at}, {values})")
 
     def multiply(self) -> None:
-        """The stage kt's STAGE_K // 8 steps: each warp's fragments, read from the stage
-        and converted to TF32, then the MT x NT mma (three passes for 3xTF32)."""
+        """The stage kt's STAGE_K // 8 steps: each warp's fragments by ldmatrix from the
+        converted area (A: lane l gives row l % 16, K from (l // 16) * 4; B: row
+        (l // 16) * 8 + l % 8 of N, K from ((l // 8) % 2) * 4: two n8 tiles a load), then
+        the MT x NT mma (three passes for 3xTF32, into the stage's own sums)."""
         w, L = self.w, self.loc
-        w.line(f"{L['a_base']} = ({L['kt']} % STAGES) * (A_STAGE + B_STAGE)")
-        w.line(f"{L['b_base']} = {L['a_base']} + A_STAGE")
-        w.line(f"{L['g']}, {L['t']} = {L['lane']} // 4, {L['lane']} % 4  # the ISA's groupID, "
-               "threadID_in_group")
+        w.line("cuda.syncthreads()  # the converted stage is complete")
+        base = "STAGES * (A_STAGE + B_STAGE)"
+        w.line(f"{L['row']} = {L['lane']} % 16  # the A row this lane addresses")
+        w.line(f"{L['q']} = ({L['lane']} // 16) * 4  # and its K offset")
+        w.line(f"{L['b_row']} = ({L['lane']} // 16) * 8 + {L['lane']} % 8  # the B row (an N)")
+        w.line(f"{L['b_k']} = (({L['lane']} // 8) % 2) * 4  # and its K offset")
+        sums = L["acc"]
+        if self.split:
+            sums = L["part"]
+            w.line("# split accumulator: the stage's products sum from zero on the tensor cores "
+                   "(each mma truncates), then one FADD (round to nearest) adds them to acc")
+            with w.indented(f"for {L['slot']} in range(ACC):"):
+                w.line(f"{L['part']}[{L['slot']}] = np.float32(0)")
+        parts = [(L["a_frag"], L["b_frag"], "")]
+        if self.split:
+            parts.append((L["a_lo"], L["b_lo"], "CV_A + CV_B + "))
         with w.indented(f"for {L['kk']} in range(0, STAGE_K, 8):"):
-            with w.indented(f"for {L['i']} in range(MT):"):
-                with w.indented(f"for {L['q']} in range(4):  # rows g, g + 8; columns t, t + 4"):
-                    self.fragment_value(
-                        L["a_frag"], L["a_lo"], f"{L['i']} * 4 + {L['q']}",
-                        f"{L['a_base']} + ({L['wm0']} + {L['i']} * 16 + {L['g']} + 8 * "
-                        f"({L['q']} % 2)) * A_STRIDE + {L['kk']} + {L['t']} + 4 * ({L['q']} // 2)")
-            with w.indented(f"for {L['j']} in range(NT):"):
-                with w.indented(f"for {L['q']} in range(2):  # rows t, t + 4 of column g"):
-                    self.fragment_value(
-                        L["b_frag"], L["b_lo"], f"{L['j']} * 2 + {L['q']}",
-                        f"{L['b_base']} + ({L['kk']} + {L['t']} + 4 * {L['q']}) * B_STRIDE + "
-                        f"{L['wn0']} + {L['j']} * 8 + {L['g']}")
+            for a, b, part in parts:
+                with w.indented(f"for {L['i']} in range(MT):"):
+                    a_row = f"({L['wm0']} + {L['i']} * 16 + {L['row']})"
+                    at = self.converted_offset(a_row, f"({L['kk']} + {L['q']}) >> 2")
+                    w.line(f"_ldmatrix_x4({a}, {L['i']} * 4, {L['cv16']}, 2 * ({base} + {part}"
+                           f"{at}))")
+                with w.indented(f"for {L['j']} in range(NT // 2):"):
+                    b_row = f"({L['wn0']} + {L['j']} * 16 + {L['b_row']})"
+                    at = self.converted_offset(b_row, f"({L['kk']} + {L['b_k']}) >> 2")
+                    w.line(f"_ldmatrix_x4({b}, {L['j']} * 4, {L['cv16']}, 2 * ({base} + {part}"
+                           f"CV_A + {at}))")
             passes = ([(L["a_lo"], L["b_frag"]), (L["a_frag"], L["b_lo"]),
                        (L["a_frag"], L["b_frag"])] if self.split else [(L["a_frag"], L["b_frag"])])
             if self.split:
@@ -100,18 +181,11 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
             for a, b in passes:
                 with w.indented(f"for {L['i']} in range(MT):"):
                     with w.indented(f"for {L['j']} in range(NT):"):
-                        w.line(f"_mma_tf32({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, {a}, "
+                        w.line(f"_mma_tf32({sums}, ({L['i']} * NT + {L['j']}) * 4, {a}, "
                                f"{L['i']} * 4, {b}, {L['j']} * 2)")
-
-    def fragment_value(self, high: str, low: str, slot: str, at: str) -> None:
-        """One fragment register (and its residual's, for 3xTF32) from the stage at ``at``."""
-        w, L = self.w, self.loc
-        w.line(f"{L['x']} = {L['tiles']}[{at}]")
         if self.split:
-            w.line(f"{high}[{slot}], {low}[{slot}] = _tf32_split({L['x']})")
-        else:
-            w.line(f"{high}[{slot}] = _tf32_round({L['x']})")
-
+            with w.indented(f"for {L['slot']} in range(ACC):"):
+                w.line(f"{L['acc']}[{L['slot']}] += {L['part']}[{L['slot']}]")
 
 
 __all__ = ["Tf32ContractionEmitter"]

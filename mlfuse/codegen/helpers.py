@@ -225,13 +225,16 @@ class _TiledKernel:
     whole steps of),
     ``max_split`` (the most shares K may be split into), ``fma_per_us`` (FMAs per us per
     SM of a full GPU), ``value_bytes`` (of an operand value) and ``step_us`` (a K step's
-    exposed latency)."""
+    exposed latency). ``narrow_tiles``: the tiles it may take when an operand's copies
+    are narrower than 16 bytes (None: the same)."""
 
     def __init__(self, factory, tiles=None, threads=None, k_step=8, max_split=1,
-                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7, shape=None):
+                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7, shape=None, narrow_tiles=None):
         self.factory, self.kernels = factory, {}
         self.tuned, self.last_shape = {}, None
         self._tiles, self._threads, self.shape = tiles, threads, shape
+        self.narrow_tiles = narrow_tiles  # the tiles when an operand is not copied 16 bytes
+        # at a time (more copies a thread: registers a larger tile lacks); None: all
         self.k_step, self.max_split = k_step, max_split
         self.fma_per_us, self.value_bytes, self.step_us = fma_per_us, value_bytes, step_us
 
@@ -249,21 +252,31 @@ class _TiledKernel:
         if config not in self.kernels:
             self.kernels[config] = self.factory(*config)
         return self.kernels[config]
+
+    def shared_bytes(self, config):
+        """Bytes of dynamic shared memory the kernel of ``config`` takes at its launch (a
+        tensor-core kernel's stages: its factory sets ``dynamic_shared``; 0: none)."""
+        return getattr(self[config], "dynamic_shared", 0)
 '''
 
 # The model behind the choice: _contraction_plan (mlfuse/codegen/tile_model.py, copied
 # into the module), documented there and in docs/perf-notes.md.
 _CONTRACTION_GEOMETRY = '''\
-def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
+def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size, copies=None):
     """(BM, BN, splits), grid and threads of ``kernel`` (a _TiledKernel) over m_size x
     n_size outputs per batch, K = k_size: the tuned choice for these sizes if a search
-    found one, else the tile model's (_contraction_plan). The grid's y axis is the
-    shares of a split K (1: no split)."""
+    found one, else the tile model's (_contraction_plan) among the kernel's tiles (its
+    narrow_tiles when ``copies``, the values per copy of A and B, are not both 16
+    bytes). The grid's y axis is the shares of a split K (1: no split)."""
     shape = (m_size, n_size, k_size, batch_size)
     kernel.last_shape = shape
     best = kernel.tuned.get(shape)
+    tiles = kernel.tiles
+    narrow = copies is not None and any(c * kernel.value_bytes != 16 for c in copies)
+    if narrow and kernel.narrow_tiles is not None:
+        tiles = kernel.narrow_tiles
     if best is None:
-        best = _contraction_plan(kernel.tiles, m_size, n_size, k_size, batch_size, SM_COUNT,
+        best = _contraction_plan(tiles, m_size, n_size, k_size, batch_size, SM_COUNT,
                                  kernel.max_split, kernel.k_step, kernel.fma_per_us,
                                  kernel.value_bytes, kernel.step_us, shape=kernel.shape)[0]
     bm, bn, splits = tuple(best) + (1,) * (3 - len(best))  # a (BM, BN) choice: no split
@@ -278,15 +291,46 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size):
 # the H100: 0.73 ms for f16 4096^3 against 0.89 ms with 64 x 32); smaller tiles take
 # smaller warp tiles, which keep 4 warps a block and do not spill. The thin tiles (16
 # or 32 rows) are for few rows (decode), with split-K filling the GPU.
+#
+# Stages live in dynamic shared memory, up to "smem" bytes a block (over the 48 KB a
+# static array may take; 113 KB lets two blocks share an H100 SM's 228 KB) and at most
+# "stages" of them. The wide tiles (128 x 256, 256 x 128: 8 warps of 64 x 64) are for
+# 16-bit operands only ("tf32_tiles": the TF32 kernels hold two fragments a value and
+# would need 512 threads of smaller warp tiles, more registers than an SM has).
 MMA_GEOMETRY = {
-    "cuda": {"tiles": ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128)),
-             "warps": ((64, 64), (64, 32), (32, 32)), "bk": 32},
-    "simulator": {"tiles": ((16, 16),), "warps": ((16, 16),), "bk": 16},
+    "cuda": {"tiles": ((128, 256), (256, 128), (128, 128), (128, 64), (64, 128), (64, 64),
+                       (32, 128), (16, 128)),
+             "tf32_tiles": ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128)),
+             # with copies under 16 bytes (up to 4x the copies a thread), 3xTF32's tiles of
+             # 64 x 32 warp tiles spill (ptxas: 48-556 B); those of 32 x 32 ones do not
+             "tf32_narrow_tiles": ((64, 64), (32, 128), (16, 128)),
+             "warps": ((64, 64), (64, 32), (32, 32)), "bk": 32, "stages": 4,
+             "smem": 113 * 1024},
+    "simulator": {"tiles": ((16, 16),), "tf32_tiles": ((16, 16),),
+                  "tf32_narrow_tiles": ((16, 16),), "warps": ((16, 16),),
+                  "bk": 16, "stages": 4, "smem": 48 * 1024},
 }
+
+
+def mma_geometry(target: str) -> dict:
+    """MMA_GEOMETRY[target] with what it leaves out filled in (a probe or a test may give
+    only tiles, warps and bk): TF32 tiles the tiles of at most 128 x 128, 4 stages in
+    48 KB."""
+    geometry = {"stages": 4, "smem": 48 * 1024, **MMA_GEOMETRY[target]}
+    geometry.setdefault("tf32_tiles", tuple(t for t in geometry["tiles"] if t[0] * t[1] <= 16384))
+    geometry.setdefault("tf32_narrow_tiles",
+                        tuple(t for t in geometry["tf32_tiles"] if t[0] * t[1] <= 8192))
+    return geometry
+
+
 _MMA_GEOMETRY = '''\
 MMA_TILES = {tiles}  # (BM, BN) a tensor-core contraction's block tile may take
 MMA_WARPS = {warps}  # (rows, columns) of the block tile one warp computes, largest first
+MMA_TF32_TILES = {tf32_tiles}  # those of a TF32 or 3xTF32 contraction
+MMA_TF32_NARROW_TILES = {tf32_narrow_tiles}  # ... whose operands are not all 16-byte copies
 MMA_BK = {bk}  # K values per shared-memory stage of a tensor-core contraction
+MMA_STAGES = {stages}  # shared-memory stages at most
+MMA_SHARED = {smem}  # bytes of dynamic shared memory a block may take
 
 
 def _mma_warp(bm, bn, skip=0):
@@ -304,7 +348,8 @@ def _mma_threads(bm, bn, skip=0):
     wm, wn = _mma_warp(bm, bn, skip)
     return (bm // wm) * (bn // wn) * 32
 '''
-MMA_GEOMETRY_NAMES = ("MMA_TILES", "MMA_WARPS", "MMA_BK", "_mma_warp", "_mma_threads")
+MMA_GEOMETRY_NAMES = ("MMA_TILES", "MMA_TF32_TILES", "MMA_TF32_NARROW_TILES", "MMA_WARPS", "MMA_BK", "MMA_STAGES",
+                      "MMA_SHARED", "_mma_warp", "_mma_threads")
 
 
 def block_reduce_name(combiner: str) -> str:
@@ -358,11 +403,13 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_di
     for c in ("add", "max", "min")] + [
     "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
     "_row_blocks", "_row_threads", "_split_rows", "_split_columns", "_row_group", "_strip_threads",
-    "_vector_ready", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
+    "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:
     """Source of each helper in ``used`` (and of the helpers those call), in ORDER."""
+    if used & {"_vector_ready", "_copy_values"}:  # they read _address
+        used = used | {"_address"}
     texts = {}
     for name in [n for n in ORDER if n.startswith("_block_reduce_") and n in used]:
         texts[name] = _block_reduce(name.removeprefix("_block_reduce_"), target, used)
@@ -373,7 +420,7 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     fixed = {**_FIXED, **vector_helper_sources(target), **addressing_helper_sources(target),
              "_mma_intrinsics": mma_helper_source(target), "_bf16": bf16_helper_source(target),
              "_tf32_intrinsics": tf32_helper_source(target),
-             "_mma_geometry": _MMA_GEOMETRY.format(**MMA_GEOMETRY[target])}
+             "_mma_geometry": _MMA_GEOMETRY.format(**mma_geometry(target))}
     for name in used:
         if name in fixed:
             texts[name] = fixed[name]

@@ -228,8 +228,14 @@ class HostEmitter:
             # side: a row is the flattened K, the load's trailing dims being the
             # reduction's; B side: the buffer's last dim); and an aligned start
             row = k_size if side == "a" else self.dim(buffer.type.shape[-1], kernel.op)
-            group = 16 // np.dtype(STORAGE_TYPE[buffer.type.dtype]).itemsize
+            itemsize = np.dtype(STORAGE_TYPE[buffer.type.dtype]).itemsize
+            group = 16 // itemsize
             sizes_4 = list(dict.fromkeys((along, row)))
+            if kernel.op["variant"].startswith("mma"):  # cp.async of 16, 8 or 4 bytes: the widest
+                self.helpers.add("_copy_values")
+                flags.append(f"_copy_values({self.namer(buffer)}, {itemsize}, "
+                             f"{', '.join(sizes_4)})")
+                continue
             if any(n.isdigit() and int(n) % group for n in sizes_4):
                 flags.append("False")
                 continue
@@ -238,15 +244,24 @@ class HostEmitter:
             flags.append(" and ".join(checks + [f"_address({self.namer(buffer)}) % 16 == 0"]))
         self.helpers.update({"_contraction_geometry", "_contraction_plan"})
         tiles, grid, threads = (self.namer.fresh(n) for n in ("tiles", "grid", "threads"))
-        lines = [f"{tiles}, {grid}, {threads} = _contraction_geometry({kernel.name}, "
-                 f"{sizes['m']}, {sizes['n']}, {k_size}, {sizes['batch']})"]
         config = self.namer.fresh("config")
         split = f"{tiles}[2] > 1"
-        lines.append(f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split})  "
-                     "# BM, BN, VECTOR_A, VECTOR_B, SPLIT")
+        geometry = (f"{tiles}, {grid}, {threads} = _contraction_geometry({kernel.name}, "
+                    f"{sizes['m']}, {sizes['n']}, {k_size}, {sizes['batch']}")
+        names = "  # BM, BN, VECTOR_A, VECTOR_B, SPLIT"
+        if kernel.op["variant"].startswith("mma"):  # the copies first: they narrow the tiles
+            copies = self.namer.fresh("copies")
+            lines = [f"{copies} = ({flags[0]}, {flags[1]})  # values per cp.async of A, B",
+                     f"{geometry}, {copies})",
+                     f"{config} = {tiles}[:2] + {copies} + ({split},){names}"]
+        else:
+            lines = [f"{geometry})",
+                     f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split}){names}"]
         tiled = f"{kernel.name}[{config}]"
+        # the launch gives the dynamic shared memory the tile's kernel takes (its stages)
+        launch = f"{grid}, {threads}, 0, {kernel.name}.shared_bytes({config})"
         # the last argument: the partial sums of a split K; any array when not split
-        whole = self.call(tiled, f"{grid}, {threads}", args + [args[0]])
+        whole = self.call(tiled, launch, args + [args[0]])
         finish = kernel.variants.get("finish")
         if finish is None:  # K too short to split: one kernel
             lines.append(whole)
@@ -259,7 +274,7 @@ class HostEmitter:
                       "adds them and runs the epilogue",
                       f"{unit}{partials} = cuda.device_array(({tiles}[2], {points}), "
                       f"dtype=np.{partial_dtype(kernel.op)})",
-                      unit + self.call(tiled, f"{grid}, {threads}", args + [partials]),
+                      unit + self.call(tiled, launch, args + [partials]),
                       unit + self.call(finish, f"_pointwise_blocks({points}, 1), THREADS_PER_BLOCK",
                                        args + [partials, f"{tiles}[2]"]),
                       "else:", unit + whole]

@@ -20,10 +20,11 @@ Numba has no MMA API, so on the "cuda" target a generated module defines these a
   t = lane % 4): A register r holds row g + 8 (r % 2), columns 2t + 8 (r // 2) + {0, 1};
   B register r holds rows 2t + 8r + {0, 1} of column g; C/D value q is row
   g + 8 (q // 2), column 2t + q % 2.
-- ``_cp_async16(tiles, index, array, at, valid)``: ``cp.async.cg.shared.global``: 16
+- ``_cp_async(tiles, index, array, at, valid, size)``: ``cp.async.cg.shared.global``
+  (``size`` 16) or ``cp.async.ca.shared.global`` (8 or 4; ``size`` a literal): ``size``
   bytes from array[at] on (along the last axis) to tiles[index] on, asynchronously;
   zeros instead when ``valid`` is false (src-size 0: nothing is read). Both addresses
-  16-byte aligned. ``_cp_async_commit()`` closes a group of copies
+  aligned to ``size``. ``_cp_async_commit()`` closes a group of copies
   (``cp.async.commit_group``); ``_cp_async_wait(n)`` waits until at most n groups are
   still in flight (``cp.async.wait_group n``, n a literal).
 
@@ -52,6 +53,15 @@ def _item_pointer(context, builder, array_type, array, indices, index_types):
         indices)
 
 
+def _shared_address(context, builder, array_type, array, index, index_type):
+    """The 32-bit shared-space address of tiles[index], a shared array's element: an
+    addrspacecast of its generic pointer, which LLVM folds into the shared array's own
+    address (no generic-to-shared conversion left in the machine code)."""
+    pointer = _item_pointer(context, builder, array_type, array, [index], [index_type])
+    shared = builder.addrspacecast(pointer, ir.PointerType(pointer.type.pointee, 3))
+    return builder.ptrtoint(shared, ir.IntType(32))
+
+
 def _slots(context, builder, array_type, array, slot, slot_type, count):
     """Pointers to array[slot], ..., array[slot + count - 1] (a local array's registers)."""
     return [_item_pointer(context, builder, array_type, array,
@@ -68,14 +78,13 @@ def _ldmatrix_intrinsic(suffix):
 
         def codegen(context, builder, sig, args):
             frag_v, slot_v, tiles_v, index_v = args
-            source = _item_pointer(context, builder, sig.args[2], tiles_v, [index_v],
-                                   [sig.args[3]])
+            source = _shared_address(context, builder, sig.args[2], tiles_v, index_v,
+                                     sig.args[3])
             i32 = ir.IntType(32)
             load = ir.InlineAsm(
-                ir.FunctionType(ir.LiteralStructType([i32] * 4), [source.type]),
-                "{ .reg .u64 smem; cvta.to.shared.u64 smem, $4; "
-                f"ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 {{$0, $1, $2, $3}}, [smem]; }}",
-                "=r,=r,=r,=r,l,~{memory}")
+                ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32]),
+                f"ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 {{$0, $1, $2, $3}}, [$4];",
+                "=r,=r,=r,=r,r,~{memory}")
             loaded = builder.call(load, [source])
             for n, pointer in enumerate(_slots(context, builder, sig.args[0], frag_v, slot_v,
                                                sig.args[1], 4)):
@@ -111,14 +120,18 @@ def _mma_intrinsic(ptx_type, shape="m16n8k16"):
 
 
 @intrinsic
-def _cp_async16(typingctx, tiles, index, array, at, valid):
-    """cp.async.cg.shared.global of 16 bytes, zero-filled (src-size 0) unless ``valid``."""
-    if not isinstance(at, types.BaseTuple) or tiles.dtype != array.dtype:
+def _cp_async(typingctx, tiles, index, array, at, valid, size):
+    """cp.async of ``size`` bytes (a literal: 16 through L2 only, .cg; 8 or 4, .ca),
+    zero-filled (src-size 0) unless ``valid``."""
+    if not isinstance(at, types.BaseTuple) or tiles.dtype != array.dtype or \
+            not isinstance(size, types.IntegerLiteral) or size.literal_value not in (4, 8, 16):
         return None
+    nbytes = size.literal_value
+    cache = "cg" if nbytes == 16 else "ca"  # .cg takes 16 bytes only
 
     def codegen(context, builder, sig, args):
-        tiles_v, index_v, array_v, at_v, valid_v = args
-        target = _item_pointer(context, builder, sig.args[0], tiles_v, [index_v], [sig.args[1]])
+        tiles_v, index_v, array_v, at_v, valid_v, _ = args
+        target = _shared_address(context, builder, sig.args[0], tiles_v, index_v, sig.args[1])
         source = _item_pointer(context, builder, sig.args[2], array_v,
                                cgutils.unpack_tuple(builder, at_v, sig.args[3].count),
                                list(sig.args[3]))
@@ -127,14 +140,14 @@ def _cp_async16(typingctx, tiles, index, array, at, valid):
         start = context.make_array(sig.args[2])(context, builder, array_v).data
         valid = context.cast(builder, valid_v, sig.args[4], types.boolean)
         source = builder.select(valid, source, start)
-        size = builder.select(valid, ir.Constant(ir.IntType(32), 16), ir.Constant(ir.IntType(32), 0))
+        i32 = ir.IntType(32)
+        read = builder.select(valid, ir.Constant(i32, nbytes), ir.Constant(i32, 0))
         copy = ir.InlineAsm(
-            ir.FunctionType(ir.VoidType(), [target.type, source.type, size.type]),
-            "{ .reg .u64 smem; cvta.to.shared.u64 smem, $0; "
-            "cp.async.cg.shared.global [smem], [$1], 16, $2; }",
-            "l,l,r,~{memory}")
-        builder.call(copy, [target, source, size])
-    return types.void(tiles, index, array, at, valid), codegen
+            ir.FunctionType(ir.VoidType(), [target.type, source.type, read.type]),
+            f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;",
+            "r,l,r,~{memory}")
+        builder.call(copy, [target, source, read])
+    return types.void(tiles, index, array, at, valid, size), codegen
 
 
 @intrinsic
@@ -271,18 +284,18 @@ def _mma_bf16(acc, acc_slot, a, a_slot, b, b_slot):
 
 
 @cuda.jit(device=True)
-def _cp_async16(tiles, index, array, at, valid):
-    """cp.async.cg.shared.global of 16 bytes (see ptx_mma), done at once."""
-    count = 16 // tiles.dtype.itemsize
+def _cp_async(tiles, index, array, at, valid, size):
+    """cp.async of ``size`` bytes (see ptx_mma), done at once."""
+    count = size // tiles.dtype.itemsize
     if index % count:
-        raise RuntimeError("misaligned cp.async: shared address not 16-byte aligned")
+        raise RuntimeError("misaligned cp.async: shared address not aligned to its size")
     if not valid:
         for q in range(count):
             tiles[index + q] = 0
         return
     row, first = array[at[:-1]], at[-1]
-    if row[first:].__array_interface__["data"][0] % 16 or first + count > row.shape[0]:
-        raise RuntimeError("cp.async source not 16 aligned contiguous bytes inside the buffer")
+    if row[first:].__array_interface__["data"][0] % size or first + count > row.shape[0]:
+        raise RuntimeError("cp.async source not aligned contiguous bytes inside the buffer")
     for q in range(count):
         tiles[index + q] = row[first + q]
 
@@ -297,6 +310,53 @@ def _cp_async_wait(pending):
     """cp.async.wait_group: nothing to wait for, the twin copied at once."""
 '''
 
+# Dynamic shared memory (both targets): a tensor-core kernel's factory returns its
+# kernel wrapped, so that a launch over 48 KB first allows the kernel that much.
+_DYNAMIC_SHARED = '''\
+STATIC_SHARED_LIMIT = 48 * 1024  # bytes a kernel may take without asking the driver
+
+
+class _DynamicShared:
+    """A kernel whose stages are dynamic shared memory: ``dynamic_shared`` bytes, which
+    each launch gives (``kernel[grid, block, 0, dynamic_shared]``). Over 48 KB the
+    driver wants the kernel allowed them first, once per compiled kernel
+    (``_allow_shared``). Everything else (overloads, compile, ...) is the kernel's."""
+
+    def __init__(self, kernel, dynamic_shared):
+        self.kernel, self.dynamic_shared, self.allowed = kernel, dynamic_shared, set()
+
+    def __getitem__(self, config):
+        launch = self.kernel[config]
+        if self.dynamic_shared <= STATIC_SHARED_LIMIT or TARGET != "cuda":
+            return launch
+
+        def allowed_launch(*args):
+            key = tuple(self.kernel.typeof_pyval(a) for a in args)
+            if key not in self.allowed:
+                _allow_shared(self.kernel.compile(key), self.dynamic_shared)
+                self.allowed.add(key)
+            return launch(*args)
+        return allowed_launch
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+'''
+
+_ALLOW_SHARED = {"cuda": '''
+
+def _allow_shared(kernel, size):
+    """CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = size for a compiled kernel, as
+    Numba sets its own attributes (its shared-memory carveout)."""
+    from numba.cuda.cudadrv.driver import binding, driver
+    function = kernel._codelibrary.get_cufunc()
+    attribute = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attribute, size, function.handle, function.device.id)
+''', "simulator": '''
+
+def _allow_shared(kernel, size):
+    """Nothing to allow: the simulator's shared memory has no limit."""
+'''}
+
 # The twins' module globals. Their shared arrays rely on mlfuse.runtime.simulator's fix
 # (the simulator's first cuda.shared.array of a line races between threads), which
 # load_source applies before a generated module runs.
@@ -307,15 +367,17 @@ TWIN_LANES = {lanes}  # threads of a block the twins exchange among
 """
 
 # Module-level names the helpers define: generated names avoid them.
-MMA_NAMES = ("_item_pointer", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async16",
+MMA_NAMES = ("_item_pointer", "_shared_address", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async",
              "_cp_async_commit", "_cp_async_wait", "_ldmatrix_x4", "_ldmatrix_x4_trans",
              "_mma_f16", "_mma_bf16", "_bits16", "_pack", "_unpack", "_ldmatrix_twin",
-             "_mma_twin", "_warp_registers", "TWIN_LANES")
+             "_mma_twin", "_warp_registers", "TWIN_LANES", "STATIC_SHARED_LIMIT", "_DynamicShared",
+             "_allow_shared")
 
 
 def mma_helper_source(target: str) -> str:
     """Source of the tensor-core helpers on ``target`` ("cuda": the intrinsics, which
     need the module's CUDA_IMPORTS; "simulator": the twins)."""
+    shared = "\n\n" + _DYNAMIC_SHARED + _ALLOW_SHARED[target]
     if target == "cuda":
-        return _CUDA
-    return _TWIN_GLOBALS.format(lanes=TWIN_LANES) + _SIMULATOR
+        return _CUDA + shared
+    return _TWIN_GLOBALS.format(lanes=TWIN_LANES) + _SIMULATOR + shared

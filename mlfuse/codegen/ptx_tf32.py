@@ -1,6 +1,6 @@
 """Tensor-core helpers for f32 contractions at a lower matmul precision (emit_tf32.py):
 the TF32 conversions and the TF32 mma, added to ptx_mma's set (they use its
-``_item_pointer``, ``_slots`` and ``_mma_intrinsic`` on "cuda", ``_warp_registers`` on the
+``_item_pointer``, ``_shared_address``, ``_slots`` and ``_mma_intrinsic`` on "cuda", ``_warp_registers`` on the
 simulator, so a module holding these holds those). By name:
 
 - ``_tf32_round(x) -> uint32``: ``cvt.rna.tf32.f32``: x (f32) rounded to nearest, ties
@@ -18,6 +18,10 @@ simulator, so a module holding these holds those). By name:
   mma.m16n8k8" (.tf32; g = lane // 4, t = lane % 4): A register r holds row g + 8 (r % 2),
   column t + 4 (r // 2); B register r holds row t + 4 r of column g; C/D value q is row
   g + 8 (q // 2), column 2t + q % 2 (as m16n8k16's).
+
+- ``_st_shared_v4(tiles, index, a, b, c, d)``: ``st.shared.v4.b32``: four uint32 words
+  into tiles[index..index + 3] (a uint32 shared array, 16-byte aligned): a converted
+  stage's 16-byte chunk in one store.
 
 On the simulator each is a Python twin with the same per-lane semantics; the mma twin
 raises where a finite operand has any of its lower 13 bits set (a value the kernel
@@ -63,6 +67,22 @@ def _tf32_split(typingctx, value):
     return pair(value), codegen
 
 
+@intrinsic
+def _st_shared_v4(typingctx, tiles, index, a, b, c, d):
+    """st.shared.v4.b32: a, b, c, d into tiles[index..index + 3] (16-byte aligned)."""
+    if tiles.dtype != types.uint32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        address = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        values = [context.cast(builder, v, t, types.uint32) for v, t in zip(args[2:], sig.args[2:])]
+        i32 = ir.IntType(32)
+        store = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32] * 5),
+                             "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}")
+        builder.call(store, [address] + values)
+    return types.void(tiles, index, a, b, c, d), codegen
+
+
 _mma_tf32 = _mma_intrinsic("tf32", "m16n8k8")
 '''
 
@@ -86,6 +106,15 @@ def _tf32_split(value):
     if not math.isfinite(high):
         return hi, np.uint32(0)
     return hi, _tf32_round(np.float32(value) - high)
+
+
+@cuda.jit(device=True)
+def _st_shared_v4(tiles, index, a, b, c, d):
+    """st.shared.v4.b32 (see ptx_tf32): four words, 16-byte aligned."""
+    if index % 4:
+        raise RuntimeError("misaligned st.shared.v4: shared address not 16-byte aligned")
+    tiles[index], tiles[index + 1] = a, b
+    tiles[index + 2], tiles[index + 3] = c, d
 
 
 @cuda.jit(device=True)
@@ -119,7 +148,7 @@ def _mma_tf32(acc, acc_slot, a, a_slot, b, b_slot):
 '''
 
 # Module-level names the helpers define: generated names avoid them.
-TF32_NAMES = ("_tf32_round", "_tf32_split", "_tf32_value", "_mma_tf32")
+TF32_NAMES = ("_tf32_round", "_tf32_split", "_tf32_value", "_mma_tf32", "_st_shared_v4")
 
 
 def tf32_helper_source(target: str) -> str:

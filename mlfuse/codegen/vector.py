@@ -303,6 +303,19 @@ def _store_halves(array, index, values, slot):
         row[first + lane] = values[slot + lane]
 '''
 
+_COPY_VALUES = '''\
+def _copy_values(array, itemsize, *sizes):
+    """Values per cp.async into a tensor-core stage: the widest copy of 16, 8 or 4 bytes
+    that every size (values: the tile axis, the array's rows) divides and the array's
+    start is aligned to; 0: none (the operand is gathered value by value)."""
+    address = _address(array)
+    for size in (16, 8, 4):
+        values = size // itemsize
+        if values and address % size == 0 and all(s % values == 0 for s in sizes):
+            return values
+    return 0
+'''
+
 _VECTOR_READY = '''\
 def _vector_ready(*arrays, width=VECTOR_WIDTH):
     """Whether a vector kernel may take ``arrays``: each has contiguous rows that start
@@ -333,7 +346,7 @@ CUDA_IMPORTS = ("from llvmlite import ir", "from numba import types",
 # Module-level names the vector helpers define or import: generated names avoid them.
 VECTOR_NAMES = ("_VECTOR_PTX", "_WIDENED", "_widen", "_narrow", "_vector_operands", "_vector_intrinsic", "_vector_load",
                 "_vector_store", "_vector_row", "_load_vector", "_store_vector", "_address",
-                "_halves_load", "_halves_store", "_load_halves", "_store_halves",
+                "_halves_load", "_halves_store", "_load_halves", "_store_halves", "_copy_values",
                 "_shared_load", "_shared_store", "_load_shared", "_store_shared",
                 "ir", "types", "cgutils", "intrinsic")
 
@@ -341,4 +354,5 @@ VECTOR_NAMES = ("_VECTOR_PTX", "_WIDENED", "_widen", "_narrow", "_vector_operand
 def vector_helper_sources(target: str) -> dict[str, str]:
     """Source of each vector helper on ``target``, by the name a module uses."""
     device = _CUDA_INTRINSICS if target == "cuda" else _SIMULATOR_ACCESSES
-    return {"_vector_access": device, "_vector_ready": _ADDRESS[target] + "\n\n" + _VECTOR_READY}
+    return {"_vector_access": device, "_address": _ADDRESS[target], "_vector_ready": _VECTOR_READY,
+            "_copy_values": _COPY_VALUES}

@@ -190,13 +190,17 @@ class _RecordingTiles:
     def tiles(self):
         return self._tiles.tiles
 
+    def shared_bytes(self, config):
+        return self._tiles.shared_bytes(config)
+
     def threads(self, bm, bn):
         return self._tiles.threads(bm, bn)
 
     def __getattr__(self, name):
         """What the tile model reads (k_step, max_split, fma_per_us, value_bytes,
-        step_us, shape): fixed facts of the kernel, passed through."""
-        if name in ("k_step", "max_split", "fma_per_us", "value_bytes", "step_us", "shape"):
+        step_us, shape, narrow_tiles): fixed facts of the kernel, passed through."""
+        if name in ("k_step", "max_split", "fma_per_us", "value_bytes", "step_us", "shape",
+                    "narrow_tiles"):
             return getattr(self._tiles, name)
         raise AttributeError(name)
 

@@ -2,10 +2,14 @@
 H100 (sm_90) by Numba and assembled by ptxas, with what they report.
 
     CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json]
-        [--matmul-precision=highest|high|medium] [--first-tile] [--sass=DIR] FILE.fuse...
+        [--matmul-precision=highest|high|medium] [--first-tile] [--sass=DIR]
+        [--copies=A,B] FILE.fuse...
 
 ``--sass=DIR`` also writes each kernel's machine code (nvdisasm of ptxas's cubin) to
 DIR/KERNEL.sass and counts its instructions: what an instruction-bound kernel runs.
+``--copies=A,B``: a tensor-core contraction's operands copied A and B values at a time
+(its VECTOR_A, VECTOR_B: 0 gathers) instead of 16 bytes, and only the tiles its host
+would pick then (a TF32 kernel's narrow tiles where a copy is under 16 bytes).
 
 Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
 supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
@@ -101,7 +105,8 @@ def compile_kernel(kernel, sig, sass: str | None = None) -> dict:
             "registers": number(r"Used (\d+) registers"),
             "spill_bytes": number(r"(\d+) bytes spill stores") + number(r"(\d+) bytes spill loads"),
             "stack_bytes": number(r"(\d+) bytes stack frame"),
-            "shared_bytes": number(r"(\d+) bytes smem"),
+            # static (ptxas) and dynamic (a tensor-core kernel's stages, given at launch)
+            "shared_bytes": number(r"(\d+) bytes smem") + getattr(kernel, "dynamic_shared", 0),
             "shuffles": any(op.startswith("shfl.sync") for op in code),
             **_memory_counts(code), **_integer_counts(code),
             "fma": sum(op.startswith("fma.") for op in code),
@@ -151,7 +156,7 @@ def _integer_counts(code: list[str]) -> dict:
                                    for op in ints)}
 
 
-def _kernels_of(op, python_module, all_tiles: bool = True):
+def _kernels_of(op, python_module, all_tiles: bool = True, copies=None):
     """(label, dispatcher, signature) of every kernel the module has for ``op``: its
     variants, or every tile shape (with 16-byte operand reads where it has them) of a
     contraction, unsplit and, where K may be split, split (and the second kernel);
@@ -161,10 +166,16 @@ def _kernels_of(op, python_module, all_tiles: bool = True):
         if name is None or not (attr == name or attr.startswith(name + "_")):
             continue
         if is_tiled_kernel(value):
-            for bm, bn in value.tiles if all_tiles else value.tiles[:1]:
-                yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, True, True, False), signature(op)
+            # operand reads at their widest: 16 bytes (a tensor-core kernel's VECTOR_* is
+            # the values a copy takes; a SIMT kernel's reads it as true)
+            a, b = (16 // value.value_bytes,) * 2 if copies is None else copies
+            tiles = value.tiles
+            if (a, b) != (16 // value.value_bytes,) * 2 and value.narrow_tiles is not None:
+                tiles = value.narrow_tiles
+            for bm, bn in tiles if all_tiles else tiles[:1]:
+                yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, a, b, False), signature(op)
                 if value.max_split > 1:
-                    yield (f"{attr}[{bm}x{bn} split]", value.factory(bm, bn, True, True, True),
+                    yield (f"{attr}[{bm}x{bn} split]", value.factory(bm, bn, a, b, True),
                            signature(op, "split"))
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
             finish = op.attributes.get("schedule") == "contraction"
@@ -172,9 +183,10 @@ def _kernels_of(op, python_module, all_tiles: bool = True):
 
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,
-           all_tiles: bool = True, sass_dir: str | None = None):
+           all_tiles: bool = True, sass_dir: str | None = None, copies=None):
     """Yield one dict per kernel of the program at ``path`` (f32 contractions at
-    ``matmul_precision``; a contraction's first tile shape only unless ``all_tiles``)."""
+    ``matmul_precision``; a contraction's first tile shape only unless ``all_tiles``;
+    ``copies``: a tensor-core contraction's (VECTOR_A, VECTOR_B), else 16 bytes)."""
     _patch_device_lookup()
     from mlfuse.codegen import generate
     from mlfuse.pipeline import compile_text
@@ -185,7 +197,7 @@ def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None
         for op in func.body.ops:
             if op.name not in ("fused.kernel", "loops.parallel"):
                 continue
-            for label, kernel, sig in _kernels_of(op, python_module, all_tiles):
+            for label, kernel, sig in _kernels_of(op, python_module, all_tiles, copies):
                 yield {"file": path, "func": func.sym_name, "kernel": label,
                        "schedule": op.attributes.get("schedule", "pointwise"),
                        "variant": op.attributes.get("variant", ""),
@@ -198,12 +210,14 @@ def main(argv: list[str]) -> int:
     precision = next((a.split("=", 1)[1] for a in argv if a.startswith("--matmul-precision=")),
                      None)
     sass_dir = next((a.split("=", 1)[1] for a in argv if a.startswith("--sass=")), None)
+    copies = next((tuple(int(c) for c in a.split("=", 1)[1].split(",")) for a in argv
+                   if a.startswith("--copies=")), None)
     if sass_dir:
         os.makedirs(sass_dir, exist_ok=True)
     for path in (a for a in argv if not a.startswith("--")):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        for r in report(path, text, fuse, precision, "--first-tile" not in argv, sass_dir):
+        for r in report(path, text, fuse, precision, "--first-tile" not in argv, sass_dir, copies):
             if as_json:
                 print(json.dumps(r), flush=True)
             else:
