@@ -1,0 +1,82 @@
+"""Outputs stored through an index map (fusion/placement.py): a permute or reshape of a
+kernel's point values (attention's head merge after P·V, a transpose of a reduction's
+result) is stored where it puts each value, in the kernel computing them, and its input
+is never written. Checked on the fused IR and under the simulator against the NumPy
+interpreter."""
+import numpy as np
+import pytest
+
+import mlfuse
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.loops import AllocOp
+from mlfuse.interp import run_tensor
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.tools.checking import program_size, random_inputs
+
+from helpers import assert_close
+
+HEAD_MERGE = ("func f(p: f32[B, H, S, S], v: f32[B, H, S, D]) -> f32[B, S, H*D] {\n"
+              "    return reshape(transpose(matmul(p, v), [0, 2, 1, 3]), [B, S, H*D]) }")
+# an epilogue between the contraction and the moves, and a rank-3 permute after them
+SCALED_MERGE = ("func f(p: f32[B, H, S, S], v: f32[B, H, S, D], b: f32[D]) -> f32[H*D, S, B] {\n"
+                "    o = transpose(matmul(p, v) * 0.5 + b, [0, 2, 1, 3])\n"
+                "    return transpose(reshape(o, [B, S, H*D]), [2, 1, 0]) }")
+# a reduction's result moved: rows of [B, H, S] sums stored as [B, S*H]
+MOVED_SUMS = ("func f(x: f32[B, H, S, K]) -> f32[B, S*H] {\n"
+              "    return reshape(transpose(sum(x, axis=3), [0, 2, 1]), [B, S*H]) }")
+# the contraction read at its point and through a transpose: not one bijection, so the
+# transpose is read from memory (two kernels), still right
+SELF_TRANSPOSED = ("func f(a: f32[N, N], b: f32[N, N]) -> f32[N, N] {\n"
+                   "    m = matmul(a, b)\n"
+                   "    return transpose(m) + m }")
+
+
+def fused(source: str, dims: dict):
+    return compile_text(source, "t.fuse", fuse_options={"dims": dims}).funcs[0]
+
+
+def kernel_ops(func) -> list[KernelOp]:
+    return [op for op in func.body.ops if isinstance(op, KernelOp)]
+
+
+def buffers(func) -> list:
+    return [op.result.type.shape for op in func.body.ops if isinstance(op, AllocOp)]
+
+
+@pytest.mark.parametrize("source", [HEAD_MERGE, SCALED_MERGE])
+def test_head_merge_is_the_contractions_store(source):
+    func = fused(source, {"B": 8, "H": 16, "S": 1024, "D": 64})
+    (k,) = kernel_ops(func)
+    assert k["schedule"] == "contraction"
+    assert len(buffers(func)) == 1  # the output only: [B, H, S, D] is never written
+    assert {"matmul = tensor.matmul", "transpose = tensor.transpose"} <= set(k["sources"])
+
+
+def test_moved_reduction_result_is_stored_by_its_kernel():
+    func = fused(MOVED_SUMS, {"B": 8, "H": 16, "S": 512, "K": 1024})
+    (k,) = kernel_ops(func)
+    assert k["extents"] == ["B", "H", "S"]  # the reduction's points, stored moved
+    assert len(buffers(func)) == 1
+
+
+def test_a_value_read_at_two_places_is_kept_in_memory():
+    func = fused(SELF_TRANSPOSED, {"N": 1024})
+    assert len(kernel_ops(func)) == 2
+
+
+@pytest.mark.parametrize("source, dims", [
+    (HEAD_MERGE, {"B": 2, "H": 3, "S": 5, "D": 4}),
+    (SCALED_MERGE, {"B": 2, "H": 2, "S": 3, "D": 5}),
+    (MOVED_SUMS, {"B": 2, "H": 3, "S": 2, "K": 3}),
+    (SELF_TRANSPOSED, {"N": 6}),
+], ids=["head_merge", "scaled_merge", "moved_sums", "self_transposed"])
+def test_agrees_with_numpy(source, dims):
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=11)
+    expected = run_tensor(func, inputs)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    got = module["f"](*inputs)
+    got = got if isinstance(got, tuple) else (got,)
+    n_ops, reduced = program_size(func)
+    for e, g in zip(expected, got):
+        assert_close(np.asarray(g), e, n_ops, reduced=reduced)
