@@ -21,6 +21,7 @@ HEAD_MERGE = ("func f(p: f32[B, H, S, S], v: f32[B, H, S, D]) -> f32[B, S, H*D] 
 SCALED_MERGE = ("func f(p: f32[B, H, S, S], v: f32[B, H, S, D], b: f32[D]) -> f32[H*D, S, B] {\n"
                 "    o = transpose(matmul(p, v) * 0.5 + b, [0, 2, 1, 3])\n"
                 "    return transpose(reshape(o, [B, S, H*D]), [2, 1, 0]) }")
+HEAD_MERGE_F16 = HEAD_MERGE.replace("f32", "f16")  # tensor cores (mma-f16), the same store
 # a reduction's result moved: rows of [B, H, S] sums stored as [B, S*H]
 MOVED_SUMS = ("func f(x: f32[B, H, S, K]) -> f32[B, S*H] {\n"
               "    return reshape(transpose(sum(x, axis=3), [0, 2, 1]), [B, S*H]) }")
@@ -43,11 +44,12 @@ def buffers(func) -> list:
     return [op.result.type.shape for op in func.body.ops if isinstance(op, AllocOp)]
 
 
-@pytest.mark.parametrize("source", [HEAD_MERGE, SCALED_MERGE])
+@pytest.mark.parametrize("source", [HEAD_MERGE, SCALED_MERGE, HEAD_MERGE_F16])
 def test_head_merge_is_the_contractions_store(source):
     func = fused(source, {"B": 8, "H": 16, "S": 1024, "D": 64})
     (k,) = kernel_ops(func)
     assert k["schedule"] == "contraction"
+    assert k["variant"] == ("mma-f16" if "f16" in source else "simt")
     assert len(buffers(func)) == 1  # the output only: [B, H, S, D] is never written
     assert {"matmul = tensor.matmul", "transpose = tensor.transpose"} <= set(k["sources"])
 
@@ -66,10 +68,11 @@ def test_a_value_read_at_two_places_is_kept_in_memory():
 
 @pytest.mark.parametrize("source, dims", [
     (HEAD_MERGE, {"B": 2, "H": 3, "S": 5, "D": 4}),
+    (HEAD_MERGE_F16, {"B": 2, "H": 2, "S": 4, "D": 8}),
     (SCALED_MERGE, {"B": 2, "H": 2, "S": 3, "D": 5}),
     (MOVED_SUMS, {"B": 2, "H": 3, "S": 2, "K": 3}),
     (SELF_TRANSPOSED, {"N": 6}),
-], ids=["head_merge", "scaled_merge", "moved_sums", "self_transposed"])
+], ids=["head_merge", "head_merge_f16", "scaled_merge", "moved_sums", "self_transposed"])
 def test_agrees_with_numpy(source, dims):
     func = parse_program(source, "t.fuse").funcs[0]
     inputs = random_inputs(func, dims, seed=11)
