@@ -195,7 +195,7 @@ class Planner(Grouping):
             return self.own_group(x).members == [x] and self.graph.consumers(x) == [n] \
                 and not self.graph.is_returned(x)
 
-        heavy, chain, frontier = [], [], [p]
+        heavy, between, frontier = [], [], [p]
         for _ in range(8):
             following = []
             for n in frontier:
@@ -207,12 +207,12 @@ class Planner(Grouping):
                 following += [x for x in producers if x.is_pointwise and private(x, n)]
             if not following:
                 break
-            chain += following
+            between += following
             frontier = following
         else:
             return []
-        chain = sorted(set(chain), key=lambda n: n.index)
-        return [(q, chain) for q in sorted(set(heavy), key=lambda n: n.index)]
+        between = sorted(set(between), key=lambda n: n.index)
+        return [(q, between) for q in sorted(set(heavy), key=lambda n: n.index)]
 
     def _in_prologue(self, p: Nest, groups: list[Group]) -> bool:
         """Whether a group of ``groups`` computes ``p`` inside a sum of products (a
@@ -239,8 +239,8 @@ class Planner(Grouping):
         home = self.own_group(p)
         readers = [g for g in self.reader_groups(p) if p not in g.member_set]
         best, priced = None, {}
-        for q, chain in homes:
-            upstream = sorted([q, *chain], key=lambda n: n.index)  # program order
+        for q, pointwise in homes:
+            upstream = sorted([q, *pointwise], key=lambda n: n.index)  # program order
             producer = Group(upstream, upstream)
             joined = Group([*upstream, *home.members], [*upstream, *home.owned])
             if not self.acyclic(Move([self.own_group(n) for n in upstream] + [home], [joined])):
