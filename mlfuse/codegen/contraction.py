@@ -43,7 +43,8 @@ from contextlib import contextmanager, nullcontext
 from mlfuse.dialects.loops import ReduceOp, StoreOp
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Operation, Value
-from mlfuse.dialects.contraction import TF32_VARIANTS, Contraction, contraction_of
+from mlfuse.dialects.contraction import TF32_VARIANTS, Contraction, arg_deps, contraction_of
+from mlfuse.ir.traits import PURE
 
 from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; callers import .abi)
 from mlfuse.codegen.emit_kernel import KernelEmitter
@@ -98,20 +99,22 @@ class ContractionEmitter(KernelEmitter):
         self.zero = literal(0, c.acc.type.dtype)
         self.k_step = BK  # a share of K (split-K) is whole multiples of this
         self.may_split = op["split_k"] > 1  # else SPLIT is never set (no second kernel)
+        self.per_batch: set[int] = set()  # ops computed once per batch index (named)
 
     # -- pieces -------------------------------------------------------------------
     def dims(self, positions: list[int]) -> tuple[list[Value], list]:
         extents = self.op.extent_list
         return [self.args[p] for p in positions], [extents[p] for p in positions]
 
-    def slice_of(self, targets: list[Value], stop: Value | None = None) -> None:
+    def slice_of(self, targets: list[Value], stop: Value | None = None) -> set[int]:
         """The ops (in program order) that compute ``targets`` from the indices in
-        scope; ``stop``: a value already named (the accumulator)."""
+        scope; ``stop``: a value already named (the accumulator). Returns their ids."""
         needed: set[int] = set()
 
         def need(v: Value) -> None:
             op = getattr(v, "op", None)
-            if op is None or v is stop or id(op) in needed or op.parent is None:
+            if op is None or v is stop or id(op) in needed or op.parent is None or \
+                    id(op) in self.per_batch:
                 return
             if not _inside(op, self.op):
                 return  # a kernel input or constant, named at the kernel's top
@@ -127,6 +130,20 @@ class ContractionEmitter(KernelEmitter):
         for op in self.op.walk():
             if id(op) in needed:
                 self.statement(op, shared=False)
+        return needed
+
+    def batch_invariants(self) -> None:
+        """The index ops that read only batch indices (a batched matmul over a reshaped
+        [B, H] batch: b = i0 // H, h = i0 % H), computed once per batch index: else
+        every operand fetch and epilogue element repeats them, and a 64-bit division is
+        dozens of instructions the compiler cannot hoist out of the guarded fetches."""
+        batch = {id(self.args[d]) for d in self.c.batch_dims}
+        memo: dict = {}
+        targets = [r for op in self.op.body.ops if not op.regions and op.has_trait(PURE)
+                   for r in op.results
+                   if (deps := arg_deps(r, memo)) and {id(a) for a in deps} <= batch]
+        if targets:
+            self.per_batch |= self.slice_of(targets)
 
     # -- the factory ----------------------------------------------------------------
     def emit(self) -> str:
@@ -259,6 +276,7 @@ class ContractionEmitter(KernelEmitter):
                       f"{L['batch_size']}, cuda.gridDim.z):")
             with w.indented(header):
                 self.unravel_into(L["batch"], b_vals, b_ext)
+                self.batch_invariants()
                 self.tile()
         else:
             self.tile()

@@ -68,6 +68,10 @@ class Planner(Grouping):
         self.decisions: list[Decision] = []
         self._cache: dict = {}
         self.facts = GroupFacts(graph, dims, target)
+        # a contraction reaching a pointwise op beside another one (a residual add of two
+        # convs) -> the one priced the cheaper home of that op's epilogue
+        self.not_hosts: dict[Nest, Nest] = {}
+        self._chosen_host: dict[Nest, tuple] = {}
 
     def schedule_for(self, space) -> str:
         """The builder's first guess for a kernel over a reduced space (apply_schedule
@@ -179,25 +183,36 @@ class Planner(Grouping):
         return ""
 
     # -- a pointwise op between two contractions -------------------------------------
-    def _epilogue_home(self, p: Nest):
-        """(q, chain): the contraction-like nest q whose result reaches ``p`` through
+    def _epilogue_homes(self, p: Nest) -> list[tuple[Nest, list[Nest]]]:
+        """[(q, chain)]: the contraction-like nests whose results reach ``p`` through
         ``chain`` (pointwise nests, each its own group and read only by the next: a bias
-        add, a residual add whose other input comes from elsewhere, an activation), where
-        ``p`` could run as q's epilogue; None where there is no such q."""
-        chain, n = [], p
+        add, a residual add, an activation), each a place where ``p`` could run as q's
+        epilogue. Where the chain branches (a residual add of two convs' results: the
+        first block of a resnet stage), every q it reaches is a candidate, its chain all
+        the branches' nests, the other q's results read from memory. Empty where a
+        producer on the way is shared, returned or no single sum of products."""
+        def private(x: Nest, n: Nest) -> bool:
+            return self.own_group(x).members == [x] and self.graph.consumers(x) == [n] \
+                and not self.graph.is_returned(x)
+
+        heavy, between, frontier = [], [], [p]
         for _ in range(8):
-            private = [x for x in self.graph.producers(n) if self.own_group(x).members == [x]
-                       and self.graph.consumers(x) == [n] and not self.graph.is_returned(x)]
-            heavy = [x for x in self.graph.producers(n) if not x.is_pointwise]
-            if heavy:
-                q = heavy[0]
-                ok = len(heavy) == 1 and q in private and len(sums_of_products(q.op)) == 1
-                return (q, chain) if ok else None
-            if len(private) != 1:
-                return None
-            n = private[0]
-            chain.append(n)
-        return None
+            following = []
+            for n in frontier:
+                producers = self.graph.producers(n)
+                found = [x for x in producers if not x.is_pointwise]
+                if any(not private(x, n) or len(sums_of_products(x.op)) != 1 for x in found):
+                    return []
+                heavy += found
+                following += [x for x in producers if x.is_pointwise and private(x, n)]
+            if not following:
+                break
+            between += following
+            frontier = following
+        else:
+            return []
+        between = sorted(set(between), key=lambda n: n.index)
+        return [(q, between) for q in sorted(set(heavy), key=lambda n: n.index)]
 
     def _in_prologue(self, p: Nest, groups: list[Group]) -> bool:
         """Whether a group of ``groups`` computes ``p`` inside a sum of products (a
@@ -214,36 +229,55 @@ class Planner(Grouping):
         per output) rather than take ``move`` into a contraction's prologue (run once per
         operand value and tile); None where the move is as good or the question does not
         arise. Both plans are priced over the same nests: the producer with the pointwise
-        chain (and ``p`` in the second), and p's readers."""
-        found = self._epilogue_home(p)
-        if found is None or not self._in_prologue(p, move.added):
+        chain (and ``p`` in the second), and p's readers. Where the chain reaches several
+        contractions (a residual add of two convs), each is priced as the epilogue's
+        home, the others' raw results read once by it, and the cheapest is chosen: once
+        ``p`` is kept, the others keep storing their raw results (``not_hosts``)."""
+        homes = self._epilogue_homes(p)
+        if not homes or not self._in_prologue(p, move.added):
             return None
-        q, chain = found
         home = self.own_group(p)
         readers = [g for g in self.reader_groups(p) if p not in g.member_set]
-        upstream = [q, *reversed(chain)]  # program order
-        producer = Group(upstream, upstream)
-        joined = Group([*upstream, *home.members], [*upstream, *home.owned])
-        if not self.acyclic(Move([self.own_group(n) for n in upstream] + [home], [joined])):
-            return None  # a reader also feeds the chain: the epilogue plan is no plan
-        plans = {}
-        for name, groups in (("prologue", [producer, *touched_new]),
-                             ("epilogue", [joined, *readers])):
-            try:
-                plans[name] = sum(self.build(g, groups)[1].seconds(self.target)
-                                  for g in groups if self.outputs(g, groups)) * 1e6
-            except CannotFuse:
-                return None
+        best, priced = None, {}
+        for q, pointwise in homes:
+            upstream = sorted([q, *pointwise], key=lambda n: n.index)  # program order
+            producer = Group(upstream, upstream)
+            joined = Group([*upstream, *home.members], [*upstream, *home.owned])
+            if not self.acyclic(Move([self.own_group(n) for n in upstream] + [home], [joined])):
+                continue  # a reader also feeds the chain: the epilogue plan is no plan
+            plans = {}
+            for name, groups in (("prologue", [producer, *touched_new]),
+                                 ("epilogue", [joined, *readers])):
+                try:
+                    plans[name] = sum(self.build(g, groups)[1].seconds(self.target)
+                                      for g in groups if self.outputs(g, groups)) * 1e6
+                except CannotFuse:
+                    break
+            if "epilogue" in plans:
+                priced[q] = plans["epilogue"]
+            # of two homes as cheap, the later one: the greedy order's own choice
+            if len(plans) == 2 and (best is None or plans["epilogue"] <= best[1]["epilogue"]):
+                best = (q, plans)
         # within 5%: what the model leaves out of a prologue (its operand read without
         # 16-byte loads, its loads repeated for each tile) all favours the epilogue
-        if plans["epilogue"] > plans["prologue"] * EPILOGUE_MARGIN:
+        if best is None or best[1]["epilogue"] > best[1]["prologue"] * EPILOGUE_MARGIN:
             return None
-        return (f"runs once as {q.name}'s epilogue ({plans['epilogue']:.2f} us) rather than "
-                f"in each tile of a contraction reading it ({plans['prologue']:.2f} us)")
+        q, plans = best
+        # where p is kept for q, the other contractions store their raw results
+        self._chosen_host[p] = (q, [other for other, _ in homes if other is not q])
+        others = "".join(f"; as {o.name}'s: {us:.2f} us" for o, us in priced.items() if o is not q)
+        return (f"runs once as {q.name}'s epilogue ({plans['epilogue']:.2f} us{others}) rather "
+                f"than in each tile of a contraction reading it ({plans['prologue']:.2f} us)")
 
     def plan_producer(self, p: Nest) -> None:
         readers = [g for g in self.reader_groups(p) if p not in g.member_set]
         if not readers:
+            return
+        if p in self.not_hosts:  # another contraction hosts the epilogue it reaches
+            names = sorted({c.name for c in self.graph.consumers(p)})
+            self.decisions.append(Decision(p.name, names, "kept", (
+                f"stores its raw result: the epilogue after it runs in "
+                f"{self.not_hosts[p].name}'s kernel, priced the cheaper home")))
             return
         home = self.own_group(p)
         names = sorted({c.name for c in self.graph.consumers(p)})
@@ -293,6 +327,9 @@ class Planner(Grouping):
                 self._accept(best[0], Decision(p.name, names, "multi-output", *best[1:]))
                 return
             tried.append(why)
+        if p in self._chosen_host:  # kept for that contraction's epilogue
+            q, others = self._chosen_host.pop(p)
+            self.not_hosts.update({other: q for other in others})
         self.decisions.append(Decision(p.name, names, "kept", "; ".join(dict.fromkeys(tried))))
 
     def _accept(self, move: Move, decision: Decision) -> None:

@@ -12,7 +12,9 @@ The rules hold for every integer index, given a bound where one is named:
 
 - ``(x // s) * s + x % s == x`` (floor division; any x, s > 0);
 - ``(q * s + r) // s == q`` and ``(q * s + r) % s == r`` where ``0 <= r < s``;
-- ``r % s == r`` where ``0 <= r < s``; ``x // 1 == x``, ``x * 1 == x``, ``x + 0 == x``.
+- ``r % s == r`` where ``0 <= r < s``; ``x // 1 == x``, ``x * 1 == x``, ``x + 0 == x``;
+- ``0 <= x // t < s`` where ``0 <= x < t * s`` (a head index ``n // D`` of a point
+  ``n < H*D``: the head split stored by the QKV projection, placement.py).
 
 Sizes are compared as dims: a constant, a ``loops.dim`` of a symbol or quotient, and
 products of those, each with its dim text (``size_of``). Bounds come from the loops
@@ -69,6 +71,11 @@ class IndexAlgebra:
             return True
         if isinstance(op, ConstantOp) and isinstance(size, int):
             return 0 <= op["value"] < size
+        if isinstance(op, FloorDivOp):  # x // t < s where 0 <= x < t * s
+            x, t = op.operands
+            bound, t_size = self.bounds.get(id(x)), size_of(t)
+            if bound is not None and t_size is not None and product_dim([t_size, size]) == bound:
+                return True
         return self.bounds.get(id(r)) == size
 
     @staticmethod

@@ -22,6 +22,7 @@ from mlfuse.transforms.fusion.graph import Nest, NestGraph
 from mlfuse.transforms.fusion.spaces import Space, level, plain_space
 from mlfuse.transforms.fusion.hoist import hoist_invariant_loads
 from mlfuse.transforms.fusion.index_algebra import IndexAlgebra
+from mlfuse.transforms.fusion.placement import forward_index, placement_source
 from mlfuse.transforms.loop_emitter import Emitter
 
 
@@ -83,15 +84,19 @@ def _broadcast_point(nest: Nest, space: Space) -> bool:
         set(symbols_of(nest.space.reduced_extents))
 
 
-def choose_space(members: list[Nest], outputs: list[Nest], reshaped: bool = False) -> Space:
+def choose_space(members: list[Nest], outputs: list[Nest], reshaped: bool = False,
+                 placed: bool = False) -> Space:
     """The first candidate space where every reduction is one value per point and
     every output is stored at a point or along the reduced axes (where ``reshaped``,
-    also over a reshape of the full space, stored at the reshaped index)."""
+    also over a reshape of the full space, stored at the reshaped index; where
+    ``placed``, also a permute or reshape of a point value, stored where that chain
+    puts it: placement.py)."""
     reasons = []
     for space in candidate_spaces(members, outputs):
         bad = [n for n in members if not n.is_pointwise and level(n.extents, space) != "point"
                and not _broadcast_point(n, space)]
-        bad += [n for n in outputs if level(n.extents, space, reshaped) is None]
+        bad += [n for n in outputs if level(n.extents, space, reshaped) is None and
+                not (placed and placement_source(n, members, space) is not None)]
         if space.reduced and all(e == 1 for e in space.kept):
             # one point: a whole-tensor reduction; its consumers over every element
             # would all wait on one block (spreading it needs a grid-wide barrier)
@@ -242,6 +247,18 @@ class KernelBuilder:
     def _store(self, value: Value, nest: Nest, idx: list[Value], block: Block) -> None:
         block.append(StoreOp([value, nest.out, *idx]))
 
+    def placed_index(self, nest: Nest) -> list[Value]:
+        """Where ``nest`` holds the kernel point's value: its point index, or that of the
+        member it moves, mapped forward (placement.py)."""
+        if level(nest.extents, self.space) == "point":
+            return self.point_index(nest)
+        found = placement_source(nest, self.members, self.space)
+        if found is None:
+            raise CannotFuse(f"{nest.name} ({nest.source}) is no permute or reshape of "
+                             "a value of the kernel's points")
+        q, load = found
+        return forward_index(nest, load, self.placed_index(q), q, self.kernel.body)
+
     def build(self) -> KernelOp:
         body = self.kernel.body
         for nest in self.members:
@@ -249,6 +266,10 @@ class KernelBuilder:
                 self.point_values[nest] = self._inline(nest, self.point_index(nest), body)
                 if nest in self.outputs:
                     self._store(self.point_values[nest], nest, self.point_index(nest), body)
+        for nest in self.outputs:  # a permute or reshape of a point value (placement.py)
+            if level(nest.extents, self.space, self.reshaped) is None:
+                idx = self.placed_index(nest)
+                self._store(self.value_at(nest, idx, body), nest, idx, body)
         row_outputs = [n for n in self.outputs
                        if level(n.extents, self.space, self.reshaped) == "row"]
         if row_outputs:
@@ -282,16 +303,22 @@ def build_kernel(graph: NestGraph, members, outputs, name: str, schedule_for=Non
     for n in members:
         if n.out is None:
             raise CannotFuse(f"{n.name} is not a simple loop nest")
-    reshaped, plain = False, None
+    reshaped, plain, space = False, None, None
     try:
         space = choose_space(members, outputs)
     except CannotFuse as e:
         # then an output over a reshape of a reduction's rows, stored at the reshaped
-        # index (group norm); where that fails too, the first reason is the one to give
-        plain, reshaped = e, True
-        try:
-            space = choose_space(members, outputs, reshaped=True)
-        except CannotFuse:
+        # index (group norm), then one that permutes or reshapes a point value, stored
+        # where that puts it (placement.py); where those fail too, the first reason is
+        # the one to give
+        plain = e
+        for reshaped, placed in ((True, False), (False, True)):
+            try:
+                space = choose_space(members, outputs, reshaped, placed)
+                break
+            except CannotFuse:
+                continue
+        if space is None:
             raise plain from None
     builder = KernelBuilder(graph, members, outputs, name, schedule_for, space, reshaped)
     try:
