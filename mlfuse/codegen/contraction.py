@@ -1,6 +1,11 @@
 """Tiled kernels for contractions (``schedule = "contraction"``): matmul, batched
 matmul, conv2d as an implicit GEMM, each with its fused prologue and epilogue.
 
+Why this module is long: the SIMT tile kernel's emitter (stages, fragments, the
+written-out K steps, the gather and the epilogue) and the factory that the tensor-core
+emitters share with it (tiles, split-K, launch geometry) are one unit; the tensor-core
+pipelines themselves live in emit_mma.py and emit_tf32.py.
+
 The kernel computes C[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n]
 (the kernel's attributes, written by ``schedule-contractions``, say which IR values
 A and B are and which kernel indices make m, n and batch: dialects/contraction.py). One block computes a BM x BN tile of outputs; each
