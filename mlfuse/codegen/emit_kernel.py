@@ -59,6 +59,7 @@ from mlfuse.codegen.bf16 import BF16_HELPER, bf16_load, bf16_store
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
 from mlfuse.codegen.emit_lean import LeanPointwise
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
+from mlfuse.codegen.flat_rows import FlatRows
 from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
@@ -230,7 +231,7 @@ def row_variants(op: LoopOp, hw: Target) -> list[str]:
     return (["registers"] if not long else []) + (["streaming"] if not short else [])
 
 
-class KernelEmitter(VectorPhases, LeanPointwise):
+class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
     """One kernel of ``op`` in one variant (see _SCHEDULE_DOC)."""
 
     launch_bound: str | None = None  # threads per block, where a schedule module fixes them
@@ -374,10 +375,13 @@ class KernelEmitter(VectorPhases, LeanPointwise):
             self.plan_stream_tiles(row_loops)
         if self.vector:
             self.plan_vectors(row_vector_accesses(row_loops), VALUES_PER_THREAD)
+        else:  # rows through a reshape: one contiguous range each (flat_rows.py)
+            self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in row_loops])
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
         with w.indented(f"for {loc['point']} in range(numba.int64(cuda.blockIdx.x), "
                         f"{loc['n_points']}, cuda.gridDim.x):"):
             self.unravel(loc["point"])
+            self.row_base_lines()
             self.block(self.op.body, top=True)
 
     def declare_scratch(self, row_loops: list[Operation], slots: str | None = None) -> None:
@@ -522,6 +526,10 @@ class KernelEmitter(VectorPhases, LeanPointwise):
         where the access collapses, unsigned indices otherwise)."""
         if self.lean:
             return self.lean_subscript(buf, indices, self.lane)
+        if self.flat:  # a row-family kernel's row at row_base + step (flat_rows.py)
+            flat = self.flat_subscript(buf, indices, self.local.get("r", ""))
+            if flat is not None:
+                return flat
         return f"{self.namer(buf)}[{self.index(indices)}]"
 
     def stored(self, text: str, dtype: str) -> str:
