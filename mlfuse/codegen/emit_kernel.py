@@ -602,8 +602,7 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
                 if not self.held_rows:  # streaming: a tile of the row at a time
                     slots, start = STREAM_TILE, f"{loc['base']} + {loc['tid']}"
                     tiles.enter_context(w.indented(
-                        f"for {loc['base']} in range(0, {extent}, {STREAM_TILE} * "
-                        f"{loc['nthreads']}):"))
+                        f"for {loc['base']} in {self.stream_order(extent, f'{STREAM_TILE} * ' + loc['nthreads'])}:"))
 
                 def each_slot():
                     w.line(f"{k} = {start} + {loc['slot']} * {loc['nthreads']}")

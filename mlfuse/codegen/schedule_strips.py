@@ -261,8 +261,8 @@ class StripsEmitter(KernelEmitter):
             with phases():
                 yield
         else:
-            with w.indented(f"for {loc['tile']} in range(0, {loc['n_red']}, "
-                            f"{loc['per']} * {self.tile}):"):
+            order = self.stream_order(loc["n_red"], f"{loc['per']} * {self.tile}")
+            with w.indented(f"for {loc['tile']} in {order}:"):
                 with phases():
                     yield
 
