@@ -477,7 +477,8 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
                 text = f"{self.kept[id(self.reuse.again[id(op)])]}[{self.local['slot']}]"
             else:
                 operands = [self.namer(v) for v in op.operands]
-                text = scalar_expression(op, operands, self.target, self.helpers)
+                text = self.index_division(op, operands) or \
+                    scalar_expression(op, operands, self.target, self.helpers)
             w.line(f"{self.define(op.result, kind)} = {text}")
             if id(op) in self.kept:  # later row loops read it here
                 w.line(f"{self.kept[id(op)]}[{self.local['slot']}] = {self.namer(op.result)}")

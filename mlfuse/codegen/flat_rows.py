@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import ACCESSES, access_parts
-from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
 from mlfuse.dialects.index_forms import ADD, MUL, op_of, unravel_form
 from mlfuse.dialects.loops import DimOp
 from mlfuse.ir.core import Operation, Value
@@ -156,12 +156,14 @@ class FlatRows:
     class: w, op, namer, sym, helpers, reuse."""
 
     flat: dict = {}  # _key(buf, indices) -> FlatAccess; empty: no flat rows planned
+    rows_planned = False  # a row-family kernel: its index divisions go 32-bit where they fit
 
     def plan_flat_rows(self, nests: list[tuple[Operation, list[Value], list]]) -> None:
         """Find the flat accesses of each nest (top loop, its indices, its extents), mark
         the index ops only they used as not emitted, and define the flat views."""
         points = {id(a) for a in self.op.body.args}
         self.flat, self.flat_digits, self.row_bases = {}, {}, {}
+        self.rows_planned = True
         for top, args, extents in nests:
             found = {}
             for o in _nest_ops(top):
@@ -210,6 +212,19 @@ class FlatRows:
         step = flat_index if access.step == "flat" else self.namer(access.step)
         base = self.row_bases[self._base_code(access)]
         return f"{self.flat_views[id(buf)]}[numba.uint64({base} + {step})]"
+
+    def index_division(self, op: Operation, operands: list[str]) -> str | None:
+        """A row-family kernel's ``//`` or ``%`` of index values by a size known only at
+        run time (a per-channel parameter's index along group norm's rows: ``(B + k) //
+        W // H``) by ``_divmod_index``: in unsigned 32 bits where both fit (a dozen
+        instructions), where Numba's int64 floor division calls a 64-bit division
+        routine (ptxas: ~30 such calls in group norm's streaming kernel, its registers
+        spilled around them). Index operands are never negative. None elsewhere."""
+        if not self.rows_planned or not isinstance(op, (FloorDivOp, ModOp)) or \
+                op.result.type != INDEX or isinstance(op_of(op.operands[1]), ConstantOp):
+            return None
+        self.helpers.add("_divmod_index")
+        return f"_divmod_index({operands[0]}, {operands[1]})[{int(isinstance(op, ModOp))}]"
 
     def _base_code(self, access: FlatAccess) -> str:
         buf = self.namer(access.buf)
