@@ -43,14 +43,17 @@ from mlfuse.ir.types import INDEX
 
 @dataclass
 class FlatAccess:
-    """An access at ``row_base + step``: its buffer, the leading indices with their
-    axes, the part of the unravelled value that is not the step (None: 0), and the step
-    ("flat": the nest's flat index; else the loop index Value)."""
+    """An access at ``row_base + step * stride``: its buffer, the indices that are not
+    the step's with their axes, the part of the unravelled value that is not the step
+    (None: 0), the step ("flat": the nest's flat index; else the loop index Value), and
+    the axis the step indexes directly (its stride: the axes after it), None for a step
+    along contiguous memory."""
 
     buf: Value
     lead: list[tuple[int, Value]]
     offset: Value | None
     step: object
+    axis: int | None = None
 
 
 def _key(buf: Value, indices) -> tuple:
@@ -85,14 +88,19 @@ def flat_access(op: Operation, args: list[Value], extents: list, points: set[int
     first) over ``extents``, if it has one (see the module doc)."""
     buf, idx = access_parts(op)
     shape = list(buf.type.shape)
-    if not idx or len(shape) != len(idx):
-        return None
+    if len(idx) < 2 or len(shape) != len(idx):
+        return None  # (a 1-D buffer is indexed at one offset already)
     if len(args) > 1:  # a nest: its indices trail, in order, over axes of its extents
         j = len(idx) - len(args)
         if j < 0 or any(v is not a for v, a in zip(idx[j:], args)) or shape[j:] != list(extents):
             return None
         offset, step = None, "flat"
     else:
+        at = [d for d, v in enumerate(idx) if v is args[0]]
+        rest = [(d, v) for d, v in enumerate(idx) if v is not args[0]]
+        if len(at) == 1 and all(_invariant(v, points) for _, v in rest):
+            # the loop index itself on one axis (a row's last, a column strip's middle)
+            return FlatAccess(buf, rest, None, args[0], None if at[0] == len(idx) - 1 else at[0])
         form = unravel_form(idx)
         if form is None:
             return None
@@ -182,6 +190,16 @@ class FlatRows:
                 views[id(access.buf)] = self.namer.fresh(f"{self.namer(access.buf)}_flat")
                 self.w.line(f"{views[id(access.buf)]} = _flat({self.namer(access.buf)})")
         self.flat_views = views
+        self.flat_strides = {}  # (id(buf), axis) -> the name of its stride
+        names: dict[str, str] = {}  # one name per stride text
+        for access in self.flat.values():
+            key = (id(access.buf), access.axis)
+            if access.axis is not None and key not in self.flat_strides:
+                text = " * ".join(self._strides(access.buf, access.axis))
+                if text not in names:
+                    names[text] = self.namer.fresh(f"stride{access.axis}")
+                    self.w.line(f"{names[text]} = numba.int64({text})")
+                self.flat_strides[key] = names[text]
 
     def stream_order(self, extent: str, span: str) -> str:
         """The range of tile starts of a streaming kernel's next pass over its rows: the
@@ -210,6 +228,8 @@ class FlatRows:
         if access is None:
             return None
         step = flat_index if access.step == "flat" else self.namer(access.step)
+        if access.axis is not None:
+            step = f"{step} * {self.flat_strides[(id(buf), access.axis)]}"
         base = self.row_bases[self._base_code(access)]
         return f"{self.flat_views[id(buf)]}[numba.uint64({base} + {step})]"
 
@@ -226,12 +246,23 @@ class FlatRows:
         self.helpers.add("_divmod_index")
         return f"_divmod_index({operands[0]}, {operands[1]})[{int(isinstance(op, ModOp))}]"
 
+    def _dim_code(self, buf: Value, axis: int) -> str:
+        """The size of ``buf``'s axis as code: a constant, else its shape (a dim's
+        symbols need not be kernel parameters). One row base per buffer: sharing one
+        among buffers of the same dims measured worse (ptxas kept more 64-bit addresses
+        live in the streaming variant: 12 -> 108 B spilled in test_ptx's bf16 kernel)."""
+        dim = buf.type.shape[axis]
+        if isinstance(dim, int):
+            return str(dim)
+        return f"{self.namer(buf)}.shape[{axis}]"
+
+    def _strides(self, buf: Value, axis: int) -> list[str]:
+        return [self._dim_code(buf, e) for e in range(axis + 1, buf.type.rank)]
+
     def _base_code(self, access: FlatAccess) -> str:
-        buf = self.namer(access.buf)
-        rank = len(access.buf.type.shape)
         terms = []
         for d, v in access.lead:
-            strides = [f"{buf}.shape[{e}]" for e in range(d + 1, rank)]
+            strides = self._strides(access.buf, d)
             terms.append(" * ".join([self._index_code(v)] + strides))
         if access.offset is not None:
             terms.append(self._index_code(access.offset))
