@@ -97,3 +97,24 @@ def test_instance_norm_rows_over_two_axes_take_the_flat_index(streaming):
 def test_a_transposed_read_keeps_its_indices():
     text = _run(TRANSPOSED_ROWS, "tr", {"N": 2, "C": 3, "P": 4}, streaming=False)
     assert "x_flat" not in _kernel_text(text, "tr_0")
+
+
+def test_streaming_passes_alternate_direction_over_several_tiles():
+    """Rows of 45 values in tiles of 32 (one value per thread, 32 threads): the second
+    pass walks the tiles from the last (a partial one) back to the first, the third
+    forward again; the statistics and outputs still agree with NumPy."""
+    source = (EXAMPLES / "group_norm.fuse").read_text()
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, {"N": 1, "C": 8, "H": 5, "W": 9}, seed=11)
+    _nan(inputs[0])
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    py = module.python_module
+    kernel = _kernel_text(module.source, "group_norm_0_streaming")
+    assert kernel.count(", -1, -(") == 1  # the second of three passes runs backwards
+    launched = record_launches(py, ["group_norm_0", "group_norm_0_streaming"])
+    py.REGISTER_ROW_THREADS, py.VALUES_PER_THREAD = 0, 2  # streaming, tiles of 1 value
+    py._row_threads = lambda extent, most=1024: 32
+    got = module["group_norm"](*inputs)
+    n_ops, reduced = program_size(func)
+    assert_close(np.asarray(got), run_tensor(func, inputs)[0], n_ops, reduced=reduced)
+    assert launched == ["group_norm_0_streaming"]
