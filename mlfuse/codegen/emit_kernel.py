@@ -59,6 +59,7 @@ from mlfuse.codegen.bf16 import BF16_HELPER, bf16_load, bf16_store
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
 from mlfuse.codegen.emit_lean import LeanPointwise
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
+from mlfuse.codegen.flat_rows import FlatRows
 from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
@@ -230,7 +231,7 @@ def row_variants(op: LoopOp, hw: Target) -> list[str]:
     return (["registers"] if not long else []) + (["streaming"] if not short else [])
 
 
-class KernelEmitter(VectorPhases, LeanPointwise):
+class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
     """One kernel of ``op`` in one variant (see _SCHEDULE_DOC)."""
 
     launch_bound: str | None = None  # threads per block, where a schedule module fixes them
@@ -374,10 +375,13 @@ class KernelEmitter(VectorPhases, LeanPointwise):
             self.plan_stream_tiles(row_loops)
         if self.vector:
             self.plan_vectors(row_vector_accesses(row_loops), VALUES_PER_THREAD)
+        else:  # rows through a reshape: one contiguous range each (flat_rows.py)
+            self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in row_loops])
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
         with w.indented(f"for {loc['point']} in range(numba.int64(cuda.blockIdx.x), "
                         f"{loc['n_points']}, cuda.gridDim.x):"):
             self.unravel(loc["point"])
+            self.row_base_lines()
             self.block(self.op.body, top=True)
 
     def declare_scratch(self, row_loops: list[Operation], slots: str | None = None) -> None:
@@ -478,7 +482,8 @@ class KernelEmitter(VectorPhases, LeanPointwise):
                 text = f"{self.kept[id(self.reuse.again[id(op)])]}[{self.local['slot']}]"
             else:
                 operands = [self.namer(v) for v in op.operands]
-                text = scalar_expression(op, operands, self.target, self.helpers)
+                text = self.index_division(op, operands) or \
+                    scalar_expression(op, operands, self.target, self.helpers)
             w.line(f"{self.define(op.result, kind)} = {text}")
             if id(op) in self.kept:  # later row loops read it here
                 w.line(f"{self.kept[id(op)]}[{self.local['slot']}] = {self.namer(op.result)}")
@@ -527,6 +532,10 @@ class KernelEmitter(VectorPhases, LeanPointwise):
         where the access collapses, unsigned indices otherwise)."""
         if self.lean:
             return self.lean_subscript(buf, indices, self.lane)
+        if self.flat:  # a row-family kernel's row at row_base + step (flat_rows.py)
+            flat = self.flat_subscript(buf, indices, self.local.get("r", ""))
+            if flat is not None:
+                return flat
         return f"{self.namer(buf)}[{self.index(indices)}]"
 
     def stored(self, text: str, dtype: str) -> str:
@@ -599,8 +608,7 @@ class KernelEmitter(VectorPhases, LeanPointwise):
                 if not self.held_rows:  # streaming: a tile of the row at a time
                     slots, start = self.stream_tile, f"{loc['base']} + {loc['tid']}"
                     tiles.enter_context(w.indented(
-                        f"for {loc['base']} in range(0, {extent}, {self.stream_tile} * "
-                        f"{loc['nthreads']}):"))
+                        f"for {loc['base']} in {self.stream_order(extent, f'{self.stream_tile} * ' + loc['nthreads'])}:"))
 
                 def each_slot():
                     w.line(f"{k} = {start} + {loc['slot']} * {loc['nthreads']}")

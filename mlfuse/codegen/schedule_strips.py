@@ -125,10 +125,15 @@ class StripsEmitter(KernelEmitter):
                 w.line(f"{loc['per']} = cuda.blockDim.x")
             self.declare_scratch(self.tops, "1024" if self.columns else None)
             self.plan()
+            # a point's values contiguous in a buffer: one range from a row base (flat_rows.py)
+            self.plan_flat_rows([(o, [lvl.body.args[0] for lvl in self.levels[id(o)]],
+                                  [lvl["extent"] for lvl in self.levels[id(o)]])
+                                 for o in self.tops])
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             extents = [lvl["extent"] for lvl in self.levels[id(self.tops[0])]]
             w.line(f"{loc['n_red']} = {self.points(extents)}")
-            self.steps = self.digits_of(loc["per"], extents)
+            # a thread's step in the nest's digits (where some nest still counts them)
+            self.steps = self.digits_of(loc["per"], extents) if any(self.flat_digits.values()) else []
             w.line(f"{loc['n_strips']} = ({loc['n_points']} + {self.width} - 1) // {self.width}")
             with w.indented(f"for {loc['strip']} in range(numba.int64(cuda.blockIdx.x), "
                             f"{loc['n_strips']}, cuda.gridDim.x):"):
@@ -137,6 +142,7 @@ class StripsEmitter(KernelEmitter):
                 w.line(f"{loc['point']} = min({loc['point']}, {loc['n_points']} - 1)  "
                        "# past the end: the last point again, not stored")
                 self.unravel(loc["point"])
+                self.row_base_lines()
                 self.block(self.op.body, top=True)
         return w.text()
 
@@ -225,14 +231,16 @@ class StripsEmitter(KernelEmitter):
         @contextmanager
         def slots():
             base = "" if self.registers else f"{loc['tile']} + "
-            counted = len(levels) > 1  # several reduced axes: unravel once, then count on
+            # several reduced axes: unravel once, then count on (unless only flat
+            # accesses read the nest's indices: they take the flat index itself)
+            counted = len(levels) > 1 and self.flat_digits[id(top)]
             if counted:  # the thread's first value's indices
                 self.digits_of(f"{base}{loc['nthreads']}", extents,
                                [self.namer(a) for a in args])
             with w.indented(f"for {loc['slot']} in range({self.tile}):"):
                 w.line(f"{loc['r']} = {base}{loc['nthreads']} + {loc['slot']} * {loc['per']}")
                 with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
-                    if not counted:
+                    if len(levels) == 1:
                         self.unravel_into(loc["r"], args, extents)
                     for d in range(len(levels) - 1):  # constants only where loads go ahead
                         for o in level_ops(levels, d):
@@ -253,8 +261,8 @@ class StripsEmitter(KernelEmitter):
             with phases():
                 yield
         else:
-            with w.indented(f"for {loc['tile']} in range(0, {loc['n_red']}, "
-                            f"{loc['per']} * {self.tile}):"):
+            order = self.stream_order(loc["n_red"], f"{loc['per']} * {self.tile}")
+            with w.indented(f"for {loc['tile']} in {order}:"):
                 with phases():
                     yield
 

@@ -22,34 +22,11 @@ products of those, each with its dim text (``size_of``). Bounds come from the lo
 """
 from __future__ import annotations
 
-from mlfuse.dialects.arith import SCALAR_OPS, ConstantOp, FloorDivOp, ModOp
-from mlfuse.dialects.loops import DimOp
+from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
+from mlfuse.dialects.index_forms import ADD as _ADD, MUL as _MUL, op_of as _op, row_step, size_of
+from mlfuse.dialects.index_forms import same_size as _same_size, unraveled
 from mlfuse.ir.core import Operation, Value
-from mlfuse.ir.types import INDEX, Dim, product_dim
-
-_ADD, _MUL = SCALAR_OPS["add"], SCALAR_OPS["mul"]
-
-
-def _op(v: Value):
-    return getattr(v, "op", None)
-
-
-def size_of(v: Value) -> Dim | None:
-    """The dim an index value is the size of (a constant, a dim, their products)."""
-    op = _op(v)
-    if isinstance(op, ConstantOp) and v.type == INDEX:
-        return op["value"]
-    if isinstance(op, DimOp):
-        return op["sym"]
-    if isinstance(op, _MUL):
-        a, b = (size_of(x) for x in op.operands)
-        if a is not None and b is not None:
-            return product_dim([a, b])
-    return None
-
-
-def _same_size(a: Value, b: Value) -> bool:
-    return a is b or (size_of(a) is not None and size_of(a) == size_of(b))
+from mlfuse.ir.types import INDEX, Dim
 
 
 class IndexAlgebra:
@@ -139,44 +116,6 @@ class IndexAlgebra:
             a, b = op.operands
             return a if size_of(a) is None else b
         return x
-
-
-def unraveled(idx: list[Value]) -> tuple[list[Value], Value] | None:
-    """Where the trailing indices of a load are ``Emitter.unravel`` of one value X (a
-    read through a reshape: ``x[n, X // (H*W), X // W % H, X % W]``), the indices
-    before them and X: the load reads the merged trailing axes at X, row-major. None
-    where they are not."""
-    if not idx or not isinstance(_op(idx[-1]), ModOp):
-        return None
-    flat, size = _op(idx[-1]).operands
-    base, divisor = flat, size  # the next index to the left is base // divisor (% ...)
-    for j in range(len(idx) - 2, -1, -1):
-        op = _op(idx[j])
-        if size_of(idx[j]) == 0:  # a dim of 1 among the unraveled ones
-            continue
-        if isinstance(op, FloorDivOp) and op.operands[0] is base and \
-                _same_size(op.operands[1], divisor):
-            return idx[:j], flat  # the outermost: what is left of X
-        inner = _op(op.operands[0]) if isinstance(op, ModOp) else None
-        if not (isinstance(inner, FloorDivOp) and inner.operands[0] is base and
-                _same_size(inner.operands[1], divisor)):
-            return None
-        base, divisor = op.operands[0], op.operands[1]
-    return None
-
-
-def row_step(flat: Value, extents: dict[int, Dim]) -> Value | None:
-    """The loop index k where ``flat`` is ``q * S + k`` and S is k's loop extent
-    (``extents``: id(loop index) -> extent): consecutive k are consecutive elements, and
-    the values of different q never overlap (rows, not sliding windows)."""
-    op = _op(flat)
-    if isinstance(op, _ADD):
-        for a, k in (op.operands, op.operands[::-1]):
-            times = _op(a)
-            if id(k) in extents and isinstance(times, _MUL) and \
-                    extents[id(k)] in (size_of(times.operands[0]), size_of(times.operands[1])):
-                return k
-    return None
 
 
 __all__ = ["IndexAlgebra", "row_step", "size_of", "unraveled"]

@@ -1,0 +1,92 @@
+"""Forms of index arithmetic on the loops dialect, recognised where they are read.
+
+A read through a reshape indexes its buffer with the unravel of one flat value
+(``x[n, X // (H*W), X // W % H, X % W]``); a row of a reshaped view steps that value
+by a loop index (``X = q * S + k``). The fusion planner reads these forms to see such
+a read as a row (mlfuse/transforms/fusion/schedules.py, index_algebra.py) and codegen
+reads them to address the row as one contiguous range (mlfuse/codegen/flat_rows.py),
+so they live with the dialect rather than in either.
+"""
+from __future__ import annotations
+
+from mlfuse.dialects.arith import SCALAR_OPS, ConstantOp, FloorDivOp, ModOp
+from mlfuse.dialects.loops import DimOp
+from mlfuse.ir.core import Value
+from mlfuse.ir.types import INDEX, Dim, product_dim
+
+ADD, MUL = SCALAR_OPS["add"], SCALAR_OPS["mul"]
+
+
+def op_of(v: Value):
+    return getattr(v, "op", None)
+
+
+def size_of(v: Value) -> Dim | None:
+    """The dim an index value is the size of (a constant, a dim, their products)."""
+    op = op_of(v)
+    if isinstance(op, ConstantOp) and v.type == INDEX:
+        return op["value"]
+    if isinstance(op, DimOp):
+        return op["sym"]
+    if isinstance(op, MUL):
+        a, b = (size_of(x) for x in op.operands)
+        if a is not None and b is not None:
+            return product_dim([a, b])
+    return None
+
+
+def same_size(a: Value, b: Value) -> bool:
+    return a is b or (size_of(a) is not None and size_of(a) == size_of(b))
+
+
+def unravel_form(idx: list[Value]) -> tuple[int, Value, list] | None:
+    """Where the trailing indices ``idx[j:]`` of an access are the row-major unravel of
+    one value X (a read through a reshape: ``x[n, X // (H*W), X // W % H, X % W]``):
+    (j, X, the radix of each of ``idx[j+1:]``, None for an index that is the constant 0
+    of a dim of 1). The outermost, ``idx[j]``, is a plain quotient (no ``%``), so
+    ``idx[j:]`` over axes of exactly those radixes address element X of them. None where
+    the indices are not of that form."""
+    if not idx or not isinstance(op_of(idx[-1]), ModOp):
+        return None
+    flat, size = op_of(idx[-1]).operands
+    radix: list = [size_of(size)]
+    base, divisor = flat, size  # the next index to the left is base // divisor (% ...)
+    for j in range(len(idx) - 2, -1, -1):
+        op = op_of(idx[j])
+        if size_of(idx[j]) == 0:  # a dim of 1 among the unraveled ones
+            radix.insert(0, None)
+            continue
+        if isinstance(op, FloorDivOp) and op.operands[0] is base and \
+                same_size(op.operands[1], divisor):
+            return j, flat, radix  # the outermost: what is left of X
+        inner = op_of(op.operands[0]) if isinstance(op, ModOp) else None
+        if not (isinstance(inner, FloorDivOp) and inner.operands[0] is base and
+                same_size(inner.operands[1], divisor)):
+            return None
+        base, divisor = op.operands[0], op.operands[1]
+        radix.insert(0, size_of(divisor))
+    return None
+
+
+def unraveled(idx: list[Value]) -> tuple[list[Value], Value] | None:
+    """The indices before an unravel of one value X (``unravel_form``) and X: the access
+    reads the merged trailing axes at X, row-major. None where there is no such form."""
+    form = unravel_form(idx)
+    return (idx[:form[0]], form[1]) if form else None
+
+
+def row_step(flat: Value, extents: dict[int, Dim]) -> Value | None:
+    """The loop index k where ``flat`` is ``q * S + k`` and S is k's loop extent
+    (``extents``: id(loop index) -> extent): consecutive k are consecutive elements, and
+    the values of different q never overlap (rows, not sliding windows)."""
+    op = op_of(flat)
+    if isinstance(op, ADD):
+        for a, k in (op.operands, op.operands[::-1]):
+            times = op_of(a)
+            if id(k) in extents and isinstance(times, MUL) and \
+                    extents[id(k)] in (size_of(times.operands[0]), size_of(times.operands[1])):
+                return k
+    return None
+
+
+__all__ = ["size_of", "same_size", "unravel_form", "unraveled", "row_step", "op_of"]

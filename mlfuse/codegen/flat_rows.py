@@ -1,0 +1,284 @@
+"""Rows walked as one contiguous range: an access at ``row_base + step``, no divmod per value.
+
+The row-family schedules ("row": a block per point; "strips" over "rows": a block per
+point whose reduced values lie over several trailing axes) walk each of a point's
+reduced values with a loop index ``k`` (or, for a nest over several axes, the flat
+index ``r`` over their product). Where an access of such a loop lies at consecutive
+elements of its buffer as the loop steps, its element offset is ``row_base + step``,
+with ``row_base`` the same for every value of the point:
+
+- **a read through a reshape** (group norm's rows of ``reshape(x, [N, G, C/G*H*W])``):
+  the access's trailing indices are the row-major unravel of ``X = B + k``
+  (``x[n, X // (H*W), X // W % H, X % W]``, ``dialects/index_forms.unravel_form``) over
+  axes of exactly the unravel's radixes, and its leading indices and B depend on the
+  point alone: offset = (leading indices . strides) + B + k. The divmods by W and H
+  per value (64-bit, with floor semantics: tens of instructions each) go, and so do the
+  index ops only they fed.
+- **a nest over several trailing axes** (instance norm over [H, W]): the access's
+  trailing indices are the nest's indices in order over axes of the nest's extents:
+  offset = (leading indices . strides) + r, so the nest's indices need not be counted
+  at all where nothing else reads them.
+
+The access reads the buffer's flat view (``_flat``: every kernel buffer is
+C-contiguous, ``runtime.arguments`` refuses others) at an unsigned offset (Numba skips
+its wraparound check). ``row_base`` is computed once per point, from the point's
+indices, the dims and the buffer's shape (its strides; a shape's symbols need not be
+kernel parameters). Accesses of any other form keep their indices.
+
+This is codegen's, not an IR pass's: the rewrite is of how the generated code names an
+element, which the IR does not model (the same reasoning as ``addressing.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlfuse.codegen.addressing import ACCESSES, access_parts
+from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
+from mlfuse.dialects.index_forms import ADD, MUL, op_of, unravel_form
+from mlfuse.dialects.loops import DimOp
+from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.traits import SCALAR_COMPUTE
+from mlfuse.ir.types import INDEX
+
+
+@dataclass
+class FlatAccess:
+    """An access at ``row_base + step * stride``: its buffer, the indices that are not
+    the step's with their axes, the part of the unravelled value that is not the step
+    (None: 0), the step ("flat": the nest's flat index; else the loop index Value), and
+    the axis the step indexes directly (its stride: the axes after it), None for a step
+    along contiguous memory."""
+
+    buf: Value
+    lead: list[tuple[int, Value]]
+    offset: Value | None
+    step: object
+    axis: int | None = None
+
+
+def _key(buf: Value, indices) -> tuple:
+    return (id(buf), tuple(id(v) for v in indices))
+
+
+def _invariant(v: Value, points: set[int]) -> bool:
+    """Whether ``v`` is index arithmetic of the kernel's point indices, dims and
+    constants only (the same for every value of a point's loops)."""
+    if id(v) in points:
+        return True
+    op = op_of(v)
+    if isinstance(op, DimOp) or (isinstance(op, ConstantOp) and v.type == INDEX):
+        return True
+    return isinstance(op, (ADD, MUL)) and all(_invariant(x, points) for x in op.operands)
+
+
+def _step_split(x: Value, k: Value, points: set[int]) -> tuple[bool, Value | None]:
+    """Whether ``x`` is ``B + k`` (or k) with B invariant, and B (None for k alone)."""
+    if x is k:
+        return True, None
+    op = op_of(x)
+    if isinstance(op, ADD):
+        for a, b in (op.operands, op.operands[::-1]):
+            if b is k and _invariant(a, points):
+                return True, a
+    return False, None
+
+
+def flat_access(op: Operation, args: list[Value], extents: list, points: set[int]) -> FlatAccess | None:
+    """The flat form of access ``op`` inside a loop nest with indices ``args`` (outer
+    first) over ``extents``, if it has one (see the module doc)."""
+    buf, idx = access_parts(op)
+    shape = list(buf.type.shape)
+    if len(idx) < 2 or len(shape) != len(idx):
+        return None  # (a 1-D buffer is indexed at one offset already)
+    if len(args) > 1:  # a nest: its indices trail, in order, over axes of its extents
+        j = len(idx) - len(args)
+        if j < 0 or any(v is not a for v, a in zip(idx[j:], args)) or shape[j:] != list(extents):
+            return None
+        offset, step = None, "flat"
+    else:
+        at = [d for d, v in enumerate(idx) if v is args[0]]
+        rest = [(d, v) for d, v in enumerate(idx) if v is not args[0]]
+        if len(at) == 1 and all(_invariant(v, points) for _, v in rest):
+            # the loop index itself on one axis (a row's last, a column strip's middle)
+            return FlatAccess(buf, rest, None, args[0], None if at[0] == len(idx) - 1 else at[0])
+        form = unravel_form(idx)
+        if form is None:
+            return None
+        j, x, radix = form
+        if any(r != d if r is not None else d != 1 for r, d in zip(radix, shape[j + 1:])):
+            return None  # the unravel's radixes are not the buffer's axes
+        ok, offset = _step_split(x, args[0], points)
+        if not ok:
+            return None
+        step = args[0]
+    if not all(_invariant(v, points) for v in idx[:j]):
+        return None
+    return FlatAccess(buf, list(enumerate(idx[:j])), offset, step)
+
+
+def _nest_ops(top: Operation) -> list[Operation]:
+    return [o for o in top.walk() if o is not top]
+
+
+def unneeded_index_ops(top: Operation, flat: dict) -> set[int]:
+    """Ids of the ops in nest ``top`` whose values only flat accesses' indices (or other
+    such ops) use: not emitted."""
+    ops = _nest_ops(top)
+    users: dict[int, list[tuple[int, bool]]] = {}
+    for o in ops:
+        index_ids = set()
+        if isinstance(o, ACCESSES):
+            buf, idx = access_parts(o)
+            if _key(buf, idx) in flat:
+                index_ids = {id(v) for v in idx}
+        for v in o.operands:
+            users.setdefault(id(v), []).append((id(o), id(v) in index_ids))
+    dead: set[int] = set()
+    for o in reversed(ops):
+        if not o.results or not (o.has_trait(SCALAR_COMPUTE) or isinstance(o, (DimOp, ConstantOp))):
+            continue
+        if all(user in dead or as_index for r in o.results for user, as_index in users.get(id(r), [])):
+            dead.add(id(o))
+    return dead
+
+
+def uses_besides(values: list[Value], top: Operation, dead: set[int], flat: dict) -> bool:
+    """Whether an op of nest ``top`` that is emitted uses one of ``values`` other than as
+    a flat access's index (then a nest's indices must still be counted)."""
+    ids = {id(v) for v in values}
+    for o in _nest_ops(top):
+        if id(o) in dead:
+            continue
+        skip = set()
+        if isinstance(o, ACCESSES):
+            buf, idx = access_parts(o)
+            if _key(buf, idx) in flat:
+                skip = {id(v) for v in idx}
+        if any(id(v) in ids and id(v) not in skip for v in o.operands):
+            return True
+    return False
+
+
+class FlatRows:
+    """A mixin of the kernel emitter for the row-family schedules. Needs from its host
+    class: w, op, namer, sym, helpers, reuse."""
+
+    flat: dict = {}  # _key(buf, indices) -> FlatAccess; empty: no flat rows planned
+    rows_planned = False  # a row-family kernel: its index divisions go 32-bit where they fit
+
+    def plan_flat_rows(self, nests: list[tuple[Operation, list[Value], list]]) -> None:
+        """Find the flat accesses of each nest (top loop, its indices, its extents), mark
+        the index ops only they used as not emitted, and define the flat views."""
+        points = {id(a) for a in self.op.body.args}
+        self.flat, self.flat_digits, self.row_bases = {}, {}, {}
+        self.rows_planned = True
+        for top, args, extents in nests:
+            found = {}
+            for o in _nest_ops(top):
+                if isinstance(o, ACCESSES):
+                    access = flat_access(o, args, extents, points)
+                    if access is not None:
+                        found[_key(*access_parts(o))] = access
+            self.flat.update(found)
+            dead = unneeded_index_ops(top, found)
+            self.reuse.dead |= dead  # (the set of ops the emitter skips)
+            self.flat_digits[id(top)] = len(args) < 2 or uses_besides(args, top, dead, found)
+        views = {}
+        for access in self.flat.values():
+            if id(access.buf) not in views:
+                self.helpers.add("_flat")
+                views[id(access.buf)] = self.namer.fresh(f"{self.namer(access.buf)}_flat")
+                self.w.line(f"{views[id(access.buf)]} = _flat({self.namer(access.buf)})")
+        self.flat_views = views
+        self.flat_strides = {}  # (id(buf), axis) -> the name of its stride
+        names: dict[str, str] = {}  # one name per stride text
+        for access in self.flat.values():
+            key = (id(access.buf), access.axis)
+            if access.axis is not None and key not in self.flat_strides:
+                text = " * ".join(self._strides(access.buf, access.axis))
+                if text not in names:
+                    names[text] = self.namer.fresh(f"stride{access.axis}")
+                    self.w.line(f"{names[text]} = numba.int64({text})")
+                self.flat_strides[key] = names[text]
+
+    def stream_order(self, extent: str, span: str) -> str:
+        """The range of tile starts of a streaming kernel's next pass over its rows: the
+        passes alternate direction, so each re-read starts where the previous pass ended,
+        on the values it read last (those still in L2 where a pass's rows in flight pass
+        it: group norm's 132 rows of 512 KB at once on an H100, 50 MB of L2). Only the
+        order of a thread's partials changes (still the same in every run)."""
+        self.stream_passes = getattr(self, "stream_passes", 0) + 1
+        if self.stream_passes % 2:
+            return f"range(0, {extent}, {span})"
+        return f"range(({extent} - 1) // ({span}) * ({span}), -1, -({span}))"
+
+    def row_base_lines(self) -> None:
+        """Each distinct row base of the current point, once (after its indices)."""
+        self.row_bases = {}
+        for key, access in self.flat.items():
+            text = self._base_code(access)
+            if text not in self.row_bases:
+                self.row_bases[text] = self.namer.fresh("row_base")
+                self.w.line(f"{self.row_bases[text]} = numba.int64({text})")
+
+    def flat_subscript(self, buf: Value, indices, flat_index: str) -> str | None:
+        """``view[row_base + step]`` of a flat access (``flat_index``: a nest's flat
+        index), or None where the access is not flat."""
+        access = self.flat.get(_key(buf, indices))
+        if access is None:
+            return None
+        step = flat_index if access.step == "flat" else self.namer(access.step)
+        if access.axis is not None:
+            step = f"{step} * {self.flat_strides[(id(buf), access.axis)]}"
+        base = self.row_bases[self._base_code(access)]
+        return f"{self.flat_views[id(buf)]}[numba.uint64({base} + {step})]"
+
+    def index_division(self, op: Operation, operands: list[str]) -> str | None:
+        """A row-family kernel's ``//`` or ``%`` of index values by a size known only at
+        run time (a per-channel parameter's index along group norm's rows: ``(B + k) //
+        W // H``) by ``_divmod_index``: in unsigned 32 bits where both fit (a dozen
+        instructions), where Numba's int64 floor division calls a 64-bit division
+        routine (ptxas: ~30 such calls in group norm's streaming kernel, its registers
+        spilled around them). Index operands are never negative. None elsewhere."""
+        if not self.rows_planned or not isinstance(op, (FloorDivOp, ModOp)) or \
+                op.result.type != INDEX or isinstance(op_of(op.operands[1]), ConstantOp):
+            return None
+        self.helpers.add("_divmod_index")
+        return f"_divmod_index({operands[0]}, {operands[1]})[{int(isinstance(op, ModOp))}]"
+
+    def _dim_code(self, buf: Value, axis: int) -> str:
+        """The size of ``buf``'s axis as code: a constant, else its shape (a dim's
+        symbols need not be kernel parameters). One row base per buffer: sharing one
+        among buffers of the same dims measured worse (ptxas kept more 64-bit addresses
+        live in the streaming variant: 12 -> 108 B spilled in test_ptx's bf16 kernel)."""
+        dim = buf.type.shape[axis]
+        if isinstance(dim, int):
+            return str(dim)
+        return f"{self.namer(buf)}.shape[{axis}]"
+
+    def _strides(self, buf: Value, axis: int) -> list[str]:
+        return [self._dim_code(buf, e) for e in range(axis + 1, buf.type.rank)]
+
+    def _base_code(self, access: FlatAccess) -> str:
+        terms = []
+        for d, v in access.lead:
+            strides = self._strides(access.buf, d)
+            terms.append(" * ".join([self._index_code(v)] + strides))
+        if access.offset is not None:
+            terms.append(self._index_code(access.offset))
+        return " + ".join(terms) or "0"
+
+    def _index_code(self, v: Value) -> str:
+        """Code of an invariant index value (``_invariant``), from the point's names."""
+        op = op_of(v)
+        if isinstance(op, DimOp):
+            return self.sym[op["sym"]]
+        if isinstance(op, ConstantOp):
+            return str(op["value"])
+        if isinstance(op, (ADD, MUL)):
+            a, b = (self._index_code(x) for x in op.operands)
+            return f"({a} + {b})" if isinstance(op, ADD) else f"{a} * {b}"
+        return self.namer(v)
+
+
+__all__ = ["FlatRows", "FlatAccess", "flat_access", "unneeded_index_ops"]
