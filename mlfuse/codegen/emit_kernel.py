@@ -425,7 +425,7 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         # so the tiles fit the streaming variant's 64 registers (8 of one buffer do)
         most = max((len(prefetchable_loads(loop.body)[0]) for loop in row_loops), default=1)
         self.stream_tile = STREAM_TILE if most <= 1 else \
-            f"max(1, VALUES_PER_THREAD // {2 * most})"
+            f"max(1, VALUES_PER_THREAD // {2 * most if most <= 2 else 4 * most})"
         for loop in row_loops:
             loads, index_ops = prefetchable_loads(loop.body)
             for j, o in enumerate(loads):
