@@ -26,7 +26,7 @@ from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
 from mlfuse.dialects.index_forms import ADD as _ADD, MUL as _MUL, op_of as _op, row_step, size_of
 from mlfuse.dialects.index_forms import same_size as _same_size, unraveled
 from mlfuse.ir.core import Operation, Value
-from mlfuse.ir.types import INDEX, Dim
+from mlfuse.ir.types import INDEX, Dim, product_dim
 
 
 class IndexAlgebra:
