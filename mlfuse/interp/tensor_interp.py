@@ -96,11 +96,9 @@ def _broadcast_to(op, x, *, dims):
 
 
 def _matmul(op, a, b, *, dims):
-    if a.dtype == BFLOAT16:  # ml_dtypes' matmul returns the f32 sums: round them once
-        return np.matmul(a, b).astype(a.dtype)
-    if a.dtype == np.float16:  # NumPy's f16 dot sums in f32 too, but without BLAS (a
-        # 4096^3 reference took minutes): the same f32 sums through BLAS, rounded once
-        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+    if a.dtype in (BFLOAT16, np.float16):  # f32 sums rounded once, as ml_dtypes' bf16 and
+        # NumPy's f16 matmul compute them, but through BLAS (theirs took minutes at 4096^3)
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     return np.matmul(a, b)
 
 
