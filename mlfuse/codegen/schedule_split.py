@@ -250,15 +250,20 @@ class SplitEmitter(KernelEmitter):
                         if id(n.inner) in self.fills:
                             self.fill(n.inner)
             with each_value():
-                for n, part in zip(self.nests, parts):
-                    for level in range(len(n.levels) - 1):
-                        for o in n.outer_ops(level):
-                            self.statement(o, shared=False)
-                    self.block(n.inner.body, top=False)
-                    yielded = self.namer(n.inner.body.ops[-1].operands[0])
-                    step_text = combine(n.top["combiner"], part, yielded, self.helpers,
-                                        n.top.result.type.dtype)
-                    w.line(f"{part} = {step_text}")
+                self.step_nests(parts)
+
+    def step_nests(self, parts: list[str]) -> None:
+        """One value's step of every nest: its outer levels' ops, its inner body, and the
+        partial ``parts[i]`` combined with what the body yields (both first stages)."""
+        for n, part in zip(self.nests, parts):
+            for level in range(len(n.levels) - 1):
+                for o in n.outer_ops(level):
+                    self.statement(o, shared=False)
+            self.block(n.inner.body, top=False)
+            yielded = self.namer(n.inner.body.ops[-1].operands[0])
+            step_text = combine(n.top["combiner"], part, yielded, self.helpers,
+                                n.top.result.type.dtype)
+            self.w.line(f"{part} = {step_text}")
 
     # -- the vector first stage --------------------------------------------------------
     def vector_prologue(self) -> None:
@@ -353,15 +358,7 @@ class SplitEmitter(KernelEmitter):
             with each_vector():
                 with w.indented(f"for {loc['lane']} in range({lanes}):"):
                     w.line(f"{loc['slot']} = {loc['vec']} * {lanes} + {loc['lane']}")
-                    for n, part in zip(self.nests, parts):
-                        for level in range(len(n.levels) - 1):
-                            for o in n.outer_ops(level):
-                                self.statement(o, shared=False)
-                        self.block(n.inner.body, top=False)
-                        yielded = self.namer(n.inner.body.ops[-1].operands[0])
-                        step_text = combine(n.top["combiner"], part, yielded, self.helpers,
-                                            n.top.result.type.dtype)
-                        w.line(f"{part} = {step_text}")
+                    self.step_nests(parts)
             w.line(f"{tile} = {T}({tile} + {T}({loc['nthreads']} * {VALUES_PER_THREAD}))")
         assert held  # every load of the nests is held and filled a vector at a time
 
