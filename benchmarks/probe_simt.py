@@ -24,6 +24,7 @@ import torch  # noqa: E402
 from numba import cuda  # noqa: E402
 
 from cases import CONV3X3_256, MATMUL, t_conv, t_matmul  # noqa: E402
+from probe_contraction import events_ms  # noqa: E402  (CUDA events, median)
 from mlfuse.codegen import generate  # noqa: E402
 from mlfuse.pipeline import compile_text  # noqa: E402
 from mlfuse.runtime.loader import load_source  # noqa: E402
@@ -48,21 +49,6 @@ SHAPES = {
        for c, s in ((64, 56), (128, 28), (256, 14), (512, 7))},
     "conv_256_n32": (conv_source(256, 14), {"N": 32}, t_conv, (256, 32 * 196, 2304)),
 }
-
-
-def events_ms(fn, repeats=7, inner=3):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return sorted(times)[len(times) // 2]
 
 
 _MODULES = {}
