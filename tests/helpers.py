@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from mlfuse.tools.checking import compare, random_inputs, tolerance  # noqa: F401
+from mlfuse.tools.checking import compare, program_size, random_inputs, tolerance  # noqa: F401
 
 
 def assert_close(actual, expected, n_ops: int = 1, what: str = "result", reduced: int = 1,
@@ -15,6 +15,17 @@ def assert_close(actual, expected, n_ops: int = 1, what: str = "result", reduced
     elements of the ``undecided`` mask (mlfuse.interp.rounding) left out."""
     c = compare(np.asarray(expected), np.asarray(actual), n_ops, reduced, undecided=undecided)
     assert c.ok, f"{what}: {c.message}; max abs error {c.max_abs_error:.3g}"
+
+
+def assert_results_close(func, expected, got) -> tuple:
+    """Each result a compiled ``func`` returned (one value or a tuple) against the
+    interpreter's ``expected`` list, at the tolerance ``func``'s size allows; the
+    results, as a tuple."""
+    got = got if isinstance(got, tuple) else (got,)
+    n_ops, reduced = program_size(func)
+    for e, g in zip(expected, got, strict=True):
+        assert_close(np.asarray(g), e, n_ops, reduced=reduced)
+    return got
 
 
 def assert_error_at(source: str, position: str, message: str) -> None:

@@ -10,10 +10,10 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.hardware import get_target
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
-from mlfuse.tools.checking import program_size, random_inputs
+from mlfuse.tools.checking import random_inputs
 from mlfuse.tools.explain import explain_module, format_text
 
-from helpers import assert_close, record_launches
+from helpers import assert_results_close, record_launches
 
 
 def kernels(source: str, dims: dict) -> list[KernelOp]:
@@ -102,10 +102,7 @@ def _run(source, dims, inputs=None, plan=None):
     module = mlfuse.compile_source(source, "t.fuse", target="simulator",
                                    fuse_options={"dims": plan} if plan else None)
     got = module[func.sym_name](*inputs)
-    got = got if isinstance(got, tuple) else (got,)
-    n_ops, reduced = program_size(func)
-    for e, g in zip(expected, got):
-        assert_close(np.asarray(g), e, n_ops, reduced=reduced)
+    got = assert_results_close(func, expected, got)
     return module, got
 
 

@@ -9,9 +9,9 @@ import mlfuse
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import parse_program
-from mlfuse.tools.checking import program_size, random_inputs
+from mlfuse.tools.checking import random_inputs
 
-from helpers import assert_close, record_launches
+from helpers import assert_results_close, record_launches
 
 MIDDLE_SOFTMAX = "func f(x: f32[A, B, C]) -> f32[A, B, C] { return softmax(x, axis=1) }"
 CASES = [
@@ -55,10 +55,7 @@ def _run(source, dims, inputs=None, streaming=False):
         py.STRIP_HELD_THREADS = 0  # the host then launches the streaming variant
     launched = record_launches(py, list(kernel_names(py, kernel)))
     got = module["f"](*inputs)
-    got = got if isinstance(got, tuple) else (got,)
-    n_ops, reduced = program_size(func)
-    for e, g in zip(expected, got):
-        assert_close(np.asarray(g), e, n_ops, reduced=reduced)
+    got = assert_results_close(func, expected, got)
     assert launched and launched[0].endswith("_streaming") == streaming
     return got
 

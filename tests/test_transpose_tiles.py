@@ -16,7 +16,7 @@ from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.tools.checking import program_size, random_inputs
 from mlfuse.tools.explain import explain_module, format_text
 
-from helpers import assert_close, record_launches
+from helpers import assert_close, assert_results_close, record_launches
 from strategies import fuzz_settings, inputs_for, permuted_programs
 
 TRANSPOSE_ADD = "func f(x: f32[N, M], y: f32[M, N]) -> f32[M, N] { return transpose(x) + y }"
@@ -121,10 +121,7 @@ def test_tiles_agree_with_numpy(source, dims, width):
     launched = record_launches(python, tiled)
     got = module[func.sym_name](*inputs)
     assert launched == tiled
-    got = got if isinstance(got, tuple) else (got,)
-    n_ops, reduced = program_size(func)
-    for e, g in zip(expected, got):
-        assert_close(np.asarray(g), e, n_ops, reduced=reduced)
+    assert_results_close(func, expected, got)
 
 
 @fuzz_settings("permute")
