@@ -189,3 +189,20 @@ def test_models_script_selects_models_and_renders_its_table():
     table = models.markdown(results)
     assert "| mlp | 0.500 | 1.000 | 0.400 | 2.00x | 11 -> 2 | 1.200 | 3.400 | 3.0e-07 | yes |" in table
     assert "| gpt2 | - | - | - | - | - | - | - | MlfuseError: ... | NO |" in table
+
+
+def test_cost_model_error_sets_each_measured_case_beside_its_estimate():
+    """benchmarks/cost_model_error.py: measured / estimated per case, by family; cases
+    without a measurement (and latency cases) are left out rather than guessed."""
+    import cost_model_error as cme
+    table = cme.rows({"softmax": {"mlfuse": 0.2}, "matmul_decode": {"mlfuse": 0.05},
+                      "small_latency": {"mlfuse": 13.0}})
+    by_case = {r["case"]: r for r in table}
+    assert set(by_case) == {"softmax", "matmul_decode"}
+    soft = by_case["softmax"]
+    assert soft["family"] == "memory" and soft["schedules"] == "row"
+    assert soft["measured_us"] == pytest.approx(200.0)
+    assert soft["ratio"] == pytest.approx(200.0 / soft["estimated_us"])
+    assert by_case["matmul_decode"]["family"] == "contraction"
+    lines = cme.summary(table)
+    assert lines[0].startswith("memory: 1 cases") and lines[1].startswith("contraction: 1 cases")
