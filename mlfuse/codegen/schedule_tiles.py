@@ -279,8 +279,10 @@ class TilesEmitter(KernelEmitter):
                 self.early[id(load)] = self.local_array(
                     f"{self.namer(load.operands[0])}_in", dtype, str(self.steps * width))
             loads_in, accesses = self.plan_offsets(self.tiled), self.plan_offsets(body)
-            early = [o for o in accesses if isinstance(o, LoadOp)]
-            later = [o for o in accesses if not isinstance(o, LoadOp)]
+            # loads issued ahead, into local arrays (of a type one holds: not bool)
+            early = [o for o in accesses if isinstance(o, LoadOp)
+                     and COMPUTE_TYPE[o.result.type.dtype] in SHARED_TYPE]
+            later = [o for o in accesses if o not in early]
             for o in early:
                 slots = (1 if self.is_once(o) else self.steps) * \
                     (width if id(o) in self.moved else 1)
