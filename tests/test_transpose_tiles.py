@@ -62,7 +62,8 @@ def test_explain_names_the_tiles_and_why():
     text = format_text(explain_module(module, {"N": 8192, "M": 8192}))
     assert "[transpose-tiles over ['M', 'N']]" in text
     assert "schedule: reads of %x step along axis 0 (M), the stores along axis 1 (N): " \
-           "32x32 shared-memory tiles make both coalesced" in text
+           "32x32 shared-memory tiles (64x64 moving vectors where 4 divides both) make both " \
+           "coalesced" in text
     assert "kernels:       2 -> 1" in text
 
 
@@ -147,8 +148,9 @@ def test_thread_layouts_move_every_value_once_without_bank_conflicts():
     threads take every (vector, row) of their ROWS rows once, and each warp's shared
     accesses of one value of its vectors fall on 32 different banks, in both phases."""
     from mlfuse.codegen.schedule_tiles import thread_layout
-    for tile, threads, width in [(32, 256, 1), (32, 128, 4), (64, 256, 4), (64, 512, 4),
-                                 (64, 256, 2), (32, 64, 1), (8, 16, 1), (8, 8, 4)]:
+    for tile, threads, width in [(32, 256, 1), (32, 128, 4), (32, 256, 4), (64, 256, 4),
+                                 (64, 512, 4), (64, 128, 4), (64, 256, 2), (32, 64, 1),
+                                 (8, 16, 1), (8, 8, 4)]:
         lane_v, lane_r, rows = thread_layout(tile, threads, width)
         spots = [(eval(lane_v, {"t": t}), eval(lane_r, {"t": t})) for t in range(threads)]
         assert sorted(spots) == [(v, r) for v in range(tile // width) for r in range(rows)]
