@@ -490,4 +490,4 @@ def tiles_launch(host, kernel, points: str, args: list[str]) -> None:
     host.guarded(op, points, host.vector_choice(kernel, calls, VECTOR))
 
 
-__all__ = ["emit_tiles", "thread_layout", "tiles_launch", "tile_shape"]
+__all__ = ["emit_tiles", "thread_layout", "tile_shape", "tiles_launch"]
