@@ -46,6 +46,10 @@ class Target:
                                 # vector_width.
     transpose_tile: int = 32    # transpose-tiles: a block's tile is this square of points
     transpose_tile_rows: int = 8  # rows of the tile its threads take at once (threads: x tile)
+    transpose_vector_tile: int = 64  # transpose-tiles' vector kernel (extents that
+                                # vector_width divides, aligned buffers): its square's side
+    transpose_vector_threads: int = 256  # ... and its threads (64 x 64 / 256: each thread
+                                # moves 4 vectors of vector_width values each way)
     strided_read_factor: float = 4.0  # a permuted read's cost over a coalesced one (bytes):
                                 # each 4-byte value costs a 32-byte sector, of which L1/L2
                                 # serve part to the neighbouring threads (transpose_add, H100:

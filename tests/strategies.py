@@ -555,11 +555,13 @@ def inputs_for(draw, func, dims: dict, special: bool = True, huge: bool = False)
 def permuted_programs(draw):
     """A transpose of rank 2-4 fused with elementwise work: ``op(transpose(x, perm), y)``
     and maybe a second input read transposed, in f32, f16 or bf16, over dims long enough
-    for transpose tiles (17: part of a square) and short ones. Sizes are concrete, so the
+    for transpose tiles (17, 20: part of a square) and short ones. Sizes are concrete, so the
     schedule the fuse pass picks is the one the simulator runs."""
     rank = draw(st.integers(2, 4))
     dtype = draw(st.sampled_from(["f32", "f16", "bf16"]))
-    shape = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 16, 17]), min_size=rank, max_size=rank)))
+    # 16 and 20: tiles' vector kernel (whole vectors); 17: the scalar one (ragged)
+    shape = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 16, 17, 20]), min_size=rank,
+                                max_size=rank)))
     assume(int(np.prod(shape)) <= 2048)  # the simulator runs a Python thread per point
     perm = draw(st.permutations(range(rank)))
     out = tuple(shape[i] for i in perm)

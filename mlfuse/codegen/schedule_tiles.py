@@ -3,32 +3,46 @@
 The kernel's ``tile_axes`` are (A, B): A the axis its permuted loads step along
 (dialects/permute.py), B its innermost axis. A block takes a TILE x TILE square of
 points of those two axes (the other axes fixed, from the block index; blocks stride
-over squares) with TILE x ROWS threads, each taking TILE // ROWS points of it:
+over squares). Each thread moves WIDTH neighbouring values at a time (a vector: WIDTH
+is 1 in the scalar kernel, ``vector_width`` in the vector one) in STEPS steps ROWS
+apart:
 
-1. threads step along A (lane ``tx`` is A's offset): each loads the permuted loads at
-   its points into shared tiles ``tile[tx, row]``. Neighbouring threads read
-   neighbouring addresses (the loads' last index follows A): coalesced.
-2. a barrier; then threads step along B (``tx`` is B's offset) and run the kernel's body
-   at their points, reading the permuted loads from ``tile[row, tx]`` and everything
-   else from memory directly (their last index follows B: coalesced), and store.
-3. a barrier before the next square refills the tiles.
+1. fill: threads step along A (a thread's vector is WIDTH neighbours along A): each
+   loads the permuted loads at its points into registers (all steps' loads issued
+   before any is used), then writes them into shared tiles ``tile[a, b]``. Neighbouring
+   threads read neighbouring addresses (the loads' last index follows A): coalesced.
+2. a barrier; then threads step along B (a vector is WIDTH neighbours along B): the
+   other loads that take flat offsets are issued for every step first (a store cannot
+   pass a load it might alias, so loads between stores would wait in turn), then the
+   body runs at each point, reading the permuted loads from ``tile[a, b]``, and stores.
+3. a barrier before the next square refills the tiles (only where there is one).
 
-A tile row is TILE + 1 values long, so the column that step 1 writes falls on TILE
-different shared-memory banks (no bank conflicts), and the row step 2 reads as well.
-Points past the end of an axis (a square at the edge) load and store nothing. f16 and
-bf16 values are held in the tile as float32 (their compute type).
+Threads map to the square so that no shared access conflicts (``thread_layout``): a
+warp spans 32 values of the vector axis (32 / WIDTH lanes) and WIDTH rows, and a tile
+row is TILE + 1 values long (TILE is a multiple of 32 on the GPU): a lane's word is
+``(WIDTH * v + k) * (TILE + 1) + r`` in phase 1, ``r * (TILE + 1) + WIDTH * v + k`` in
+phase 2 (v the lane's vector, r its row, k the value in the vector), which is
+``WIDTH * v + r + k`` mod 32: 32 different banks in either phase (tests check the
+formulas). f16 and bf16 values are held in the tile as float32 (their compute type).
+
+Two kernels: the vector kernel (16-byte loads and stores of f32 along both axes, 8 of
+f16), which the host launches where ``vector_width`` divides both tiled extents and the
+buffers it moves whole are aligned; the scalar kernel elsewhere (ragged extents).
+Points past the end of an axis (a square at the edge) load and store nothing.
 
 Addressing: an access whose every index is a loop index or a constant (a transpose, a
-broadcast, the store) is an offset into its buffer's flat view (addressing.py). The
-block computes each such offset once per square and thread, for its first point: the
+broadcast, the store) is an offset into its buffer's flat view (addressing.py), in 64
+bits (the 32-bit twin of an earlier version was no leaner: Numba widens uint32 sums to
+64 bits and NVVM keeps the truncations as masks; its SASS was 5-6% longer). The block
+computes each such offset once per square and thread, for its first point: the
 divisions that find the square's outer indices happen once a square, and a thread's
 next point is that offset plus a constant multiple of one stride. Other accesses
-(indices computed from loop indices) index the buffer as usual. Two kernels differ in
-the offsets' width: the host launches the one with 32-bit offsets where every flat
-buffer has fewer than 2**31 elements, the 64-bit one elsewhere.
+(indices computed from loop indices, and in the vector kernel accesses along B that
+move no vector) index the buffer as usual.
 
-On the simulator the square is small (8 x 8, 2 rows at once) so that tests at tiny sizes
-cover several squares, edges included; the code is the same.
+On the simulator the square is small (8 x 8: 16 threads, 4 steps in the scalar kernel;
+8 threads, 2 steps in the vector one) so that tests at tiny sizes cover several
+squares, edges included; the code is the same.
 """
 from __future__ import annotations
 
@@ -41,21 +55,46 @@ from mlfuse.ir.core import Operation, Value
 
 from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, kernel_interface
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
+from mlfuse.codegen.vector import vector_buffers, vectorizable
 
 _DOC = ("Transpose tiles over [{space}]: a block takes {tile}x{tile} points of axes {a} and "
         "{b}; loads along axis {a} go through shared memory, so loads and stores coalesce. "
-        "Offsets in {bits} bits.")
-SIMULATOR_TILE, SIMULATOR_ROWS = 8, 2
-_LOCALS = ("tx", "ty", "row", "square", "n_squares", "squares_a", "squares_b", "outer",
-           "a0", "b0", "ia", "ib")
-# variant -> the type a flat offset is cast to where it indexes (unsigned: no wraparound)
-OFFSET_TYPES = {"transpose-tiles": "numba.uint32", "transpose-tiles-wide": "numba.uint64"}
+        "{how}.")
+SCALAR, VECTOR = "transpose-tiles", "transpose-tiles-vector"
+SIMULATOR = {SCALAR: (8, 16), VECTOR: (8, 8)}  # (TILE, threads) under the simulator
+OFFSET = "numba.uint64"  # the type a flat offset is cast to where it indexes
+_LOCALS = ("t", "lane_v", "lane_r", "square", "n_squares", "squares_a",
+           "squares_b", "outer", "a0", "b0", "first_b", "k")
 
 
-def tile_shape(target: str, hw) -> tuple[int, int]:
-    """(TILE, ROWS): the square's side and the rows its threads take at once."""
-    return (hw.transpose_tile, hw.transpose_tile_rows) if target == "cuda" else \
-        (SIMULATOR_TILE, SIMULATOR_ROWS)
+def tile_shape(target: str, hw, variant: str = SCALAR) -> tuple[int, int, int]:
+    """(TILE, threads, WIDTH) of a variant's kernel: the square's side, its block's
+    threads, the values a thread moves at a time."""
+    width = hw.vector_width if variant == VECTOR else 1
+    if target != "cuda":
+        return (*SIMULATOR[variant], width)
+    if variant == VECTOR:
+        return hw.transpose_vector_tile, hw.transpose_vector_threads, width
+    return hw.transpose_tile, hw.transpose_tile * hw.transpose_tile_rows, width
+
+
+def thread_layout(tile: int, threads: int, width: int, t: str = "t") -> tuple[str, str, int]:
+    """Thread ``t``'s vector ``v`` (along the vector axis: values WIDTH * v ...) and row
+    ``r`` (along the other axis) in a step, as expressions of ``t``, and ROWS, the rows a
+    step covers. A warp takes 32 values (32 / WIDTH lanes) of the vector axis in WIDTH
+    rows (fewer where the tile is narrower), so each phase's shared accesses fall on 32
+    banks (the module doc)."""
+    span = min(tile, 32)
+    lanes, groups = span // width, tile // span  # lanes along a span; spans across
+    if lanes < 1 or tile % span or (threads * width) % tile or \
+            tile % (threads * width // tile) or (groups > 1 and threads % (32 * groups)):
+        raise ValueError(f"transpose tiles: {threads} threads cannot move a {tile}x{tile} "
+                         f"square {width} values at a time")
+    rows = threads * width // tile
+    if groups == 1:
+        return f"{t} % {lanes}", f"{t} // {lanes}", rows
+    return (f"{t} % {lanes} + {lanes} * ({t} // 32 % {groups})",
+            f"{t} % 32 // {lanes} + {32 // lanes} * ({t} // {32 * groups})", rows)
 
 
 def _index_slice(body, loads: list[Operation]) -> list[Operation]:
@@ -80,34 +119,64 @@ def _key(buf: Value, indices: list[Value]) -> tuple:
     return (id(buf),) + tuple(id(v) for v in indices)
 
 
+def _along(op: Operation, arg: Value) -> bool:
+    """Whether ``op`` moves a vector along loop index ``arg`` (its last index, alone)."""
+    return vectorizable(op, arg, lambda v: v is not arg)
+
+
+def vector_accesses(op) -> list[Operation] | None:
+    """The accesses a vector kernel of ``op`` moves whole: its tiled loads (along A)
+    and the flat loads and stores along B; None where a tiled load cannot move whole
+    vectors (then only the scalar kernel exists)."""
+    args = list(op.body.args)
+    a, b = op["tile_axes"]
+    tiled = tiled_loads(op)
+    if not all(_along(o, args[a]) and _flat_indices(o, args) for o in tiled):
+        return None
+    rest = [o for o in op.body.ops if o not in tiled and isinstance(o, (LoadOp, StoreOp))]
+    return tiled + [o for o in rest if _along(o, args[b]) and _flat_indices(o, args)]
+
+
+def _flat_indices(op: Operation, args) -> bool:
+    """Whether every index of the access ``op`` is a loop index or a constant."""
+    indices = access_parts(op)[1]
+    return bool(indices) and all(any(v is x for x in args) or
+                                 isinstance(getattr(v, "op", None), ConstantOp) for v in indices)
+
+
 class TilesEmitter(KernelEmitter):
     def __init__(self, op, name, variant, target, helpers, hw, taken=()):
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.schedule = "pointwise"  # every statement is the thread's own
-        self.tile, self.rows = tile_shape(target, hw)
-        self.launch_bound = str(self.tile * self.rows)
-        self.offset_type = OFFSET_TYPES[variant]
+        self.tile, self.threads, self.width = tile_shape(target, hw, variant)
+        self.rows = thread_layout(self.tile, self.threads, self.width)[2]
+        self.steps = self.tile // self.rows
+        self.launch_bound = str(self.threads)
         self.tiled = tiled_loads(op)
+        self.moved = {id(o) for o in vector_accesses(op) or []} if self.width > 1 else set()
         self.tiles: dict[int, str] = {}  # id(load) -> its shared tile
+        self.early: dict[int, str] = {}  # id(load) -> the local array it is loaded into
+        self.once: set[int] = set()  # early loads taken once a square (the same each step)
         for n in _LOCALS:
             self.local[n] = self.namer.fresh(n)
-        self.flat: dict[int, str] = {}  # id(buffer) -> its flat view
+        self.flat_views: dict[int, str] = {}  # id(buffer) -> its flat view
         # _key(access) -> (the thread's offset at its current point, what it moves by to
         # the next point or None); _key(access) -> the name of that step
         self.offsets: dict[tuple, tuple[str, str | None]] = {}
-        self.steps: dict[tuple, str] = {}
+        self.offset_steps: dict[tuple, str] = {}
 
     # -- flat offsets ------------------------------------------------------------------
     def flat_access(self, op: Operation):
-        """(buffer, indices, dims) of an access whose indices are all loop indices or
-        constants, with its buffer's extents as code (dims); None for other accesses."""
-        buf, indices = access_parts(op)
-        if not indices:
-            return None
+        """(buffer, indices, dims) of an access that takes a flat offset: its indices are
+        all loop indices or constants, and in the vector kernel it moves a vector or
+        does not follow B (its offset is the same for a vector's values); else None."""
         args = list(self.op.body.args)
-        for v in indices:
-            if not (any(v is a for a in args) or isinstance(getattr(v, "op", None), ConstantOp)):
-                return None
+        if not _flat_indices(op, args):
+            return None
+        buf, indices = access_parts(op)
+        b = args[self.op["tile_axes"][1]]
+        if self.width > 1 and id(op) not in self.moved and any(v is b for v in indices):
+            return None
         try:
             dims = [self.extent(d) for d in buf.type.shape]
         except KeyError:  # an extent the kernel does not take
@@ -121,13 +190,13 @@ class TilesEmitter(KernelEmitter):
             if isinstance(o, (LoadOp, MaskedLoadOp, StoreOp)) and self.flat_access(o):
                 found.append(o)
                 buf = access_parts(o)[0]
-                if id(buf) not in self.flat:
+                if id(buf) not in self.flat_views:
                     name = self.namer(buf)
                     if buf.type.rank > 1:
                         self.helpers.add("_flat")
                         name = self.namer.fresh(f"{name}_flat")
                         self.w.line(f"{name} = _flat({self.namer(buf)})")
-                    self.flat[id(buf)] = name
+                    self.flat_views[id(buf)] = name
         return found
 
     def thread_offsets(self, accesses: list[Operation], lane_a: str, lane_b: str) -> None:
@@ -151,8 +220,8 @@ class TilesEmitter(KernelEmitter):
                 text = f"({text}) * {dims[d]} + {terms[d]}" if d > 1 else \
                     f"{text} * {dims[d]} + {terms[d]}"
             name = self.namer.fresh(f"{self.namer(buf)}_at")
-            self.w.line(f"{name} = {self.offset_type}({text.strip('()') if len(terms) == 1 else text})")
-            self.offsets[key] = (name, self.steps.get(key))
+            self.w.line(f"{name} = {OFFSET}({text.strip('()') if len(terms) == 1 else text})")
+            self.offsets[key] = (name, self.offset_steps.get(key))
 
     def plan_steps(self, accesses: list[Operation], step: int) -> None:
         """Before the squares: how far each access's offset moves from a thread's point
@@ -164,45 +233,72 @@ class TilesEmitter(KernelEmitter):
             key = _key(buf, indices)
             strides = [" * ".join(dims[d + 1:]) or "1" for d, v in enumerate(indices)
                        if v is args[step]]
-            if key in self.steps or not strides:
+            if key in self.offset_steps or not strides:
                 continue
             name = self.namer.fresh(f"{self.namer(buf)}_step")
             total = " + ".join(f"({s})" if len(strides) > 1 else s for s in strides)
-            self.w.line(f"{name} = {self.offset_type}({self.rows} * "
+            self.w.line(f"{name} = {OFFSET}({self.rows} * "
                         f"{total if total.isidentifier() or total.isdigit() else f'({total})'})")
-            self.steps[key] = name
+            self.offset_steps[key] = name
 
     def subscript(self, buf: Value, indices: list[Value]) -> str:
         found = self.offsets.get(_key(buf, indices))
         if found is None:
-            return super().subscript(buf, indices)
-        return f"{self.flat[id(buf)]}[{found[0]}]"
+            return f"{self.namer(buf)}[{self.index(indices)}]"
+        return f"{self.flat_views[id(buf)]}[{found[0]}]"
+
+    def vector_move(self, op: Operation, values: str, slot: str) -> str:
+        """The vector load or store of ``op`` at its current offset, from or into
+        ``values[slot ...]``."""
+        buf, indices = access_parts(op)
+        move = "_store_vector" if isinstance(op, StoreOp) else "_load_vector"
+        offset = self.offsets[_key(buf, indices)][0]
+        return f"{move}({self.flat_views[id(buf)]}, ({offset},), {values}, {slot})"
 
     def advance(self) -> None:
         """After a point: each offset that moves to the thread's next point."""
         for name, step in self.offsets.values():
             if step:
-                self.w.line(f"{name} = {self.offset_type}({name} + {step})")
+                self.w.line(f"{name} = {OFFSET}({name} + {step})")
 
     # -- the kernel --------------------------------------------------------------------
     def emit(self) -> str:
-        w, loc, tile = self.w, self.local, self.tile
+        w, loc, tile, width = self.w, self.local, self.tile, self.width
         args, extents = self.op.body.args, self.op.extent_list
         a, b = self.op["tile_axes"]
-        bits = "32" if self.offset_type == "numba.uint32" else "64"
-        doc = _DOC.format(space="{space}", tile=tile, a=a, b=b, bits=bits)
+        how = (f"{width} values a vector" if width > 1 else "One value at a time") + \
+            f", {self.threads} threads, offsets in 64 bits"
+        doc = _DOC.format(space="{space}", tile=tile, a=a, b=b, how=how.capitalize())
         body = [o for o in self.op.body.ops if id(o) not in {id(t) for t in self.tiled}]
         with self.kernel_def(doc=doc):
             for load in self.tiled:
-                dtype = SHARED_TYPE[COMPUTE_TYPE[load.result.type.dtype]]
+                dtype = COMPUTE_TYPE[load.result.type.dtype]
                 self.tiles[id(load)] = self.namer.fresh(f"{self.namer(load.operands[0])}_tile")
-                w.line(f"{self.tiles[id(load)]} = cuda.shared.array(({tile}, {tile + 1}), {dtype})"
-                       "  # +1: a column spans every bank")
+                w.line(f"{self.tiles[id(load)]} = cuda.shared.array(({tile}, {tile + 1}), "
+                       f"{SHARED_TYPE[dtype]})  # +1: a warp's accesses on 32 banks")
+                self.early[id(load)] = self.local_array(
+                    f"{self.namer(load.operands[0])}_in", dtype, str(self.steps * width))
             loads_in, accesses = self.plan_offsets(self.tiled), self.plan_offsets(body)
+            # loads issued ahead, into local arrays (of a type one holds: not bool)
+            early = [o for o in accesses if isinstance(o, LoadOp)
+                     and COMPUTE_TYPE[o.result.type.dtype] in SHARED_TYPE]
+            later = [o for o in accesses if o not in early]
+            for o in early:
+                slots = (1 if self.is_once(o) else self.steps) * \
+                    (width if id(o) in self.moved else 1)
+                self.early[id(o)] = self.local_array(f"{self.namer(o.operands[0])}_vals",
+                                                     COMPUTE_TYPE[o.result.type.dtype], str(slots))
+            for o in later:
+                if isinstance(o, StoreOp) and id(o) in self.moved:
+                    buf = o.operands[1]
+                    self.staged[id(o)] = self.local_array(f"{self.namer(buf)}_out",
+                                                          COMPUTE_TYPE[buf.type.dtype], str(width))
             self.plan_steps(loads_in, b)
             self.plan_steps(accesses, a)
-            w.line(f"{loc['tx']} = cuda.threadIdx.x % {tile}")
-            w.line(f"{loc['ty']} = cuda.threadIdx.x // {tile}")
+            w.line(f"{loc['t']} = cuda.threadIdx.x")
+            lane_v, lane_r, _ = thread_layout(tile, self.threads, width, loc["t"])
+            w.line(f"{loc['lane_v']} = {lane_v}  # the thread's vector in a step")
+            w.line(f"{loc['lane_r']} = {lane_r}  # and its row (the module doc)")
             size_a, size_b = self.extent(extents[a]), self.extent(extents[b])
             w.line(f"{loc['squares_a']} = ({size_a} + {tile - 1}) // {tile}")
             w.line(f"{loc['squares_b']} = ({size_b} + {tile - 1}) // {tile}")
@@ -210,93 +306,188 @@ class TilesEmitter(KernelEmitter):
             w.line(f"{loc['n_squares']} = {self.points([extents[d] for d in outer])} * "
                    f"{loc['squares_a']} * {loc['squares_b']}")
             w.line(f"{loc['square']} = numba.int64(cuda.blockIdx.x)")
+            vec = f"{width} * {loc['lane_v']}" if width > 1 else loc["lane_v"]
             with w.indented(f"while {loc['square']} < {loc['n_squares']}:"):
                 self.helpers.add("_divmod_index")
                 w.line(f"{loc['outer']}, {loc['rest']} = _divmod_index({loc['square']}, "
                        f"{loc['squares_a']} * {loc['squares_b']})")
                 self.unravel_into(loc["outer"], [args[d] for d in outer],
                                   [extents[d] for d in outer])
-                first_a, first_b = self.namer.fresh("first_a"), self.namer.fresh("first_b")
-                w.line(f"{first_a}, {first_b} = _divmod_index({loc['rest']}, {loc['squares_b']})")
-                w.line(f"{loc['a0']} = {first_a} * {tile}")
-                w.line(f"{loc['b0']} = {first_b} * {tile}")
-                w.line("# threads along the loads' axis: each loads its points into the tiles")
-                self.offsets = {}
-                self.thread_offsets(loads_in, loc["tx"], loc["ty"])
-                with self.each_point(loc["tx"], loc["ty"]):
-                    plain = [o for o in self.tiled if o not in loads_in]
-                    for o in _index_slice(self.op.body, plain):
-                        self.statement(o, shared=False)
-                    for o in self.tiled:
-                        w.line(f"{self.tiles[id(o)]}[{loc['tx']}, {loc['ty']} + {loc['row']}] = "
-                               f"{self.load_expression(o)}")
+                square_a, square_b = self.namer.fresh("square_a"), self.namer.fresh("square_b")
+                w.line(f"{square_a}, {square_b} = _divmod_index({loc['rest']}, {loc['squares_b']})")
+                w.line(f"{loc['a0']} = {square_a} * {tile}")
+                w.line(f"{loc['b0']} = {square_b} * {tile}")
+                self.fill_tiles(loads_in, vec)
                 w.line("cuda.syncthreads()")
-                w.line("# threads along the innermost axis: compute and store their points")
+                w.line("# threads along the innermost axis: load every step's values, then "
+                       "compute and store")
                 self.offsets = {}
-                self.thread_offsets(accesses, loc["ty"], loc["tx"])
-                with self.each_point(loc["ty"], loc["tx"]):
-                    self.block(self.op.body, top=False)
-                w.line("cuda.syncthreads()  # the next square refills the tiles")
+                self.thread_offsets(early, loc["lane_r"], vec)
+                once = [o for o in early if self.is_once(o)]
+                if once:  # the same values at every step (a broadcast along A): loaded once
+                    self.early_once(once, vec)
+                if len(once) < len(early):
+                    with self.each_step(along_b=True):
+                        for o in early:
+                            if o not in once:
+                                self.early_load(o)
+                self.offsets = {}
+                self.thread_offsets(later, loc["lane_r"], vec)
+                with self.each_step(along_b=True):
+                    if width == 1:
+                        self.block(self.op.body, top=False)
+                    else:
+                        with w.indented(f"for {loc['slot']} in range({width}):"):
+                            w.line(f"{self.namer(args[b])} = {loc['first_b']} + {loc['slot']}")
+                            self.block(self.op.body, top=False)
+                        for o in later:
+                            if id(o) in self.staged:
+                                w.line(self.vector_move(o, self.staged[id(o)], "0"))
                 w.line(f"{loc['square']} += cuda.gridDim.x")
+                with w.indented(f"if {loc['square']} < {loc['n_squares']}:"):
+                    w.line("cuda.syncthreads()  # the next square refills the tiles")
         return w.text()
 
+    def fill_tiles(self, loads_in: list[Operation], vec: str) -> None:
+        """Phase 1: every step's permuted loads into registers, then into the tiles."""
+        w, loc, width = self.w, self.local, self.width
+        w.line("# threads along the loads' axis: load every step's values, then fill the tiles")
+        self.offsets = {}
+        self.thread_offsets(loads_in, vec, loc["lane_r"])
+        with self.each_step(along_b=False):
+            plain = [o for o in self.tiled if o not in loads_in]
+            for o in _index_slice(self.op.body, plain):
+                self.statement(o, shared=False)
+            for o in self.tiled:
+                self.early_load(o)
+        row = f"{loc['lane_r']} + {loc['step']} * {self.rows}"
+        with w.indented(f"for {loc['step']} in range({self.steps}):"):  # (edges: unread)
+            for o in self.tiled:
+                tile, values = self.tiles[id(o)], self.early[id(o)]
+                if width == 1:
+                    w.line(f"{tile}[{vec}, {row}] = {values}[{loc['step']}]")
+                    continue
+                with w.indented(f"for {loc['k']} in range({width}):"):
+                    w.line(f"{tile}[{vec} + {loc['k']}, {row}] = "
+                           f"{values}[{loc['step']} * {width} + {loc['k']}]")
+
+    def is_once(self, load: Operation) -> bool:
+        """Whether a phase-2 early load reads the same values at every step: no index
+        follows A."""
+        a = self.op.body.args[self.op["tile_axes"][0]]
+        return not any(v is a for v in access_parts(load)[1])
+
+    def early_once(self, loads: list[Operation], vec: str) -> None:
+        """``loads`` (which do not follow A) for every step at once, where B's index
+        exists."""
+        w, loc = self.w, self.local
+        b = self.op["tile_axes"][1]
+        index = loc["first_b"] if self.width > 1 else self.define(self.op.body.args[b], f"i{b}")
+        w.line(f"{index} = {loc['b0']} + {vec}")
+        with w.indented(f"if {index} < {self.extent(self.op.extent_list[b])}:"):
+            for o in loads:
+                self.once.add(id(o))
+                self.early_load(o, "0")
+
+    def early_load(self, op: Operation, step: str | None = None) -> None:
+        """``op`` at the current step into its local array: a whole vector where it
+        moves one, else one value."""
+        values, step = self.early[id(op)], step or self.local["step"]
+        if id(op) in self.moved:
+            self.w.line(self.vector_move(op, values, "0" if step == "0" else f"{step} * {self.width}"))
+        else:
+            self.w.line(f"{values}[{step}] = {self.load_expression(op)}")
+
     @contextmanager
-    def each_point(self, along_a: str, along_b: str):
-        """A thread's points of the square that exist, ROWS apart along the axis whose
-        offset is ``ty`` (``along_a``/``along_b``: the lane giving each axis's offset);
-        after each point, the offsets move to the next."""
-        w, loc, tile = self.w, self.local, self.tile
+    def each_step(self, along_b: bool):
+        """The thread's steps of the square, ROWS rows apart, at points that exist (a
+        vector's first one: whole vectors exist or not); after each step the offsets
+        move to the next. ``along_b``: the thread's vector lies along B (phase 2)."""
+        w, loc, width = self.w, self.local, self.width
         a, b = self.op["tile_axes"]
         args, extents = self.op.body.args, self.op.extent_list
         ia, ib = self.define(args[a], f"i{a}"), self.define(args[b], f"i{b}")
-
-        def offset(lane: str) -> str:
-            return f"{lane} + {loc['row']}" if lane == loc["ty"] else lane
-        with w.indented(f"for {loc['row']} in range(0, {tile}, {self.rows}):"):
-            w.line(f"{ia} = {loc['a0']} + {offset(along_a)}")
-            w.line(f"{ib} = {loc['b0']} + {offset(along_b)}")
+        vec = f"{width} * {loc['lane_v']}" if width > 1 else loc["lane_v"]
+        row = f"{loc['lane_r']} + {loc['step']} * {self.rows}"
+        with w.indented(f"for {loc['step']} in range({self.steps}):"):
+            if along_b:
+                w.line(f"{ia} = {loc['a0']} + {row}")
+                if width > 1:
+                    ib = loc["first_b"]  # each value's own index: in the lanes' loop
+                w.line(f"{ib} = {loc['b0']} + {vec}")
+            else:
+                w.line(f"{ia} = {loc['a0']} + {vec}")
+                w.line(f"{ib} = {loc['b0']} + {row}")
             with w.indented(f"if {ia} < {self.extent(extents[a])} and "
                             f"{ib} < {self.extent(extents[b])}:"):
                 yield
             self.advance()
 
     def load_statement(self, op: Operation) -> None:
-        if id(op) not in self.tiles:
+        loc = self.local
+        if id(op) not in self.early:
             super().load_statement(op)
             return
-        loc = self.local
         name = self.define(op.result, self.namer(op.operands[0]) + "_v")
-        self.w.line(f"{name} = {self.tiles[id(op)]}[{loc['ty']} + {loc['row']}, {loc['tx']}]")
+        if id(op) in self.tiles:
+            col = f"{self.width} * {loc['lane_v']} + {loc['slot']}" if self.width > 1 \
+                else loc["lane_v"]
+            self.w.line(f"{name} = {self.tiles[id(op)]}"
+                        f"[{loc['lane_r']} + {loc['step']} * {self.rows}, {col}]")
+            return
+        step = "0" if id(op) in self.once else loc["step"]
+        slot = step if id(op) not in self.moved else loc["slot"] if step == "0" else \
+            f"{step} * {self.width} + {loc['slot']}"
+        self.w.line(f"{name} = {self.early[id(op)]}[{slot}]")
+
+
+def _vector_extents(op, width: int) -> list[str] | None:
+    """The tiled extents the host must find ``width`` dividing (symbols); None where one
+    is known not to (or is a product: no vector kernel)."""
+    found = []
+    for d in op["tile_axes"]:
+        e = op.extent_list[d]
+        if isinstance(e, int):
+            if e % width:
+                return None
+        elif isinstance(e, str):
+            found.append(e)
+        else:
+            return None
+    return list(dict.fromkeys(found))
 
 
 def emit_tiles(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
-    """The 32-bit kernel (named ``name``) and its 64-bit twin."""
-    variants = {"transpose-tiles": name, "transpose-tiles-wide": names.fresh(f"{name}_wide")}
+    """The scalar kernel (named ``name``) and, where its loads allow, the vector one."""
+    moved = vector_accesses(op) if hw.vector_width > 1 else None
+    extents = _vector_extents(op, hw.vector_width) if moved is not None else None
+    variants = {SCALAR: name}
+    if extents is not None:
+        variants[VECTOR] = names.fresh(f"{name}_vector")
+        helpers.add("_vector_access")
     emitters = [TilesEmitter(op, kname, kind, target, helpers, hw, names.taken)
                 for kind, kname in variants.items()]
     text = "\n\n".join(e.emit() for e in emitters)
-    flat = [b for b in kernel_interface(op).buffers if id(b) in emitters[0].flat]
+    launch = {kind: tile_shape(target, hw, kind)[:2] for kind in variants}
     return KernelCode(op, "transpose-tiles", kernel_interface(op), [], variants, text,
-                      launch={"tile": emitters[0].tile, "rows": emitters[0].rows, "flat": flat})
+                      vector_buffers(moved) if extents is not None else [], extents or [],
+                      launch=launch)
 
 
 def tiles_launch(host, kernel, points: str, args: list[str]) -> None:
     """One block per square of the tiled axes (up to MAX_BLOCKS; blocks stride over the
-    rest), TILE x ROWS threads each; the 32-bit kernel where every buffer it indexes
-    flat has fewer than 2**31 elements."""
+    rest); the vector kernel where its vectors are whole and aligned."""
     op = kernel.op
-    tile, rows = kernel.launch["tile"], kernel.launch["rows"]
     a, b = op["tile_axes"]
     extents = op.extent_list
-    squares = [f"(({host.dim(extents[d], op)} + {tile - 1}) // {tile})" for d in (a, b)]
     outer = [host.dim(extents[d], op) for d in range(len(extents)) if d not in (a, b)]
-    grid = f"min({' * '.join(outer + squares)}, MAX_BLOCKS), {tile * rows}"
-    narrow, wide = (host.call(kernel.variants[v], grid, args) for v in OFFSET_TYPES)
-    sizes = [f"{host.namer(buf)}.size" for buf in kernel.launch["flat"]]
-    test = " and ".join(f"{s} < 2**31" for s in sizes) or "True"
-    unit = host.w.unit
-    host.guarded(op, points, [f"if {test}:  # offsets in 32 bits", unit + narrow, "else:",
-                              unit + wide])
+    calls = {}
+    for kind, kname in kernel.variants.items():
+        tile, threads = kernel.launch[kind]
+        squares = [f"(({host.dim(extents[d], op)} + {tile - 1}) // {tile})" for d in (a, b)]
+        grid = f"min({' * '.join(outer + squares)}, MAX_BLOCKS), {threads}"
+        calls[kind] = host.call(kname, grid, args)
+    host.guarded(op, points, host.vector_choice(kernel, calls, VECTOR))
 
 
-__all__ = ["emit_tiles", "tiles_launch", "tile_shape"]
+__all__ = ["emit_tiles", "thread_layout", "tile_shape", "tiles_launch"]

@@ -46,10 +46,11 @@ def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[in
     if min(sizes) < least:
         return None
     names = ", ".join(dict.fromkeys(f"%{o.operands[0].name_hint or '?'}" for o in loads))
-    tile = target.transpose_tile
+    tile, wide = target.transpose_tile, target.transpose_vector_tile
     return [axis, inner], (f"reads of {names} step along axis {axis} ({extents[axis]}), the "
                            f"stores along axis {inner} ({extents[inner]}): {tile}x{tile} "
-                           "shared-memory tiles make both coalesced")
+                           f"shared-memory tiles ({wide}x{wide} moving vectors where "
+                           f"{target.vector_width} divides both) make both coalesced")
 
 
 __all__ = ["choose_tiles"]
