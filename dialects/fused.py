@@ -57,7 +57,10 @@ class KernelOp(LoopOp):
              "split_k": Attr("int", 1),
              # a strips kernel's points per block: "columns" (a strip of neighbouring
              # points) or "rows" (one point, its reduced values contiguous)
-             "strip": Attr("str", "")}
+             "strip": Attr("str", ""),
+             # a row kernel's twin for calls with few long rows: its rows split across
+             # blocks in stages (codegen/split_stages.py), the host choosing per call
+             "split_stages": Attr("int", 0)}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

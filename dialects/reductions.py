@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlfuse.dialects.arith import ConstantOp
-from mlfuse.dialects.loops import ForOp, ReduceOp, YieldOp, combiner_identity
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, YieldOp, combiner_identity
+from mlfuse.ir.types import itemsize
 from mlfuse.ir.core import Operation
 
 
@@ -91,3 +92,16 @@ def level_ops(levels: list, level: int) -> list[Operation]:
     innermost level, its whole body but the yield."""
     nxt = levels[level + 1] if level + 1 < len(levels) else None
     return [o for o in levels[level].body.ops if o is not nxt and not isinstance(o, YieldOp)]
+
+
+def reread_value_bytes(kernel: Operation) -> int:
+    """Bytes per reduced value of the buffers that more than one of a kernel's top-level
+    loops read (what a streaming row kernel re-reads): the cost model and codegen's
+    ``_split_stages`` weigh the rows in flight by it."""
+    seen, again = {}, {}
+    for top in (o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))):
+        loaded = {id(o.operands[0]): o.operands[0].type.dtype for o in top.walk()
+                  if isinstance(o, (LoadOp, MaskedLoadOp))}
+        again.update({b: t for b, t in loaded.items() if b in seen})
+        seen.update(loaded)
+    return sum(itemsize(t) for t in again.values())

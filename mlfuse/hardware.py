@@ -38,6 +38,9 @@ class Target:
                                   # blocks (split-rows): one block reduces them fast enough
     split_blocks_per_sm: int = 4  # split-rows: a split reduction's first kernel aims at
                                   # sm_count * this blocks (the host picks the chunks)
+    split_stage_rows_per_sm: int = 2  # a row kernel called with fewer rows than sm_count *
+                                  # this, each longer than a block holds in registers, splits
+                                  # its rows across blocks (codegen/split_stages.py)
     row_reuse: bool = True      # a register-held row keeps costly values (exp, div, ...)
                                 # that later row loops would compute again
     short_row_values: int = 16  # warp-rows vector kernels: the most values of a row each

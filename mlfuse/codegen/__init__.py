@@ -25,6 +25,7 @@ from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
 from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.schedule_split import emit_split
+from mlfuse.codegen.split_stages import emit_row
 from mlfuse.codegen.schedule_tiles import emit_tiles
 from mlfuse.codegen.split_k import emit_finish, finish_name
 from mlfuse.codegen.schedule_strips import emit_strips, strip_geometry
@@ -45,7 +46,7 @@ _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THRE
                    "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "VECTOR_WIDTH_16",
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
-                   "STRIP_THREADS", "STRIP_HELD_THREADS", "SIMT_THREADS", "FULL_WARPS",
+                   "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "L2_BYTES", "SIMT_THREADS", "FULL_WARPS",
                    "_simt_shape", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
@@ -71,6 +72,8 @@ REGISTER_ROW_THREADS = {register_row_threads}  # at most, for a row held in regi
 MAX_ROW_BLOCKS = {max_row_blocks}  # a row kernel's blocks stride over rows beyond these
 ROW_MIN_BLOCKS = {row_min_blocks}  # resident per SM, asked of a register-held row kernel (0: none)
 SPLIT_BLOCKS_PER_SM = {split_blocks}  # a split-rows reduction's first kernel: blocks per SM
+SPLIT_STAGE_ROWS = {split_stage_rows}  # fewer rows than this, too long for registers: split
+L2_BYTES = {l2_bytes}  # what a kernel may re-read from L2 rather than DRAM
 VECTOR_WIDTH = {vector_width}  # values per vector load or store of a vector kernel
 VECTOR_WIDTH_16 = 2 * VECTOR_WIDTH  # 16-bit values per vector (the same bytes)
 POINTS_PER_THREAD_16 = max(POINTS_PER_THREAD, VECTOR_WIDTH_16)  # of a 16-bit vector kernel
@@ -117,11 +120,12 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
                       vector_sides=vector_sides)
 
 
-# The schedules with a module of their own; the rest (pointwise, row) are emit_kernel's.
+# The schedules with a module of their own; pointwise is emit_kernel's, and so is row
+# (split_stages.py adds the kernels of its split plan where it has one).
 SCHEDULE_EMITTERS = {"contraction": contraction_kernel, "split-rows": emit_split,
                      "split-columns": emit_split, "warp-rows": emit_warp_rows,
                      "transpose-tiles": emit_tiles,
-                     "strips": emit_strips}
+                     "strips": emit_strips, "row": emit_row}
 
 
 def _kernel_ops(func: FuncOp) -> list:
@@ -163,6 +167,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             register_row_threads=hw.row_threads,
                             max_row_blocks=hw.sm_count * hw.row_blocks_per_sm or _MOST_BLOCKS,
                             row_min_blocks=hw.row_min_blocks, split_blocks=hw.split_blocks_per_sm,
+                            split_stage_rows=hw.sm_count * hw.split_stage_rows_per_sm,
+                            l2_bytes=hw.l2_bytes,
                             vector_width=hw.vector_width,
                             load_cache=hw.load_cache, store_cache=hw.store_cache,
                             sm_count=hw.sm_count,

@@ -586,6 +586,9 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         w, loc = self.w, self.local
         k = self.define(op.body.args[0], "k")
         extent = self.extent(op.extent_list[0])
+        row_start = "0"
+        if shared:  # a block's part of the row (split_stages.py: a chunk of it)
+            row_start, extent = self.row_span(op)
         if not shared:
             with w.indented(f"for {k} in range({extent}):"):
                 yield
@@ -607,8 +610,9 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
             with ExitStack() as tiles:
                 if not self.held_rows:  # streaming: a tile of the row at a time
                     slots, start = self.stream_tile, f"{loc['base']} + {loc['tid']}"
+                    span = f"{self.stream_tile} * {loc['nthreads']}"
                     tiles.enter_context(w.indented(
-                        f"for {loc['base']} in {self.stream_order(extent, f'{self.stream_tile} * ' + loc['nthreads'])}:"))
+                        f"for {loc['base']} in {self.stream_order(extent, span, row_start)}:"))
 
                 def each_slot():
                     w.line(f"{k} = {start} + {loc['slot']} * {loc['nthreads']}")
@@ -623,8 +627,14 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
                     with each_slot():
                         yield
         else:
-            with w.indented(f"for {k} in range({loc['tid']}, {extent}, {loc['nthreads']}):"):
+            first = loc["tid"] if row_start == "0" else f"{row_start} + {loc['tid']}"
+            with w.indented(f"for {k} in range({first}, {extent}, {loc['nthreads']}):"):
                 yield
+
+    def row_span(self, op: LoopOp) -> tuple[str, str]:
+        """(start, end) of the values of a shared loop's row that this block walks:
+        the whole row here; a chunk of it in split_stages.py."""
+        return "0", self.extent(op.extent_list[0])
 
     def accumulate(self, op: ReduceOp, acc: str, shared: bool) -> None:
         """The reduce's loop: its body, then ``acc = combine(acc, yielded)``."""

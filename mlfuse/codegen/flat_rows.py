@@ -201,15 +201,15 @@ class FlatRows:
                     self.w.line(f"{names[text]} = numba.int64({text})")
                 self.flat_strides[key] = names[text]
 
-    def stream_order(self, extent: str, span: str) -> str:
+    def stream_order(self, extent: str, span: str, start: str = "0") -> str:
         """The range of tile starts of a streaming kernel's next pass over its rows: the
         passes alternate direction, so each re-read starts where the previous pass ended,
         on the values it read last (those still in L2 where a pass's rows in flight pass
         it: group norm's 132 rows of 512 KB at once on an H100, 50 MB of L2). Only the
         order of a thread's partials changes (still the same in every run)."""
         self.stream_passes = getattr(self, "stream_passes", 0) + 1
-        if self.stream_passes % 2:
-            return f"range(0, {extent}, {span})"
+        if self.stream_passes % 2 or start != "0":  # (a chunk of a row: one pass a kernel)
+            return f"range({start}, {extent}, {span})"
         return f"range(({extent} - 1) // ({span}) * ({span}), -1, -({span}))"
 
     def row_base_lines(self) -> None:

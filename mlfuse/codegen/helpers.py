@@ -190,6 +190,16 @@ def _row_threads(extent, most=1024):
     return threads
 '''
 
+_SPLIT_STAGES = '''\
+def _split_stages(points, extent, reread_bytes):
+    """Whether a row kernel's call runs its split plan (codegen/split_stages.py): rows
+    longer than a block holds in registers, and fewer than SPLIT_STAGE_ROWS of them or
+    so long that the streaming kernel's rows in flight (one an SM, ``reread_bytes`` a
+    value re-read) pass L2."""
+    return extent > VALUES_PER_THREAD * REGISTER_ROW_THREADS and (
+        points < SPLIT_STAGE_ROWS or SM_COUNT * extent * reread_bytes > L2_BYTES)
+'''
+
 _SPLIT_ROWS = '''\
 def _split_rows(points, extent):
     """Chunks per point of a split-rows reduction of ``extent`` values per point: about
@@ -393,7 +403,7 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
 _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_INDEX,
           "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
-          "_split_rows": _SPLIT_ROWS, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
+          "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
           "_strip_threads": _STRIP_THREADS,
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
           "_contraction_plan": tile_model_source()}
@@ -402,7 +412,7 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_di
     f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name)
     for c in ("add", "max", "min")] + [
     "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
-    "_row_blocks", "_row_threads", "_split_rows", "_split_columns", "_row_group", "_strip_threads",
+    "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_strip_threads",
     "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 

@@ -17,8 +17,10 @@ from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.dims import quotient_dims
 from mlfuse.ir.types import BufferType, dim_monomial, is_quotient, product_dim, symbols_of
 from mlfuse.dialects.contraction import contraction_of
+from mlfuse.dialects.reductions import reread_value_bytes
 
 from mlfuse.codegen.emit_kernel import KernelCode, dim_code, extent_factors
+from mlfuse.codegen.split_stages import stages_launch
 from mlfuse.codegen.scalar import STORAGE_TYPE
 from mlfuse.codegen.names import Namer, identifier
 from mlfuse.codegen.writer import Writer
@@ -205,6 +207,13 @@ class HostEmitter:
                 lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "
                          "registers"] + [unit + line for line in lines] + [
                          "else:", unit + calls["streaming"]]
+        if "stages" in kernel.launch:  # few long rows: each split across blocks
+            self.helpers.add("_split_stages")
+            unit = self.w.unit
+            reread = reread_value_bytes(kernel.op)
+            lines = [f"if _split_stages({points}, {row}, {reread}):"] + \
+                [unit + line for line in stages_launch(self, kernel, points, row, args)] + \
+                ["else:"] + [unit + line for line in lines]
         self.guarded(kernel.op, points, lines)
 
     def contraction_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:

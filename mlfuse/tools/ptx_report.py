@@ -65,8 +65,10 @@ def signature(op, kernel: str = ""):
         from mlfuse.codegen.emit_kernel import pointwise_variant
         if pointwise_variant(op) == "pointwise-prefetch":
             args += [types.int64] * (2 * len(lean_divisors(op)))
-    if schedule in ("split-rows", "split-columns"):  # the partial buffers and n_split
-        from mlfuse.codegen.schedule_split import partial_dtypes
+    if schedule in ("split-rows", "split-columns") or kernel == "stages":
+        # the partial buffers and n_split (a row kernel's split plan: split_stages.py)
+        from mlfuse.codegen import schedule_split, split_stages
+        partial_dtypes = (split_stages if kernel == "stages" else schedule_split).partial_dtypes
         args += [types.Array(getattr(types, d), 1, "C") for d in partial_dtypes(op)]
         args.append(types.int64)
     elif schedule == "warp-rows":  # the threads per row
@@ -179,7 +181,8 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None):
                            signature(op, "split"))
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
             finish = op.attributes.get("schedule") == "contraction"
-            yield attr, value, signature(op, "finish") if finish else signature(op)
+            staged = re.search(r"_stage\d+$|_epilogue$", attr) and op.attributes.get("split_stages")
+            yield attr, value, signature(op, "finish" if finish else "stages" if staged else "")
 
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,

@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.permute import innermost_axis, permuted_loads, tiled_loads
-from mlfuse.dialects.reductions import loop_levels
+from mlfuse.dialects.reductions import loop_levels, reread_value_bytes
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
@@ -157,6 +158,55 @@ def strip_held(kernel: Operation, dims: dict, target: Target, strip: str) -> boo
         per * strip_width(strip, target) <= target.strip_held_threads
 
 
+# Threads of a streaming row block (codegen's _LAUNCH_BOUND["streaming"]): at 64
+# registers a thread, one such block fills an SM's register file.
+STREAM_THREADS = 1024
+
+
+def row_streamed(kernel: Operation, dims: dict, target: Target) -> bool:
+    """Whether a "row" kernel runs its streaming variant: a row longer than the
+    registers variant holds (row_values_per_thread x row_threads values) and more than
+    one top-level loop, so that the later loops read the row again. Such a kernel has
+    one block of 1024 threads resident per SM (half the threads an SM holds), and its
+    re-reads come from DRAM when the rows in flight pass L2 (group norm's 132 rows of
+    512 KB at [32, 256, 64, 64]: 0.389 ms measured on the H100, x read three times at
+    half occupancy; the model says 0.38)."""
+    loops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
+    row = _reduced_extent(kernel, dims, target)
+    return len(loops) > 1 and row > target.row_values_per_thread * target.row_threads
+
+
+def stage_count(kernel: Operation) -> int:
+    """Kernels of a row kernel's split plan (codegen/split_stages.py): one per level of
+    reductions (a reduction reading another's result is a level above it), then one
+    for the loops after them."""
+    level: dict[int, int] = {}
+    top = -1
+    for o in kernel.body.ops:
+        used = [v for inner in o.walk() for v in inner.operands]
+        need = max((level.get(id(v), -1) for v in used), default=-1)
+        if isinstance(o, ReduceOp):
+            need += 1
+            top = max(top, need)
+        level.update({id(r): need for r in o.results})
+    return top + 2
+
+
+def row_split(kernel: Operation, dims: dict, target: Target) -> bool:
+    """Whether the host runs a row kernel's split plan at these sizes (the generated
+    ``_split_stages``): it has one, its rows are longer than the registers variant
+    holds, and either there are fewer than sm_count x split_stage_rows_per_sm of them
+    or the rows a streaming kernel has in flight (one per SM) pass L2, so that its
+    re-reads would come from DRAM."""
+    if not kernel.attributes.get("split_stages"):
+        return False
+    points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
+    extent = _reduced_extent(kernel, dims, target)
+    in_flight = target.sm_count * extent * reread_value_bytes(kernel)
+    return extent > target.row_values_per_thread * target.row_threads and (
+        points < target.sm_count * target.split_stage_rows_per_sm or in_flight > target.l2_bytes)
+
+
 def _strip_rereads(kernel: Operation, read: dict, dims: dict, target: Target) -> int:
     """Bytes a strips kernel reads again from DRAM: its later loops re-read the values
     its first loop read, from L2 when the strips resident at once fit there."""
@@ -180,12 +230,18 @@ def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident
     if len(tops) < 2:
         return 0
     reduced = _reduced_extent(kernel, dims, target)
-    seen, again = set(), 0
+    seen, again, own, memo = set(), 0, set(), {}
+    points = set(kernel.body.args)
     for top in tops:
-        loaded = {id(o.operands[0]) for o in top.walk() if isinstance(o, (LoadOp, MaskedLoadOp))}
+        loads = [o for o in top.walk() if isinstance(o, (LoadOp, MaskedLoadOp))]
+        loaded = {id(o.operands[0]) for o in loads}
         again += sum(buffer_bytes(read[b], dims, target) for b in loaded & seen)
         seen |= loaded
-    per_point = sum(itemsize(read[b].dtype) for b in seen) * reduced
+        # a buffer read at the same indices for every point (layernorm's gamma) is one
+        # copy in L2 for all the points in flight, not one per point
+        own |= {id(o.operands[0]) for o in loads
+                if any(arg_deps(v, memo) & points for v in o.operands[1:])}
+    per_point = sum(itemsize(read[b].dtype) for b in seen & own) * reduced
     return again if resident * per_point > target.l2_bytes else 0
 
 
@@ -202,12 +258,22 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
     points = 1
     for e in kernel["extents"]:
         points *= resolve(e, dims, target)
-    threads = points
+    threads, rereads, launches = points, 0, 1
     schedule = kernel.attributes.get("schedule")
     inner = max((resolve(op["extent"], dims, target) for op in kernel.body.ops
                  if isinstance(op, (ForOp, ReduceOp))), default=1)
     if schedule == "row":
         threads = points * min(inner, 1024)
+        if row_split(kernel, dims, target):
+            # codegen/split_stages.py: every block busy, the input read once per stage
+            threads, launches = target.sm_count * 2048, stage_count(kernel)
+            rereads = _rereads(kernel, read, dims, target, points)
+        elif row_streamed(kernel, dims, target):
+            # the streaming variant: blocks of 1024 threads capped at 64 registers, one
+            # resident per SM, each row loop re-reading its row (see row_streamed)
+            resident = min(points, target.sm_count)
+            threads = resident * STREAM_THREADS
+            rereads = _rereads(kernel, read, dims, target, resident)
     elif schedule == "warp-rows":  # a group of threads (up to a warp) per row
         threads = points * min(inner, 32)
     elif schedule == "split-rows":  # chunks of every point's reduction over the whole GPU
@@ -218,7 +284,6 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         chunks = min(128, max(1, reduced // (4 * target.row_values_per_thread)),
                      -(-target.sm_count * 1024 // max(points, 1)))
         threads = points * chunks * target.row_values_per_thread
-    rereads = 0
     if schedule in (None, "pointwise"):  # a thread per point walks its loops one by one
         rereads = _rereads(kernel, read, dims, target, min(points, target.sm_count * 2048))
     if schedule == "strips":  # a block per strip; the values its threads have in flight
@@ -240,7 +305,7 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         strided_bytes=_strided_bytes(kernel, dims, target),
         bytes_written=sum(buffer_bytes(t, dims, target) for t in written.values()),
         flops=flops, registers=live_registers(kernel.body), threads=threads,
-        walked_bytes=walked, tiled_s=tiled).with_time(target)
+        walked_bytes=walked, tiled_s=tiled, launches=launches).with_time(target)
 
 
 def _strided_bytes(kernel: Operation, dims: dict, target: Target) -> int:

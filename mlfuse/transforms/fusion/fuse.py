@@ -23,7 +23,7 @@ from mlfuse.ir.builtin import FuncOp
 from mlfuse.ir.pass_manager import Pass
 from mlfuse.hardware import Target, get_target
 
-from mlfuse.transforms.fusion.cost import ZERO, kernel_cost, resolve
+from mlfuse.transforms.fusion.cost import ZERO, kernel_cost, resolve, row_streamed
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
 from mlfuse.transforms.fusion.group_facts import GroupFacts
 from mlfuse.transforms.fusion.grouping import Group, Grouping, Move
@@ -168,7 +168,8 @@ class Planner(Grouping):
             return False, f"moves more bytes ({after.bytes} > {before.bytes})", b, a
         if a >= b:
             return False, (f"cost model: fused {a:.2f} us >= separate {b:.2f} us"
-                           + self._walked_sums(touched_new, move)), b, a
+                           + self._walked_sums(touched_new, move)
+                           + self._streamed_rows(touched_new, move)), b, a
         return True, f"cost model: fused {a:.2f} us < separate {b:.2f} us", b, a
 
     def _walked_sums(self, groups: list[Group], move: Move) -> str:
@@ -180,6 +181,20 @@ class Planner(Grouping):
             if count > 1:
                 return (f" ({count} sums of products in one kernel: not a contraction, one "
                         "thread per point would walk them)")
+        return ""
+
+    def _streamed_rows(self, groups: list[Group], move: Move) -> str:
+        """Why a refused row kernel was dear: its rows pass what a block holds in
+        registers, so it streams them (one block of 1024 threads per SM, each later loop
+        re-reading the row, from DRAM where the rows in flight pass L2), where separate
+        kernels split each row across blocks and fill the GPU (few long rows with a
+        broadcast-back epilogue: group norm, long-row softmax and layernorm)."""
+        for g in groups:
+            kernel = self.build(g, move)[0] if self.outputs(g, move) else None
+            if kernel is not None and kernel["schedule"] == "row" and \
+                    row_streamed(kernel, self.dims, self.target):
+                return (" (the fused kernel would stream rows too long for registers, one "
+                        "block of 1024 threads per SM, each loop re-reading its row)")
         return ""
 
     # -- a pointwise op between two contractions -------------------------------------

@@ -160,6 +160,7 @@ class ScheduleChoice:
     reason: str
     tile_axes: list | None = None  # transpose-tiles: the tiled axes
     strip: str = ""   # a strips schedule's "columns" or "rows"
+    split_stages: bool = False  # a row kernel's split plan for calls with few long rows
 
 
 def _loop_extents(kernel: Operation) -> list[list]:
@@ -232,9 +233,46 @@ def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
                           strip="columns" if best == "strips" else "")
 
 
+def why_not_staged(kernel: Operation) -> str | None:
+    """Why a row kernel gets no split plan (codegen/split_stages.py: its rows split
+    across blocks, a kernel per level of dependent reductions, then the loops after
+    them), None where it does: every top-level loop one axis of the same extent, every
+    reduction's result of a type partial buffers hold."""
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    if any(len(loop_levels(o)) > 1 for o in loops):
+        return "a loop over several axes"
+    if len({repr(o["extent"]) for o in loops}) != 1:
+        return "loops of different extents"
+    for o in loops:
+        if isinstance(o, ReduceOp) and o.result.type.dtype not in FLOAT_DTYPES + INT_DTYPES:
+            return f"no partial buffer for {o.result.type}"
+    return None
+
+
+def _with_split_plan(kernel: KernelOp, choice: ScheduleChoice, target: Target) -> ScheduleChoice:
+    """A row kernel's choice with its split plan where it has one: the host runs it for
+    calls with fewer than sm_count x split_stage_rows_per_sm rows too long for registers."""
+    if choice.schedule != "row" or why_not_staged(kernel) is not None:
+        return choice
+    from mlfuse.transforms.fusion.cost import stage_count
+    rows = target.sm_count * target.split_stage_rows_per_sm
+    choice.split_stages = True
+    choice.reason += (f"; a call with fewer than {rows} rows longer than a block holds "
+                      f"splits each across blocks ({stage_count(kernel)} kernels: the "
+                      "statistics' partials by level, then the loops after them)")
+    return choice
+
+
 def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     """The schedule of ``kernel`` (see the module doc) and why, from the sizes its
     symbols have in ``dims`` (the target's default size where unbound)."""
+    choice = _choose_schedule(kernel, dims, target)
+    if access_layout(kernel) == "rows":
+        choice = _with_split_plan(kernel, choice, target)
+    return choice
+
+
+def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     current = kernel["schedule"]  # the builder's "row" or "pointwise", or an earlier choice
     if current not in ("pointwise", "row", "warp-rows", "transpose-tiles",
                        "strips") + SPLIT_SCHEDULES:
@@ -304,6 +342,10 @@ def apply_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoi
         kernel.attributes["strip"] = choice.strip
     else:
         kernel.attributes.pop("strip", None)
+    if choice.split_stages:
+        kernel.attributes["split_stages"] = 1
+    else:
+        kernel.attributes.pop("split_stages", None)
     return choice
 
 

@@ -1,0 +1,203 @@
+"""Few long rows split across blocks: a row kernel's twin for calls with few rows.
+
+A "row" kernel runs a block per point; its top-level reduces and fors walk the point's
+row. Where a call has few long rows (fewer than SPLIT_STAGE_ROWS, rows past what a
+block holds in registers: group norm's 256 rows of 131072, softmax over 64 rows of
+262144), a block per row leaves most of the GPU idle and its streaming variant, one
+block of 1024 threads per SM, re-reads each row for every loop. The kernel op then
+also gets these kernels (``fused.kernel``'s ``split_stages``, set by the schedule
+choice), and the host launches them instead (``_split_stages``):
+
+- every top-level reduce has a level: 0 when it reads no other reduce's result, else
+  one more than the highest level it reads (softmax: max 0, sum 1; layernorm: mean 0,
+  var 1). Stage L is one kernel with a block per (point, chunk), the chunks fixed per
+  call (``_split_rows``): each thread first combines the partials of the lower levels
+  in chunk order (the same bits in every block of the point), computes the top-level
+  values those give, then the block walks its chunk for the level-L reduces, and one
+  partial per (point, chunk) and reduce goes to memory (a block reduction, as the
+  split-rows first stage's; no atomics);
+- the last kernel, the epilogue, combines every reduce's partials the same way and
+  runs the top-level fors over its chunk (normalise and affine, softmax's exp and
+  divide): the broadcast-back writes of the whole tensor with every block busy. A
+  top-level store of a point's value (a statistic also returned) is written by the
+  first chunk's block.
+
+x is read once per stage (as torch.compile's split reductions read it twice), each
+pass with the whole GPU busy. The emitter is the row kernel's streaming one (tiles of
+loads issued first, flat row accesses through a reshape: ``flat_rows.py``), walking
+``[lo, hi)`` of the row instead of all of it.
+"""
+from __future__ import annotations
+
+from mlfuse.dialects.loops import ForOp, ReduceOp, StoreOp
+from mlfuse.ir.core import Operation
+
+from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, emit_kernel
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
+
+_DOC = {"stage": "Row schedule over [{space}] split across blocks, stage {level}: a block per "
+                 "(point, chunk) writes the partials of the level-{level} reductions.",
+        "epilogue": "Row schedule over [{space}] split across blocks, last stage: a block per "
+                    "(point, chunk) combines the partials, then runs the loops over its chunk."}
+
+
+def reduce_levels(op) -> tuple[dict[int, int], dict[int, int]]:
+    """(level of each top-level reduce, by id; the highest reduce level each top-level
+    op needs, -1 for none, by id): see the module doc."""
+    levels, need, of_value = {}, {}, {}
+    for o in op.body.ops:
+        used = [v for inner in o.walk() for v in inner.operands]
+        needed = max((of_value.get(id(v), -1) for v in used), default=-1)
+        if isinstance(o, ReduceOp):
+            levels[id(o)] = needed + 1
+            needed += 1
+        need[id(o)] = needed
+        for r in o.results:
+            of_value[id(r)] = needed
+    return levels, need
+
+
+def stage_count(op) -> int:
+    """Kernels of the split plan: one per reduce level, and the epilogue."""
+    levels, _ = reduce_levels(op)
+    return max(levels.values(), default=-1) + 2
+
+
+class StageEmitter(KernelEmitter):
+    """One kernel of the split plan: stage ``level`` (the last: the epilogue)."""
+
+    def __init__(self, op, name, level: int, target, helpers, hw, taken=()):
+        super().__init__(op, name, "streaming", target, helpers, hw, taken)
+        self.level = level
+        self.levels, self.need = reduce_levels(op)
+        self.last = level == stage_count(op) - 1
+        self.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
+        # as split-rows' first stage: two blocks of THREADS_PER_BLOCK resident per SM
+        self.launch_bound = "(THREADS_PER_BLOCK, 2)"
+        for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "s"):
+            self.local[n] = self.namer.fresh(n)
+        self.partials = [self.namer.fresh(f"{o.result.name_hint or 'acc'}_partials")
+                         for o in self.reduces]
+
+    def walked(self) -> list[Operation]:
+        """The top-level loops this kernel's blocks walk over their chunk."""
+        if self.last:
+            return [o for o in self.op.body.ops if isinstance(o, ForOp)]
+        return [o for o in self.reduces if self.levels[id(o)] == self.level]
+
+    def emit(self) -> str:
+        w, loc = self.w, self.local
+        doc = _DOC["epilogue" if self.last else "stage"].replace("{level}", str(self.level))
+        with self.kernel_def(self.partials + [loc["n_split"]], doc):
+            walked = self.walked()
+            w.line(f"{loc['tid']} = cuda.threadIdx.x")
+            w.line(f"{loc['nthreads']} = cuda.blockDim.x")
+            self.declare_scratch(walked)
+            self.plan_stream_tiles(walked)
+            self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in walked])
+            w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+            loops = [o for o in self.op.body.ops if isinstance(o, (ReduceOp, ForOp))]
+            w.line(f"{loc['n_k']} = {self.points(loops[0].extent_list)}")
+            w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
+            with w.indented(f"for {loc['flat']} in range(numba.int64(cuda.blockIdx.x), "
+                            f"{loc['n_points']} * {loc['n_split']}, cuda.gridDim.x):"):
+                w.line(f"{loc['point']}, {loc['part']} = divmod({loc['flat']}, {loc['n_split']})")
+                self.unravel(loc["point"])
+                self.row_base_lines()
+                w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
+                w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
+                self.block(self.op.body, top=True)
+        return self.w.text()
+
+    def row_span(self, op) -> tuple[str, str]:
+        return self.local["lo"], self.local["hi"]
+
+    def leader(self) -> str:
+        """A point's value is stored once: by the first thread of its first chunk's block."""
+        return f"{self.local['tid']} == 0 and {self.local['part']} == 0"
+
+    def statement(self, op: Operation, shared: bool) -> None:
+        if not shared:
+            return super().statement(op, shared)
+        if isinstance(op, (ForOp, StoreOp)) and not self.last:
+            return  # the epilogue's
+        if isinstance(op, ReduceOp):
+            level = self.levels[id(op)]
+            if level < self.level:
+                self.combine_partials(op)
+            elif level == self.level and not self.last:
+                self.partial(op)
+            return
+        if self.need[id(op)] < self.level:
+            super().statement(op, shared)
+
+    def combine_partials(self, op: ReduceOp) -> None:
+        """The reduce's result: its init combined with its point's partials in chunk
+        order, by every thread alike (n_split values: a handful)."""
+        w, loc = self.w, self.local
+        dtype, combiner = op.result.type.dtype, op["combiner"]
+        partials = self.partials[self.reduces.index(op)]
+        acc = self.define(op.result, "acc")
+        w.line(f"{acc} = {self.namer(op.operands[0])}  # then the partials, in chunk order")
+        with w.indented(f"for {loc['s']} in range({loc['n_split']}):"):
+            value = f"{partials}[{loc['point']} * {loc['n_split']} + {loc['s']}]"
+            w.line(f"{acc} = {combine(combiner, acc, value, self.helpers, dtype)}")
+
+    def partial(self, op: ReduceOp) -> None:
+        """The block's partial of ``op`` over its chunk, to memory."""
+        w, loc = self.w, self.local
+        dtype, combiner = op.result.type.dtype, op["combiner"]
+        part = self.namer.fresh(f"{op.result.name_hint or 'acc'}_part")
+        w.line(f"# {combiner} over this block's chunk [lo, hi) of the row")
+        w.line(f"{part} = {identity(combiner, dtype)}")
+        self.accumulate(op, part, shared=True)
+        total = self.shared_combine(combiner, part, dtype)
+        w.line(f"{part} = {total}")
+        with w.indented(f"if {loc['tid']} == 0:"):
+            w.line(f"{self.partials[self.reduces.index(op)]}[{loc['flat']}] = {part}")
+
+
+def partial_dtypes(op) -> list[str]:
+    """The NumPy dtype of each top-level reduce's partial buffer (its compute type)."""
+    dtypes = [COMPUTE_TYPE[o.result.type.dtype] for o in op.body.ops if isinstance(o, ReduceOp)]
+    assert all(d in SHARED_TYPE for d in dtypes), dtypes
+    return dtypes
+
+
+def emit_stages(op, name: str, target: str, helpers: set[str], names, hw) -> tuple[list, str]:
+    """The split plan's kernel names, in launch order, and their text."""
+    kernels = [names.fresh(f"{name}_stage{level}") for level in range(stage_count(op) - 1)]
+    kernels.append(names.fresh(f"{name}_epilogue"))
+    texts = [StageEmitter(op, kname, level, target, helpers, hw, names.taken).emit()
+             for level, kname in enumerate(kernels)]
+    return kernels, "\n\n".join(texts)
+
+
+def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[str]:
+    """The host lines of the split plan: chunks per point from the sizes, a partial
+    buffer per reduce, then the stages in order (run where ``_split_stages`` says)."""
+    n_split = host.namer.fresh("n_split")
+    host.helpers.update({"_split_rows", "_row_blocks", "_row_threads"})
+    lines = [f"{n_split} = _split_rows({points}, {row})"]
+    partials = []
+    for k, dtype in enumerate(partial_dtypes(kernel.op)):
+        partials.append(host.namer.fresh(f"partials_{k}"))
+        lines.append(f"{partials[-1]} = cuda.device_array({points} * {n_split}, dtype=np.{dtype})")
+    per_thread = f"-(-({row}) // ({n_split} * VALUES_PER_THREAD))"
+    grid = f"_row_blocks({points} * {n_split}), _row_threads({per_thread}, THREADS_PER_BLOCK)"
+    lines += [host.call(name, grid, args + partials + [n_split])
+              for name in kernel.launch["stages"]]
+    return lines
+
+
+def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
+    """A row kernel's KernelCode, with the split plan's kernels where the schedule
+    choice asked for them (``split_stages``)."""
+    code = emit_kernel(op, name, target, helpers, names, hw)
+    if op.attributes.get("split_stages"):
+        code.launch["stages"], text = emit_stages(op, name, target, helpers, names, hw)
+        code.text += "\n\n" + text
+    return code
+
+
+__all__ = ["emit_row", "StageEmitter", "reduce_levels", "stage_count", "emit_stages", "stages_launch"]
