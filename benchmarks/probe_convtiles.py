@@ -105,9 +105,7 @@ def run_shape(name, rows):
     (tiled,) = [v for v in vars(module).values() if hasattr(v, "factory")]
     host(*dargs)  # the model's pick, which records the kernel's (m, n, k, batch)
     size = tiled.last_shape
-    pick, estimate, why = module._contraction_plan(
-        tiled.tiles, *size, module.SM_COUNT, tiled.max_split, tiled.k_step,
-        tiled.fma_per_us, tiled.value_bytes, tiled.step_us, shape=tiled.shape)
+    pick, estimate, why = tiled.plan(tiled.tiles, *size, module.SM_COUNT)
     configs = [("model", pick)]
     if pick[2] > 1:
         configs.append(("unsplit", (pick[0], pick[1], 1)))
