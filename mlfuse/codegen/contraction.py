@@ -309,14 +309,21 @@ class ContractionEmitter(KernelEmitter):
 
     def groups_along_k(self, side: str) -> bool:
         """How a side's tile is split into groups of 4: along K (A always; B when it is
-        a gather: consecutive threads then read consecutive N, one N per group) or,
-        for a B read 16 bytes at a time, along N."""
-        return side == "a" or self.vector_side("b") is None
+        a gather or stored K-major, [N, K]: consecutive threads then read consecutive N,
+        one N per group) or, for a B read 16 bytes at a time along N, along N."""
+        if side == "a":
+            return True
+        load = self.vector_side("b")
+        return load is None or load is not self.c.direct_load("b")
 
     def vector_side(self, side: str) -> Operation | None:
         """The operand's plain f32 load when the "cuda" target may read it 16 bytes at
-        a time (the host decides per call: VECTOR_A / VECTOR_B)."""
-        load = self.c.direct_load(side) if self.vectors else None
+        a time (the host decides per call: VECTOR_A / VECTOR_B): A along K; B along N,
+        else along K where its buffer is K-major (a Linear's [N, K] weight: a group's 4
+        consecutive K are then one 16-byte load instead of 4 scalar ones)."""
+        if not self.vectors:
+            return None
+        load = self.c.direct_load(side) or self.c.k_major_load(side)
         return load if load is not None and load.operands[0].type.dtype == "f32" else None
 
     def group_position(self, side: str, k_start: str) -> tuple[str, str]:
@@ -585,7 +592,8 @@ def tile_model_inputs(op) -> dict:
             "value_bytes": {"f64": 8, "f16": 2, "bf16": 2}.get(dtype, 4),
             "shape": None if mma else _simt_shape,
             "gather": (0, 0) if mma else tuple(
-                0 if c.direct_load(side) is not None else GATHER_INSTRUCTIONS
+                0 if (c.direct_load(side) or c.k_major_load(side)) is not None
+                else GATHER_INSTRUCTIONS
                 for side in ("a", "b"))}
 
 
