@@ -99,7 +99,9 @@ def test_a_k_major_weight_compiles_for_the_gpu_without_spills(tmp_path):
     if toolchain_problem():
         pytest.skip(toolchain_problem())
     path = tmp_path / "linear.fuse"
-    path.write_text(LINEAR.replace("12", "1024").replace("20", "4096"))
+    # K = 64: too short to split, so one kernel to compile (the split one is the same
+    # fetch; ptx_report on examples compiles those)
+    path.write_text(LINEAR.replace("12", "64").replace("20", "256"))
     found = kernels("--tile=128x64", str(path))
     tiles = [k for k in found if "[128x64" in k["kernel"]]
     assert tiles and all(k["spill_bytes"] == 0 and k["stack_bytes"] == 0 for k in tiles), found
