@@ -83,9 +83,7 @@ def run_shape(name, rows, model_only, simt_threads=None):
     (tiled,) = [v for v in vars(module).values() if hasattr(v, "factory")]
     host(*dargs)  # the model's pick, which records the kernel's (m, n, k, batch)
     size = tiled.last_shape
-    model = module._contraction_plan(tiled.tiles, *size, module.SM_COUNT, tiled.max_split,
-                                     tiled.k_step, tiled.fma_per_us, tiled.value_bytes,
-                                     tiled.step_us, shape=tiled.shape)
+    model = tiled.plan(tiled.tiles, *size, module.SM_COUNT)
     configs = [("model", None)] + ([] if model_only else
                                    [(f"{bm}x{bn}", (bm, bn, 1)) for bm, bn in tiled.tiles])
     for label, config in configs:

@@ -81,12 +81,22 @@ class Contraction:
         index is the only N index (N side), and no other index depends on them: then
         consecutive K (resp. N) positions are consecutive in memory, and tiles can be
         read 16 bytes at a time."""
+        return self.k_major_load(side) if side == "a" else self._contiguous_load("b", False)
+
+    def k_major_load(self, side: str) -> LoadOp | None:
+        """The operand's plain load when its trailing indices are exactly the reduction
+        indices over the buffer's trailing dims and no other index depends on them: the
+        flattened K is contiguous (conv2d's OIHW weights on the M side; on the N side a
+        weight stored [N, K], as nn.Linear's and ONNX Gemm's transB read it)."""
+        return self._contiguous_load(side, True)
+
+    def _contiguous_load(self, side: str, along_k: bool) -> LoadOp | None:
         value = self.a if side == "a" else self.b
         op = getattr(value, "op", None)
         if not isinstance(op, LoadOp):
             return None
         indices, shape = op.operands[1:], op.operands[0].type.shape
-        if side == "a":
+        if along_k:
             fast = [r.body.args[0] for r in self.reduces]
             if list(shape[len(shape) - len(fast):]) != self.k_extents:
                 return None

@@ -54,7 +54,7 @@ from mlfuse.ir.traits import PURE
 from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; callers import .abi)
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
-from mlfuse.codegen.tile_model import FMA_PER_US, STEP_US, _simt_shape
+from mlfuse.codegen.tile_model import FMA_PER_US, GATHER_INSTRUCTIONS, STEP_US, _simt_shape
 
 BK = 8  # a share of K (split-K) is whole multiples of this: every tile's K step is one
 # Tile shapes (BM, BN) the host chooses from (each thread's TM x TN from _simt_shape). The
@@ -309,14 +309,21 @@ class ContractionEmitter(KernelEmitter):
 
     def groups_along_k(self, side: str) -> bool:
         """How a side's tile is split into groups of 4: along K (A always; B when it is
-        a gather: consecutive threads then read consecutive N, one N per group) or,
-        for a B read 16 bytes at a time, along N."""
-        return side == "a" or self.vector_side("b") is None
+        a gather or stored K-major, [N, K]: consecutive threads then read consecutive N,
+        one N per group) or, for a B read 16 bytes at a time along N, along N."""
+        if side == "a":
+            return True
+        load = self.vector_side("b")
+        return load is None or load is not self.c.direct_load("b")
 
     def vector_side(self, side: str) -> Operation | None:
         """The operand's plain f32 load when the "cuda" target may read it 16 bytes at
-        a time (the host decides per call: VECTOR_A / VECTOR_B)."""
-        load = self.c.direct_load(side) if self.vectors else None
+        a time (the host decides per call: VECTOR_A / VECTOR_B): A along K; B along N,
+        else along K where its buffer is K-major (a Linear's [N, K] weight: a group's 4
+        consecutive K are then one 16-byte load instead of 4 scalar ones)."""
+        if not self.vectors:
+            return None
+        load = self.c.direct_load(side) or self.c.k_major_load(side)
         return load if load is not None and load.operands[0].type.dtype == "f32" else None
 
     def group_position(self, side: str, k_start: str) -> tuple[str, str]:
@@ -567,9 +574,11 @@ def tile_model_inputs(op) -> dict:
     """What the tile model (tile_model.py) reads of a contraction kernel besides the
     sizes, as the "cuda" target's module has them: its tiles, K step, most K shares, the
     kernel kind's FMA rate, the operands' bytes per value and (SIMT) its tiles' thread
-    shapes."""
+    shapes and the instructions a gathered value of A and of B costs (an operand that is
+    not one plain load: conv's im2col, a prologue)."""
     from mlfuse.codegen.helpers import mma_geometry
-    dtype = contraction_of(op).a.type.dtype
+    c = contraction_of(op)
+    dtype = c.a.type.dtype
     mma = op["variant"].startswith("mma")
     tf32 = op["variant"] in TF32_VARIANTS  # f32 stages: half the K of a 16-bit stage
     kind = (op["variant"] if tf32 else "mma" if mma else "simt-f64" if dtype == "f64"
@@ -581,15 +590,20 @@ def tile_model_inputs(op) -> dict:
             "max_split": op["split_k"], "fma_per_us": FMA_PER_US[kind],
             "step_us": STEP_US[kind],
             "value_bytes": {"f64": 8, "f16": 2, "bf16": 2}.get(dtype, 4),
-            "shape": None if mma else _simt_shape}
+            "shape": None if mma else _simt_shape,
+            "gather": (0, 0) if mma else tuple(
+                0 if (c.direct_load(side) or c.k_major_load(side)) is not None
+                else GATHER_INSTRUCTIONS
+                for side in ("a", "b"))}
 
 
 def tiled_kernel_plan(op) -> str:
     """The keyword arguments of a contraction's ``_TiledKernel`` that the tile model
     reads besides the sizes, tiles and K step (``tile_model_inputs``)."""
     model = tile_model_inputs(op)
-    return ", ".join(f"{key}={model[key]:g}" for key in ("max_split", "fma_per_us",
-                                                        "value_bytes", "step_us"))
+    return ", ".join([f"{key}={model[key]:g}" for key in ("max_split", "fma_per_us",
+                                                         "value_bytes", "step_us")]
+                     + [f"gather={model['gather']}"])
 
 
 def _inside(op: Operation, kernel: Operation) -> bool:

@@ -234,12 +234,14 @@ class _TiledKernel:
     tile model reads besides the sizes: ``shape``, ``k_step`` (K values a share of K is
     whole steps of),
     ``max_split`` (the most shares K may be split into), ``fma_per_us`` (FMAs per us per
-    SM of a full GPU), ``value_bytes`` (of an operand value) and ``step_us`` (a K step's
-    exposed latency). ``narrow_tiles``: the tiles it may take when an operand's copies
-    are narrower than 16 bytes (None: the same)."""
+    SM of a full GPU), ``value_bytes`` (of an operand value), ``step_us`` (a K step's
+    exposed latency) and ``gather`` (instructions a gathered value of A, of B costs).
+    ``narrow_tiles``: the tiles it may take when an operand's copies are narrower than
+    16 bytes (None: the same)."""
 
     def __init__(self, factory, tiles=None, threads=None, k_step=8, max_split=1,
-                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7, shape=None, narrow_tiles=None):
+                 fma_per_us=1.4e5, value_bytes=4, step_us=0.7, shape=None, narrow_tiles=None,
+                 gather=(0, 0)):
         self.factory, self.kernels = factory, {}
         self.tuned, self.last_shape = {}, None
         self._tiles, self._threads, self.shape = tiles, threads, shape
@@ -247,6 +249,14 @@ class _TiledKernel:
         # at a time (more copies a thread: registers a larger tile lacks); None: all
         self.k_step, self.max_split = k_step, max_split
         self.fma_per_us, self.value_bytes, self.step_us = fma_per_us, value_bytes, step_us
+        self.gather = gather
+
+    def plan(self, tiles, m_size, n_size, k_size, batch_size, sm_count):
+        """The tile model's ((BM, BN, splits), us, why) among ``tiles`` for these sizes."""
+        return _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count,
+                                 self.max_split, self.k_step, self.fma_per_us,
+                                 self.value_bytes, self.step_us, shape=self.shape,
+                                 gather=self.gather)
 
     @property
     def tiles(self):
@@ -286,9 +296,7 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size, copies=Non
     if narrow and kernel.narrow_tiles is not None:
         tiles = kernel.narrow_tiles
     if best is None:
-        best = _contraction_plan(tiles, m_size, n_size, k_size, batch_size, SM_COUNT,
-                                 kernel.max_split, kernel.k_step, kernel.fma_per_us,
-                                 kernel.value_bytes, kernel.step_us, shape=kernel.shape)[0]
+        best = kernel.plan(tiles, m_size, n_size, k_size, batch_size, SM_COUNT)[0]
     bm, bn, splits = tuple(best) + (1,) * (3 - len(best))  # a (BM, BN) choice: no split
     grid = (-(-m_size // bm) * -(-n_size // bn), splits, min(batch_size, 65535))
     return (bm, bn, splits), grid, kernel.threads(bm, bn)

@@ -228,15 +228,17 @@ class HostEmitter:
             sizes[side] = " * ".join(extent_factors([extents[d] for d in dims], name_of))
         k_size = " * ".join(extent_factors(c.k_extents, name_of))
         flags = []
-        for side, along in (("a", k_size), ("b", sizes["n"])):
+        # B is read along N unless its buffer is K-major (a SIMT kernel's [N, K] weight)
+        b_along = sizes["n"] if c.direct_load("b") is not None else k_size
+        for side, along in (("a", k_size), ("b", b_along)):
             buffer = kernel.vector_sides.get(side)
             if buffer is None:
                 flags.append("False")
                 continue
             # whole 16-byte groups: along the tile axis, and in each row of the buffer (A
-            # side: a row is the flattened K, the load's trailing dims being the
-            # reduction's; B side: the buffer's last dim); and an aligned start
-            row = k_size if side == "a" else self.dim(buffer.type.shape[-1], kernel.op)
+            # side and a K-major B: a row is the flattened K, the load's trailing dims
+            # being the reduction's; B side: the buffer's last dim); and an aligned start
+            row = k_size if along is k_size else self.dim(buffer.type.shape[-1], kernel.op)
             itemsize = np.dtype(STORAGE_TYPE[buffer.type.dtype]).itemsize
             group = 16 // itemsize
             sizes_4 = list(dict.fromkeys((along, row)))

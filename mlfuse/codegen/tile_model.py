@@ -36,8 +36,17 @@ launch when K is split:
   loads and barrier): ``_simt_overhead``, relative to 8 x 8.
 - **memory**: the operands read once and the output written once, at ``bytes_per_us``.
 
-With split-K, the partial sums' round trip (2 x splits x M x N x 4 bytes) and the second
-kernel's launch (``launch_us``) come on top: the second kernel runs after the first.
+A conv's operand gathered through im2col index math (any operand that is not one plain
+load: ``gather``, the SASS instructions a gathered value costs, ``GATHER_INSTRUCTIONS``)
+adds gather / BM instructions per FMA for a gathered B (gather / BN for A): a step
+gathers BN x BK values of B for BM x BN x BK FMAs, whatever the thread tile.
+
+With split-K, the partial sums are written by the first kernel (shares x M x N x 4 bytes
+instead of the output, in its memory bound) and the second kernel comes on top, after
+the first: its launch (``launch_us``) and its reads of every share plus its store at
+``finish_bytes_per_us`` (1e6), the rate the finish kernels reached on the H100 (PROFILE2.md,
+resnet18: 0.9-1.2 TB/s, 4 us at the smallest; the earlier 2 x shares x M x N at copy
+bandwidth priced resnet18's layer-1 finish at 11 us where it took 21-25).
 
 Splits are tried in powers of two up to the kernel's ``max_split`` (its ``split_k``
 attribute: the K extent over MIN_SPLIT_K, dialects/contraction.py), each share rounded up to whole K steps (empty
@@ -65,6 +74,10 @@ FMA_PER_US = {"simt": 1.4e5, "simt-f64": 0.7e5, "mma": 0.71e6, "mma-tf32x3": 1.1
 # flight: about a global load's latency a step), tensor-core kernels keep STAGES - 1 = 2
 # stages in flight (half that).
 STEP_US = {"simt": 0.7, "simt-f64": 0.7, "mma": 0.35, "mma-tf32x3": 0.35, "mma-tf32": 0.35}
+# SASS instructions a gathered operand value costs a SIMT tile's K step (conv's im2col:
+# index unravel, padding checks, the 4-D address): resnet18's 3x3 conv at 64 x 128 runs
+# 1198 instructions a K step against the matmul's 674, for 8 gathered values a thread
+GATHER_INSTRUCTIONS = 65
 SIMT_THREADS = 256  # a SIMT block's threads where its tile allows (a generated module
                     # sets its own: 4 under the simulator, which runs threads in Python)
 FULL_WARPS = 16  # warps an SM needs resident for the FMA rate above (8 per block x 2)
@@ -84,23 +97,28 @@ def _simt_shape(bm, bn):
     return tm, tn, 8 if tm * tn == 64 else 16, max(1, 65536 // (threads * 128))
 
 
-def _simt_overhead(tm, tn, bk):
+def _simt_overhead(tm, tn, bk, gather=(0, 0), tile=(128, 128)):
     """Instructions a SIMT thread tile issues per FMA, relative to 8 x 8 with BK 8: its
-    16-byte fragment reads ((TM + TN) / 4 per TM * TN FMAs) and its share of a step's
-    loads, stores, barrier and loop (about 100 instructions per TM * TN * BK FMAs)."""
+    16-byte fragment reads ((TM + TN) / 4 per TM * TN FMAs), its share of a step's
+    loads, stores, barrier and loop (about 100 instructions per TM * TN * BK FMAs) and
+    the gathers: ``gather`` (A, B) instructions per gathered value, one value of B per BM
+    FMAs and one of A per BN of the BM x BN ``tile``."""
     def per_fma(m, n, k):
         return 1 + (m + n) / (4 * m * n) + 100 / (m * n * k)
-    return per_fma(tm, tn, bk) / per_fma(8, 8, 8)
+    extra = gather[0] / tile[1] + gather[1] / tile[0]
+    return (per_fma(tm, tn, bk) + extra) / per_fma(8, 8, 8)
 
 
 def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_split=1,
                       k_step=8, fma_per_us=1.4e5, value_bytes=4, step_us=0.7,
-                      bytes_per_us=2.8e6, launch_us=2.0, shape=None):
+                      bytes_per_us=2.8e6, launch_us=3.0, shape=None, gather=(0, 0),
+                      finish_bytes_per_us=1.0e6):
     """((BM, BN, splits), estimated us, why) for a contraction of m_size x n_size outputs
     per batch over k_size: the cheapest tile of ``tiles`` and power-of-two split of K up
     to ``max_split`` by the model of mlfuse/codegen/tile_model.py. ``shape``: a SIMT
     kernel's ``_simt_shape`` (None: a tensor-core kernel: 32768 // (BM * BN) blocks an
-    SM, K steps of ``k_step``, the rate as calibrated whatever its warps)."""
+    SM, K steps of ``k_step``, the rate as calibrated whatever its warps); ``gather``:
+    the SASS instructions a gathered value of A and of B costs (0: a plain load)."""
     best, best_key, why = None, None, ""
     k_size = max(k_size, 1)
     operand_bytes = (m_size + n_size) * k_size * batch_size * value_bytes
@@ -110,7 +128,8 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
         threads, resident, step, overhead = 0, max(1, 32768 // (bm * bn)), k_step, 1
         if shape is not None:
             tm, tn, step, resident = shape(bm, bn)
-            threads, overhead = bm * bn // (tm * tn), _simt_overhead(tm, tn, step)
+            threads = bm * bn // (tm * tn)
+            overhead = _simt_overhead(tm, tn, step, gather, (bm, bn))
         splits = 1
         while splits <= max(1, max_split):
             share = -(-k_size // splits)
@@ -122,10 +141,12 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
             rate = fma_per_us * (min(1, max(1, warps) / FULL_WARPS) if threads else 1)
             compute = (per_sm * bm * bn * share / rate * (1 + 8 * (bm + bn) / (bm * bn))
                        * overhead)
-            memory = (operand_bytes + output_bytes) / bytes_per_us
-            # the partial sums' round trip and the second launch come on top: the second
-            # kernel starts when the first is done
-            split_us = 2 * shares * output_bytes / bytes_per_us + launch_us if shares > 1 else 0
+            # the first kernel writes every share's partial sums (or the output once)
+            memory = (operand_bytes + shares * output_bytes) / bytes_per_us
+            # the second kernel comes on top (it starts when the first is done): its
+            # launch, its reads of the shares and its store, at the rate it reaches
+            split_us = ((shares + 1) * output_bytes / finish_bytes_per_us + launch_us
+                        if shares > 1 else 0)
             us = max(latency, compute, memory) + split_us
             # cheaper wins; a tie goes to fewer shares, then to less work (fewer FMAs wasted
             # past the edges)
@@ -154,4 +175,4 @@ def source() -> str:
                 _simt_shape, _simt_overhead, _contraction_plan)))
 
 
-__all__ = ["FMA_PER_US", "SIMT_THREADS", "STEP_US", "source"]
+__all__ = ["FMA_PER_US", "GATHER_INSTRUCTIONS", "SIMT_THREADS", "STEP_US", "source"]

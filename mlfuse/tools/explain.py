@@ -107,7 +107,8 @@ def contraction_reason(kernel: KernelOp, dims, target) -> str:
     model = tile_model_inputs(kernel)
     (bm, bn, splits), us, why = _contraction_plan(
         model["tiles"], m, n, k, batch, target.sm_count, model["max_split"], model["k_step"],
-        model["fma_per_us"], model["value_bytes"], model["step_us"], shape=model["shape"])
+        model["fma_per_us"], model["value_bytes"], model["step_us"], shape=model["shape"],
+        gather=model["gather"])
     split = (f"K split into {splits} shares (a second kernel adds them and runs the "
              "epilogue)" if splits > 1 else "K not split")
     variant = "tensor cores" if c.variant.startswith("mma") else "SIMT"

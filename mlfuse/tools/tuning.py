@@ -104,9 +104,7 @@ def candidates(python_module, kernel, shape) -> list[tuple[int, int, int]]:
     twice that, within the kernel's max_split."""
     out = []
     for tile in kernel.tiles:
-        model = python_module._contraction_plan(
-            [tile], *shape, python_module.SM_COUNT, kernel.max_split, kernel.k_step,
-            kernel.fma_per_us, kernel.value_bytes, kernel.step_us, shape=kernel.shape)[0][2]
+        model = kernel.plan([tile], *shape, python_module.SM_COUNT)[0][2]
         for splits in (1, model // 2, model, model * 2):
             if 1 <= splits <= kernel.max_split and (*tile, splits) not in out:
                 out.append((*tile, splits))
