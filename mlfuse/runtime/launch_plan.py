@@ -196,11 +196,15 @@ class _RecordingTiles:
     def threads(self, bm, bn):
         return self._tiles.threads(bm, bn)
 
+    def plan(self, *sizes):
+        """The tile model's choice (the kernel's own ``plan``: it launches nothing)."""
+        return self._tiles.plan(*sizes)
+
     def __getattr__(self, name):
         """What the tile model reads (k_step, max_split, fma_per_us, value_bytes,
-        step_us, shape, narrow_tiles): fixed facts of the kernel, passed through."""
+        step_us, shape, narrow_tiles, gather): fixed facts of the kernel, passed through."""
         if name in ("k_step", "max_split", "fma_per_us", "value_bytes", "step_us", "shape",
-                    "narrow_tiles"):
+                    "narrow_tiles", "gather"):
             return getattr(self._tiles, name)
         raise AttributeError(name)
 
