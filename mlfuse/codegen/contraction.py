@@ -388,10 +388,14 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
         registers (zeros outside the sizes)."""
         w, L, c = self.w, self.loc, self.c
         own = "m" if side == "a" else "n"
-        if side in self.gathers:  # addressed once per tile (gather.py)
+        guard = self.gathers[side].guard if side in self.gathers else None
+        if guard == "":  # addressed once per tile (gather.py)
             self.gather_fetch(side, k_start)
             return
-        with self.each_group(side):
+        if guard:
+            with w.indented(f"if {guard}:  # addressed once per tile (gather.py)"):
+                self.gather_fetch(side, k_start)
+        with w.indented("else:") if guard else nullcontext(), self.each_group(side):
             position, k = self.group_position(side, k_start)
             w.line(f"{L[own]} = {position}")
             w.line(f"{L['k']} = {k}")

@@ -30,7 +30,7 @@ structure, which the IR does not model (as flat_rows.py and addressing.py).
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from mlfuse.dialects.arith import SCALAR_OPS, ConstantOp, FloorDivOp, ModOp
@@ -69,6 +69,9 @@ class GatherPlan:
     loads: dict[tuple, FlatLoad]
     narrow: set[int]  # ids of per-value index ops computed in int32
     narrow_k: bool  # K fits 32 bits: the reduction indices unsigned-divided, counted in int32
+    # a factory condition under which the tile gathers this way ("" always): a 64-bit
+    # base per slot is two more registers, which 128 x 128 (64 accumulators) spills
+    guard: str = ""
     # emission's names: value id -> its per-slot array; the flat views, each load's base
     # array, the K each slot gathers to, the group's count of values inside K, the
     # reduction indices' own names and the divmod's remainder
@@ -174,7 +177,8 @@ def plan_gather(kernel: Operation, side: str, value: Value, own: list[Value],
     hoisted = [op for op in ops if id(op) not in moving]
     hoist_users = {id(x) for op in hoisted for x in op.operands} | base_only
     hoisted = [op for op in hoisted if not isinstance(op, _FREE) or id(op.result) in hoist_users]
-    frontier = [op.result for op in hoisted if not isinstance(op, _FREE) and id(op.result) in users]
+    frontier = [a for a in own if id(a) in users] + \
+        [op.result for op in hoisted if not isinstance(op, _FREE) and id(op.result) in users]
     if any(v.type != INDEX and v.type.dtype not in SHARED_TYPE for v in frontier) or \
             any(v.type.dtype == "bool" for v in frontier):
         return None
@@ -184,7 +188,8 @@ def plan_gather(kernel: Operation, side: str, value: Value, own: list[Value],
     k_static = all(isinstance(e, int) for e in k_extents)
     return GatherPlan(side, value, hoisted, frontier,
                       [op for op in ops if op in free_used or id(op) in moving], loads, narrow,
-                      k_static and math.prod(k_extents) < INT32_MAX // 2)
+                      k_static and math.prod(k_extents) < INT32_MAX // 2,
+                      "" if all(f.narrow for f in loads.values()) else "BM * BN < 128 * 128")
 
 
 def _flat_load(buf: Value, indices: list[Value], moves) -> FlatLoad:
@@ -232,36 +237,43 @@ class GatheredOperands:
             if load is not None and self.groups_along_k(side):
                 self.flat_view(load.operands[0])
         for side, plan in self.gathers.items():
-            s, own = side.upper(), ("m" if side == "a" else "n")
-            slot = L["slot"]
+            s = side.upper()
             w.line(f"# {side.upper()} is gathered: each group slot's position-only values, "
                    "once per tile (the K steps read them from registers)")
             plan.names = {}
             for v in plan.frontier:
                 dtype = (("numba.int32" if _fits(index_range(v, self._bounds(), {}))
                           else "numba.int64") if v.type == INDEX else SHARED_TYPE[v.type.dtype])
-                kind = v.op.name.split(".", 1)[1]
+                kind = v.op.name.split(".", 1)[1] if getattr(v, "op", None) else "i"
                 plan.names[id(v)] = self._slot_array(f"{self.namer.define(v, kind)}_at", s, dtype)
             for key, load in plan.loads.items():
                 plan.views[id(load.buf)] = self.flat_view(load.buf)
                 plan.bases[key] = self._slot_array(
                     f"{self.namer(load.buf)}_base", s, "numba.int32" if load.narrow else "numba.int64")
-            plan.k_end = self._slot_array("k_end", s, "numba.int32" if plan.narrow_k else "numba.int64")
-            with w.indented(f"for {slot} in range({s}_GROUPS):"):
-                w.line(f"{L['e']} = {L['tid']} + {slot} * THREADS")
-                w.line(f"{L[own]} = {self.group_position(side, '0')[0]}")
-                cast = "numba.int32" if plan.narrow_k else ""
-                w.line(f"{plan.k_end}[{slot}] = {cast}({L['k_size']} if {L[own]} < "
-                       f"{L[own + '_size']} else {L['k_lo']})  # zeros past the edge")
-                with w.indented(f"if {L[own]} < {L[own + '_size']}:"):
-                    self.unravel_into(L[own], *self.dims(self.c.m_dims if side == "a"
-                                                         else self.c.n_dims))
-                    for op in plan.hoisted:
-                        self.statement(op, shared=False)
-                    for v in plan.frontier:
-                        w.line(f"{plan.names[id(v)]}[{slot}] = {self.namer(v)}")
-                    for key, load in plan.loads.items():
-                        w.line(f"{plan.bases[key]}[{slot}] = {self._base_code(load)}")
+            # the factory's constant picks one fetch for the tile (else as before)
+            with w.indented(f"if {plan.guard}:") if plan.guard else nullcontext():
+                self._setup_side(plan, side)
+
+    def _setup_side(self, plan: GatherPlan, side: str) -> None:
+        """The per-tile part: each slot's position, hoisted values and bases."""
+        w, L = self.w, self.loc
+        s, own, slot = side.upper(), ("m" if side == "a" else "n"), L["slot"]
+        plan.k_end = self._slot_array("k_end", s, "numba.int32" if plan.narrow_k else "numba.int64")
+        with w.indented(f"for {slot} in range({s}_GROUPS):"):
+            w.line(f"{L['e']} = {L['tid']} + {slot} * THREADS")
+            w.line(f"{L[own]} = {self.group_position(side, '0')[0]}")
+            cast = "numba.int32" if plan.narrow_k else ""
+            w.line(f"{plan.k_end}[{slot}] = {cast}({L['k_size']} if {L[own]} < "
+                   f"{L[own + '_size']} else {L['k_lo']})  # zeros past the edge")
+            with w.indented(f"if {L[own]} < {L[own + '_size']}:"):
+                self.unravel_into(L[own], *self.dims(self.c.m_dims if side == "a"
+                                                     else self.c.n_dims))
+                for op in plan.hoisted:
+                    self.statement(op, shared=False)
+                for v in plan.frontier:
+                    w.line(f"{plan.names[id(v)]}[{slot}] = {self.namer(v)}")
+                for key, load in plan.loads.items():
+                    w.line(f"{plan.bases[key]}[{slot}] = {self._base_code(load)}")
 
     def gather_fetch(self, side: str, k_start: str) -> None:
         """This step's groups of a gathered side: the reduction indices unravelled once a
