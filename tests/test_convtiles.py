@@ -39,8 +39,9 @@ def test_the_model_prices_a_gathered_operand_and_no_plain_load():
     plain = _contraction_plan([(64, 128)], 64, 25088, 576, 1, 132, shape=_simt_shape)
     gathered = _contraction_plan([(64, 128)], 64, 25088, 576, 1, 132, shape=_simt_shape,
                                  gather=(0, GATHER_INSTRUCTIONS))
-    # per FMA: gather / BM more, against ~1.3 instructions of the 4 x 8 thread tile
-    assert 1.5 < gathered[1] / plain[1] < 2.0, (plain, gathered)
+    # per FMA: gather / BM more, against ~1.3 instructions of the 4 x 8 thread tile: the
+    # SASS's 869 instructions a K step against the matmul's 674 (codegen/gather.py)
+    assert 1.15 < gathered[1] / plain[1] < 1.45, (plain, gathered)
 
 
 @pytest.mark.parametrize("m, n, k", [
