@@ -137,7 +137,7 @@ def plan_gather(kernel: Operation, side: str, value: Value, own: list[Value],
     slice has ops this does not handle (the caller then gathers as before). ``own``: the
     side's own-axis indices; ``bounds``: static (lo, hi) of the kernel's and the
     reduction's indices; ``named``: ids of ops already named (per batch index)."""
-    order, seen = [], set()
+    seen: set[int] = set()
 
     def need(v: Value) -> bool:
         op = getattr(v, "op", None)
@@ -231,7 +231,7 @@ class GatheredOperands:
         """Per tile: each group slot's position, its hoisted values into per-slot
         registers, each flat load's base and the K the slot gathers up to."""
         self.plan_gathers()
-        w, L = self.w, self.loc
+        w = self.w
         for side in ("a", "b"):  # K-major 16-byte reads address the flat view (vector_fetch)
             load = self.vector_side(side)
             if load is not None and self.groups_along_k(side):
