@@ -28,6 +28,10 @@ from cases import MATMUL, t_matmul  # noqa: E402
 from probe_contraction import events_ms  # noqa: E402  (CUDA events, median)
 from probe_simt import module_for  # noqa: E402  (one generated module per program)
 
+from mlfuse.runtime.memory import install  # noqa: E402
+
+install()  # mlfuse's caching allocator, as benchmarks/run.py and `mlfuse bench` (round 1
+# ran without it: every call's cudaMalloc of its result and partial sums was timed)
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
@@ -88,6 +92,26 @@ SHAPES = {
 }
 
 
+def kernel_us(fn, calls=5) -> str:
+    """Each kernel's device time per call in us (CUPTI through torch.profiler: the tile
+    kernel and split-K's second kernel apart, without ncu)."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    times = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            # Numba's kernels have mangled names (_ZN...); split-K's second ends in _finish
+            short = "finish" if "finish" in event.name else \
+                "tile" if event.name.startswith("_Z") else event.name[:16]
+            us = getattr(event, "device_time", None) or getattr(event, "cuda_time", 0.0)
+            times[short] = times.get(short, 0.0) + us / calls
+    return " + ".join(f"{k} {v:.1f}" for k, v in times.items()) or "?"
+
+
 def run_shape(name, rows):
     source, dims, reference, (m, n, k) = SHAPES[name]
     func, module = module_for(source)
@@ -120,11 +144,13 @@ def run_shape(name, rows):
             err = float(torch.linalg.norm(got - want) / torch.linalg.norm(want))
             ok = bool(torch.isfinite(got).all()) and err < 3e-5
             t = events_ms(lambda: host(*dargs))
+            kernels = kernel_us(lambda: host(*dargs))
             bm, bn, splits = config
             regs = sorted({r for key, kernel in tiled.kernels.items() if key[:2] == (bm, bn)
                            for r in [kernel.get_regs_per_thread()]
                            for r in (r.values() if isinstance(r, dict) else [r])})
-            notes = (f"{bm}x{bn}/{splits}, regs {regs}, err {err:.1e} {'ok' if ok else 'BAD'}, "
+            notes = (f"{bm}x{bn}/{splits}, kernels {kernels}, regs {regs}, "
+                     f"err {err:.1e} {'ok' if ok else 'BAD'}, "
                      f"first {first:.1f}s"
                      + (f"; model {estimate:.0f} us: {why}" if label == "model" else ""))
             rows.append((name, f"mlfuse {label}", t, flops / t / 1e9, notes))
@@ -149,7 +175,7 @@ def main(argv):
           f"{time.perf_counter() - start:.0f} s)")
     print(f"{'shape':12s} {'variant':15s} {'ms':>8s} {'TFLOP/s':>8s}  notes")
     for name, label, t, rate, notes in rows:
-        print(f"{name:12s} {label:15s} {t:8.4f} {rate / 1e3:8.2f}  {notes}")
+        print(f"{name:12s} {label:15s} {t:8.4f} {rate:8.2f}  {notes}")  # flops / ms / 1e9
 
 
 if __name__ == "__main__":

@@ -39,8 +39,9 @@ def test_the_model_prices_a_gathered_operand_and_no_plain_load():
     plain = _contraction_plan([(64, 128)], 64, 25088, 576, 1, 132, shape=_simt_shape)
     gathered = _contraction_plan([(64, 128)], 64, 25088, 576, 1, 132, shape=_simt_shape,
                                  gather=(0, GATHER_INSTRUCTIONS))
-    # per FMA: gather / BM more, against ~1.3 instructions of the 4 x 8 thread tile
-    assert 1.5 < gathered[1] / plain[1] < 2.0, (plain, gathered)
+    # per FMA: gather / BM more, against ~1.3 instructions of the 4 x 8 thread tile: the
+    # SASS's 869 instructions a K step against the matmul's 674 (codegen/gather.py)
+    assert 1.15 < gathered[1] / plain[1] < 1.45, (plain, gathered)
 
 
 @pytest.mark.parametrize("m, n, k", [
@@ -72,7 +73,7 @@ def test_a_k_major_weight_is_read_16_bytes_at_a_time():
     """The "cuda" module reads a [N, K] weight's 4 consecutive K as one vector load
     under VECTOR_B, which the host sets from K's multiple of 4 and the alignment."""
     source = generate(compile_text(LINEAR, "t.fuse"), target="cuda")
-    assert "_load_vector(w, (" in source, source
+    assert "_load_vector(w_flat, (numba.uint32(i1 * 12 + k),)" in source, source  # flat: no unravel of K
     host = source[source.index("def linear("):]
     assert "_address(w) % 16 == 0" in host and "12" in host
     odd = LINEAR.replace("12", "10")  # K = 10: no whole 16-byte groups, no vector reads

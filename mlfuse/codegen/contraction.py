@@ -53,6 +53,7 @@ from mlfuse.ir.traits import PURE
 
 from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; callers import .abi)
 from mlfuse.codegen.emit_kernel import KernelEmitter
+from mlfuse.codegen.gather import GatheredOperands
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
 from mlfuse.codegen.tile_model import FMA_PER_US, GATHER_INSTRUCTIONS, STEP_US, _simt_shape
 
@@ -85,7 +86,7 @@ def factory_name(kernel_name: str) -> str:
     return f"_tiles_{kernel_name}"
 
 
-class ContractionEmitter(KernelEmitter):
+class ContractionEmitter(GatheredOperands, KernelEmitter):
     """The factory of one contraction kernel (see the module doc)."""
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
@@ -290,6 +291,7 @@ class ContractionEmitter(KernelEmitter):
         w, L = self.w, self.loc
         with w.indented(f"for {L['slot']} in range(ACC):"):
             w.line(f"{L['acc']}[{L['slot']}] = {self.zero}")
+        self.gather_setup()
         w.line(f"{L['stage']} = 0")
         w.line("# step k0 fetches the tile at k0 into registers while it multiplies the "
                "tile at k0 - BK")
@@ -386,7 +388,14 @@ class ContractionEmitter(KernelEmitter):
         registers (zeros outside the sizes)."""
         w, L, c = self.w, self.loc, self.c
         own = "m" if side == "a" else "n"
-        with self.each_group(side):
+        guard = self.gathers[side].guard if side in self.gathers else None
+        if guard == "":  # addressed once per tile (gather.py)
+            self.gather_fetch(side, k_start)
+            return
+        if guard:
+            with w.indented(f"if {guard}:  # addressed once per tile (gather.py)"):
+                self.gather_fetch(side, k_start)
+        with w.indented("else:") if guard else nullcontext(), self.each_group(side):
             position, k = self.group_position(side, k_start)
             w.line(f"{L[own]} = {position}")
             w.line(f"{L['k']} = {k}")
@@ -404,14 +413,18 @@ class ContractionEmitter(KernelEmitter):
     def vector_fetch(self, side: str, load: Operation) -> None:
         w, L, c = self.w, self.loc, self.c
         own, regs = ("m", L["a_next"]) if side == "a" else ("n", L["b_next"])
-        if not self.groups_along_k(side):  # the group's first N
+        along_k = self.groups_along_k(side)  # K-major: the flat view at lead + k (gather.py)
+        if not along_k:  # the group's first N
             self.unravel_into(L["n"], *self.dims(c.n_dims))
-        self.unravel_into(L["k"], self.k_vals, c.k_extents)
+            self.unravel_into(L["k"], self.k_vals, c.k_extents)
         with w.indented(f"if {L[own]} < {L[own + '_size']} and {L['k']} < {L['k_size']}:"):
-            self.slice_of(list(load.operands[1:]))
+            lead = load.operands[1:len(load.operands) - len(self.k_vals)] if along_k else []
+            self.slice_of(lead if along_k else list(load.operands[1:]))
             self.helpers.add("_vector_access")
-            index = ", ".join(self.namer(v) for v in load.operands[1:])
-            w.line(f"_load_vector({self.namer(load.operands[0])}, ({index},), {regs}, "
+            index = (self.k_major_offset(load, lead, L["k"]) if along_k else
+                     ", ".join(self.namer(v) for v in load.operands[1:]))
+            buf = self.flat_view(load.operands[0]) if along_k else self.namer(load.operands[0])
+            w.line(f"_load_vector({buf}, ({index},), {regs}, "
                    f"{L['slot']} * {VECTOR})")
         with w.indented("else:"):
             with w.indented(f"for {L['q']} in range({VECTOR}):"):

@@ -75,9 +75,10 @@ FMA_PER_US = {"simt": 1.4e5, "simt-f64": 0.7e5, "mma": 0.71e6, "mma-tf32x3": 1.1
 # stages in flight (half that).
 STEP_US = {"simt": 0.7, "simt-f64": 0.7, "mma": 0.35, "mma-tf32x3": 0.35, "mma-tf32": 0.35}
 # SASS instructions a gathered operand value costs a SIMT tile's K step (conv's im2col:
-# index unravel, padding checks, the 4-D address): resnet18's 3x3 conv at 64 x 128 runs
-# 1198 instructions a K step against the matmul's 674, for 8 gathered values a thread
-GATHER_INSTRUCTIONS = 65
+# the tap's indices counted up, padding checks, the flat offset; the pixel's part once per
+# tile: codegen/gather.py): resnet18's 3x3 conv at 64 x 128 runs 869 instructions a K step
+# against the matmul's 674, for 8 gathered values a thread (1198 before gather.py: 65)
+GATHER_INSTRUCTIONS = 24
 SIMT_THREADS = 256  # a SIMT block's threads where its tile allows (a generated module
                     # sets its own: 4 under the simulator, which runs threads in Python)
 FULL_WARPS = 16  # warps an SM needs resident for the FMA rate above (8 per block x 2)
