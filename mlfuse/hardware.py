@@ -44,6 +44,10 @@ class Target:
                                 # thread holds (rows of up to this many: a thread per row,
                                 # its reductions in registers, no shuffles). A multiple of
                                 # vector_width.
+    short_row_lanes: int = 8    # warp-rows vector kernels: the fewest threads sharing a row
+                                # of at least this many vectors, so a warp's vector load
+                                # reads whole 128-byte lines (mlfuse/row_groups.py); 1: a
+                                # thread per row wherever short_row_values allow
     transpose_tile: int = 32    # transpose-tiles: a block's tile is this square of points
     transpose_tile_rows: int = 8  # rows of the tile its threads take at once (threads: x tile)
     strided_read_factor: float = 4.0  # a permuted read's cost over a coalesced one (bytes):

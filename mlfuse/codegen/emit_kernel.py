@@ -591,8 +591,8 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
                 yield
         elif self.vector:  # a row's vectors: registers-vector, warp-rows-vector
             self.lanes = Lanes(op.body.args[0], k, loc["first"], extent)
-            vectors = f"{self.row_slots} // {VECTOR_WIDTH}"
-            first = f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
+            vectors = f"{self.row_slots} // {self.vector_lanes}"
+            first = f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {self.vector_lanes}"
             if self.fills[id(op)][1]:
                 w.line("# this thread's vectors of the row first: loads with no use between "
                        "them are in flight at once")
