@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
+
 WARP = 32
 VECTOR_DTYPES = ("f32", "i32", "f16")  # what a vector access may move (codegen/vector.py)
 HALF_DTYPES = ("f16",)  # of those, the 16-bit ones: 8 to a 16-byte vector
@@ -65,7 +67,8 @@ class RowGroup:
                     f"a warp's vector load reads {self.width * self.lanes} neighbouring values "
                     "of each of its rows")
         return (f"{self.width} threads per row, {self.vectors} vector(s) of {self.lanes} values "
-                f"each{ragged}; {per_load}; reductions by {self.shuffle_steps} shuffle steps")
+                f"each{ragged}; {per_load}; a reduction takes {self.shuffle_steps} shuffle "
+                f"step{'s' if self.shuffle_steps > 1 else ''}")
 
 
 def vector_lanes(dtypes, vector_width: int) -> int:
@@ -106,5 +109,34 @@ def target_row_group(row, dtypes, hw) -> RowGroup | None:
     return group
 
 
-__all__ = ["HALF_DTYPES", "RowGroup", "VECTOR_DTYPES", "row_group", "target_row_group",
-           "vector_lanes"]
+def row_access_dtypes(row_loops) -> list[str]:
+    """The dtypes of the loads and stores directly in ``row_loops`` (a kernel's top-level
+    reduces and fors) that step along the row (last index the loop's own) and that a
+    vector may move: what decides a row's vector width (codegen/vector.py finds the
+    accesses it moves whole the same way, and also asks that their loads may be issued
+    early)."""
+    dtypes = []
+    for loop in row_loops:
+        step = loop.body.args[0]
+        for o in loop.body.ops:
+            buf, indices = ((o.operands[0], o.operands[1:]) if isinstance(o, LoadOp) else
+                            (o.operands[1], o.operands[2:]) if isinstance(o, StoreOp) else
+                            (None, ()))
+            if indices and indices[-1] is step and buf.type.dtype in VECTOR_DTYPES:
+                dtypes.append(buf.type.dtype)
+    return dtypes
+
+
+def kernel_row_group(kernel, hw) -> RowGroup | None:
+    """The vector group of a kernel whose top-level row loops all run over one constant
+    extent and move whole vectors along it (None: no such group)."""
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    extents = {repr(o.extent_list) for o in loops}
+    dtypes = row_access_dtypes(loops)
+    if len(extents) != 1 or len(loops[0].extent_list) != 1 or not dtypes:
+        return None
+    return target_row_group(loops[0]["extent"], dtypes, hw)
+
+
+__all__ = ["HALF_DTYPES", "RowGroup", "VECTOR_DTYPES", "kernel_row_group", "row_access_dtypes",
+           "row_group", "target_row_group", "vector_lanes"]
