@@ -113,11 +113,12 @@ class WarpRowsEmitter(KernelEmitter):
                 w.line(f"{loc['tid']} = cuda.threadIdx.x & {self.constant_width - 1}  "
                        "# lane in the row's group")
                 w.line(f"{loc['group']} = cuda.threadIdx.x >> {shift}")
+                w.line(f"{loc['rows_per_block']} = cuda.blockDim.x >> {shift}")
             else:
                 w.line(f"{loc['tid']} = cuda.threadIdx.x % {loc['width']}  # lane in the row's group")
                 w.line(f"{loc['group']} = cuda.threadIdx.x // {loc['width']}")
+                w.line(f"{loc['rows_per_block']} = cuda.blockDim.x // {loc['width']}")
             w.line(f"{loc['nthreads']} = {loc['width']}")
-            w.line(f"{loc['rows_per_block']} = cuda.blockDim.x // {loc['width']}")
             # the GPU's shuffles need no scratch; the simulator's twin a slot per thread
             self.declare_scratch(row_loops, "1" if self.target == "cuda" else None)
             if self.held_rows:
