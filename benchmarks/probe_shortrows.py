@@ -11,8 +11,9 @@ interpreter (probe_memkern.py's machinery: generate with the knobs, run once rec
 the launches, poison the outputs, replay the launches alone, check, time the replay with
 CUDA events, median). Variants are ``mlfuse.hardware`` knobs (codegen only; the schedule
 is warp-rows in all): for rows of 16, a thread per row (``short_row_lanes`` 1: the
-kernel before this branch, 0.354 ms in the suite) and 2 lanes a row; for rows of 64,
-4 lanes a row (4 vectors each) against the default 8 (2 each). The table comes last;
+kernel before this branch, 0.354 ms in the suite) and 2 lanes a row; for rows of 8 a
+thread per row; for rows of 32 and 64, 4 lanes a row (2 and 4 vectors each) against the
+default 8; for rows of 128, 16 lanes (2 vectors each) against 8 (4 each). The table comes last;
 the log and probe_memkern.json go to $OUT when set. ``--dry-run`` checks the script on
 the CUDA simulator (a few rows, nothing timed, no peers).
 """
@@ -46,10 +47,10 @@ def _cases():
 
 
 SWEEP = {  # label -> Target knobs; the first of each runs first, the rest while time is left
-    "softmax_8": {"default": {}},
+    "softmax_8": {"default": {}, "thread per row": {"short_row_lanes": 1}},
     "softmax_16": {"default": {}, "thread per row (before)": {"short_row_lanes": 1},
                    "2 lanes a row": {"short_row_lanes": 2}},
-    "softmax_32": {"default": {}},
+    "softmax_32": {"default": {}, "4 lanes a row": {"short_row_lanes": 4}},
     "softmax_64": {"default": {}, "4 lanes a row": {"short_row_lanes": 4}},
     "softmax_128": {"default": {}, "16 lanes a row": {"short_row_lanes": 16}},
     "layernorm_64": {"default": {}, "4 lanes a row": {"short_row_lanes": 4}},
