@@ -138,5 +138,5 @@ def kernel_row_group(kernel, hw) -> RowGroup | None:
     return target_row_group(loops[0]["extent"], dtypes, hw)
 
 
-__all__ = ["HALF_DTYPES", "RowGroup", "VECTOR_DTYPES", "kernel_row_group", "row_access_dtypes",
+__all__ = ["HALF_DTYPES", "VECTOR_DTYPES", "RowGroup", "kernel_row_group", "row_access_dtypes",
            "row_group", "target_row_group", "vector_lanes"]

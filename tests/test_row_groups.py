@@ -51,20 +51,20 @@ def _kernel(source: str, dims: dict) -> KernelOp:
 
 
 @pytest.mark.parametrize("source, reason", [
-    (SOFTMAX.format(t="f32", n=8), "2 threads per row, 1 vector(s) of 4 values each; a warp's "
-                                   "vector load reads 16 whole neighbouring rows; a reduction "
-                                   "takes 1 shuffle step"),
-    (SOFTMAX.format(t="f32", n=16), "4 threads per row, 1 vector(s) of 4 values each; a warp's "
-                                    "vector load reads 8 whole neighbouring rows"),
-    (SOFTMAX.format(t="f32", n=24), "8 threads per row, 1 vector(s) of 4 values each, the last "
-                                    "2 vector slot(s) masked"),
-    (LAYERNORM.format(t="f32", n=100), "8 threads per row, 4 vector(s) of 4 values each, the "
-                                       "last 7 vector slot(s) masked; a warp's vector load "
-                                       "reads 32 neighbouring values of each of its rows"),
+    (SOFTMAX.format(t="f32", n=8), ("2 threads per row, 1 vector(s) of 4 values each; a warp's "
+                                    "vector load reads 16 whole neighbouring rows; a reduction "
+                                    "takes 1 shuffle step")),
+    (SOFTMAX.format(t="f32", n=16), ("4 threads per row, 1 vector(s) of 4 values each; a warp's "
+                                     "vector load reads 8 whole neighbouring rows")),
+    (SOFTMAX.format(t="f32", n=24), ("8 threads per row, 1 vector(s) of 4 values each, the last "
+                                     "2 vector slot(s) masked")),
+    (LAYERNORM.format(t="f32", n=100), ("8 threads per row, 4 vector(s) of 4 values each, the "
+                                        "last 7 vector slot(s) masked; a warp's vector load "
+                                        "reads 32 neighbouring values of each of its rows")),
     (SUMSQ.format(n=256), "16 threads per row, 4 vector(s) of 4 values each"),
-    (SOFTMAX.format(t="f16", n=64), "8 threads per row, 1 vector(s) of 8 values each; a warp's "
-                                    "vector load reads 4 whole neighbouring rows; a reduction "
-                                    "takes 3 shuffle steps"),
+    (SOFTMAX.format(t="f16", n=64), ("8 threads per row, 1 vector(s) of 8 values each; a warp's "
+                                     "vector load reads 4 whole neighbouring rows; a reduction "
+                                     "takes 3 shuffle steps")),
     (SOFTMAX.format(t="f32", n=34), "32 threads per row, each value by itself"),
 ])
 def test_explain_states_the_group(source, reason):
