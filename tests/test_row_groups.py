@@ -8,12 +8,16 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
 
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.hardware import get_target
 from mlfuse.pipeline import compile_text
 from mlfuse.row_groups import row_group, target_row_group
 
+from helpers import assert_results_close
+from strategies import fuzz_settings, inputs_for, short_row_programs
 from test_row_variants import _check, _nan_rows
 
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NaN rows
@@ -102,3 +106,22 @@ def test_sum_of_rows_of_256_matches_numpy():
     """16 lanes a row, 4 vectors each: the reduction of a whole half warp."""
     module, launched = _check(SUMSQ.format(n=256), {"R": 3})
     assert "width = 16" in module.source and launched == ["f_0_vector"]
+
+
+@fuzz_settings("short_rows")
+@given(st.data())
+def test_random_short_rows_agree_with_numpy(data):
+    """Random reductions over rows of 4..130 (tests/strategies.py's ``short_row_programs``)
+    with NaN, infinities and signed zeros in the inputs: whatever group runs them, the
+    kernel matches the interpreter."""
+    import mlfuse
+    from mlfuse.interp import run_tensor
+    from mlfuse.pipeline import parse_program
+    program = data.draw(short_row_programs())
+    source = program.source()
+    note(source)
+    func = parse_program(source, "fuzz.fuse").funcs[0]
+    args = data.draw(inputs_for(func, {}))
+    expected = run_tensor(func, args)
+    got = mlfuse.compile_source(source, "fuzz.fuse", target="simulator")["f"](*args)
+    assert_results_close(func, expected, got)
