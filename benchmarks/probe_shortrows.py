@@ -4,7 +4,8 @@ Run on the GPU from the repository root (one process, under 3 minutes on an H100
     python benchmarks/probe_shortrows.py [--case NAME ...] [--no-peers] [--dry-run]
 
 softmax over R x C for C in 8, 16, 32, 64, 128 with R * C = 2^26 f32 (512 MB moved
-each), and layernorm over rows of 64, each as the warp-rows vector kernel whose group
+each), softmax over f16 rows of 64 (16-byte vectors of 8 halves, 256 MB) and layernorm
+over rows of 64, each as the warp-rows vector kernel whose group
 ``mlfuse/row_groups.py`` picks (threads per row, 16-byte vectors each), against torch
 eager and torch.compile on the same inputs. Every result is checked against the NumPy
 interpreter (probe_memkern.py's machinery: generate with the knobs, run once recording
@@ -39,6 +40,9 @@ def _cases():
         source = f"func softmax_{c}(x: f32[R, {c}]) -> f32[R, {c}] {{ return softmax(x, axis=1) }}"
         cases[f"softmax_{c}"] = Case(f"softmax_{c}", source, {"R": TOTAL // c}, t_softmax,
                                      dry_dims={"R": 7})
+    source = "func softmax_f16_64(x: f16[R, 64]) -> f16[R, 64] { return softmax(x, axis=1) }"
+    cases["softmax_f16_64"] = Case("softmax_f16_64", source, {"R": TOTAL // 64}, t_softmax,
+                                   dry_dims={"R": 6})
     source = ("func layernorm_64(x: f32[R, 64], g: f32[64], b: f32[64]) -> f32[R, 64] {\n"
               "    return layernorm(x, g, b, axis=-1, eps=1e-5)\n}")
     cases["layernorm_64"] = Case("layernorm_64", source, {"R": TOTAL // 64}, t_layernorm,
@@ -53,6 +57,7 @@ SWEEP = {  # label -> Target knobs; the first of each runs first, the rest while
     "softmax_32": {"default": {}, "4 lanes a row": {"short_row_lanes": 4}},
     "softmax_64": {"default": {}, "4 lanes a row": {"short_row_lanes": 4}},
     "softmax_128": {"default": {}, "16 lanes a row": {"short_row_lanes": 16}},
+    "softmax_f16_64": {"default": {}},
     "layernorm_64": {"default": {}, "4 lanes a row": {"short_row_lanes": 4}},
 }
 
