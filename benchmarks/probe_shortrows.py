@@ -112,10 +112,12 @@ def main() -> None:
     rows.sort(key=lambda r: names.index(r[0]))
     log(f"\nkernel times, ms (CUDA events, median); floor = bytes moved / copy rate "
         f"({gbs:.0f} GB/s); total {time.perf_counter() - t0:.0f} s")
-    log(f"{'case':14} {'variant':26} {'ms':>8} {'%floor':>6} ok   kernel")
+    eager = {name: ms for name, label, ms, *_ in rows if label == "torch"}
+    log(f"{'case':14} {'variant':26} {'ms':>8} {'%floor':>6} {'/eager':>7} ok   kernel")
     for name, label, ms, floor, ok, kernel in rows:
-        log(f"{name:14} {label:26} {ms:8.4f} {100 * floor / ms:5.0f}% {'ok ' if ok else 'BAD'}  "
-            f"{kernel}")
+        ratio = f"{ms / eager[name]:6.2f}x" if name in eager else "      -"
+        log(f"{name:14} {label:26} {ms:8.4f} {100 * floor / ms:5.0f}% {ratio} "
+            f"{'ok ' if ok else 'BAD'}  {kernel}")
 
 
 if __name__ == "__main__":
