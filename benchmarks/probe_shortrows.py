@@ -12,7 +12,8 @@ interpreter (probe_memkern.py's machinery: generate with the knobs, run once rec
 the launches, poison the outputs, replay the launches alone, check, time the replay with
 CUDA events, median). Variants are ``mlfuse.hardware`` knobs (codegen only; the schedule
 is warp-rows in all): for rows of 16, a thread per row (``short_row_lanes`` 1: the
-kernel before this branch, 0.354 ms in the suite) and 2 lanes a row; for rows of 8 a
+grouping before this branch, 0.354 ms in the suite, with this branch's row loop) and 2
+lanes a row; for rows of 8 a
 thread per row; for rows of 32 and 64, 4 lanes a row (2 and 4 vectors each) against the
 default 8; for rows of 128, 16 lanes (2 vectors each) against 8 (4 each); and for rows
 of 16 a grid of 16 blocks per SM whose threads walk 16 rows each (the per-thread setup
