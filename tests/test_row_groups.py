@@ -125,3 +125,19 @@ def test_random_short_rows_agree_with_numpy(data):
     expected = run_tensor(func, args)
     got = mlfuse.compile_source(source, "fuzz.fuse", target="simulator")["f"](*args)
     assert_results_close(func, expected, got)
+
+
+def test_f16_and_ragged_groups_compile_for_sm90_without_spills(tmp_path):
+    """What the H100 runs: f16 rows of 64 in 16-byte vectors of 8 halves (one load a lane),
+    layernorm over rows of 100 (8 lanes, the last vectors masked); shuffles, no spills."""
+    from test_ptx import kernels, toolchain_problem
+    if toolchain_problem():
+        pytest.skip(toolchain_problem())
+    path = tmp_path / "groups.fuse"
+    path.write_text(SOFTMAX.format(t="f16", n=64).replace("func f", "func half") + "\n" +
+                    LAYERNORM.format(t="f32", n=100).replace("func f", "func ragged"))
+    found = {k["kernel"]: k for k in kernels(str(path))}
+    for name, loads in (("half_0_vector", 1), ("ragged_0_vector", 12)):
+        k = found[name]
+        assert k["v4_loads"] == loads and k["shuffles"], k
+        assert k["spill_bytes"] == 0 and k["f64"] == [], k
