@@ -19,7 +19,9 @@ class Target:
                                 # loads are issued together, so more bytes are in flight
     row_values_per_thread: int  # a row of at most this * row_threads values stays in registers
     row_min_extent: int         # a reduction shorter than this runs one thread per output
-                                # (or, along rows, a group of threads per row: warp-rows)
+                                # (or, along rows, a group of threads per row: warp-rows,
+                                # which rows of a constant length up to 32 x
+                                # short_row_values also take: mlfuse/row_groups.py)
     default_dim: int            # size assumed for a symbolic dim that --dim did not bind
     # Launch and access knobs of the generated kernels (benchmarks/probe_memkern.py sweeps
     # them; docs/perf-notes.md has the measurements behind each default).

@@ -41,8 +41,8 @@ from mlfuse.codegen.emit_vector import VECTOR_WIDTH
 _DOC = {"warp-rows": "Warp-rows schedule over [{space}]: a group of `width` threads per point, "
                      "several points per warp; group reductions by shuffles.",
         "warp-rows-vector": "Warp-rows schedule over [{space}]: a group of `width` threads per "
-                            "point (1: a thread per point, no shuffles), each thread's values of "
-                            "a row in vectors of VECTOR_WIDTH loaded and stored whole."}
+                            "point (1: a thread per point, no shuffles), lane l taking vectors "
+                            "l, l + width, ... of its row, each loaded and stored whole."}
 _MOST_WIDTH = 32
 
 
