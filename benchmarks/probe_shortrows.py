@@ -16,8 +16,9 @@ grouping before this branch, 0.354 ms in the suite, with this branch's row loop)
 lanes a row; for rows of 8 a
 thread per row; for rows of 32 and 64, 4 lanes a row (2 and 4 vectors each) against the
 default 8; for rows of 128, 16 lanes (2 vectors each) against 8 (4 each); and for rows
-of 16 a grid of 16 blocks per SM whose threads walk 16 rows each (the per-thread setup
-paid once: about a quarter of the kernel's instructions at one row a thread). The table comes last;
+of 16, a group taking 2 rows a step (``short_row_batch``: both rows' loads in flight
+together; 43 registers instead of 31) and a grid of 16 blocks per SM whose threads walk
+16 rows each (the per-thread setup, ~24 SASS instructions, paid once). The table comes last;
 the log and probe_memkern.json go to $OUT when set. ``--dry-run`` checks the script on
 the CUDA simulator (a few rows, nothing timed, no peers).
 """
@@ -57,6 +58,7 @@ SWEEP = {  # label -> Target knobs; the first of each runs first, the rest while
     "softmax_8": {"default": {}, "thread per row": {"short_row_lanes": 1}},
     "softmax_16": {"default": {}, "thread per row (before)": {"short_row_lanes": 1},
                    "2 lanes a row": {"short_row_lanes": 2},
+                   "2 rows a step": {"short_row_batch": 2},
                    "grid 16 blocks/SM": {"pointwise_blocks_per_sm": 16}},
     "softmax_32": {"default": {}, "4 lanes a row": {"short_row_lanes": 4}},
     "softmax_64": {"default": {}, "4 lanes a row": {"short_row_lanes": 4}},

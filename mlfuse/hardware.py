@@ -46,6 +46,8 @@ class Target:
                                 # thread holds (rows of up to this many: a thread per row,
                                 # its reductions in registers, no shuffles). A multiple of
                                 # vector_width.
+    short_row_batch: int = 1    # warp-rows vector kernels: rows a group takes a step, the
+                                # first row loop's loads of all of them issued first
     short_row_lanes: int = 8    # warp-rows vector kernels: the fewest threads sharing a row
                                 # of at least this many vectors, so a warp's vector load
                                 # reads whole 128-byte lines (mlfuse/row_groups.py); 1: a

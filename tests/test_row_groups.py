@@ -141,3 +141,31 @@ def test_f16_and_ragged_groups_compile_for_sm90_without_spills(tmp_path):
         k = found[name]
         assert k["v4_loads"] == loads and k["shuffles"], k
         assert k["spill_bytes"] == 0 and k["f64"] == [], k
+
+
+@pytest.mark.parametrize("source, rows", [(SOFTMAX.format(t="f32", n=24), 37),
+                                          (LAYERNORM.format(t="f32", n=100), 9),
+                                          (SOFTMAX.format(t="f16", n=16), 70)])
+def test_a_group_may_take_several_rows_a_step(source, rows):
+    """short_row_batch 3: the first row loop's loads of 3 rows issued before any of them is
+    reduced, each row's values in its own slots; rows past the end (not a multiple of a
+    step's rows) masked; NaN and infinite rows as NumPy."""
+    from mlfuse.codegen import generate
+    from mlfuse.interp import run_tensor
+    from mlfuse.pipeline import parse_program
+    from mlfuse.runtime.loader import load_source
+    from mlfuse.tools.checking import random_inputs
+    from numba import cuda
+
+    from helpers import record_launches
+    hw = dataclasses.replace(get_target(), short_row_batch=3)
+    text = generate(compile_text(source, "t.fuse", level="fused"), "simulator", hw)
+    assert "rows_per_block = 3 * group_rows" in text and ", 3), THREADS_PER_BLOCK" in text
+    module = load_source(text, "batched_rows")
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, {"R": rows}, seed=3)
+    _nan_rows_f16_safe(inputs)
+    launched = record_launches(module, ["f_0", "f_0_vector"])
+    got = module.f(*[cuda.to_device(a) for a in inputs])
+    assert launched == ["f_0_vector"]
+    assert_results_close(func, run_tensor(func, inputs), got.copy_to_host())

@@ -250,6 +250,9 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         # pointwise kernel moving 16-bit values only takes twice as many (16 bytes)
         self.vector_lanes, self.vector_points = VECTOR_WIDTH, POINTS_PER_THREAD
         self.vector_moves = ("_load_vector", "_store_vector")
+        # a batch of rows a step (warp-rows): the current row's first slot (code + " "),
+        # and the row loops whose vector loads the batch issued ahead already
+        self.slot_offset, self.prefilled = "", set()
         if variant == "pointwise-vector" and half_vectors(pointwise_vector_accesses(op.body)):
             self.vector_lanes, self.vector_points = "VECTOR_WIDTH_16", "POINTS_PER_THREAD_16"
             self.vector_moves = ("_load_halves", "_store_halves")
@@ -593,7 +596,7 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
             self.lanes = Lanes(op.body.args[0], k, loc["first"], extent)
             vectors = f"{self.row_slots} // {self.vector_lanes}"
             first = f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {self.vector_lanes}"
-            if self.fills[id(op)][1]:
+            if self.fills[id(op)][1] and id(op) not in self.prefilled:
                 w.line("# this thread's vectors of the row first: loads with no use between "
                        "them are in flight at once")
                 with self.each_vector(vectors, first, extent):

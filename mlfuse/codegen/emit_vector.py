@@ -42,7 +42,7 @@ class Lanes:
 class VectorPhases:
     """Needs from its host class: w, local, namer, held, fills, staged, vector_loads,
     lanes, reuse, helpers, local_array, statement, fill_line, index, vector_lanes,
-    vector_moves."""
+    vector_moves, slot_offset (code added to every slot: a batched row's first slot)."""
 
     def plan_vectors(self, accesses: list[Operation], size: str) -> None:
         """Record which loads fill a vector at a time, and give each store that is a
@@ -72,7 +72,7 @@ class VectorPhases:
         innermost extent)."""
         w, loc, lanes, width = self.w, self.local, self.lanes, self.vector_lanes
         with w.indented(f"for {loc['lane']} in range({width}):"):
-            w.line(f"{loc['slot']} = {loc['vec']} * {width} + {loc['lane']}")
+            w.line(f"{loc['slot']} = {self.slot_offset}{loc['vec']} * {width} + {loc['lane']}")
             w.line(f"{lanes.index} = {lanes.first} + {loc['lane']}")
             yield
 
@@ -90,7 +90,7 @@ class VectorPhases:
             if id(o) in self.vector_loads:
                 w.line(f"{self.vector_moves[0]}({self.namer(o.operands[0])}, "
                        f"{self.vector_index(o.operands[1:])}, {self.held[id(o)]}, "
-                       f"{loc['vec']} * {self.vector_lanes})")
+                       f"{self.slot_offset}{loc['vec']} * {self.vector_lanes})")
         single = [o for o in loads if id(o) not in self.vector_loads]
         if single:
             with self.each_lane():
@@ -104,4 +104,4 @@ class VectorPhases:
         for o in stores:
             self.w.line(f"{self.vector_moves[1]}({self.namer(o.operands[1])}, "
                         f"{self.vector_index(o.operands[2:])}, {self.staged[id(o)]}, "
-                        f"{self.local['vec']} * {self.vector_lanes})")
+                        f"{self.slot_offset}{self.local['vec']} * {self.vector_lanes})")

@@ -23,20 +23,24 @@ at least ``Target.short_row_lanes`` lanes where the row has that many vectors, s
 warp's vector load reads whole 128-byte lines, or whole neighbouring rows (rows of 16
 f32: 4 lanes, 8 rows a load). A group of one (short_row_lanes 1) is a thread per row
 with its reductions in registers, no shuffles. The host launches it where the buffers'
-rows are aligned (``_vector_ready``), the scalar kernel elsewhere.
+rows are aligned (``_vector_ready``), the scalar kernel elsewhere. With
+``Target.short_row_batch`` above 1 a group takes that many rows a step (``group_rows``
+apart): the first row loop's vector loads of all of them are issued before any is
+reduced, each row's values in slots of their own (``slot_offset``).
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp
+from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp
 from mlfuse.row_groups import RowGroup, target_row_group
 
 from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, kernel_interface
 from mlfuse.codegen.helpers import group_reduce_name
 from mlfuse.codegen.scalar import COMPUTE_TYPE
 from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
-from mlfuse.codegen.emit_vector import VECTOR_WIDTH
+from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 
 _DOC = {"warp-rows": "Warp-rows schedule over [{space}]: a group of `width` threads per point, "
                      "several points per warp; group reductions by shuffles.",
@@ -91,13 +95,15 @@ class WarpRowsEmitter(KernelEmitter):
         self.constant_width = group_width(row) if row is not None else None
         if self.constant_width is not None:
             self.row_slots = -(-row // self.constant_width)
+        self.batch = 1  # rows a group takes a step (the vector variant may take several)
         if self.vector:
             group = vector_rows(op, hw)
             self.constant_width, self.row_slots = group.width, group.slots
+            self.batch = _batch(op, hw)
             if group.lanes != hw.vector_width:  # 16 bytes of 16-bit values a vector
                 self.vector_lanes = "VECTOR_WIDTH_16"
                 self.vector_moves = ("_load_halves", "_store_halves")
-        for n in ("width", "group", "row", "valid", "row_base", "rows_per_block"):
+        for n in ("width", "group", "row", "valid", "row_base", "rows_per_block", "group_rows"):
             self.local[n] = self.namer.fresh(n)
 
     def emit(self) -> str:
@@ -121,23 +127,64 @@ class WarpRowsEmitter(KernelEmitter):
             w.line(f"{loc['nthreads']} = {loc['width']}")
             # the GPU's shuffles need no scratch; the simulator's twin a slot per thread
             self.declare_scratch(row_loops, "1" if self.target == "cuda" else None)
-            if self.held_rows:
+            slots, self.row_slots = self.row_slots, self.row_slots * self.batch
+            if self.held_rows:  # (local arrays: a row's slots for each row of a batch)
                 self.plan_held_rows(row_loops)
             if self.vector:
                 self.plan_vectors(row_vector_accesses(row_loops), self.row_slots)
+            self.row_slots = slots
+            if self.batch > 1:
+                w.line(f"{loc['group_rows']} = {loc['rows_per_block']}")
+                w.line(f"{loc['rows_per_block']} = {self.batch} * {loc['group_rows']}  "
+                       f"# a thread's group takes {self.batch} rows a step")
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             # a while loop, not range(): range's trip count is a 64-bit division per thread,
             # and the host launches enough blocks that each thread mostly runs one step
             w.line(f"{loc['row_base']} = numba.int64(cuda.blockIdx.x) * {loc['rows_per_block']}")
             with w.indented(f"while {loc['row_base']} < {loc['n_points']}:"):
-                w.line(f"{loc['row']} = {loc['row_base']} + {loc['group']}")
-                w.line(f"{loc['valid']} = {loc['row']} < {loc['n_points']}")
-                w.line(f"{loc['point']} = min({loc['row']}, {loc['n_points']} - 1)  "
-                       "# past the end: the last row again, not stored")
-                self.unravel(loc["point"])
-                self.block(self.op.body, top=True)
+                if self.batch > 1:
+                    self.batched_rows(row_loops[0])
+                else:
+                    self.row_point("")
+                    self.block(self.op.body, top=True)
                 w.line(f"{loc['row_base']} += numba.int64(cuda.gridDim.x) * {loc['rows_per_block']}")
         return w.text()
+
+    def row_point(self, band: str) -> None:
+        """The group's row (``band``: the offset of a batch's row, e.g. "2 * group_rows + "),
+        whether it exists, and its point's indices."""
+        w, loc = self.w, self.local
+        w.line(f"{loc['row']} = {loc['row_base']} + {band}{loc['group']}")
+        w.line(f"{loc['valid']} = {loc['row']} < {loc['n_points']}")
+        w.line(f"{loc['point']} = min({loc['row']}, {loc['n_points']} - 1)  "
+               "# past the end: the last row again, not stored")
+        self.unravel(loc["point"])
+
+    def batched_rows(self, first_loop) -> None:
+        """``batch`` rows a step (rows ``group_rows`` apart): the first row loop's vector
+        loads of all of them first, so that they are in flight together, then each row's
+        body, its values in slots ``b * row_slots`` on of the local arrays."""
+        w, loc = self.w, self.local
+        bands = [f"{b} * {loc['group_rows']} + " if b else "" for b in range(self.batch)]
+        extent = self.extent(first_loop.extent_list[0])
+        self.lanes = Lanes(first_loop.body.args[0], self.define(first_loop.body.args[0], "k"),
+                           loc["first"], extent)
+        w.line(f"# the first row loop's vectors of all {self.batch} rows first: in flight at once")
+        for b, band in enumerate(bands):
+            self.row_point(band)
+            self.slot_offset = f"{b * self.row_slots} + " if b else ""
+            with w.indented(f"if {loc['valid']}:"):
+                with self.each_vector(f"{self.row_slots} // {self.vector_lanes}",
+                                      f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * "
+                                      f"{self.vector_lanes}", extent):
+                    self.vector_fill(first_loop)
+        self.prefilled.add(id(first_loop))
+        for b, band in enumerate(bands):
+            w.line(f"# row {b + 1} of the step's {self.batch}")
+            self.row_point(band)
+            self.slot_offset = f"{b * self.row_slots} + " if b else ""
+            self.block(self.op.body, top=True)
+        self.slot_offset = ""
 
     def leader(self) -> str:
         return f"{self.local['tid']} == 0 and {self.local['valid']}"
@@ -160,6 +207,17 @@ class WarpRowsEmitter(KernelEmitter):
                 yield
 
 
+def _batch(op, hw) -> int:
+    """Rows a vector group takes a step (``Target.short_row_batch``), where its first row
+    loop's loads depend on nothing the body computes before it (they are issued for all
+    of the step's rows first); 1 elsewhere."""
+    first = next((o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))), None)
+    before = op.body.ops[:op.body.ops.index(first)] if first is not None else []
+    if hw.short_row_batch <= 1 or any(not isinstance(o, (ConstantOp, DimOp)) for o in before):
+        return 1
+    return hw.short_row_batch
+
+
 def emit_warp_rows(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
     variants = {"warp-rows": name}
     accesses = row_vector_accesses([o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))])
@@ -171,7 +229,8 @@ def emit_warp_rows(op, name: str, target: str, helpers: set[str], names, hw) -> 
     extents = [o["extent"] for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
     return KernelCode(op, "warp-rows", kernel_interface(op), extents, variants,
                       "\n\n".join(texts), vector_buffers(accesses) if shape else [],
-                      launch={"vector_width": shape.width} if shape else {},
+                      launch={"vector_width": shape.width, "batch": _batch(op, hw)}
+                      if shape else {},
                       vector_lanes=VECTOR_WIDTH if shape is None or shape.lanes == hw.vector_width
                       else "VECTOR_WIDTH_16")
 
@@ -185,12 +244,13 @@ def warp_rows_launch(host, kernel, points: str, args: list[str]) -> None:
     width = host.namer.fresh("width")
     host.helpers.update({"_row_group", "_pointwise_blocks"})
 
-    def call(kind: str, threads: str) -> str:
-        return host.call(kernel.variants[kind], f"_pointwise_blocks({points} * {threads}, 1), "
-                         "THREADS_PER_BLOCK", args + [threads])
+    def call(kind: str, threads: str, batch: int = 1) -> str:
+        return host.call(kernel.variants[kind], f"_pointwise_blocks({points} * {threads}, "
+                         f"{batch}), THREADS_PER_BLOCK", args + [threads])
     calls = {"warp-rows": call("warp-rows", width)}
     if "warp-rows-vector" in kernel.variants:
-        calls["warp-rows-vector"] = call("warp-rows-vector", str(kernel.launch["vector_width"]))
+        calls["warp-rows-vector"] = call("warp-rows-vector", str(kernel.launch["vector_width"]),
+                                         kernel.launch["batch"])
     host.guarded(op, points, [f"{width} = _row_group({row})"] +
                  host.vector_choice(kernel, calls, "warp-rows-vector"))
 
