@@ -594,8 +594,7 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
                 yield
         elif self.vector:  # a row's vectors: registers-vector, warp-rows-vector
             self.lanes = Lanes(op.body.args[0], k, loc["first"], extent)
-            vectors = f"{self.row_slots} // {self.vector_lanes}"
-            first = f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {self.vector_lanes}"
+            vectors, first = self.row_vectors()
             if self.fills[id(op)][1] and id(op) not in self.prefilled:
                 w.line("# this thread's vectors of the row first: loads with no use between "
                        "them are in flight at once")
@@ -628,6 +627,13 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         else:
             with w.indented(f"for {k} in range({loc['tid']}, {extent}, {loc['nthreads']}):"):
                 yield
+
+    def row_vectors(self) -> tuple[str, str]:
+        """A row kernel's vector loop: how many vectors a thread takes of a row, and the
+        index of the first value of its ``vec``-th (vectors ``tid``, ``tid + nthreads``, ...)."""
+        loc, lanes = self.local, self.vector_lanes
+        return (f"{self.row_slots} // {lanes}",
+                f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {lanes}")
 
     def accumulate(self, op: ReduceOp, acc: str, shared: bool) -> None:
         """The reduce's loop: its body, then ``acc = combine(acc, yielded)``."""

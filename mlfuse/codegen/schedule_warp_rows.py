@@ -173,11 +173,8 @@ class WarpRowsEmitter(KernelEmitter):
         for b, band in enumerate(bands):
             self.row_point(band)
             self.slot_offset = f"{b * self.row_slots} + " if b else ""
-            with w.indented(f"if {loc['valid']}:"):
-                with self.each_vector(f"{self.row_slots} // {self.vector_lanes}",
-                                      f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * "
-                                      f"{self.vector_lanes}", extent):
-                    self.vector_fill(first_loop)
+            with w.indented(f"if {loc['valid']}:"), self.each_vector(*self.row_vectors(), extent):
+                self.vector_fill(first_loop)
         self.prefilled.add(id(first_loop))
         for b, band in enumerate(bands):
             w.line(f"# row {b + 1} of the step's {self.batch}")
