@@ -170,7 +170,7 @@ class WarpRowsEmitter(KernelEmitter):
         self.lanes = Lanes(first_loop.body.args[0], self.define(first_loop.body.args[0], "k"),
                            loc["first"], extent)
         w.line(f"# the first row loop's vectors of all {self.batch} rows first: in flight at once")
-        for b, band in enumerate(bands):
+        for b, band in enumerate(bands if self.fills[id(first_loop)][1] else []):
             self.row_point(band)
             self.slot_offset = f"{b * self.row_slots} + " if b else ""
             with w.indented(f"if {loc['valid']}:"), self.each_vector(*self.row_vectors(), extent):
