@@ -19,7 +19,9 @@ class Target:
                                 # loads are issued together, so more bytes are in flight
     row_values_per_thread: int  # a row of at most this * row_threads values stays in registers
     row_min_extent: int         # a reduction shorter than this runs one thread per output
-                                # (or, along rows, a group of threads per row: warp-rows)
+                                # (or, along rows, a group of threads per row: warp-rows,
+                                # which rows of a constant length up to 32 x
+                                # short_row_values also take: mlfuse/row_groups.py)
     default_dim: int            # size assumed for a symbolic dim that --dim did not bind
     # Launch and access knobs of the generated kernels (benchmarks/probe_memkern.py sweeps
     # them; docs/perf-notes.md has the measurements behind each default).
@@ -47,6 +49,12 @@ class Target:
                                 # thread holds (rows of up to this many: a thread per row,
                                 # its reductions in registers, no shuffles). A multiple of
                                 # vector_width.
+    short_row_batch: int = 1    # warp-rows vector kernels: rows a group takes a step, the
+                                # first row loop's loads of all of them issued first
+    short_row_lanes: int = 8    # warp-rows vector kernels: the fewest threads sharing a row
+                                # of at least this many vectors, so a warp's vector load
+                                # reads whole 128-byte lines (mlfuse/row_groups.py); 1: a
+                                # thread per row wherever short_row_values allow
     transpose_tile: int = 32    # transpose-tiles: a block's tile is this square of points
     transpose_tile_rows: int = 8  # rows of the tile its threads take at once (threads: x tile)
     transpose_vector_tile: int = 64  # transpose-tiles' vector kernel (extents that

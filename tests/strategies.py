@@ -31,6 +31,7 @@ EXAMPLES = {  # property -> examples in each profile
     "mutations": {"ci": 200, "long": 10000, "gpu": 50},
     "calls": {"ci": 20, "long": 500, "gpu": 50},
     "permute": {"ci": 8, "long": 300, "gpu": 40},
+    "short_rows": {"ci": 6, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
@@ -576,5 +577,38 @@ def permuted_programs(draw):
         expr = f"maximum({expr}, {_call('transpose', z.name, dims_text(perm))})"
     p.lines.append(f"v0 = {_call('relu', expr) if draw(st.booleans()) else expr}")
     p.values.append(Value("v0", out, dtype))
+    p.results = [p.values[-1]]
+    return p
+
+
+@st.composite
+def short_row_programs(draw):
+    """A reduction over the last axis of rows of one constant length a warp holds (the
+    warp-rows vector groups of mlfuse/row_groups.py: 1 to 32 lanes a row, rows that the
+    lanes' vectors fill raggedly, rows with no whole vectors), with an elementwise
+    prologue and maybe a broadcast-back epilogue: softmax, layernorm, rmsnorm, or
+    sum/max/mean of a product, in f32 or f16. Concrete sizes: the simulator runs the
+    schedule the fuse pass picks."""
+    dtype = draw(st.sampled_from(["f32", "f16"]))
+    cols = draw(st.sampled_from([4, 8, 12, 16, 20, 24, 36, 64, 100, 130]))
+    rows = draw(st.integers(1, 4))
+    p = Program()
+    x = p.param((rows, cols), dtype)
+    pre = x.name
+    if draw(st.booleans()):
+        y = p.param((cols,) if draw(st.booleans()) else (rows, cols), dtype)
+        pre = _apply(draw(st.sampled_from(["+", "*", "maximum"])), x.name, y.name)
+    kind = draw(st.sampled_from(["softmax", "layernorm", "rmsnorm", "sum", "max", "mean"]))
+    if kind == "softmax":
+        expr, shape = _call("softmax", pre, "axis=1"), (rows, cols)
+    elif kind == "layernorm":
+        gamma, beta = p.param((cols,), dtype), p.param((cols,), dtype)
+        expr, shape = _call(kind, pre, gamma.name, beta.name, "axis=-1", "eps=0.1"), (rows, cols)
+    elif kind == "rmsnorm":
+        expr, shape = _call(kind, pre, p.param((cols,), dtype).name, "eps=0.1"), (rows, cols)
+    else:
+        expr, shape = _call(kind, f"{pre} * {pre}" if kind == "sum" else pre, "axis=1"), (rows,)
+    p.lines.append(f"v0 = {expr}")
+    p.values.append(Value("v0", shape, dtype))
     p.results = [p.values[-1]]
     return p

@@ -48,10 +48,13 @@ def test_each_pattern_is_one_kernel(name):
     assert len(kernels(fused(name))) == 1
 
 
-@pytest.mark.parametrize("name", ["softmax", "layernorm", "sumsq"])
-def test_row_reductions_run_as_row_kernels(name):
+@pytest.mark.parametrize("name, schedule", [("softmax", "row"), ("layernorm", "warp-rows"),
+                                            ("sumsq", "row")])
+def test_row_reductions_run_as_row_kernels(name, schedule):
+    """Rows of C (the model size: long) take a block each; layernorm's rows of 64 a group
+    of 8 threads, several rows per warp (mlfuse/row_groups.py)."""
     (k,) = kernels(fused(name, fuse_options={"dims": MODEL_DIMS}))
-    assert k["schedule"] == "row"
+    assert k["schedule"] == schedule
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

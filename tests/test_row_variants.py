@@ -1,6 +1,6 @@
 """Row-family kernel variants against the NumPy interpreter under the simulator (tiny
-sizes): warp-rows' vector variant (a thread per short row, its values in vectors, its
-reductions in registers) and the row schedule's streaming tiles (a tile of loads in
+sizes): warp-rows' vector variant (a group of lanes per short row, its values in
+vectors, the group's reductions by shuffles; tests/test_row_groups.py has the choice) and the row schedule's streaming tiles (a tile of loads in
 flight per thread); plus what the GPU build of the short-row kernel is (ptxas)."""
 from __future__ import annotations
 
@@ -51,15 +51,28 @@ def _nan_rows(inputs):
     x[4, 0] = np.inf
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_short_softmax_takes_a_thread_per_row_in_vectors(dtype):
+@pytest.mark.parametrize("dtype, width, load", [("f32", 4, "_load_vector"),
+                                               ("f16", 2, "_load_halves")])
+def test_short_softmax_splits_each_row_over_a_group_in_vectors(dtype, width, load):
+    """Rows of 16: a lane per 16-byte vector (4 f32 lanes, 2 of 8 halves), the group's
+    reductions by shuffles (their simulator twin here); NaN and infinite rows as NumPy."""
     module, launched = _check(SHORT_SOFTMAX.format(t=dtype, n=16), {"R": 37}, _nan_rows)
     assert launched == ["f_0_vector"]
     source = module.source
     kernel = source[source.index("def f_0_vector("):]
     kernel = kernel[:kernel.index("\n\n")]
-    assert "width = 1" in kernel and "_group_reduce" not in kernel  # no shuffles
-    assert kernel.count("_load_vector(x,") == 1 and kernel.count("_store_vector(") == 1
+    assert f"width = {width}" in kernel and "_group_reduce_max" in kernel
+    assert kernel.count(f"{load}(x,") == 1 and kernel.count("_store_") == 1
+
+
+def test_a_thread_per_row_where_a_group_may_be_one_thread():
+    """short_row_lanes 1: rows of 16 f32 take a thread each (no shuffles), as before."""
+    softmax = compile_text(SHORT_SOFTMAX.format(t="f32", n=16), "t.fuse", level="fused")
+    hw = dataclasses.replace(get_target(), short_row_lanes=1)
+    text = generate(softmax, "simulator", hw)
+    kernel = text[text.index("def f_0_vector("):]
+    kernel = kernel[:kernel.index("\n\n")]
+    assert "width = 1" in kernel and "_group_reduce" not in kernel
 
 
 CONCAT_SOFTMAX = ("func f(x: f32[R, 5], y: f32[R, 3]) -> f32[R, 8] {\n"
@@ -70,15 +83,15 @@ CONCAT_SOFTMAX = ("func f(x: f32[R, 5], y: f32[R, 3]) -> f32[R, 8] {\n"
     (SHORT_LAYERNORM, {"R": 23}, True), (SHORT_SUMSQ, {"A": 3, "B": 11}, True),
     (SHORT_SOFTMAX.format(t="f32", n=5), {"R": 9}, False), (CONCAT_SOFTMAX, {"R": 9}, True)])
 def test_short_rows_of_other_lengths_match_numpy(source, dims, vector):
-    """Rows of 12 (a thread, 3 vectors), of 20 (2 threads per row: a group reduction
-    of 2 lanes, 3 vectors each, the last partial), of 5 (no whole vectors: only the
+    """Rows of 12 (4 lanes, the last idle), of 20 (5 vectors on 8 lanes: a group
+    reduction of 8 lanes, 3 of them masked), of 5 (no whole vectors: only the
     scalar kernel), of 8 gathered from two inputs (loads one by one, whose later copies
     feed only kept values and are not issued; the store a vector)."""
     module, launched = _check(source, dims)
     assert ("f_0_vector" in module.source) == vector
     assert launched == (["f_0_vector"] if vector else ["f_0"])
     if "20]" in source:
-        assert "width = 2" in module.source and "_group_reduce_add" in module.source
+        assert "width = 8" in module.source and "_group_reduce_add" in module.source
 
 
 def test_unaligned_rows_fall_back_on_the_scalar_kernel():
@@ -111,7 +124,9 @@ def test_streaming_rows_walk_tiles_of_loads():
     assert launched == ["f_0_streaming"]
 
 
-def test_short_softmax_kernel_for_sm90_uses_16_byte_accesses_without_shuffles(tmp_path):
+def test_short_softmax_kernel_for_sm90_uses_16_byte_accesses_and_shuffles(tmp_path):
+    """What the H100 runs for rows of 16 f32: one 16-byte load a lane, the group's
+    shuffles, no spills, and at most 32 registers (4 blocks of 512 threads per SM)."""
     from test_ptx import kernels, toolchain_problem
     if toolchain_problem():
         pytest.skip(toolchain_problem())
@@ -119,8 +134,9 @@ def test_short_softmax_kernel_for_sm90_uses_16_byte_accesses_without_shuffles(tm
     path.write_text(SHORT_SOFTMAX.format(t="f32", n=16).replace("func f", "func short"))
     found = {k["kernel"]: k for k in kernels(str(path))}
     vector = found["short_0_vector"]
-    assert vector["v4_loads"] > 0 and not vector["shuffles"], vector
+    assert vector["v4_loads"] > 0 and vector["shuffles"], vector
     assert vector["spill_bytes"] == 0 and vector["f64"] == [], vector
+    assert vector["registers"] <= 32, vector
 
 
 def _schedules(source: str, dims=None) -> list[str]:

@@ -250,6 +250,9 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         # pointwise kernel moving 16-bit values only takes twice as many (16 bytes)
         self.vector_lanes, self.vector_points = VECTOR_WIDTH, POINTS_PER_THREAD
         self.vector_moves = ("_load_vector", "_store_vector")
+        # a batch of rows a step (warp-rows): the current row's first slot (code + " "),
+        # and the row loops whose vector loads the batch issued ahead already
+        self.slot_offset, self.prefilled = "", set()
         if variant == "pointwise-vector" and half_vectors(pointwise_vector_accesses(op.body)):
             self.vector_lanes, self.vector_points = "VECTOR_WIDTH_16", "POINTS_PER_THREAD_16"
             self.vector_moves = ("_load_halves", "_store_halves")
@@ -594,9 +597,8 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
                 yield
         elif self.vector:  # a row's vectors: registers-vector, warp-rows-vector
             self.lanes = Lanes(op.body.args[0], k, loc["first"], extent)
-            vectors = f"{self.row_slots} // {VECTOR_WIDTH}"
-            first = f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
-            if self.fills[id(op)][1]:
+            vectors, first = self.row_vectors()
+            if self.fills[id(op)][1] and id(op) not in self.prefilled:
                 w.line("# this thread's vectors of the row first: loads with no use between "
                        "them are in flight at once")
                 with self.each_vector(vectors, first, extent):
@@ -635,6 +637,13 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         """(start, end) of the values of a shared loop's row that this block walks:
         the whole row here; a chunk of it in split_stages.py."""
         return "0", self.extent(op.extent_list[0])
+
+    def row_vectors(self) -> tuple[str, str]:
+        """A row kernel's vector loop: how many vectors a thread takes of a row, and the
+        index of the first value of its ``vec``-th (vectors ``tid``, ``tid + nthreads``, ...)."""
+        loc, lanes = self.local, self.vector_lanes
+        return (f"{self.row_slots} // {lanes}",
+                f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {lanes}")
 
     def accumulate(self, op: ReduceOp, acc: str, shared: bool) -> None:
         """The reduce's loop: its body, then ``acc = combine(acc, yielded)``."""

@@ -2,7 +2,9 @@
 
 A mixin of ``emit_kernel.KernelEmitter`` for its "-vector" variants. Each phase runs
 over the thread's vectors (``vec``); within a vector, over its lanes (``lane``), whose
-``slot`` in the thread's local arrays is ``vec * VECTOR_WIDTH + lane``. The loops have
+``slot`` in the thread's local arrays is ``vec * lanes + lane``, lanes being the
+emitter's ``vector_lanes`` (VECTOR_WIDTH, or VECTOR_WIDTH_16 for 16 bytes of 16-bit
+values, moved by ``vector_moves``: ``_load_halves``/``_store_halves``). The loops have
 constant trip counts, so Numba unrolls them and the local arrays become registers.
 
 The host launches a vector kernel only where VECTOR_WIDTH divides the innermost
@@ -39,7 +41,8 @@ class Lanes:
 
 class VectorPhases:
     """Needs from its host class: w, local, namer, held, fills, staged, vector_loads,
-    lanes, reuse, helpers, local_array, statement, fill_line, index."""
+    lanes, reuse, helpers, local_array, statement, fill_line, index, vector_lanes,
+    vector_moves, slot_offset (code added to every slot: a batched row's first slot)."""
 
     def plan_vectors(self, accesses: list[Operation], size: str) -> None:
         """Record which loads fill a vector at a time, and give each store that is a
@@ -65,11 +68,11 @@ class VectorPhases:
     @contextmanager
     def each_lane(self):
         """``lane`` over the current vector's values, with their ``slot`` and innermost
-        loop index (a vector kernel's vectors are whole: VECTOR_WIDTH divides the
+        loop index (a vector kernel's vectors are whole: the vector's values divide the
         innermost extent)."""
-        w, loc, lanes = self.w, self.local, self.lanes
-        with w.indented(f"for {loc['lane']} in range({VECTOR_WIDTH}):"):
-            w.line(f"{loc['slot']} = {loc['vec']} * {VECTOR_WIDTH} + {loc['lane']}")
+        w, loc, lanes, width = self.w, self.local, self.lanes, self.vector_lanes
+        with w.indented(f"for {loc['lane']} in range({width}):"):
+            w.line(f"{loc['slot']} = {self.slot_offset}{loc['vec']} * {width} + {loc['lane']}")
             w.line(f"{lanes.index} = {lanes.first} + {loc['lane']}")
             yield
 
@@ -85,9 +88,9 @@ class VectorPhases:
         loads = [o for o in loads if id(o) not in self.reuse.dead]  # (only fed kept values)
         for o in loads:
             if id(o) in self.vector_loads:
-                w.line(f"_load_vector({self.namer(o.operands[0])}, "
+                w.line(f"{self.vector_moves[0]}({self.namer(o.operands[0])}, "
                        f"{self.vector_index(o.operands[1:])}, {self.held[id(o)]}, "
-                       f"{loc['vec']} * {VECTOR_WIDTH})")
+                       f"{self.slot_offset}{loc['vec']} * {self.vector_lanes})")
         single = [o for o in loads if id(o) not in self.vector_loads]
         if single:
             with self.each_lane():
@@ -99,6 +102,6 @@ class VectorPhases:
     def vector_drain(self, stores: list[Operation]) -> None:
         """The current vector's stores, once its lanes have computed their values."""
         for o in stores:
-            self.w.line(f"_store_vector({self.namer(o.operands[1])}, "
+            self.w.line(f"{self.vector_moves[1]}({self.namer(o.operands[1])}, "
                         f"{self.vector_index(o.operands[2:])}, {self.staged[id(o)]}, "
-                        f"{self.local['vec']} * {VECTOR_WIDTH})")
+                        f"{self.slot_offset}{self.local['vec']} * {self.vector_lanes})")

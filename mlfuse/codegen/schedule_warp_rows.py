@@ -14,31 +14,39 @@ Every thread of a block runs every group reduction (the shuffles name the whole
 warp), so a group past the last row works on the last row again with its loads in
 bounds, and stores nothing (``valid``).
 
-"warp-rows-vector" (rows of one constant length that VECTOR_WIDTH divides): a thread
-takes its values of a row as vectors (16-byte loads and stores, ``emit_vector.py``),
-at most ``Target.short_row_values`` values each, so that rows of up to that many get a
-thread each (width 1): its row in registers, its reductions in registers without
-shuffles, one address per vector instead of per value. A warp's vector load then reads
-32 rows' vectors a row apart; the thread's next vectors read the rest of the same
-sectors (L1 hits), so DRAM moves each byte once. The host launches it where the
-buffers' rows are aligned (``_vector_ready``), the scalar kernel elsewhere.
+"warp-rows-vector" (rows of one constant length that whole vectors fill): the same
+group, each thread's values of a row taken as 16-byte vectors (``emit_vector.py``;
+16-bit values 8 a vector where every vector access moves them). ``mlfuse/row_groups.py``
+picks the group from the row's vectors: lane l of a group of ``width`` takes vectors l,
+l + width, ... of its row, at most ``Target.short_row_values`` values, and a group has
+at least ``Target.short_row_lanes`` lanes where the row has that many vectors, so a
+warp's vector load reads whole 128-byte lines, or whole neighbouring rows (rows of 16
+f32: 4 lanes, 8 rows a load). A group of one (short_row_lanes 1) is a thread per row
+with its reductions in registers, no shuffles. The host launches it where the buffers'
+rows are aligned (``_vector_ready``), the scalar kernel elsewhere. With
+``Target.short_row_batch`` above 1 a group takes that many rows a step (``group_rows``
+apart): the first row loop's vector loads of all of them are issued before any is
+reduced, each row's values in slots of their own (``slot_offset``).
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mlfuse.dialects.loops import ForOp, ReduceOp
+from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp
+from mlfuse.row_groups import RowGroup, target_row_group
 
 from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, kernel_interface
 from mlfuse.codegen.helpers import group_reduce_name
 from mlfuse.codegen.scalar import COMPUTE_TYPE
 from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
+from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 
 _DOC = {"warp-rows": "Warp-rows schedule over [{space}]: a group of `width` threads per point, "
                      "several points per warp; group reductions by shuffles.",
         "warp-rows-vector": "Warp-rows schedule over [{space}]: a group of `width` threads per "
-                            "point (1: a thread per point, no shuffles), each thread's values of "
-                            "a row in vectors of VECTOR_WIDTH loaded and stored whole."}
+                            "point (1: a thread per point, no shuffles), lane l taking vectors "
+                            "l, l + width, ... of its row, each loaded and stored whole."}
 _MOST_WIDTH = 32
 
 
@@ -56,18 +64,16 @@ def _constant_rows(op) -> int | None:
     return None
 
 
-def vector_rows(op, hw) -> tuple[int, int] | None:
-    """(width, slots) of the vector variant: threads per row and values each holds, for
-    rows of one constant length that the vector width divides (None: no such variant)."""
+def vector_rows(op, hw) -> RowGroup | None:
+    """The group of the vector variant (threads per row, vectors each holds; row_groups.py)
+    for rows of one constant length that whole vectors fill (None: no such variant)."""
     extents = {o["extent"] for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))}
-    if len(extents) != 1 or hw.vector_width == 1:
+    accesses = row_vector_accesses([o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))])
+    if len(extents) != 1 or not accesses:
         return None
-    row = extents.pop()
-    if not isinstance(row, int) or row % hw.vector_width or row > hw.short_row_values * _MOST_WIDTH:
-        return None
-    width = group_width(-(-row // hw.short_row_values))
-    per_vector = width * hw.vector_width
-    return width, -(-row // per_vector) * hw.vector_width
+    dtypes = [(o.operands[0] if isinstance(o, LoadOp) else o.operands[1]).type.dtype
+              for o in accesses]
+    return target_row_group(extents.pop(), dtypes, hw)
 
 
 def _held(op, hw) -> bool:
@@ -89,9 +95,15 @@ class WarpRowsEmitter(KernelEmitter):
         self.constant_width = group_width(row) if row is not None else None
         if self.constant_width is not None:
             self.row_slots = -(-row // self.constant_width)
+        self.batch = 1  # rows a group takes a step (the vector variant may take several)
         if self.vector:
-            self.constant_width, self.row_slots = vector_rows(op, hw)
-        for n in ("width", "group", "row", "valid", "row_base", "rows_per_block"):
+            group = vector_rows(op, hw)
+            self.constant_width, self.row_slots = group.width, group.slots
+            self.batch = _batch(op, hw)
+            if group.lanes != hw.vector_width:  # 16 bytes of 16-bit values a vector
+                self.vector_lanes = "VECTOR_WIDTH_16"
+                self.vector_moves = ("_load_halves", "_store_halves")
+        for n in ("width", "group", "row", "valid", "row_base", "rows_per_block", "group_rows"):
             self.local[n] = self.namer.fresh(n)
 
     def emit(self) -> str:
@@ -101,27 +113,75 @@ class WarpRowsEmitter(KernelEmitter):
                 w.line(f"{loc['width']} = {self.constant_width}  # rows of constant length: the "
                        "host passes the same")
             row_loops = [o for o in self.op.body.ops if isinstance(o, (ReduceOp, ForOp))]
-            w.line(f"{loc['tid']} = cuda.threadIdx.x % {loc['width']}  # lane in the row's group")
+            if self.constant_width is not None:  # a power of two: a mask and a shift
+                # (`%` and `//` of a signed index would round toward -inf: extra fix-ups)
+                shift = self.constant_width.bit_length() - 1
+                w.line(f"{loc['tid']} = cuda.threadIdx.x & {self.constant_width - 1}  "
+                       "# lane in the row's group")
+                w.line(f"{loc['group']} = cuda.threadIdx.x >> {shift}")
+                w.line(f"{loc['rows_per_block']} = cuda.blockDim.x >> {shift}")
+            else:
+                w.line(f"{loc['tid']} = cuda.threadIdx.x % {loc['width']}  # lane in the row's group")
+                w.line(f"{loc['group']} = cuda.threadIdx.x // {loc['width']}")
+                w.line(f"{loc['rows_per_block']} = cuda.blockDim.x // {loc['width']}")
             w.line(f"{loc['nthreads']} = {loc['width']}")
-            w.line(f"{loc['group']} = cuda.threadIdx.x // {loc['width']}")
-            w.line(f"{loc['rows_per_block']} = cuda.blockDim.x // {loc['width']}")
             # the GPU's shuffles need no scratch; the simulator's twin a slot per thread
             self.declare_scratch(row_loops, "1" if self.target == "cuda" else None)
-            if self.held_rows:
+            slots, self.row_slots = self.row_slots, self.row_slots * self.batch
+            if self.held_rows:  # (local arrays: a row's slots for each row of a batch)
                 self.plan_held_rows(row_loops)
             if self.vector:
                 self.plan_vectors(row_vector_accesses(row_loops), self.row_slots)
+            self.row_slots = slots
+            if self.batch > 1:
+                w.line(f"{loc['group_rows']} = {loc['rows_per_block']}")
+                w.line(f"{loc['rows_per_block']} = {self.batch} * {loc['group_rows']}  "
+                       f"# a thread's group takes {self.batch} rows a step")
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
-            with w.indented(f"for {loc['row_base']} in range(numba.int64(cuda.blockIdx.x) * "
-                            f"{loc['rows_per_block']}, {loc['n_points']}, "
-                            f"numba.int64(cuda.gridDim.x) * {loc['rows_per_block']}):"):
-                w.line(f"{loc['row']} = {loc['row_base']} + {loc['group']}")
-                w.line(f"{loc['valid']} = {loc['row']} < {loc['n_points']}")
-                w.line(f"{loc['point']} = min({loc['row']}, {loc['n_points']} - 1)  "
-                       "# past the end: the last row again, not stored")
-                self.unravel(loc["point"])
-                self.block(self.op.body, top=True)
+            # a while loop, not range(): range's trip count is a 64-bit division per thread,
+            # and the host launches enough blocks that each thread mostly runs one step
+            w.line(f"{loc['row_base']} = numba.int64(cuda.blockIdx.x) * {loc['rows_per_block']}")
+            with w.indented(f"while {loc['row_base']} < {loc['n_points']}:"):
+                if self.batch > 1:
+                    self.batched_rows(row_loops[0])
+                else:
+                    self.row_point("")
+                    self.block(self.op.body, top=True)
+                w.line(f"{loc['row_base']} += numba.int64(cuda.gridDim.x) * {loc['rows_per_block']}")
         return w.text()
+
+    def row_point(self, band: str) -> None:
+        """The group's row (``band``: the offset of a batch's row, e.g. "2 * group_rows + "),
+        whether it exists, and its point's indices."""
+        w, loc = self.w, self.local
+        w.line(f"{loc['row']} = {loc['row_base']} + {band}{loc['group']}")
+        w.line(f"{loc['valid']} = {loc['row']} < {loc['n_points']}")
+        w.line(f"{loc['point']} = min({loc['row']}, {loc['n_points']} - 1)  "
+               "# past the end: the last row again, not stored")
+        self.unravel(loc["point"])
+
+    def batched_rows(self, first_loop) -> None:
+        """``batch`` rows a step (rows ``group_rows`` apart): the first row loop's vector
+        loads of all of them first, so that they are in flight together, then each row's
+        body, its values in slots ``b * row_slots`` on of the local arrays."""
+        w, loc = self.w, self.local
+        bands = [f"{b} * {loc['group_rows']} + " if b else "" for b in range(self.batch)]
+        extent = self.extent(first_loop.extent_list[0])
+        self.lanes = Lanes(first_loop.body.args[0], self.define(first_loop.body.args[0], "k"),
+                           loc["first"], extent)
+        w.line(f"# the first row loop's vectors of all {self.batch} rows first: in flight at once")
+        for b, band in enumerate(bands if self.fills[id(first_loop)][1] else []):
+            self.row_point(band)
+            self.slot_offset = f"{b * self.row_slots} + " if b else ""
+            with w.indented(f"if {loc['valid']}:"), self.each_vector(*self.row_vectors(), extent):
+                self.vector_fill(first_loop)
+        self.prefilled.add(id(first_loop))
+        for b, band in enumerate(bands):
+            w.line(f"# row {b + 1} of the step's {self.batch}")
+            self.row_point(band)
+            self.slot_offset = f"{b * self.row_slots} + " if b else ""
+            self.block(self.op.body, top=True)
+        self.slot_offset = ""
 
     def leader(self) -> str:
         return f"{self.local['tid']} == 0 and {self.local['valid']}"
@@ -144,10 +204,21 @@ class WarpRowsEmitter(KernelEmitter):
                 yield
 
 
+def _batch(op, hw) -> int:
+    """Rows a vector group takes a step (``Target.short_row_batch``), where its first row
+    loop's loads depend on nothing the body computes before it (they are issued for all
+    of the step's rows first); 1 elsewhere."""
+    first = next((o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))), None)
+    before = op.body.ops[:op.body.ops.index(first)] if first is not None else []
+    if hw.short_row_batch <= 1 or any(not isinstance(o, (ConstantOp, DimOp)) for o in before):
+        return 1
+    return hw.short_row_batch
+
+
 def emit_warp_rows(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
     variants = {"warp-rows": name}
     accesses = row_vector_accesses([o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))])
-    shape = vector_rows(op, hw) if accesses else None
+    shape = vector_rows(op, hw)
     if shape is not None:
         variants["warp-rows-vector"] = names.fresh(f"{name}_vector")
     texts = [WarpRowsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
@@ -155,7 +226,10 @@ def emit_warp_rows(op, name: str, target: str, helpers: set[str], names, hw) -> 
     extents = [o["extent"] for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
     return KernelCode(op, "warp-rows", kernel_interface(op), extents, variants,
                       "\n\n".join(texts), vector_buffers(accesses) if shape else [],
-                      launch={"vector_width": shape[0]} if shape else {})
+                      launch={"vector_width": shape.width, "batch": _batch(op, hw)}
+                      if shape else {},
+                      vector_lanes=VECTOR_WIDTH if shape is None or shape.lanes == hw.vector_width
+                      else "VECTOR_WIDTH_16")
 
 
 def warp_rows_launch(host, kernel, points: str, args: list[str]) -> None:
@@ -167,12 +241,13 @@ def warp_rows_launch(host, kernel, points: str, args: list[str]) -> None:
     width = host.namer.fresh("width")
     host.helpers.update({"_row_group", "_pointwise_blocks"})
 
-    def call(kind: str, threads: str) -> str:
-        return host.call(kernel.variants[kind], f"_pointwise_blocks({points} * {threads}, 1), "
-                         "THREADS_PER_BLOCK", args + [threads])
+    def call(kind: str, threads: str, batch: int = 1) -> str:
+        return host.call(kernel.variants[kind], f"_pointwise_blocks({points} * {threads}, "
+                         f"{batch}), THREADS_PER_BLOCK", args + [threads])
     calls = {"warp-rows": call("warp-rows", width)}
     if "warp-rows-vector" in kernel.variants:
-        calls["warp-rows-vector"] = call("warp-rows-vector", str(kernel.launch["vector_width"]))
+        calls["warp-rows-vector"] = call("warp-rows-vector", str(kernel.launch["vector_width"]),
+                                         kernel.launch["batch"])
     host.guarded(op, points, [f"{width} = _row_group({row})"] +
                  host.vector_choice(kernel, calls, "warp-rows-vector"))
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from mlfuse.dialects.loops import LoadOp, StoreOp
 from mlfuse.ir.core import Block, Operation, Value
+from mlfuse.row_groups import HALF_DTYPES, VECTOR_DTYPES
 
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 
-VECTOR_DTYPES = ("f32", "i32", "f16")  # VECTOR_WIDTH 4 makes a 16- (8-) byte access
-# a kernel whose vector accesses are all of these moves 2 * VECTOR_WIDTH values a vector
-# (16 bytes: ``_load_halves``), which keeps as many bytes in flight as the f32 kernels
-HALF_DTYPES = ("f16",)
+# VECTOR_DTYPES: VECTOR_WIDTH 4 makes a 16- (8-) byte access; a kernel whose vector
+# accesses are all HALF_DTYPES moves 2 * VECTOR_WIDTH values a vector (16 bytes:
+# ``_load_halves``), which keeps as many bytes in flight as the f32 kernels. Both lists
+# live in mlfuse/row_groups.py, where the schedule choice reads them too.
 
 
 def half_vectors(accesses: list[Operation]) -> bool:

@@ -24,6 +24,7 @@ from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
 from mlfuse.ir.traits import SCALAR_COMPUTE
+from mlfuse.row_groups import WARP
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
 
 
@@ -274,8 +275,9 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
             resident = min(points, target.sm_count)
             threads = resident * STREAM_THREADS
             rereads = _rereads(kernel, read, dims, target, resident)
-    elif schedule == "warp-rows":  # a group of threads (up to a warp) per row
-        threads = points * min(inner, 32)
+    elif schedule == "warp-rows":  # a group of threads (up to a warp) per row, holding
+        # all of it: every value in flight at once, as "row" counts them (row_groups.py)
+        threads = points * min(inner, WARP * target.short_row_values)
     elif schedule == "split-rows":  # chunks of every point's reduction over the whole GPU
         threads = target.sm_count * 2048
     elif schedule == "split-columns":  # a thread per point and chunk (the host's

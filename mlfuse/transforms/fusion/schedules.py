@@ -12,8 +12,11 @@ A kernel's top-level ``loops.reduce`` ops may run five ways (``fused.kernel``'s
 - "split-columns": the reduced axes are not the innermost: consecutive threads own
   consecutive points (coalesced reads) and each walks a chunk of the reduced extent;
   a second kernel combines the chunks (column sums, reductions over axis 0).
-- "warp-rows": rows shorter than a warp: a group of 2..32 threads per row, several
-  rows per warp (softmax over rows of 16).
+- "warp-rows": short rows: a group of 1..32 threads per row, several rows per warp
+  (softmax over rows of 16). Rows shorter than ``row_min_extent``, and rows of one
+  constant length a warp can hold (at most 32 x ``short_row_values`` values: 512), whose
+  vector group (``mlfuse/row_groups.py``: threads per row and 16-byte vectors each,
+  chosen from the row length and dtype) reads whole lines of neighbouring rows.
 - "strips": a block owns a strip of points and ALL of their reduced values, its
   threads splitting both (combined through shared memory): the reductions' results
   are on chip, so a broadcast-back epilogue over the reduced axes runs in the same
@@ -47,6 +50,7 @@ from mlfuse.dialects.reductions import ReduceNest, loop_levels, reduce_nest, red
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
+from mlfuse.row_groups import WARP, kernel_row_group
 
 from mlfuse.transforms.fusion.cost import kernel_cost, resolve, strip_held
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
@@ -263,6 +267,29 @@ def _with_split_plan(kernel: KernelOp, choice: ScheduleChoice, target: Target) -
     return choice
 
 
+def _short_rows(kernel: KernelOp, extents: list[list], target: Target) -> str | None:
+    """Why warp-rows runs ``kernel``'s rows (None: it does not take them this way): rows
+    of one constant length along one axis that a warp holds (at most 32 threads of
+    ``short_row_values`` each), in the vector group row_groups.py picks where whole
+    vectors fill them, else one value a thread per step (scalar loads, still coalesced).
+    A block per row of 32..512 values would leave its threads few values each and cap an
+    SM at 32 blocks; the group packs a block's threads with many rows."""
+    if any(len(e) != 1 for e in extents) or len({repr(e) for e in extents}) != 1:
+        return None
+    row = extents[0][0]
+    if not isinstance(row, int) or row > WARP * target.short_row_values:
+        return None
+    group = kernel_row_group(kernel, target)
+    if group is not None:
+        return group.describe()
+    if row < target.row_min_extent:
+        return None  # the plain short-row branch says why
+    width = min(WARP, 1 << (row - 1).bit_length())
+    return (f"{width} threads per row, each value by itself (no whole 16-byte vectors: "
+            f"{row} values of this dtype, or accesses a vector cannot take), a warp's load "
+            "reads neighbouring values")
+
+
 def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     """The schedule of ``kernel`` (see the module doc) and why, from the sizes its
     symbols have in ``dims`` (the target's default size where unbound)."""
@@ -316,6 +343,9 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
                                   "a block per row walks them as one flat loop" +
                                   strip_values(kernel, dims, target, "rows", has_for),
                                   strip="rows")
+    short = _short_rows(kernel, extents, target) if layout == "rows" and points > 1 else None
+    if short is not None:
+        return ScheduleChoice("warp-rows", f"{points} rows of {row} values: {short}")
     if layout == "rows" and has_for and row >= target.row_min_extent and \
             len({repr(e) for e in extents}) == 1:
         return ScheduleChoice("row", f"{points} rows of {row}: one block per row")
