@@ -92,6 +92,17 @@ def test_tasks_are_the_kernels_neither_compiled_nor_cached(monkeypatch):
         ("f_0", None, ("int",)), ("f_3", (128, 64, True, False, True), ("int", "float"))]
 
 
+def test_kernels_sharing_one_dispatcher_are_one_task(monkeypatch):
+    # codegen/shared_code.py aliases a repeated layer's kernel: f_1 = f_0
+    monkeypatch.setattr(precompile, "_in_disk_cache", lambda d, t: False)
+    shared = _FakeDispatcher()
+    trace = types.SimpleNamespace(
+        launches=[_launch("f_0", shared), _launch("f_1", shared), _launch("f_1", shared)],
+        launch_values=[(1,), (2,), (3.0,)])
+    assert precompile.missing_kernels(trace) == [("f_0", None, ("int",)),
+                                                 ("f_1", None, ("float",))]
+
+
 def test_an_uncached_dispatcher_is_left_to_its_launch():
     plain = _FakeDispatcher()
     plain._mlfuse_cached = False

@@ -25,6 +25,7 @@ from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
 from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.schedule_split import emit_split
+from mlfuse.codegen.shared_code import share_identical
 from mlfuse.codegen.schedule_tiles import emit_tiles
 from mlfuse.codegen.split_k import emit_finish, finish_name
 from mlfuse.codegen.schedule_strips import emit_strips, strip_geometry
@@ -173,7 +174,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             simt_threads=SIMT_THREADS if target == "cuda" else SIMULATOR_THREADS,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]
     parts += helper_sources(helpers, target)
-    parts += [k.text for k in kernels.values()]
+    parts += share_identical([k.text for k in kernels.values()])  # repeated layers: one compile
     parts += hosts
     entries = ", ".join(f"{name!r}: {host}" for name, host in host_names.items())
     parts.append(f"ENTRY_POINTS = {{{entries}}}\n")

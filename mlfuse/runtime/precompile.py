@@ -79,11 +79,14 @@ def _task(launch, values):
 
 
 def missing_kernels(trace) -> list:
-    """The distinct tasks (see _task) of a dry trace's launches."""
-    tasks = []
+    """The distinct tasks (see _task) of a dry trace's launches: one per dispatcher and
+    argument types, so kernels that share their code under several names
+    (codegen/shared_code.py) are compiled once, under the first name launched."""
+    tasks, seen = [], set()
     for launch, values in zip(trace.launches, trace.launch_values):
         task = _task(launch, values)
-        if task is not None and task not in tasks:
+        if task is not None and (id(launch.dispatcher), task[2]) not in seen:
+            seen.add((id(launch.dispatcher), task[2]))
             tasks.append(task)
     return tasks
 

@@ -1,0 +1,78 @@
+"""Kernels whose code is the same but for names are emitted once and aliased
+(mlfuse/codegen/shared_code.py): a model's repeated layers compile once. The forms are
+exact: any difference in what the code does (a constant, an attribute, a global, the
+order of a keyword-called function's parameters) keeps two texts apart."""
+import mlfuse
+from mlfuse.codegen import generate
+from mlfuse.codegen.shared_code import canonical_form, share_identical
+from mlfuse.interp.tensor_interp import run_tensor
+from mlfuse.pipeline import compile_text, parse_program
+
+from helpers import assert_results_close, random_inputs
+
+# two layers over the same shapes, then a third over others: the first two share code
+LAYERS = """func layers(x: f32[8, 16], w1: f32[16, 16], b1: f32[16], w2: f32[16, 16],
+                    b2: f32[16], w3: f32[16, 8]) -> f32[8, 8] {
+    h1 = relu(matmul(x, w1) + b1)
+    h2 = relu(matmul(h1, w2) + b2)
+    return matmul(h2, w3)
+}
+"""
+
+KERNEL = '''\
+# sources: {y} = tensor.add
+@cuda.jit
+def {k}({x}, {y}):
+    """Adds a constant."""
+    i = cuda.grid(1)
+    {v} = {x}[i] + np.float32({c})
+    {y}[i] = {v}.{attr}
+'''
+
+
+def _kernel(k="k0", x="a", y="b", v="t", c="1.0", attr="real"):
+    return KERNEL.format(k=k, x=x, y=y, v=v, c=c, attr=attr)
+
+
+def test_texts_the_same_but_for_names_share_one_form():
+    form, names = canonical_form(_kernel())
+    other, other_names = canonical_form(_kernel("k7", "p", "q", "u"))
+    assert form == other and names == ["k0"] and other_names == ["k7"]
+
+
+def test_a_constant_an_attribute_or_a_global_keeps_texts_apart():
+    form = canonical_form(_kernel())[0]
+    assert canonical_form(_kernel(c="2.0"))[0] != form
+    assert canonical_form(_kernel(c="-0.0"))[0] != canonical_form(_kernel(c="0.0"))[0]
+    assert canonical_form(_kernel(attr="imag"))[0] != form
+    assert canonical_form(_kernel().replace("np.float32", "np.float64"))[0] != form
+
+
+def test_a_module_name_read_as_an_attribute_or_a_keyword_parameter_stays_apart():
+    # renaming k0 would also rename the attribute x.k0: such a text keeps its own form
+    text = _kernel().replace("cuda.grid(1)", "cuda.grid(1) + b.k0")
+    assert canonical_form(text)[0] != canonical_form(text.replace("k0", "k1"))[0]
+    call = "def f({p}, {q}):\n    return {p} - {q}\n\nr = f(a=1, b=2)\n"
+    assert (canonical_form(call.format(p="a", q="b"))[0]
+            != canonical_form(call.format(p="b", q="a"))[0])
+
+
+def test_a_repeated_text_becomes_aliases_of_the_first():
+    texts = share_identical([_kernel(), _kernel("k1", "p", "q"), _kernel("k2", c="3.0")])
+    assert texts[0] == _kernel() and texts[2] == _kernel("k2", c="3.0")
+    assert texts[1].splitlines() == [
+        "# sources: q = tensor.add",
+        "# the code of k0 but for names: one compile serves both", "k1 = k0"]
+
+
+def test_repeated_layers_compile_once_and_run_as_before():
+    module = compile_text(LAYERS, "layers.fuse")
+    source = generate(module, "cuda")
+    # three contractions, two distinct codes: the second layer's names are aliases
+    assert source.count("def _tiles_") == 2
+    assert "layers_1 = layers_0" in source and "_tiles_layers_1 = _tiles_layers_0" in source
+    compiled = mlfuse.compile_source(LAYERS, "layers.fuse", target="simulator")
+    assert "layers_1 = layers_0" in compiled.source
+    func = parse_program(LAYERS, "layers.fuse").funcs[0]
+    inputs = random_inputs(func, {}, seed=3)
+    assert_results_close(func, run_tensor(func, inputs), compiled.layers(*inputs))
