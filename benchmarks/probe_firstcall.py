@@ -52,10 +52,11 @@ def compiled_kernels(python_module) -> tuple[int, int]:
 def child(name: str, path: str) -> dict:
     """One model, cold, in this process: the row of the table."""
     import numpy as np
+    from models import onnx_runtime, random_feeds, relative_error
     from numba import cuda
+
     import mlfuse
     from mlfuse.runtime import precompile
-    from models import onnx_runtime, random_feeds, relative_error
     row = {"model": name}
     feeds = random_feeds(path)
     expected = onnx_runtime(path, feeds)
@@ -101,7 +102,8 @@ def run(name: str, path: Path, serial: bool, timeout: float) -> dict:
         started = time.perf_counter()
         try:
             done = subprocess.run([sys.executable, __file__, "--child", name, str(path)],
-                                  capture_output=True, text=True, env=env, timeout=timeout)
+                                  check=False, capture_output=True, text=True, env=env,
+                                  timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"model": name, "error": f"timed out after {timeout:.0f} s"}
         wall = time.perf_counter() - started
@@ -142,7 +144,8 @@ def main(argv: list[str]) -> int:
     for name in only:
         path = folder / f"{name}.onnx"
         if not path.exists():
-            from models import MODELS as CASES, export
+            from models import MODELS as CASES
+            from models import export
             folder.mkdir(parents=True, exist_ok=True)
             export(next(c for c in CASES if c.name == name), folder)
         for mode in modes:

@@ -151,6 +151,7 @@ def compile_phases(dispatcher, argtypes) -> dict:
     from numba.core import types
     from numba.cuda import compiler
     from numba.cuda.core import event
+
     from mlfuse.tools.ptx_report import _OPTIONS
     options = {k: v for k, v in dispatcher.targetoptions.items() if k in _OPTIONS}
     passes = _pass_times()
