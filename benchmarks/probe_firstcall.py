@@ -63,9 +63,9 @@ def child(name: str, path: str) -> dict:
     pre = {"tasks": 0, "compiled": 0, "s": 0.0}
     run_workers = precompile.run_workers
 
-    def recording(module_path, tasks, workers):
+    def recording(module_path, tasks, workers, scope=None):
         started = time.perf_counter()
-        done = run_workers(module_path, tasks, workers)
+        done = run_workers(module_path, tasks, workers, scope)
         pre.update(tasks=len(tasks), compiled=done, s=time.perf_counter() - started,
                    workers=min(workers, len(tasks)))
         return done

@@ -65,12 +65,19 @@ def test_a_dry_trace_records_every_launch_and_runs_none(monkeypatch):
 
 
 class _FakeDispatcher:
-    """What precompile reads of a Numba dispatcher."""
+    """What precompile reads of a Numba CUDA dispatcher, and what it installs there."""
+
+    py_func = None
 
     def __init__(self, compiled=(), cached=False):
-        self._mlfuse_cached = True
         self.overloads = {t: object() for t in compiled}
         self.cached = cached
+
+    def enable_caching(self):
+        pass
+
+    def add_overload(self, kernel, argtypes):
+        self.overloads[argtypes] = kernel
 
     def typeof_pyval(self, value):
         return type(value).__name__
@@ -103,11 +110,36 @@ def test_kernels_sharing_one_dispatcher_are_one_task(monkeypatch):
                                                  ("f_1", None, ("float",))]
 
 
-def test_an_uncached_dispatcher_is_left_to_its_launch():
+def test_a_simulator_kernel_is_left_to_its_launch():
     plain = _FakeDispatcher()
-    plain._mlfuse_cached = False
+    plain.enable_caching = None  # the simulator's kernels have no disk cache
     trace = types.SimpleNamespace(launches=[_launch("g_0", plain)], launch_values=[(1,)])
     assert precompile.missing_kernels(trace) == []
+
+
+def test_precompiling_needs_no_disk_cache(monkeypatch):
+    from mlfuse.runtime import loader
+    monkeypatch.setattr(loader, "simulator_enabled", lambda: False)
+    monkeypatch.setenv("MLFUSE_KERNEL_CACHE", "0")
+    monkeypatch.setenv("MLFUSE_COMPILE_WORKERS", "3")
+    assert precompile.workers_wanted() == 3
+
+
+def test_kernels_a_worker_hands_back_are_installed_in_their_dispatchers(tmp_path, monkeypatch,
+                                                                         capfd):
+    from mlfuse.runtime import compile_worker
+    monkeypatch.setattr(compile_worker, "rebuilt", lambda data: ("kernel", data))
+    tiles = {(64, 64, True, False, False): _FakeDispatcher()}
+    scope = {"f_0": _FakeDispatcher(), "f_1": tiles, "f_2": _FakeDispatcher(compiled=[("int",)])}
+    tasks = [("f_0", None, ("int",)), ("f_1", (64, 64, True, False, False), ("float",)),
+             ("f_2", None, ("int",)), ("gone", None, ("int",))]
+    out = tmp_path / "kernels.pickle"
+    out.write_bytes(pickle.dumps([(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]))
+    assert precompile.install(scope, tasks, str(out)) == 2  # f_2 had it; "gone" is no name
+    assert scope["f_0"].overloads == {("int",): ("kernel", b"a")}
+    assert tiles[(64, 64, True, False, False)].overloads == {("float",): ("kernel", b"b")}
+    assert "gone" in capfd.readouterr().err
+    assert precompile.install(scope, tasks, str(tmp_path / "missing.pickle")) == 0
 
 
 def test_precompiling_is_off_under_the_simulator(monkeypatch):
@@ -130,6 +162,10 @@ def test_a_worker_reports_a_kernel_it_cannot_compile_and_goes_on():
     assert worker.stdout.strip() == b"0"
     assert b"no_such_kernel" in worker.stderr and b"mm_0[32, 128" in worker.stderr
     assert compile_tasks(path, []) == 0
+    out = path + ".kernels"
+    assert compile_tasks(path, tasks, out) == 0  # and the file it hands back is empty
+    with open(out, "rb") as f:
+        assert pickle.load(f) == []
 
 
 def test_workers_run_in_parallel_and_their_failures_cost_nothing(capfd):

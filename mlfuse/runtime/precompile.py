@@ -11,18 +11,21 @@ first call. Before the first call with new argument shapes, ``precompile``:
    (runtime/kernel_cache.py);
 3. has worker processes (``python -m mlfuse.runtime.compile_worker``) compile them in
    parallel: each loads the same generated file (``loader.load_file``: the same file
-   name, so the same cache entries), compiles its share for the recorded types and so
-   writes their cubins to Numba's disk cache.
+   name, so the same cache entries), compiles its share for the recorded types and
+   hands the compiled kernels back (Numba's serialized form, cubins included) in a
+   file, which this process installs in its own dispatchers (``add_overload``); with
+   the disk cache on, the workers also write their cubins there for later processes.
 
-The call then runs as it always did, and each launch finds its kernel in the disk
-cache. Nothing depends on the workers: one that fails or times out leaves its kernels
-to be compiled at launch, as before, and says why on stderr. Workers are processes,
-not threads (Numba's compiler holds the GIL), started fresh (a forked child cannot use
-the parent's CUDA context) and without the parent's ``__main__``.
+The call then runs as it always did, and each launch finds its kernel compiled. Nothing
+depends on the workers: one that fails or times out leaves its kernels to be compiled
+at launch (or found in the disk cache), as before, and says why on stderr. Workers are
+processes, not threads (Numba's compiler holds the GIL), started fresh (a forked child
+cannot use the parent's CUDA context) and without the parent's ``__main__``.
 
-Off under the simulator (nothing to compile), without the disk cache, with one CPU and
-with ``MLFUSE_COMPILE_WORKERS=0``; that variable also sets the number of workers
-(default: the CPUs less one, at most 8: each holds a CUDA context).
+Off under the simulator (nothing to compile), with one CPU and with
+``MLFUSE_COMPILE_WORKERS=0``; that variable also sets the number of workers (default:
+the CPUs less one, at most 8: each holds a CUDA context). The disk cache may be off
+(``MLFUSE_KERNEL_CACHE=0``): the kernels come back through the workers' files.
 """
 from __future__ import annotations
 
@@ -42,9 +45,8 @@ TIMEOUT_S = 900
 
 def workers_wanted() -> int:
     """How many worker processes a precompile may start (0: none)."""
-    from mlfuse.runtime.kernel_cache import enabled
     from mlfuse.runtime.loader import simulator_enabled
-    if simulator_enabled() or not enabled():
+    if simulator_enabled():
         return 0
     setting = os.environ.get("MLFUSE_COMPILE_WORKERS", "").strip()
     if setting:
@@ -67,9 +69,10 @@ def _in_disk_cache(dispatcher, argtypes) -> bool:
 def _task(launch, values):
     """(module attribute, tile configuration or None, argument types) of a recorded
     launch whose kernel is neither compiled here nor cached; None otherwise."""
+    from mlfuse.runtime.kernel_cache import is_cuda_dispatcher
     dispatcher = launch.dispatcher
-    if not getattr(dispatcher, "_mlfuse_cached", False):
-        return None  # not a cached CUDA dispatcher: nothing a worker could hand over
+    if not is_cuda_dispatcher(dispatcher):
+        return None  # not a CUDA dispatcher (the simulator's): nothing to compile
     argtypes = tuple(dispatcher.typeof_pyval(v) for v in values)
     if argtypes in dispatcher.overloads or _in_disk_cache(dispatcher, argtypes):
         return None
@@ -91,21 +94,53 @@ def missing_kernels(trace) -> list:
     return tasks
 
 
-def run_workers(path: str, tasks: list, workers: int) -> int:
+def run_workers(path: str, tasks: list, workers: int, scope: dict | None = None) -> int:
     """Compile ``tasks`` of the module at ``path`` in ``workers`` processes; the number
-    compiled. Shares are dealt round-robin; each worker is one process for its share."""
-    shares = [tasks[i::workers] for i in range(min(workers, len(tasks)))]
+    compiled. Shares are dealt round-robin; each worker is one process for its share.
+    With ``scope`` (the generated module's globals, as the host function sees them),
+    the compiled kernels are installed in its dispatchers."""
+    shares = [list(range(i, len(tasks), workers)) for i in range(min(workers, len(tasks)))]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     procs = []
     with tempfile.TemporaryDirectory() as folder:
         for i, share in enumerate(shares):
             tasks_file = os.path.join(folder, f"share{i}.pickle")
             with open(tasks_file, "wb") as f:
-                pickle.dump((path, share), f)
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "mlfuse.runtime.compile_worker", tasks_file],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
-        return sum(_finish(proc) for proc in procs)
+                pickle.dump((path, [tasks[t] for t in share]), f)
+            kernels_file = os.path.join(folder, f"kernels{i}.pickle")
+            procs.append((share, kernels_file, subprocess.Popen(
+                [sys.executable, "-m", "mlfuse.runtime.compile_worker", tasks_file,
+                 kernels_file], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)))
+        done = 0
+        for share, kernels_file, proc in procs:
+            done += _finish(proc)
+            if scope is not None:
+                install(scope, [tasks[t] for t in share], kernels_file)
+        return done
+
+
+def install(scope: dict, tasks: list, kernels_file: str) -> int:
+    """Add the kernels a worker compiled for ``tasks`` (its file: (task index, kernel)
+    pairs) to the dispatchers ``scope`` names; how many. A file that is missing or
+    unreadable installs nothing: those kernels compile at launch."""
+    from mlfuse.runtime.compile_worker import rebuilt
+    try:
+        with open(kernels_file, "rb") as f:
+            compiled = pickle.load(f)
+    except Exception:  # noqa: BLE001 - the worker failed: it said why on stderr
+        return 0
+    count = 0
+    for index, data in compiled:
+        attr, config, argtypes = tasks[index]
+        try:
+            dispatcher = scope[attr] if config is None else scope[attr][config]
+            if argtypes not in dispatcher.overloads:
+                dispatcher.add_overload(rebuilt(data), argtypes)
+                count += 1
+        except Exception as e:  # noqa: BLE001 - left to compile at launch
+            sys.stderr.write(f"mlfuse: a precompiled kernel {attr}{list(config or [])} was "
+                             f"not installed ({type(e).__name__}: {e}); it compiles at launch\n")
+    return count
 
 
 def _finish(proc) -> int:
@@ -137,4 +172,4 @@ def precompile(host, device_args, num_results: int) -> int:
         return 0
     if len(tasks) < 2:  # one kernel compiles as fast here as in a worker
         return 0
-    return run_workers(path, tasks, workers)
+    return run_workers(path, tasks, workers, host.__globals__)
