@@ -110,6 +110,16 @@ def test_kernels_sharing_one_dispatcher_are_one_task(monkeypatch):
                                                  ("f_1", None, ("float",))]
 
 
+def test_shares_spread_the_tile_kernels_over_the_workers():
+    tile = (64, 64, True, False, False)
+    tasks = [("t0", tile, ()), ("t1", tile, ()), ("k0", None, ()), ("k1", None, ()),
+             ("t2", tile, ()), ("k2", None, ())]
+    shares = precompile.balanced_shares(tasks, 3)
+    assert sorted(sum(shares, [])) == list(range(6))
+    assert [sum(tasks[t][1] is not None for t in share) for share in shares] == [1, 1, 1]
+    assert precompile.balanced_shares(tasks[:2], 8) == [[0], [1]]
+
+
 def test_a_simulator_kernel_is_left_to_its_launch():
     plain = _FakeDispatcher()
     plain.enable_caching = None  # the simulator's kernels have no disk cache

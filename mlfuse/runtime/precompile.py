@@ -94,12 +94,32 @@ def missing_kernels(trace) -> list:
     return tasks
 
 
+# What a kernel costs to compile, relative to a loop-free one (Numba + NVVM + ptxas on
+# the CPU, mlfuse.tools.compile_profile): a contraction's tile kernel about 2 s, most
+# others about a quarter of a second.
+TILE_COST, KERNEL_COST = 8, 1
+
+
+def balanced_shares(tasks: list, workers: int) -> list[list[int]]:
+    """The task indices each of at most ``workers`` workers compiles: the costliest
+    first, each to the share with the least cost so far (longest processing time
+    first), so that no worker is left with most of the tile kernels."""
+    count = min(workers, len(tasks))
+    shares, loads = [[] for _ in range(count)], [0] * count
+    costs = [TILE_COST if config is not None else KERNEL_COST for _, config, _ in tasks]
+    for t in sorted(range(len(tasks)), key=lambda t: -costs[t]):
+        least = loads.index(min(loads))
+        shares[least].append(t)
+        loads[least] += costs[t]
+    return [sorted(share) for share in shares]
+
+
 def run_workers(path: str, tasks: list, workers: int, scope: dict | None = None) -> int:
     """Compile ``tasks`` of the module at ``path`` in ``workers`` processes; the number
-    compiled. Shares are dealt round-robin; each worker is one process for its share.
+    compiled. Each worker is one process for its share (``balanced_shares``).
     With ``scope`` (the generated module's globals, as the host function sees them),
     the compiled kernels are installed in its dispatchers."""
-    shares = [list(range(i, len(tasks), workers)) for i in range(min(workers, len(tasks)))]
+    shares = balanced_shares(tasks, workers)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     procs = []
     with tempfile.TemporaryDirectory() as folder:
