@@ -8,6 +8,11 @@ from mlfuse.codegen.shared_code import canonical_form, share_identical
 from mlfuse.interp.tensor_interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
 
+import sys
+from pathlib import Path
+
+import pytest
+
 from helpers import assert_results_close, random_inputs
 
 # two layers over the same shapes, then a third over others: the first two share code
@@ -76,3 +81,28 @@ def test_repeated_layers_compile_once_and_run_as_before():
     func = parse_program(LAYERS, "layers.fuse").funcs[0]
     inputs = random_inputs(func, {}, seed=3)
     assert_results_close(func, run_tensor(func, inputs), compiled.layers(*inputs))
+
+
+def _kernel_definitions(source: str) -> int:
+    """The kernels (and contraction factories) a generated module defines: what a first
+    call may compile, aliases left out."""
+    return source.count("\n@cuda.jit(") - source.count("\n@cuda.jit(device=True") + \
+        source.count("\ndef _tiles_")
+
+
+def test_a_deeper_encoder_compiles_no_more_kernel_codes():
+    """A BERT encoder (benchmarks/compile_time.py's ONNX graph, small): the first and
+    last layers differ from the rest (the graph's input, its output), every middle layer
+    is the same code as the one before, so a fourth layer adds aliases, no compiles."""
+    pytest.importorskip("onnx")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from compile_time import bert_model
+
+    from mlfuse.frontend.onnx_import import import_onnx
+    from mlfuse.pipeline import lower
+    sources = [generate(lower(import_onnx(bert_model(layers, hidden=32, heads=2, ffn=64,
+                                                     seq=8).SerializeToString()).module,
+                              "fused"), "cuda") for layers in (3, 4)]
+    assert _kernel_definitions(sources[0]) == _kernel_definitions(sources[1])
+    shared = [s.count("but for names") for s in sources]
+    assert shared[1] > shared[0] >= 5
