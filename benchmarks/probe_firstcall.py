@@ -1,6 +1,7 @@
 """Probe: the cold first call of real models (issue 15's first-call time), on a GPU.
 
-    python benchmarks/probe_firstcall.py DIR [--only NAME]... [--serial] [--timeout=S]
+    python benchmarks/probe_firstcall.py DIR [--only=NAME]... [--serial] [--workers=N]
+        [--timeout=S]
 
 DIR holds the models as benchmarks/models.py exports them (``python benchmarks/models.py
 --export DIR``; a missing one is exported there first, which needs torch, torchvision,
@@ -13,7 +14,9 @@ call launches, the distinct kernel codes it compiled (codegen/shared_code.py: a
 repeated layer's kernels are one), the kernels still compiled at their launch, and
 every output checked against ONNX Runtime (relative error <= 1e-5, as models.py).
 ``--serial`` adds a run per model with MLFUSE_COMPILE_WORKERS=0 (one process compiles
-everything: the time before the parallel precompile). The table comes last.
+everything: the time before the parallel precompile); ``--workers=N`` runs the
+parallel mode with N compile workers (MLFUSE_COMPILE_WORKERS; default: the CPUs less
+one, at most 8). The table comes last.
 """
 from __future__ import annotations
 
@@ -92,13 +95,13 @@ def child(name: str, path: str) -> dict:
     return row
 
 
-def run(name: str, path: Path, serial: bool, timeout: float) -> dict:
+def run(name: str, path: Path, serial: bool, timeout: float, workers: str | None) -> dict:
     """``child`` in a fresh process with a cold cache."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, MLFUSE_KERNEL_CACHE="0", MLFUSE_CACHE_DIR=cache,
                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        if serial:
-            env["MLFUSE_COMPILE_WORKERS"] = "0"
+        if serial or workers:
+            env["MLFUSE_COMPILE_WORKERS"] = "0" if serial else workers
         started = time.perf_counter()
         try:
             done = subprocess.run([sys.executable, __file__, "--child", name, str(path)],
@@ -139,6 +142,7 @@ def main(argv: list[str]) -> int:
     folder = Path(next(a for a in argv if not a.startswith("--")))
     only = [a.split("=", 1)[1] for a in argv if a.startswith("--only=")] or list(MODELS)
     timeout = next((float(a.split("=", 1)[1]) for a in argv if a.startswith("--timeout=")), 150)
+    workers = next((a.split("=", 1)[1] for a in argv if a.startswith("--workers=")), None)
     modes = ["parallel"] + (["serial"] if "--serial" in argv else [])
     rows = []
     for name in only:
@@ -149,7 +153,7 @@ def main(argv: list[str]) -> int:
             folder.mkdir(parents=True, exist_ok=True)
             export(next(c for c in CASES if c.name == name), folder)
         for mode in modes:
-            row = run(name, path, mode == "serial", timeout)
+            row = run(name, path, mode == "serial", timeout, workers)
             row["mode"] = mode
             rows.append(row)
             print(json.dumps(row), flush=True)
