@@ -120,6 +120,31 @@ def test_shares_spread_the_tile_kernels_over_the_workers():
     assert precompile.balanced_shares(tasks[:2], 8) == [[0], [1]]
 
 
+class _Compiling(_FakeDispatcher):
+    def __init__(self, compiled):
+        super().__init__()
+        self.compiled = compiled
+
+    def compile(self, argtypes):
+        self.compiled.append(argtypes)
+
+
+def test_this_process_compiles_a_share_while_the_workers_run(capfd):
+    module = mlfuse.compile_source(MATMUL, "mm.fuse")
+    path = module.python_module.__file__
+    here = []
+    tile = (64, 64, True, False, False)
+    scope = {f"k{i}": _Compiling(here) for i in range(4)}
+    scope["t"] = {tile: _Compiling(here)}
+    tasks = [(f"k{i}", None, (f"type{i}",)) for i in range(4)] + [("t", tile, ("tile",))]
+    # 2 workers, each starting a tile kernel's cost late: this process takes the tile
+    # kernel, then the others go to the least loaded (ties to this process); the
+    # workers' (under the simulator: nothing to compile) are reported
+    assert precompile.run_workers(path, tasks, 2, scope) == len(here) == 3
+    assert sorted(here) == [("tile",), ("type0",), ("type3",)]
+    assert capfd.readouterr().err.count("a kernel compile worker") == 2
+
+
 def test_a_simulator_kernel_is_left_to_its_launch():
     plain = _FakeDispatcher()
     plain.enable_caching = None  # the simulator's kernels have no disk cache

@@ -15,6 +15,8 @@ first call. Before the first call with new argument shapes, ``precompile``:
    hands the compiled kernels back (Numba's serialized form, cubins included) in a
    file, which this process installs in its own dispatchers (``add_overload``); with
    the disk cache on, the workers also write their cubins there for later processes.
+   Meanwhile this process compiles a share itself (it pays no start). Shares are
+   balanced by an estimate of each kernel's compile cost (``balanced_shares``).
 
 The call then runs as it always did, and each launch finds its kernel compiled. Nothing
 depends on the workers: one that fails or times out leaves its kernels to be compiled
@@ -30,6 +32,7 @@ the CPUs less one, at most 8: each holds a CUDA context). The disk cache may be 
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import pickle
 import re
@@ -96,16 +99,19 @@ def missing_kernels(trace) -> list:
 
 # What a kernel costs to compile, relative to a loop-free one (Numba + NVVM + ptxas on
 # the CPU, mlfuse.tools.compile_profile): a contraction's tile kernel about 2 s, most
-# others about a quarter of a second.
-TILE_COST, KERNEL_COST = 8, 1
+# others about a quarter of a second; a worker's start (Python, Numba, a CUDA context,
+# the module) about what a tile kernel takes.
+TILE_COST, KERNEL_COST, START_COST = 8, 1, 8
 
 
-def balanced_shares(tasks: list, workers: int) -> list[list[int]]:
+def balanced_shares(tasks: list, workers: int, starts: list[int] | None = None) -> list[list[int]]:
     """The task indices each of at most ``workers`` workers compiles: the costliest
     first, each to the share with the least cost so far (longest processing time
-    first), so that no worker is left with most of the tile kernels."""
+    first), so that no worker is left with most of the tile kernels. ``starts``: the
+    cost each worker has before its first task (its start), 0 where not given."""
     count = min(workers, len(tasks))
-    shares, loads = [[] for _ in range(count)], [0] * count
+    shares, loads = [[] for _ in range(count)], list((starts or [])[:count])
+    loads += [0] * (count - len(loads))
     costs = [TILE_COST if config is not None else KERNEL_COST for _, config, _ in tasks]
     for t in sorted(range(len(tasks)), key=lambda t: -costs[t]):
         least = loads.index(min(loads))
@@ -118,25 +124,48 @@ def run_workers(path: str, tasks: list, workers: int, scope: dict | None = None)
     """Compile ``tasks`` of the module at ``path`` in ``workers`` processes; the number
     compiled. Each worker is one process for its share (``balanced_shares``).
     With ``scope`` (the generated module's globals, as the host function sees them),
-    the compiled kernels are installed in its dispatchers."""
-    shares = balanced_shares(tasks, workers)
+    this process compiles a share too while the workers run (it has no start to pay:
+    its share is the first, larger by a start's cost), and the workers' kernels are
+    installed in its dispatchers."""
+    if scope is None:
+        shares, own = balanced_shares(tasks, workers), []
+    else:
+        own, *shares = balanced_shares(tasks, workers + 1, [0] + [START_COST] * workers)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     procs = []
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as files:
         for i, share in enumerate(shares):
             tasks_file = os.path.join(folder, f"share{i}.pickle")
             with open(tasks_file, "wb") as f:
                 pickle.dump((path, [tasks[t] for t in share]), f)
             kernels_file = os.path.join(folder, f"kernels{i}.pickle")
-            procs.append((share, kernels_file, subprocess.Popen(
+            # output to files, not pipes: a worker never waits on this process to read
+            out, err = (files.enter_context(open(os.path.join(folder, f"{n}{i}.txt"), "w+b"))
+                        for n in "oe")
+            procs.append((share, kernels_file, out, err, subprocess.Popen(
                 [sys.executable, "-m", "mlfuse.runtime.compile_worker", tasks_file,
-                 kernels_file], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)))
-        done = 0
-        for share, kernels_file, proc in procs:
-            done += _finish(proc)
+                 kernels_file], stdout=out, stderr=err, env=env)))
+        done = compile_here(scope, [tasks[t] for t in own]) if own else 0
+        for share, kernels_file, out, err, proc in procs:
+            done += _finish(proc, out, err)
             if scope is not None:
                 install(scope, [tasks[t] for t in share], kernels_file)
         return done
+
+
+def compile_here(scope: dict, tasks: list) -> int:
+    """Compile ``tasks`` in this process (into the dispatchers ``scope`` names, and the
+    disk cache where it is on); how many. One that fails is left to its launch, which
+    reports the error."""
+    done = 0
+    for attr, config, argtypes in tasks:
+        try:
+            dispatcher = scope[attr] if config is None else scope[attr][config]
+            dispatcher.compile(argtypes)
+            done += 1
+        except Exception:  # noqa: BLE001, S110 - the launch compiles it again and says why
+            pass
+    return done
 
 
 def install(scope: dict, tasks: list, kernels_file: str) -> int:
@@ -163,19 +192,25 @@ def install(scope: dict, tasks: list, kernels_file: str) -> int:
     return count
 
 
-def _finish(proc) -> int:
+def _finish(proc, out, err) -> int:
     """Wait for a worker; how many kernels it compiled (what it said on stderr, if
-    anything, goes to ours)."""
+    anything, goes to ours). ``out`` and ``err``: the files its output went to."""
     try:
-        out, err = proc.communicate(timeout=TIMEOUT_S)
+        proc.wait(timeout=TIMEOUT_S)
+        timed_out = b""
     except subprocess.TimeoutExpired:
         proc.kill()
-        out, err = proc.communicate()
-        err += b"\ntimed out"
-    if err.strip():
+        proc.wait()
+        timed_out = b"\ntimed out"
+    said = []
+    for f in (out, err):
+        f.seek(0)
+        said.append(f.read())
+    out_text, err_text = said[0], said[1] + timed_out
+    if err_text.strip():
         sys.stderr.write("mlfuse: a kernel compile worker: "
-                         + err.decode(errors="replace").strip()[-2000:] + "\n")
-    return int(out.strip()) if proc.returncode == 0 and out.strip().isdigit() else 0
+                         + err_text.decode(errors="replace").strip()[-2000:] + "\n")
+    return int(out_text.strip()) if proc.returncode == 0 and out_text.strip().isdigit() else 0
 
 
 def precompile(host, device_args, num_results: int) -> int:
