@@ -143,6 +143,11 @@ def test_this_process_compiles_a_share_while_the_workers_run(capfd):
     assert precompile.run_workers(path, tasks, 2, scope) == len(here) == 3
     assert sorted(here) == [("tile",), ("type0",), ("type3",)]
     assert capfd.readouterr().err.count("a kernel compile worker") == 2
+    # two loop-free kernels cost less than a worker's start: no worker starts
+    here.clear()
+    assert precompile.run_workers(path, tasks[:2], 2, scope) == 2
+    assert sorted(here) == [("type0",), ("type1",)]
+    assert "a kernel compile worker" not in capfd.readouterr().err
 
 
 def test_a_simulator_kernel_is_left_to_its_launch():

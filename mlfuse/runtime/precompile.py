@@ -131,6 +131,7 @@ def run_workers(path: str, tasks: list, workers: int, scope: dict | None = None)
         shares, own = balanced_shares(tasks, workers), []
     else:
         own, *shares = balanced_shares(tasks, workers + 1, [0] + [START_COST] * workers)
+        shares = [share for share in shares if share]  # no worker for nothing to do
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     procs = []
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as files:
