@@ -83,6 +83,17 @@ def test_repeated_layers_compile_once_and_run_as_before():
     assert_results_close(func, run_tensor(func, inputs), compiled.layers(*inputs))
 
 
+def test_split_k_second_kernels_share_their_code_apart_from_the_tiles():
+    """Two contractions over different K: their tile kernels differ, their split-K
+    second kernels (the same outputs and epilogue) are one code."""
+    source = generate(compile_text(
+        "func two(x: f32[8, 512], w1: f32[512, 16], y: f32[8, 1024], w2: f32[1024, 16],\n"
+        "         b: f32[16]) -> (f32[8, 16], f32[8, 16]) {\n"
+        "    return relu(matmul(x, w1) + b), relu(matmul(y, w2) + b)\n}\n", "two.fuse"), "cuda")
+    assert source.count("def _tiles_") == 2
+    assert "two_1_finish = two_0_finish" in source and "def two_1_finish" not in source
+
+
 def _kernel_definitions(source: str) -> int:
     """The kernels (and contraction factories) a generated module defines: what a first
     call may compile, aliases left out."""
