@@ -54,7 +54,8 @@ def _keyword_names(code: types.CodeType, out: set[str]) -> set[str]:
 def _form(code: types.CodeType, numbered: dict[str, int], keywords: set[str]):
     params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount
                               + bool(code.co_flags & 4) + bool(code.co_flags & 8)]
-    return (code.co_code, code.co_exceptiontable, code.co_argcount, code.co_posonlyargcount,
+    return (code.co_code, getattr(code, "co_exceptiontable", b""),  # 3.11 on
+            code.co_argcount, code.co_posonlyargcount,
             code.co_kwonlyargcount, code.co_flags, code.co_nlocals,
             len(code.co_cellvars), len(code.co_freevars),
             tuple(p if p in keywords else None for p in params),
