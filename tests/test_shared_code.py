@@ -8,6 +8,9 @@ from mlfuse.codegen.shared_code import canonical_form, share_identical
 from mlfuse.interp.tensor_interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -117,3 +120,28 @@ def test_a_deeper_encoder_compiles_no_more_kernel_codes():
     assert _kernel_definitions(sources[0]) == _kernel_definitions(sources[1])
     shared = [s.count("but for names") for s in sources]
     assert shared[1] > shared[0] >= 5
+
+
+STATIC_LAYERS = """func layers(x: f32[64, 32], w1: f32[32, 32], b1: f32[32], w2: f32[32, 32],
+                    b2: f32[32], w3: f32[32, 32], b3: f32[32]) -> f32[64, 32] {
+    h1 = x + relu(matmul(x, w1) + b1)
+    h2 = h1 + relu(matmul(h1, w2) + b2)
+    return h2 + relu(matmul(h2, w3) + b3)
+}
+"""
+
+
+def test_a_first_call_of_three_identical_layers_compiles_one_kernel(tmp_path):
+    """mlfuse.tools.compile_profile --dry runs the "cuda" host function dry (no GPU, no
+    toolkit: nothing is compiled) and lists the kernels a first call compiles: the
+    three layers' contractions are one tile kernel in one configuration."""
+    path = tmp_path / "layers.fuse"
+    path.write_text(STATIC_LAYERS)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["MLFUSE_CACHE_DIR"] = str(tmp_path / "cache")
+    done = subprocess.run([sys.executable, "-W", "ignore", "-m", "mlfuse.tools.compile_profile",
+                           "--dry", str(path)], capture_output=True, text=True, env=env,
+                          check=True)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["kernels"] == report["tile_kernels"] == 1
+    assert report["labels"][0].startswith("layers_0[")

@@ -1,8 +1,11 @@
 """Where a first call's compile time goes, without a GPU: the kernels a call would
 compile, each compiled for the H100 (sm_90) as the first launch would, phase by phase.
 
-    CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.compile_profile [--json]
-        [--jobs=N] [--limit=N] MODEL.onnx | FILE.fuse ...
+    CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.compile_profile [--json] [--dry]
+        [--limit=N] MODEL.onnx | FILE.fuse ...
+
+``--dry`` lists the kernels a first call compiles and compiles none (no CUDA toolkit
+needed): how many compiles a model's first call costs, in seconds.
 
 The kernels are the ones the first call launches: the host function runs dry
 (``launch_plan.trace_call`` with ``launching=False``, as ``runtime/precompile.py`` does
@@ -230,10 +233,23 @@ def summary(rows: list) -> dict:
             "ptx_kb": round(sum(r["ptx_kb"] for r in rows))}
 
 
+def dry(path: str) -> dict:
+    """The kernels a first call of each func at ``path`` compiles, none compiled: their
+    count, the tile kernels among them, and their labels."""
+    module, python_module = load_program(path)
+    labels = [label for func in module.funcs
+              for label, _, _ in first_call_kernels(python_module, func, stand_in_params(func))]
+    return {"file": path, "kernels": len(labels),
+            "tile_kernels": sum("[" in label for label in labels), "labels": labels}
+
+
 def main(argv: list[str]) -> int:
     as_json = "--json" in argv
     limit = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--limit=")), None)
     for path in (a for a in argv if not a.startswith("--")):
+        if "--dry" in argv:
+            print(json.dumps(dry(path)), flush=True)
+            continue
         rows = []
         for r in profile(path, limit):
             rows.append(r)
