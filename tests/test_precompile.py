@@ -115,9 +115,23 @@ def test_shares_spread_the_tile_kernels_over_the_workers():
     tasks = [("t0", tile, ()), ("t1", tile, ()), ("k0", None, ()), ("k1", None, ()),
              ("t2", tile, ()), ("k2", None, ())]
     shares = precompile.balanced_shares(tasks, 3)
-    assert sorted(sum(shares, [])) == list(range(6))
+    assert sorted(t for share in shares for t in share) == list(range(6))
     assert [sum(tasks[t][1] is not None for t in share) for share in shares] == [1, 1, 1]
     assert precompile.balanced_shares(tasks[:2], 8) == [[0], [1]]
+
+
+def test_a_kernels_compile_cost_follows_its_bytecode():
+    def small(a):
+        a[0] = 1
+
+    def large(a, b):
+        for i in range(a.size):
+            b[i] = a[i] * 2 + a[i - 1] - b[i] / 3 if i else a[0]
+    scope = {"s": types.SimpleNamespace(py_func=small), "l": types.SimpleNamespace(py_func=large)}
+    cost = [precompile.compile_cost((name, None, ()), scope) for name in ("s", "l", "gone")]
+    assert cost[0] < cost[1] and cost[2] == precompile.KERNEL_COST
+    assert precompile.compile_cost(("t", (64, 64, True, True, False), ())) == \
+        precompile.TILE_COST
 
 
 class _Compiling(_FakeDispatcher):

@@ -97,22 +97,36 @@ def missing_kernels(trace) -> list:
     return tasks
 
 
-# What a kernel costs to compile, relative to a loop-free one (Numba + NVVM + ptxas on
-# the CPU, mlfuse.tools.compile_profile): a contraction's tile kernel about 2 s, most
-# others about a quarter of a second; a worker's start (Python, Numba, a CUDA context,
-# the module) about what a tile kernel takes.
-TILE_COST, KERNEL_COST, START_COST = 8, 1, 8
+# What a kernel costs to compile, in bytes of its Python bytecode: Numba's frontend,
+# NVVM and ptxas scale with the kernel's statements (mlfuse.tools.compile_profile on
+# resnet18: about 0.1 s + 0.3 ms a byte; correlation 0.94). Without the kernel at hand:
+# a contraction's tile kernel about 5000 bytes (about 2 s), others about 1000. A
+# worker's start (Python, Numba, a CUDA context, the module) costs about a tile kernel.
+FIXED_COST, TILE_COST, KERNEL_COST, START_COST = 300, 5000, 1000, 5000
 
 
-def balanced_shares(tasks: list, workers: int, starts: list[int] | None = None) -> list[list[int]]:
+def compile_cost(task, scope: dict | None = None) -> int:
+    """The estimated cost of compiling ``task`` (see TILE_COST): its kernel's bytecode
+    where ``scope`` (the module's globals) has it."""
+    attr, config, _ = task
+    try:
+        kernel = scope[attr] if config is None else scope[attr][config]
+        return FIXED_COST + len(kernel.py_func.__code__.co_code)
+    except Exception:  # noqa: BLE001 - no kernel at hand: by its kind
+        return TILE_COST if config is not None else KERNEL_COST
+
+
+def balanced_shares(tasks: list, workers: int, starts: list[int] | None = None,
+                    scope: dict | None = None) -> list[list[int]]:
     """The task indices each of at most ``workers`` workers compiles: the costliest
-    first, each to the share with the least cost so far (longest processing time
-    first), so that no worker is left with most of the tile kernels. ``starts``: the
-    cost each worker has before its first task (its start), 0 where not given."""
+    first (``compile_cost``), each to the share with the least cost so far (longest
+    processing time first), so that no worker is left with most of the tile kernels.
+    ``starts``: the cost each worker has before its first task (its start), 0 where
+    not given."""
     count = min(workers, len(tasks))
     shares, loads = [[] for _ in range(count)], list((starts or [])[:count])
     loads += [0] * (count - len(loads))
-    costs = [TILE_COST if config is not None else KERNEL_COST for _, config, _ in tasks]
+    costs = [compile_cost(task, scope) for task in tasks]
     for t in sorted(range(len(tasks)), key=lambda t: -costs[t]):
         least = loads.index(min(loads))
         shares[least].append(t)
@@ -130,7 +144,8 @@ def run_workers(path: str, tasks: list, workers: int, scope: dict | None = None)
     if scope is None:
         shares, own = balanced_shares(tasks, workers), []
     else:
-        own, *shares = balanced_shares(tasks, workers + 1, [0] + [START_COST] * workers)
+        own, *shares = balanced_shares(tasks, workers + 1, [0] + [START_COST] * workers,
+                                       scope)
         shares = [share for share in shares if share]  # no worker for nothing to do
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     procs = []
