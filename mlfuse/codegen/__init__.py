@@ -26,6 +26,7 @@ from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.schedule_split import emit_split
 from mlfuse.codegen.split_stages import emit_row
+from mlfuse.codegen.shared_code import share_identical
 from mlfuse.codegen.schedule_tiles import emit_tiles
 from mlfuse.codegen.split_k import emit_finish, finish_name
 from mlfuse.codegen.schedule_strips import emit_strips, strip_geometry
@@ -112,12 +113,12 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
         tiles = f"tiles={F64_TILES}, " if f64 else ""  # else the module's CONTRACTION_TILES
         text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, {tiles}k_step={BK}, {plan}, "
                  "shape=_simt_shape)\n")
-    variants = {"contraction": name}
-    if op["split_k"] > 1:  # split-K's second kernel
+    variants, pieces = {"contraction": name}, [text]
+    if op["split_k"] > 1:  # split-K's second kernel: its code may be another's
         variants["finish"] = names.fresh(finish_name(name))
-        text += "\n\n" + emit_finish(op, variants["finish"], target, helpers, hw, names.taken)
-    return KernelCode(op, "contraction", kernel_interface(op), [], variants, text,
-                      vector_sides=vector_sides)
+        pieces.append(emit_finish(op, variants["finish"], target, helpers, hw, names.taken))
+    return KernelCode(op, "contraction", kernel_interface(op), [], variants,
+                      "\n\n".join(pieces), vector_sides=vector_sides, pieces=pieces)
 
 
 # The schedules with a module of their own; pointwise is emit_kernel's, and so is row
@@ -179,7 +180,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             simt_threads=SIMT_THREADS if target == "cuda" else SIMULATOR_THREADS,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]
     parts += helper_sources(helpers, target)
-    parts += [k.text for k in kernels.values()]
+    # repeated layers: one compile
+    parts += share_identical([p for k in kernels.values() for p in k.pieces or [k.text]])
     parts += hosts
     entries = ", ".join(f"{name!r}: {host}" for name, host in host_names.items())
     parts.append(f"ENTRY_POINTS = {{{entries}}}\n")

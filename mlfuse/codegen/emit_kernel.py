@@ -204,6 +204,9 @@ class KernelCode:
     # numbers (multiplier, shift) follow the dims among the kernel's parameters
     divisors: list = field(default_factory=list)
     vector_lanes: str = "VECTOR_WIDTH"  # values per vector of the vector variant
+    # the text in parts that may each share their code with another kernel's
+    # (shared_code.py): a contraction's tiles, and split-K's second kernel; [] = [text]
+    pieces: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:

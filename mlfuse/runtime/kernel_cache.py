@@ -42,7 +42,7 @@ def enable_module(module) -> int:
     for value in list(vars(module).values()):
         if is_tiled_kernel(value):
             value.factory = _caching_factory(value.factory)
-        elif _is_cuda_dispatcher(value):
+        elif is_cuda_dispatcher(value):
             enable_dispatcher(value)
             count += 1
     return count
@@ -54,14 +54,14 @@ def _caching_factory(factory):
     return make
 
 
-def _is_cuda_dispatcher(value) -> bool:
+def is_cuda_dispatcher(value) -> bool:
     # the simulator's kernels have no enable_caching: nothing to cache there
     return callable(getattr(value, "enable_caching", None)) and hasattr(value, "py_func")
 
 
 def enable_dispatcher(dispatcher):
     """Give ``dispatcher`` Numba's disk cache, made tolerant (see the module doc)."""
-    if _is_cuda_dispatcher(dispatcher) and not getattr(dispatcher, "_mlfuse_cached", False):
+    if is_cuda_dispatcher(dispatcher) and not getattr(dispatcher, "_mlfuse_cached", False):
         try:
             dispatcher.enable_caching()
         except RuntimeError:  # no writable place for it: run uncached
