@@ -39,6 +39,8 @@ from mlfuse.codegen.emit_kernel import (STREAM_TILE, VALUES_PER_THREAD, KernelCo
 from mlfuse.codegen.helpers import strip_reduce_name
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
+from mlfuse.ir.types import itemsize
+from mlfuse.strip_plan import most_slots, narrowest_points
 
 _DOC = {
     "strips-registers": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
@@ -59,13 +61,25 @@ def _clean(levels) -> bool:
                for o in level_ops(levels, d))
 
 
-# the simulator's strips are small (4 points, 16 threads at least; the code is the same)
-SIMULATOR_STRIP = (4, 16)
+# the simulator's strips are small (4 points at most, 16 threads at least, 64 at most
+# over columns; the code is the same)
+SIMULATOR_STRIP = (4, 16, 64)
 
 
-def strip_geometry(target: str, hw) -> tuple[int, int]:
-    """(STRIP_POINTS, STRIP_THREADS) of a module for ``target``."""
-    return (hw.strip_points, hw.strip_threads) if target == "cuda" else SIMULATOR_STRIP
+def strip_geometry(target: str, hw) -> tuple[int, int, int]:
+    """(STRIP_POINTS, STRIP_THREADS, STRIP_BLOCK_THREADS) of a module for ``target``."""
+    return (hw.strip_points, hw.strip_threads, hw.strip_block_threads) if target == "cuda" \
+        else SIMULATOR_STRIP
+
+
+def narrowest_strip(op, target: str, hw) -> int:
+    """The narrowest strip over columns a call of ``op`` may take: a 32-byte sector a row
+    of its smallest values (the simulator: half its widest, so tests run narrowed strips)."""
+    widest = strip_geometry(target, hw)[0]
+    if target != "cuda":
+        return max(1, widest // 2)
+    sizes = [itemsize(b.type.dtype) for b in kernel_interface(op).buffers]
+    return narrowest_points(min(sizes, default=4), widest)
 
 
 def _constant_slots(op, target: str, hw) -> int | None:
@@ -78,8 +92,11 @@ def _constant_slots(op, target: str, hw) -> int | None:
     reduced = 1
     for e in extents:
         reduced *= e
-    points, least = strip_geometry(target, hw)
-    width = points if op["strip"] == "columns" else 1
+    widest, least, most = strip_geometry(target, hw)
+    if op["strip"] == "columns":
+        return most_slots(reduced, widest, narrowest_strip(op, target, hw), least, most,
+                          hw.row_values_per_thread)
+    width = 1
     per = max(1, least // width)
     while per < 512 // width and per * hw.row_values_per_thread < reduced:
         per *= 2
@@ -99,9 +116,12 @@ class StripsEmitter(KernelEmitter):
         self.registers = variant == "strips-registers"
         self.tops = top_loops(op)
         self.levels = {id(o): loop_levels(o) for o in self.tops}
-        for n in ("lane", "per", "n_red", "strip", "valid", "r", "tile", "n_strips"):
+        for n in ("lane", "per", "n_red", "strip", "valid", "r", "tile", "n_strips", "width"):
             self.local[n] = self.namer.fresh(n)
-        self.width = "STRIP_POINTS" if self.columns else "1"
+        # over columns a block is (width, per) threads, its strip's width picked per call
+        self.width = self.local["width"] if self.columns else "1"
+        if self.columns:
+            self.launch_bound = "(STRIP_BLOCK_THREADS, STRIP_MIN_BLOCKS)"
         # values per thread a loop has in flight: all of them (registers), or a tile of
         # half as many (streaming: a 64-bit address each while in flight; 16 spill)
         self.tile = VALUES_PER_THREAD if self.registers else STREAM_TILE
@@ -113,13 +133,13 @@ class StripsEmitter(KernelEmitter):
         w, loc = self.w, self.local
         doc = _DOC[self.variant].replace("{strip}", self.op["strip"])
         with self.kernel_def([], doc):
-            w.line(f"{loc['tid']} = cuda.threadIdx.x")
             if self.columns:
-                w.line(f"{loc['lane']} = {loc['tid']} % {self.width}  # the point in the strip")
-                w.line(f"{loc['nthreads']} = {loc['tid']} // {self.width}  # its thread "
-                       "among the point's")
-                w.line(f"{loc['per']} = cuda.blockDim.x // {self.width}")
+                w.line(f"{loc['lane']} = cuda.threadIdx.x  # the point in the strip")
+                w.line(f"{loc['nthreads']} = cuda.threadIdx.y  # its thread among the point's")
+                w.line(f"{self.width} = cuda.blockDim.x  # the strip's points (the host's pick)")
+                w.line(f"{loc['per']} = cuda.blockDim.y")
             else:
+                w.line(f"{loc['tid']} = cuda.threadIdx.x")
                 w.line(f"{loc['lane']} = 0")
                 w.line(f"{loc['nthreads']} = {loc['tid']}")
                 w.line(f"{loc['per']} = cuda.blockDim.x")
@@ -188,7 +208,7 @@ class StripsEmitter(KernelEmitter):
             return super().shared_combine(combiner, part, dtype)
         helper = strip_reduce_name(combiner)
         self.helpers.add(helper)
-        return f"{helper}({part}, {self.width}, {self.scratch[COMPUTE_TYPE[dtype]]})"
+        return f"{helper}({part}, {self.scratch[COMPUTE_TYPE[dtype]]})"
 
     def digits_of(self, flat: str, extents, names=None) -> list[str]:
         """``flat``'s digits in the mixed radix of ``extents`` (last fastest) into
@@ -298,25 +318,39 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
     texts = [StripsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     extents = [lvl["extent"] for lvl in loop_levels(top_loops(op)[0])]
-    return KernelCode(op, "strips", kernel_interface(op), extents, variants, "\n\n".join(texts))
+    launch = {"narrowest": narrowest_strip(op, target, hw)} if op["strip"] == "columns" else {}
+    return KernelCode(op, "strips", kernel_interface(op), extents, variants, "\n\n".join(texts),
+                      launch=launch)
 
 
 def strips_launch(host, kernel, points: str, args: list[str]) -> None:
-    """Threads per block from the reduced extent of the call; the registers variant
-    where each thread's values fit in it."""
+    """Threads per block from the reduced extent of the call (over columns also the
+    strip's width, from the points: mlfuse/strip_plan.py); the registers variant where
+    each thread's values fit in it."""
     op = kernel.op
-    width = "STRIP_POINTS" if op["strip"] == "columns" else "1"
     n_red = " * ".join(extent_factors(kernel.row_extents, lambda s: host.dim(s, op)))
     threads, blocks = host.namer.fresh("threads"), host.namer.fresh("blocks")
-    host.helpers.update({"_strip_threads", "_row_blocks"})
+    host.helpers.add("_row_blocks")
     first, second = kernel.variants.values()
     grid = f"{blocks}, {threads}"
     unit = host.w.unit
-    lines = [f"{threads} = _strip_threads({width}, {n_red})",
-             f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})",
-             f"if {n_red} <= {threads} // {width} * VALUES_PER_THREAD and "
-             f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers",
-             unit + host.call(first, grid, args), "else:", unit + host.call(second, grid, args)]
+    if op["strip"] == "columns":
+        width, per = host.namer.fresh("width"), host.namer.fresh("per")
+        host.helpers.add("_strip_columns")
+        lines = [f"{width}, {per} = _strip_columns({points}, {n_red}, STRIP_POINTS, "
+                 f"{kernel.launch['narrowest']}, STRIP_THREADS, "
+                 "STRIP_BLOCK_THREADS, VALUES_PER_THREAD, SM_COUNT * STRIP_BLOCKS_PER_SM)",
+                 f"{threads} = ({width}, {per})",
+                 f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})",
+                 f"if {n_red} <= {per} * VALUES_PER_THREAD and {width} * {per} <= "
+                 "STRIP_HELD_THREADS:  # each thread's values fit in registers"]
+    else:
+        host.helpers.add("_strip_threads")
+        lines = [f"{threads} = _strip_threads(1, {n_red})",
+                 f"{blocks} = _row_blocks({points})",
+                 f"if {n_red} <= {threads} * VALUES_PER_THREAD and "
+                 f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers"]
+    lines += [unit + host.call(first, grid, args), "else:", unit + host.call(second, grid, args)]
     host.guarded(op, points, lines)
 
 
