@@ -64,9 +64,12 @@ def narrowest_points(itemsize: int, widest: int, sector_bytes: int = 32) -> int:
     return max(1, min(widest, sector_bytes // max(1, itemsize)))
 
 
+strip_columns = _strip_columns  # the name the cost model and codegen import
+
+
 def source() -> str:
     """``_strip_columns``' source, for a generated module."""
     return inspect.getsource(_strip_columns)
 
 
-__all__ = ["most_slots", "narrowest_points", "source"]
+__all__ = ["strip_columns", "most_slots", "narrowest_points", "source"]

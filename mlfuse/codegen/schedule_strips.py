@@ -36,6 +36,7 @@ from mlfuse.dialects.reductions import level_ops, loop_levels
 
 from mlfuse.codegen.emit_kernel import (STREAM_TILE, VALUES_PER_THREAD, KernelCode,
                                         KernelEmitter, extent_factors, kernel_interface)
+from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.helpers import strip_reduce_name
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
@@ -149,6 +150,7 @@ class StripsEmitter(KernelEmitter):
             self.plan_flat_rows([(o, [lvl.body.args[0] for lvl in self.levels[id(o)]],
                                   [lvl["extent"] for lvl in self.levels[id(o)]])
                                  for o in self.tops])
+            self.plan_thread_steps()
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             extents = [lvl["extent"] for lvl in self.levels[id(self.tops[0])]]
             w.line(f"{loc['n_red']} = {self.points(extents)}")
@@ -163,8 +165,50 @@ class StripsEmitter(KernelEmitter):
                        "# past the end: the last point again, not stored")
                 self.unravel(loc["point"])
                 self.row_base_lines()
+                self.thread_base_lines()
                 self.block(self.op.body, top=True)
         return w.text()
+
+    def plan_thread_steps(self) -> None:
+        """Over columns, an access along a single reduced axis (a column: values
+        ``stride`` apart) at this thread's value ``slot`` is ``thread_base + slot *
+        per * stride`` (and ``+ tile * stride`` streaming): the thread's first value's
+        offset once per point and a constant step a slot, where ``row_base + k * stride``
+        was a 64-bit multiply and its carries per value (ptxas kept each address live
+        until its load: 94-100 registers)."""
+        self.slot_strides, self.thread_bases = {}, {}
+        self.stepped = {id(lvls[0].body.args[0]) for lvls in self.levels.values()
+                        if len(lvls) == 1} if self.columns else set()
+        for stride in dict.fromkeys(self.flat_strides.values()):
+            self.slot_strides[stride] = self.namer.fresh(f"slot_{stride}")
+            self.w.line(f"{self.slot_strides[stride]} = {self.local['per']} * {stride}")
+
+    def _stepped(self, access) -> bool:
+        return access.axis is not None and access.step != "flat" and \
+            id(access.step) in self.stepped
+
+    def thread_base_lines(self) -> None:
+        """Each stepped access's offset at this thread's first value of the point."""
+        self.thread_bases = {}
+        for access in self.flat.values():
+            if not self._stepped(access):
+                continue
+            key = (self.row_bases[self._base_code(access)],
+                   self.flat_strides[(id(access.buf), access.axis)])
+            if key not in self.thread_bases:
+                self.thread_bases[key] = self.namer.fresh("thread_base")
+                self.w.line(f"{self.thread_bases[key]} = {key[0]} + {self.local['nthreads']} "
+                            f"* {key[1]}")
+
+    def flat_subscript(self, buf, indices, flat_index: str) -> str | None:
+        access = self.flat.get(flat_key(buf, indices))
+        if access is None or not self._stepped(access):
+            return super().flat_subscript(buf, indices, flat_index)
+        stride = self.flat_strides[(id(buf), access.axis)]
+        base = self.thread_bases[(self.row_bases[self._base_code(access)], stride)]
+        tile = "" if self.registers else f" + {self.local['tile']} * {stride}"
+        return (f"{self.flat_views[id(buf)]}[numba.uint64({base}{tile} + {self.local['slot']} "
+                f"* {self.slot_strides[stride]})]")
 
     def plan(self) -> None:
         """Local arrays for the loads each loop issues ahead: per loop (streaming: a tile
