@@ -157,6 +157,14 @@ class StripsEmitter(KernelEmitter):
             # a thread's step in the nest's digits (where some nest still counts them)
             self.steps = self.digits_of(loc["per"], extents) if any(self.flat_digits.values()) else []
             w.line(f"{loc['n_strips']} = ({loc['n_points']} + {self.width} - 1) // {self.width}")
+            self.mine = ""
+            if self.registers and self.columns:
+                # this thread's values of a point (the same for every point): its slots
+                # below it are real. (Comparing r = nthreads + slot * per per slot, LLVM
+                # hoisted the 16 64-bit r out of the loop over strips: 32 registers.)
+                self.mine = self.namer.fresh("n_mine")
+                w.line(f"{self.mine} = ({loc['n_red']} - {loc['nthreads']} + {loc['per']} - 1) "
+                       f"// {loc['per']}")
             with w.indented(f"for {loc['strip']} in range(numba.int64(cuda.blockIdx.x), "
                             f"{loc['n_strips']}, cuda.gridDim.x):"):
                 w.line(f"{loc['point']} = {loc['strip']} * {self.width} + {loc['lane']}")
@@ -302,8 +310,14 @@ class StripsEmitter(KernelEmitter):
                 self.digits_of(f"{base}{loc['nthreads']}", extents,
                                [self.namer(a) for a in args])
             with w.indented(f"for {loc['slot']} in range({self.tile}):"):
-                w.line(f"{loc['r']} = {base}{loc['nthreads']} + {loc['slot']} * {loc['per']}")
-                with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
+                if self.mine:  # the slot's own bound: no 64-bit r per slot live across points
+                    guard = f"if {loc['slot']} < {self.mine}:"
+                else:
+                    w.line(f"{loc['r']} = {base}{loc['nthreads']} + {loc['slot']} * {loc['per']}")
+                    guard = f"if {loc['r']} < {loc['n_red']}:"
+                with w.indented(guard):
+                    if self.mine:
+                        w.line(f"{loc['r']} = {loc['nthreads']} + {loc['slot']} * {loc['per']}")
                     if len(levels) == 1:
                         self.unravel_into(loc["r"], args, extents)
                     for d in range(len(levels) - 1):  # constants only where loads go ahead
