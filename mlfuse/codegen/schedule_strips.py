@@ -31,11 +31,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from mlfuse.dialects.arith import ConstantOp
-from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, YieldOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.reductions import level_ops, loop_levels
 
 from mlfuse.codegen.emit_kernel import (STREAM_TILE, VALUES_PER_THREAD, KernelCode,
                                         KernelEmitter, extent_factors, kernel_interface)
+from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.helpers import strip_reduce_name
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
@@ -184,7 +185,7 @@ class StripsEmitter(KernelEmitter):
         offset once per point and a constant step a slot, where ``row_base + k * stride``
         was a 64-bit multiply and its carries per value (ptxas kept each address live
         until its load: 94-100 registers)."""
-        self.slot_strides, self.thread_bases = {}, {}
+        self.slot_strides, self.thread_bases, self.cursors = {}, {}, {}
         self.stepped = {id(lvls[0].body.args[0]) for lvls in self.levels.values()
                         if len(lvls) == 1} if self.columns else set()
         for stride in dict.fromkeys(self.flat_strides.values()):
@@ -208,15 +209,33 @@ class StripsEmitter(KernelEmitter):
                 self.w.line(f"{self.thread_bases[key]} = {key[0]} + {self.local['nthreads']} "
                             f"* {key[1]}")
 
+    def start_cursors(self, top) -> None:
+        """A loop's cursors: each stepped access's offset at the thread's first value of
+        the loop, advanced by a slot's stride after each slot. (``thread_base + slot *
+        stride`` with a constant slot was invariant in the loop over strips: LLVM hoisted
+        the 16 64-bit products, 32 registers.)"""
+        self.cursors = {}
+        used = set()
+        for o in top.walk():
+            if isinstance(o, (LoadOp, MaskedLoadOp, StoreOp)):
+                access = self.flat.get(flat_key(*access_parts(o)))
+                if access is not None and self._stepped(access):
+                    used.add((self.row_bases[self._base_code(access)],
+                              self.flat_strides[(id(access.buf), access.axis)]))
+        for key, base in self.thread_bases.items():
+            if key not in used:
+                continue
+            self.cursors[key] = self.namer.fresh("cursor")
+            tile = "" if self.registers else f" + {self.local['tile']} * {key[1]}"
+            self.w.line(f"{self.cursors[key]} = {base}{tile}")
+
     def flat_subscript(self, buf, indices, flat_index: str) -> str | None:
         access = self.flat.get(flat_key(buf, indices))
         if access is None or not self._stepped(access):
             return super().flat_subscript(buf, indices, flat_index)
         stride = self.flat_strides[(id(buf), access.axis)]
-        base = self.thread_bases[(self.row_bases[self._base_code(access)], stride)]
-        tile = "" if self.registers else f" + {self.local['tile']} * {stride}"
-        return (f"{self.flat_views[id(buf)]}[numba.uint64({base}{tile} + {self.local['slot']} "
-                f"* {self.slot_strides[stride]})]")
+        cursor = self.cursors[(self.row_bases[self._base_code(access)], stride)]
+        return f"{self.flat_views[id(buf)]}[numba.uint64({cursor})]"
 
     def plan(self) -> None:
         """Local arrays for the loads each loop issues ahead: per loop (streaming: a tile
@@ -309,6 +328,7 @@ class StripsEmitter(KernelEmitter):
             if counted:  # the thread's first value's indices
                 self.digits_of(f"{base}{loc['nthreads']}", extents,
                                [self.namer(a) for a in args])
+            self.start_cursors(top)
             with w.indented(f"for {loc['slot']} in range({self.tile}):"):
                 if self.mine:  # the slot's own bound: no 64-bit r per slot live across points
                     guard = f"if {loc['slot']} < {self.mine}:"
@@ -326,6 +346,8 @@ class StripsEmitter(KernelEmitter):
                     yield
                 if counted:
                     self.count_on([self.namer(a) for a in args], extents)
+                for key, cursor in self.cursors.items():
+                    w.line(f"{cursor} += {self.slot_strides[key[1]]}")
 
         def phases():
             if self.fills[id(top)][1]:
