@@ -104,6 +104,7 @@ class SplitEmitter(KernelEmitter):
             self.launch_bound = "(THREADS_PER_BLOCK, 2)"
         for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "tile", "kf", "s", "kbase"):
             self.local[n] = self.namer.fresh(n)
+        self.cursors: dict = {}  # (row base, stride) -> the cursor a phase's values step
         self.partials = [self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_partials")
                          for n in self.nests]
 
@@ -311,8 +312,6 @@ class SplitEmitter(KernelEmitter):
         with w.indented(f"while {loc['flat']} < {T}({loc['n_points']} * {loc['n_split']}):"):
             yield
             w.line(f"{loc['flat']} = {T}({loc['flat']} + {T}(cuda.gridDim.x))")
-
-    cursors: dict = {}  # (row base, stride) -> the cursor a phase's values step
 
     def start_cursors(self, first: str, loads: list[Operation]) -> None:
         """The cursors of a phase that emits ``loads``: each strided flat access's
