@@ -50,6 +50,9 @@ SHAPES = {
     "centring 4096x16384": ("column_centring", {"R": 4096, "C": 16384}, None),
     "centring f16 16384x8192": ("column_centring", {"R": 16384, "C": 8192}, CENTRING_F16),
     "colsum 16384x4096": ("colsum", {"R": 16384, "C": 4096}, None),
+    # round 2: split-columns' first stage reads a column by cursor (no 2-D index a value)
+    "colsum 65536x1024": ("colsum", {"R": 65536, "C": 1024}, None),
+    "colsum 4096x16384": ("colsum", {"R": 4096, "C": 16384}, None),
 }
 DEFAULT = {"default": {}}
 SWEEP = {"default": {},
