@@ -21,14 +21,20 @@ from __future__ import annotations
 import inspect
 
 
-def _strip_columns(points, extent, widest, narrowest, least, most, values, fill):
+def _strip_columns(points, extent, widest, narrowest, line, least, most, deepest, values,
+                   fill):
     """(width, per): the points of a block's strip (a power of two from ``widest`` down to
     ``narrowest``) and the threads per point (a power of two; ``width * per`` threads a
     block, at least ``least`` and at most ``most`` where the extent needs them).
 
     The widest strip whose threads hold all of their point's ``extent`` reduced values
     in ``values`` slots each (the registers variant: inputs read once), else the widest;
-    then narrower while the grid has fewer than ``fill`` blocks (a few per SM)."""
+    then narrower while the grid has fewer than ``fill`` blocks (a few per SM). A strip
+    whose values are not held (the streaming variant, which walks its rows twice) stops
+    at ``line`` points (a 128-byte line a row: 32-byte rows cost column centring 0.406 ms
+    against 0.325 with whole lines, H100) and takes more threads a point instead, up to
+    ``deepest`` a block, while the grid's threads are fewer than ``fill`` blocks of
+    ``most``."""
     def threads_per_point(width):
         per = max(1, least // width)
         while per * width < most and per * values < extent:
@@ -38,11 +44,18 @@ def _strip_columns(points, extent, widest, narrowest, least, most, values, fill)
     width = widest
     while width > narrowest and threads_per_point(width) * values < extent:
         width //= 2
-    if threads_per_point(width) * values < extent:  # held nowhere: no reason to narrow
+    held = threads_per_point(width) * values >= extent
+    if not held:  # held nowhere: no reason to narrow
         width = widest
-    while width > narrowest and (points + width - 1) // width < fill:
+    floor = narrowest if held else max(narrowest, min(line, widest))
+    while width > floor and (points + width - 1) // width < fill:
         width //= 2
-    return width, threads_per_point(width)
+    per = threads_per_point(width)
+    blocks = (points + width - 1) // width
+    while not held and width * per * 2 <= deepest and 2 * per * values < extent and \
+            blocks * width * per < fill * most:
+        per *= 2  # (still streamed: the host launches the registers variant at most threads)
+    return width, per
 
 
 def most_slots(extent: int, widest: int, narrowest: int, least: int, most: int,
@@ -51,7 +64,8 @@ def most_slots(extent: int, widest: int, narrowest: int, least: int, most: int,
     ``extent``, over every width a call may pick (the points are known only per call)."""
     slots, width = 1, widest
     while True:
-        _, per = _strip_columns(1 << 62, extent, width, width, least, most, values, 0)
+        _, per = _strip_columns(1 << 62, extent, width, width, width, least, most, most,
+                                values, 0)
         slots = max(slots, -(-extent // per))
         if width <= narrowest:
             return min(slots, values)
@@ -64,6 +78,12 @@ def narrowest_points(itemsize: int, widest: int, sector_bytes: int = 32) -> int:
     return max(1, min(widest, sector_bytes // max(1, itemsize)))
 
 
+def line_points(itemsize: int, widest: int, line_bytes: int = 128) -> int:
+    """The narrowest strip of a streaming kernel whose smallest value is ``itemsize``
+    bytes: a 128-byte line a row (capped at ``widest``)."""
+    return narrowest_points(itemsize, widest, line_bytes)
+
+
 strip_columns = _strip_columns  # the name the cost model and codegen import
 
 
@@ -72,4 +92,4 @@ def source() -> str:
     return inspect.getsource(_strip_columns)
 
 
-__all__ = ["strip_columns", "most_slots", "narrowest_points", "source"]
+__all__ = ["strip_columns", "most_slots", "narrowest_points", "line_points", "source"]

@@ -42,7 +42,7 @@ from mlfuse.codegen.helpers import strip_reduce_name
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
 from mlfuse.ir.types import itemsize
-from mlfuse.strip_plan import most_slots, narrowest_points
+from mlfuse.strip_plan import line_points, most_slots, narrowest_points
 
 _DOC = {
     "strips-registers": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
@@ -64,14 +64,15 @@ def _clean(levels) -> bool:
 
 
 # the simulator's strips are small (4 points at most, 16 threads at least, 64 at most
-# over columns; the code is the same)
-SIMULATOR_STRIP = (4, 16, 64)
+# over columns, 128 streaming; the code is the same)
+SIMULATOR_STRIP = (4, 16, 64, 128)
 
 
-def strip_geometry(target: str, hw) -> tuple[int, int, int]:
-    """(STRIP_POINTS, STRIP_THREADS, STRIP_BLOCK_THREADS) of a module for ``target``."""
-    return (hw.strip_points, hw.strip_threads, hw.strip_block_threads) if target == "cuda" \
-        else SIMULATOR_STRIP
+def strip_geometry(target: str, hw) -> tuple[int, int, int, int]:
+    """(STRIP_POINTS, STRIP_THREADS, STRIP_BLOCK_THREADS, STRIP_STREAM_THREADS) of a
+    module for ``target``."""
+    return (hw.strip_points, hw.strip_threads, hw.strip_block_threads,
+            hw.strip_stream_threads) if target == "cuda" else SIMULATOR_STRIP
 
 
 def narrowest_strip(op, target: str, hw) -> int:
@@ -84,6 +85,17 @@ def narrowest_strip(op, target: str, hw) -> int:
     return narrowest_points(min(sizes, default=4), widest)
 
 
+def line_strip(op, target: str, hw) -> int:
+    """The narrowest strip over columns of a streaming call of ``op``: a 128-byte line a
+    row of its smallest values (the simulator: its narrowest, so tests run narrowed
+    strips)."""
+    widest = strip_geometry(target, hw)[0]
+    if target != "cuda":
+        return narrowest_strip(op, target, hw)
+    sizes = [itemsize(b.type.dtype) for b in kernel_interface(op).buffers]
+    return line_points(min(sizes, default=4), widest, hw.strip_line_bytes)
+
+
 def _constant_slots(op, target: str, hw) -> int | None:
     """Slots a thread of the registers variant needs where the reduced extent is a
     constant: the host's ``_strip_threads`` is then known here too (each slot is a
@@ -94,7 +106,7 @@ def _constant_slots(op, target: str, hw) -> int | None:
     reduced = 1
     for e in extents:
         reduced *= e
-    widest, least, most = strip_geometry(target, hw)
+    widest, least, most, _ = strip_geometry(target, hw)
     if op["strip"] == "columns":
         return most_slots(reduced, widest, narrowest_strip(op, target, hw), least, most,
                           hw.row_values_per_thread)
@@ -122,8 +134,9 @@ class StripsEmitter(KernelEmitter):
             self.local[n] = self.namer.fresh(n)
         # over columns a block is (width, per) threads, its strip's width picked per call
         self.width = self.local["width"] if self.columns else "1"
-        if self.columns:
-            self.launch_bound = "(STRIP_BLOCK_THREADS, STRIP_MIN_BLOCKS)"
+        if self.columns:  # streaming blocks may be deeper (a line a row, more rows)
+            self.launch_bound = "(STRIP_BLOCK_THREADS, STRIP_MIN_BLOCKS)" if \
+                variant == "strips-registers" else "(STRIP_STREAM_THREADS, 1)"
         # values per thread a loop has in flight: all of them (registers), or a tile of
         # half as many (streaming: a 64-bit address each while in flight; 16 spill)
         self.tile = VALUES_PER_THREAD if self.registers else STREAM_TILE
@@ -398,7 +411,8 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
     texts = [StripsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     extents = [lvl["extent"] for lvl in loop_levels(top_loops(op)[0])]
-    launch = {"narrowest": narrowest_strip(op, target, hw)} if op["strip"] == "columns" else {}
+    launch = {"narrowest": narrowest_strip(op, target, hw), "line": line_strip(op, target, hw)} \
+        if op["strip"] == "columns" else {}
     return KernelCode(op, "strips", kernel_interface(op), extents, variants, "\n\n".join(texts),
                       launch=launch)
 
@@ -418,12 +432,13 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
         width, per = host.namer.fresh("width"), host.namer.fresh("per")
         host.helpers.add("_strip_columns")
         lines = [f"{width}, {per} = _strip_columns({points}, {n_red}, STRIP_POINTS, "
-                 f"{kernel.launch['narrowest']}, STRIP_THREADS, "
-                 "STRIP_BLOCK_THREADS, VALUES_PER_THREAD, SM_COUNT * STRIP_BLOCKS_PER_SM)",
+                 f"{kernel.launch['narrowest']}, {kernel.launch['line']}, STRIP_THREADS, "
+                 "STRIP_BLOCK_THREADS, STRIP_STREAM_THREADS, VALUES_PER_THREAD, "
+                 "SM_COUNT * STRIP_BLOCKS_PER_SM)",
                  f"{threads} = ({width}, {per})",
                  f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})",
                  f"if {n_red} <= {per} * VALUES_PER_THREAD and {width} * {per} <= "
-                 "STRIP_HELD_THREADS:  # each thread's values fit in registers"]
+                 "min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS):  # values fit in registers"]
     else:
         host.helpers.add("_strip_threads")
         lines = [f"{threads} = _strip_threads(1, {n_red})",

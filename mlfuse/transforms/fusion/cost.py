@@ -22,7 +22,7 @@ from mlfuse.dialects.reductions import loop_levels
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
-from mlfuse.strip_plan import narrowest_points, strip_columns
+from mlfuse.strip_plan import line_points, narrowest_points, strip_columns
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
 
@@ -138,12 +138,13 @@ def strip_shape(kernel: Operation, dims: dict, target: Target, strip: str) -> tu
         sizes = [itemsize(o.operands[0 if isinstance(o, (LoadOp, MaskedLoadOp)) else 1]
                           .type.dtype) for o in kernel.walk()
                  if isinstance(o, (LoadOp, MaskedLoadOp, StoreOp))]
-        widest = target.strip_points
-        return strip_columns(points, reduced, widest,
-                              narrowest_points(min(sizes, default=4), widest),
-                              target.strip_threads, target.strip_block_threads,
-                              target.row_values_per_thread,
-                              target.sm_count * target.strip_blocks_per_sm)
+        widest, smallest = target.strip_points, min(sizes, default=4)
+        return strip_columns(points, reduced, widest, narrowest_points(smallest, widest),
+                             line_points(smallest, widest, target.strip_line_bytes),
+                             target.strip_threads,
+                             target.strip_block_threads, target.strip_stream_threads,
+                             target.row_values_per_thread,
+                             target.sm_count * target.strip_blocks_per_sm)
     per = max(1, target.strip_threads)
     while per < 512 and per * target.row_values_per_thread < reduced:
         per *= 2
@@ -171,8 +172,15 @@ def _strip_blocks(kernel: Operation, dims: dict, target: Target, strip: str) -> 
     width, per = strip_shape(kernel, dims, target, strip)
     points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
     blocks = -(-points // width)
-    per_sm = target.strip_min_blocks if strip == "columns" else max(1, 2048 // (width * per))
+    per_sm = _strip_asked(width, per, target) if strip == "columns" else \
+        max(1, 2048 // (width * per))
     return blocks, min(blocks, target.sm_count * per_sm)
+
+
+def _strip_asked(width: int, per: int, target: Target) -> int:
+    """Blocks an SM a strips kernel over columns asks resident (launch_bounds): a deeper
+    streaming block (more than strip_block_threads, as many rows in flight as two) one."""
+    return target.strip_min_blocks if width * per <= target.strip_block_threads else 1
 
 
 def _strip_rereads(kernel: Operation, read: dict, dims: dict, target: Target) -> int:
@@ -254,7 +262,7 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         if strip == "columns" and \
                 sum(isinstance(o, (ForOp, ReduceOp)) for o in kernel.body.ops) > 1:
             threads = min(threads, target.sm_count * 2048 * blocks
-                          // (target.sm_count * target.strip_min_blocks))
+                          // (target.sm_count * _strip_asked(width, per, target)))
         rereads = _strip_rereads(kernel, read, dims, target)
     flops, walked, tiled = _flops(kernel.body, points, dims, target), 0, 0.0
     contraction = tiled_contraction(kernel, dims, target)
