@@ -5,19 +5,20 @@ Run on the GPU from the repository root (one process, under 3 minutes on an H100
 
 Reductions over a non-last axis with their broadcast-back epilogue in one kernel
 (softmax over axis 1 of [B, S, D], column centring ``x - mean(x, axis=0)`` in f32 and
-f16) and a plain column sum. The host now picks each call's strip width (32 points down
-to one 32-byte sector a row, so the grid has STRIP_BLOCKS_PER_SM blocks an SM) and
-threads per point (blocks of at most STRIP_BLOCK_THREADS; launch_bounds ask
-STRIP_MIN_BLOCKS resident): mlfuse/strip_plan.py. Each variant is a set of
+f16) and a plain column sum. The host picks each call's strip width (32 points down to
+a 32-byte sector a row where the values are held, a 128-byte line where streamed, so the
+grid has STRIP_BLOCKS_PER_SM blocks an SM) and threads per point (blocks of at most
+STRIP_BLOCK_THREADS, streaming ones up to STRIP_STREAM_THREADS): mlfuse/strip_plan.py. Each variant is a set of
 ``mlfuse.hardware`` knobs (probe_memkern.py's machinery: generate with them, run once
 recording the launches, poison the outputs, replay the launches alone, check against the
 NumPy interpreter, time the replay with CUDA events, median):
 
-- default: this branch (256 threads at most, 2 blocks an SM asked, 4 blocks an SM wanted);
-- "wide 512 (before)": 32-point strips and 512-thread blocks, one block an SM asked (what
-  main did, with this branch's addressing);
-- "min 3 blocks": launch_bounds ask 3 blocks of 256 an SM (ptxas caps registers at 85);
-- "fill 8/SM": narrower strips until 8 blocks an SM.
+- default: this branch (round 2: a streaming strip stays a 128-byte line a row and takes
+  up to 512 threads, more rows in flight, instead of narrowing; registers strips of at
+  most 256 threads narrow to a 32-byte sector; split-columns reads a column by cursor);
+- "line 64B": streaming strips may narrow to 64 bytes a row;
+- "line 32B (round 1)": to a 32-byte sector, 256 threads at most (round 1's geometry);
+- "stream 256": 128-byte lines, but no deeper than 256 threads.
 
 The last lines are a table: ms, % of the copy bandwidth's time for the bytes a perfect
 fused kernel moves, ok (checked), and the grids launched. Writes probe_memkern.json/.log
@@ -56,11 +57,11 @@ SHAPES = {
 }
 DEFAULT = {"default": {}}
 SWEEP = {"default": {},
-         "wide 512 (before)": {"strip_block_threads": 512, "strip_min_blocks": 1,
-                               "strip_blocks_per_sm": 0, "strip_held_threads": 512},
-         "min 3 blocks": {"strip_min_blocks": 3},
-         "fill 8/SM": {"strip_blocks_per_sm": 8}}
-SWEPT = ("softmax_mid 64x256x2048", "centring 16384x4096")
+         "line 64B": {"strip_line_bytes": 64},
+         "line 32B (round 1)": {"strip_line_bytes": 32, "strip_stream_threads": 256},
+         "stream 256": {"strip_stream_threads": 256}}
+SWEPT = ("softmax_mid 32x1024x512", "centring 16384x4096", "centring 4096x16384",
+         "centring f16 16384x8192")
 
 
 def main() -> None:
