@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlfuse.hardware import H100
-from mlfuse.strip_plan import _strip_columns, line_points, most_slots, narrowest_points, source
+from mlfuse.strip_plan import (
+    _strip_columns,
+    line_points,
+    most_slots,
+    narrowest_points,
+    source,
+)
 
 WIDEST, LEAST, MOST, VALUES = H100.strip_points, H100.strip_threads, H100.strip_block_threads, \
     H100.row_values_per_thread

@@ -81,8 +81,12 @@ def narrowest_strip(op, target: str, hw) -> int:
     widest = strip_geometry(target, hw)[0]
     if target != "cuda":
         return max(1, widest // 2)
-    sizes = [itemsize(b.type.dtype) for b in kernel_interface(op).buffers]
-    return narrowest_points(min(sizes, default=4), widest)
+    return narrowest_points(_smallest(op), widest)
+
+
+def _smallest(op) -> int:
+    """The itemsize of ``op``'s smallest values (its rows' bytes count in them)."""
+    return min((itemsize(b.type.dtype) for b in kernel_interface(op).buffers), default=4)
 
 
 def line_strip(op, target: str, hw) -> int:
@@ -92,8 +96,7 @@ def line_strip(op, target: str, hw) -> int:
     widest = strip_geometry(target, hw)[0]
     if target != "cuda":
         return narrowest_strip(op, target, hw)
-    sizes = [itemsize(b.type.dtype) for b in kernel_interface(op).buffers]
-    return line_points(min(sizes, default=4), widest, hw.strip_line_bytes)
+    return line_points(_smallest(op), widest, hw.strip_line_bytes)
 
 
 def _constant_slots(op, target: str, hw) -> int | None:
