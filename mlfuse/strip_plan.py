@@ -22,19 +22,19 @@ import inspect
 
 
 def _strip_columns(points, extent, widest, narrowest, line, least, most, deepest, values,
-                   fill):
+                   sms, per_sm):
     """(width, per): the points of a block's strip (a power of two from ``widest`` down to
     ``narrowest``) and the threads per point (a power of two; ``width * per`` threads a
     block, at least ``least`` and at most ``most`` where the extent needs them).
 
     The widest strip whose threads hold all of their point's ``extent`` reduced values
     in ``values`` slots each (the registers variant: inputs read once), else the widest;
-    then narrower while the grid has fewer than ``fill`` blocks (a few per SM). A strip
-    whose values are not held (the streaming variant, which walks its rows twice) stops
-    at ``line`` points (a 128-byte line a row: 32-byte rows cost column centring 0.406 ms
-    against 0.325 with whole lines, H100) and takes more threads a point instead, up to
-    ``deepest`` a block, while the grid's threads are fewer than ``fill`` blocks of
-    ``most``."""
+    then narrower while the grid has fewer than ``sms * per_sm`` blocks (a few per SM).
+    A strip whose values are not held (the streaming variant, which walks its rows twice)
+    stops at ``line`` points (a 128-byte line a row: 32-byte rows cost column centring
+    0.406 ms against 0.325 with whole lines, H100) unless fewer than half the ``sms``
+    would have a block, and takes more threads a point instead, up to ``deepest`` a
+    block, while the grid's threads are fewer than the full grid's of ``most``."""
     def threads_per_point(width):
         per = max(1, least // width)
         while per * width < most and per * values < extent:
@@ -47,7 +47,9 @@ def _strip_columns(points, extent, widest, narrowest, line, least, most, deepest
     held = threads_per_point(width) * values >= extent
     if not held:  # held nowhere: no reason to narrow
         width = widest
-    floor = narrowest if held else max(narrowest, min(line, widest))
+    fill = sms * per_sm
+    line = max(narrowest, min(line, widest))
+    floor = narrowest if held or (points + line - 1) // line < sms // 2 else line
     while width > floor and (points + width - 1) // width < fill:
         width //= 2
     per = threads_per_point(width)
@@ -65,7 +67,7 @@ def most_slots(extent: int, widest: int, narrowest: int, least: int, most: int,
     slots, width = 1, widest
     while True:
         _, per = _strip_columns(1 << 62, extent, width, width, width, least, most, most,
-                                values, 0)
+                                values, 0, 0)
         slots = max(slots, -(-extent // per))
         if width <= narrowest:
             return min(slots, values)

@@ -21,14 +21,15 @@ from mlfuse.strip_plan import (
 WIDEST, LEAST, MOST, VALUES = H100.strip_points, H100.strip_threads, H100.strip_block_threads, \
     H100.row_values_per_thread
 DEEPEST = H100.strip_stream_threads
-FILL = H100.sm_count * H100.strip_blocks_per_sm  # 528 blocks
+SMS, PER_SM = H100.sm_count, H100.strip_blocks_per_sm
+FILL = SMS * PER_SM  # 528 blocks
 F32, F16 = narrowest_points(4, WIDEST), narrowest_points(2, WIDEST)
 
 
 def plan(points, extent, narrowest=F32, line=None):
     line = line or line_points(4 if narrowest == F32 else 2, WIDEST)
     return _strip_columns(points, extent, WIDEST, narrowest, line, LEAST, MOST, DEEPEST,
-                          VALUES, FILL)
+                          VALUES, SMS, PER_SM)
 
 
 def test_narrowest_strip_is_one_sector_a_row():
@@ -46,6 +47,10 @@ def test_column_centring_keeps_whole_lines_and_adds_rows():
     assert plan(16384, 4096) == (32, 16)
     # with 64-byte lines allowed (a knob, hardware.strip_line_bytes) it narrows to 16
     assert plan(4096, 16384, line=16) == (16, 32)
+    # 1024 columns: 32 whole-line strips would leave 100 of 132 SMs idle: below half the
+    # SMs, narrower rows (down to a sector) cost less than idle SMs
+    assert plan(1024, 4096) == (8, 64)
+    assert plan(2048, 4096) == (8, 64)  # 64 blocks of 32 < 66: down to the fill rule
 
 
 def test_middle_softmax_takes_the_widest_strip_that_holds_its_values():
@@ -75,7 +80,8 @@ def test_small_calls_take_the_narrowest_strip():
 def test_invariants(points, extent, narrow, line):
     width, per = plan(points, extent, narrow, line)
     held = _held(width, extent)
-    floor = narrow if held else max(narrow, line)
+    whole = max(narrow, min(line, WIDEST))
+    floor = narrow if held or -(-points // whole) < SMS // 2 else whole
     # a power-of-two width between the floor and the widest strip
     assert floor <= width <= WIDEST and width & (width - 1) == 0
     # a power of two of threads a point; blocks of LEAST to MOST threads, deeper
@@ -109,7 +115,7 @@ def test_most_slots_covers_every_width(extent):
     assert 1 <= slots <= VALUES
     for width in (32, 16, 8):
         _, per = _strip_columns(1 << 62, extent, width, width, width, LEAST, MOST, DEEPEST,
-                                VALUES, 0)
+                                VALUES, 0, 0)
         if per * VALUES >= extent:
             assert -(-extent // per) <= slots
 
@@ -118,4 +124,4 @@ def test_source_is_standalone():
     namespace: dict = {}
     exec(source(), namespace)  # the generated module's copy runs without mlfuse
     assert namespace["_strip_columns"](4096, 16384, WIDEST, F32, 32, LEAST, MOST, DEEPEST,
-                                       VALUES, FILL) == (32, 16)
+                                       VALUES, SMS, PER_SM) == (32, 16)

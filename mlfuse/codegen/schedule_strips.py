@@ -437,7 +437,7 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
         lines = [f"{width}, {per} = _strip_columns({points}, {n_red}, STRIP_POINTS, "
                  f"{kernel.launch['narrowest']}, {kernel.launch['line']}, STRIP_THREADS, "
                  "STRIP_BLOCK_THREADS, STRIP_STREAM_THREADS, VALUES_PER_THREAD, "
-                 "SM_COUNT * STRIP_BLOCKS_PER_SM)",
+                 "SM_COUNT, STRIP_BLOCKS_PER_SM)",
                  f"{threads} = ({width}, {per})",
                  f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})",
                  f"if {n_red} <= {per} * VALUES_PER_THREAD and {width} * {per} <= "

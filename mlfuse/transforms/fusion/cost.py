@@ -144,7 +144,7 @@ def strip_shape(kernel: Operation, dims: dict, target: Target, strip: str) -> tu
                              target.strip_threads,
                              target.strip_block_threads, target.strip_stream_threads,
                              target.row_values_per_thread,
-                             target.sm_count * target.strip_blocks_per_sm)
+                             target.sm_count, target.strip_blocks_per_sm)
     per = max(1, target.strip_threads)
     while per < 512 and per * target.row_values_per_thread < reduced:
         per *= 2
