@@ -71,6 +71,20 @@ class Target:
                                 # where the reduced extent needs them
     strip_held_threads: int = 512  # strips: the most threads of a block whose threads hold
                                    # their values in registers (more would spill)
+    strip_block_threads: int = 256  # strips over columns: the most threads of a block (the
+                                    # host narrows its strip before it adds threads: several
+                                    # small blocks per SM overlap their load/reduce/store phases)
+    strip_blocks_per_sm: int = 4  # strips over columns: narrower strips (down to a 32-byte
+                                  # sector a row) while the grid has fewer blocks than
+                                  # sm_count * this
+    strip_min_blocks: int = 2   # strips over columns: launch_bounds' resident blocks per SM
+                                # (caps registers at 65536 / (this * strip_block_threads))
+    strip_line_bytes: int = 128  # strips over columns, streaming: the narrowest strip's row
+                                # (H100, column centring 16384 x 4096: 32-byte rows 0.406 ms,
+                                # 128-byte rows 0.325)
+    strip_stream_threads: int = 512  # strips over columns, streaming: the most threads of a
+                                # block whose strip is a 128-byte line a row and still short
+                                # of blocks (more rows in flight, not narrower rows)
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
     walker_bytes_per_s: float = 6e12  # values a kernel's threads load inside loops, every
                                 # lane's load counted (once a warp where its lanes share the

@@ -47,7 +47,8 @@ _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THRE
                    "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "VECTOR_WIDTH_16",
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
-                   "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "L2_BYTES", "SIMT_THREADS", "FULL_WARPS",
+                   "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "L2_BYTES", "STRIP_BLOCK_THREADS",
+                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "SIMT_THREADS", "FULL_WARPS",
                    "_simt_shape", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
@@ -83,9 +84,13 @@ STORE_CACHE = "{store_cache}"  # and of a vector store
 SM_COUNT = {sm_count}  # streaming multiprocessors of the target GPU
 CONTRACTION_TILES = {contraction_tiles}  # (BM, BN) a contraction's block tile may take
 SIMT_THREADS = {simt_threads}  # a SIMT contraction block's threads, where its tile allows
-STRIP_POINTS = {strip_points}  # neighbouring points per block of a strips kernel over columns
+STRIP_POINTS = {strip_points}  # the most neighbouring points per block of a strips kernel over columns
 STRIP_THREADS = {strip_threads}  # the fewest threads of a strips block
 STRIP_HELD_THREADS = {strip_held}  # the most threads of a strips block holding its values
+STRIP_BLOCK_THREADS = {strip_block}  # the most threads of a strips block over columns
+STRIP_BLOCKS_PER_SM = {strip_fill}  # strips over columns narrow until the grid has this many a SM
+STRIP_MIN_BLOCKS = {strip_min_blocks}  # resident per SM, asked of a strips kernel over columns
+STRIP_STREAM_THREADS = {strip_stream}  # the most threads of a streaming strips block over columns
 '''
 
 _SIMULATOR_NOTE = ("\nRun it with NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported; "
@@ -175,6 +180,10 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             sm_count=hw.sm_count,
                             strip_points=strip_geometry(target, hw)[0],
                             strip_threads=strip_geometry(target, hw)[1],
+                            strip_block=strip_geometry(target, hw)[2],
+                            strip_fill=hw.strip_blocks_per_sm,
+                            strip_min_blocks=hw.strip_min_blocks,
+                            strip_stream=strip_geometry(target, hw)[3],
                             strip_held=hw.strip_held_threads,
                             contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,
                             simt_threads=SIMT_THREADS if target == "cuda" else SIMULATOR_THREADS,

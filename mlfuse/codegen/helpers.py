@@ -12,6 +12,7 @@ from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.tile_model import source as tile_model_source
+from mlfuse.strip_plan import source as strip_plan_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -126,20 +127,20 @@ def {name}(value, width, scratch):
     return value
 '''
 
-# A strips block: thread t works on point t % strip of the block's strip. Every thread
-# combines its point's partials itself, in thread order: the same bits in each, no
-# shuffles (the simulator runs the same code).
+# A strips block over columns is (strip, threads per point): thread (x, y) works on point
+# x of the block's strip. Every thread combines its point's partials itself, in thread
+# order (y): the same bits in each, no shuffles (the simulator runs the same code).
 _STRIP_REDUCE = '''\
 @cuda.jit(device=True)
-def {name}(value, strip, scratch):
+def {name}(value, scratch):
     """{combiner} of ``value`` over the block's threads that share a point (those
-    with the same ``cuda.threadIdx.x % strip``), returned to each of them."""
-    tid = cuda.threadIdx.x
+    with the same ``cuda.threadIdx.x``), returned to each of them."""
+    lane, strip = cuda.threadIdx.x, cuda.blockDim.x
+    tid = cuda.threadIdx.y * strip + lane
     scratch[tid] = value
     cuda.syncthreads()
-    lane = tid % strip
     value = scratch[lane]
-    for other in range(lane + strip, cuda.blockDim.x, strip):
+    for other in range(lane + strip, strip * cuda.blockDim.y, strip):
         value = {combine_scratch}
     cuda.syncthreads()  # every thread has read the partials before scratch is reused
     return value
@@ -412,7 +413,7 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
-          "_strip_threads": _STRIP_THREADS,
+          "_strip_threads": _STRIP_THREADS, "_strip_columns": strip_plan_source(),
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
           "_contraction_plan": tile_model_source()}
 # The order helpers appear in a module: device helpers before those that call them.
@@ -420,7 +421,7 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_di
     f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name)
     for c in ("add", "max", "min")] + [
     "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
-    "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_strip_threads",
+    "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_strip_threads", "_strip_columns",
     "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 

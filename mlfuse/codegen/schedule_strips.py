@@ -31,14 +31,18 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from mlfuse.dialects.arith import ConstantOp
-from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, YieldOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.reductions import level_ops, loop_levels
 
 from mlfuse.codegen.emit_kernel import (STREAM_TILE, VALUES_PER_THREAD, KernelCode,
                                         KernelEmitter, extent_factors, kernel_interface)
+from mlfuse.codegen.addressing import access_parts
+from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.helpers import strip_reduce_name
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
+from mlfuse.ir.types import itemsize
+from mlfuse.strip_plan import line_points, most_slots, narrowest_points
 
 _DOC = {
     "strips-registers": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
@@ -59,13 +63,40 @@ def _clean(levels) -> bool:
                for o in level_ops(levels, d))
 
 
-# the simulator's strips are small (4 points, 16 threads at least; the code is the same)
-SIMULATOR_STRIP = (4, 16)
+# the simulator's strips are small (4 points at most, 16 threads at least, 64 at most
+# over columns, 128 streaming; the code is the same)
+SIMULATOR_STRIP = (4, 16, 64, 128)
 
 
-def strip_geometry(target: str, hw) -> tuple[int, int]:
-    """(STRIP_POINTS, STRIP_THREADS) of a module for ``target``."""
-    return (hw.strip_points, hw.strip_threads) if target == "cuda" else SIMULATOR_STRIP
+def strip_geometry(target: str, hw) -> tuple[int, int, int, int]:
+    """(STRIP_POINTS, STRIP_THREADS, STRIP_BLOCK_THREADS, STRIP_STREAM_THREADS) of a
+    module for ``target``."""
+    return (hw.strip_points, hw.strip_threads, hw.strip_block_threads,
+            hw.strip_stream_threads) if target == "cuda" else SIMULATOR_STRIP
+
+
+def narrowest_strip(op, target: str, hw) -> int:
+    """The narrowest strip over columns a call of ``op`` may take: a 32-byte sector a row
+    of its smallest values (the simulator: half its widest, so tests run narrowed strips)."""
+    widest = strip_geometry(target, hw)[0]
+    if target != "cuda":
+        return max(1, widest // 2)
+    return narrowest_points(_smallest(op), widest)
+
+
+def _smallest(op) -> int:
+    """The itemsize of ``op``'s smallest values (its rows' bytes count in them)."""
+    return min((itemsize(b.type.dtype) for b in kernel_interface(op).buffers), default=4)
+
+
+def line_strip(op, target: str, hw) -> int:
+    """The narrowest strip over columns of a streaming call of ``op``: a 128-byte line a
+    row of its smallest values (the simulator: its narrowest, so tests run narrowed
+    strips)."""
+    widest = strip_geometry(target, hw)[0]
+    if target != "cuda":
+        return narrowest_strip(op, target, hw)
+    return line_points(_smallest(op), widest, hw.strip_line_bytes)
 
 
 def _constant_slots(op, target: str, hw) -> int | None:
@@ -78,8 +109,11 @@ def _constant_slots(op, target: str, hw) -> int | None:
     reduced = 1
     for e in extents:
         reduced *= e
-    points, least = strip_geometry(target, hw)
-    width = points if op["strip"] == "columns" else 1
+    widest, least, most, _ = strip_geometry(target, hw)
+    if op["strip"] == "columns":
+        return most_slots(reduced, widest, narrowest_strip(op, target, hw), least, most,
+                          hw.row_values_per_thread)
+    width = 1
     per = max(1, least // width)
     while per < 512 // width and per * hw.row_values_per_thread < reduced:
         per *= 2
@@ -99,9 +133,13 @@ class StripsEmitter(KernelEmitter):
         self.registers = variant == "strips-registers"
         self.tops = top_loops(op)
         self.levels = {id(o): loop_levels(o) for o in self.tops}
-        for n in ("lane", "per", "n_red", "strip", "valid", "r", "tile", "n_strips"):
+        for n in ("lane", "per", "n_red", "strip", "valid", "r", "tile", "n_strips", "width"):
             self.local[n] = self.namer.fresh(n)
-        self.width = "STRIP_POINTS" if self.columns else "1"
+        # over columns a block is (width, per) threads, its strip's width picked per call
+        self.width = self.local["width"] if self.columns else "1"
+        if self.columns:  # streaming blocks may be deeper (a line a row, more rows)
+            self.launch_bound = "(STRIP_BLOCK_THREADS, STRIP_MIN_BLOCKS)" if \
+                variant == "strips-registers" else "(STRIP_STREAM_THREADS, 1)"
         # values per thread a loop has in flight: all of them (registers), or a tile of
         # half as many (streaming: a 64-bit address each while in flight; 16 spill)
         self.tile = VALUES_PER_THREAD if self.registers else STREAM_TILE
@@ -113,13 +151,13 @@ class StripsEmitter(KernelEmitter):
         w, loc = self.w, self.local
         doc = _DOC[self.variant].replace("{strip}", self.op["strip"])
         with self.kernel_def([], doc):
-            w.line(f"{loc['tid']} = cuda.threadIdx.x")
             if self.columns:
-                w.line(f"{loc['lane']} = {loc['tid']} % {self.width}  # the point in the strip")
-                w.line(f"{loc['nthreads']} = {loc['tid']} // {self.width}  # its thread "
-                       "among the point's")
-                w.line(f"{loc['per']} = cuda.blockDim.x // {self.width}")
+                w.line(f"{loc['lane']} = cuda.threadIdx.x  # the point in the strip")
+                w.line(f"{loc['nthreads']} = cuda.threadIdx.y  # its thread among the point's")
+                w.line(f"{self.width} = cuda.blockDim.x  # the strip's points (the host's pick)")
+                w.line(f"{loc['per']} = cuda.blockDim.y")
             else:
+                w.line(f"{loc['tid']} = cuda.threadIdx.x")
                 w.line(f"{loc['lane']} = 0")
                 w.line(f"{loc['nthreads']} = {loc['tid']}")
                 w.line(f"{loc['per']} = cuda.blockDim.x")
@@ -129,12 +167,21 @@ class StripsEmitter(KernelEmitter):
             self.plan_flat_rows([(o, [lvl.body.args[0] for lvl in self.levels[id(o)]],
                                   [lvl["extent"] for lvl in self.levels[id(o)]])
                                  for o in self.tops])
+            self.plan_thread_steps()
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             extents = [lvl["extent"] for lvl in self.levels[id(self.tops[0])]]
             w.line(f"{loc['n_red']} = {self.points(extents)}")
             # a thread's step in the nest's digits (where some nest still counts them)
             self.steps = self.digits_of(loc["per"], extents) if any(self.flat_digits.values()) else []
             w.line(f"{loc['n_strips']} = ({loc['n_points']} + {self.width} - 1) // {self.width}")
+            self.mine = ""
+            if self.registers and self.columns:
+                # this thread's values of a point (the same for every point): its slots
+                # below it are real. (Comparing r = nthreads + slot * per per slot, LLVM
+                # hoisted the 16 64-bit r out of the loop over strips: 32 registers.)
+                self.mine = self.namer.fresh("n_mine")
+                w.line(f"{self.mine} = ({loc['n_red']} - {loc['nthreads']} + {loc['per']} - 1) "
+                       f"// {loc['per']}")
             with w.indented(f"for {loc['strip']} in range(numba.int64(cuda.blockIdx.x), "
                             f"{loc['n_strips']}, cuda.gridDim.x):"):
                 w.line(f"{loc['point']} = {loc['strip']} * {self.width} + {loc['lane']}")
@@ -143,8 +190,68 @@ class StripsEmitter(KernelEmitter):
                        "# past the end: the last point again, not stored")
                 self.unravel(loc["point"])
                 self.row_base_lines()
+                self.thread_base_lines()
                 self.block(self.op.body, top=True)
         return w.text()
+
+    def plan_thread_steps(self) -> None:
+        """Over columns, an access along a single reduced axis (a column: values
+        ``stride`` apart) at this thread's value ``slot`` is ``thread_base + slot *
+        per * stride`` (and ``+ tile * stride`` streaming): the thread's first value's
+        offset once per point and a constant step a slot, where ``row_base + k * stride``
+        was a 64-bit multiply and its carries per value (ptxas kept each address live
+        until its load: 94-100 registers)."""
+        self.slot_strides, self.thread_bases, self.cursors = {}, {}, {}
+        self.stepped = {id(lvls[0].body.args[0]) for lvls in self.levels.values()
+                        if len(lvls) == 1} if self.columns else set()
+        for stride in dict.fromkeys(self.flat_strides.values()):
+            self.slot_strides[stride] = self.namer.fresh(f"slot_{stride}")
+            self.w.line(f"{self.slot_strides[stride]} = {self.local['per']} * {stride}")
+
+    def _stepped(self, access) -> bool:
+        return access.axis is not None and access.step != "flat" and \
+            id(access.step) in self.stepped
+
+    def thread_base_lines(self) -> None:
+        """Each stepped access's offset at this thread's first value of the point."""
+        self.thread_bases = {}
+        for access in self.flat.values():
+            if not self._stepped(access):
+                continue
+            key = (self.row_bases[self._base_code(access)],
+                   self.flat_strides[(id(access.buf), access.axis)])
+            if key not in self.thread_bases:
+                self.thread_bases[key] = self.namer.fresh("thread_base")
+                self.w.line(f"{self.thread_bases[key]} = {key[0]} + {self.local['nthreads']} "
+                            f"* {key[1]}")
+
+    def start_cursors(self, top) -> None:
+        """A loop's cursors: each stepped access's offset at the thread's first value of
+        the loop, advanced by a slot's stride after each slot. (``thread_base + slot *
+        stride`` with a constant slot was invariant in the loop over strips: LLVM hoisted
+        the 16 64-bit products, 32 registers.)"""
+        self.cursors = {}
+        used = set()
+        for o in top.walk():
+            if isinstance(o, (LoadOp, MaskedLoadOp, StoreOp)):
+                access = self.flat.get(flat_key(*access_parts(o)))
+                if access is not None and self._stepped(access):
+                    used.add((self.row_bases[self._base_code(access)],
+                              self.flat_strides[(id(access.buf), access.axis)]))
+        for key, base in self.thread_bases.items():
+            if key not in used:
+                continue
+            self.cursors[key] = self.namer.fresh("cursor")
+            tile = "" if self.registers else f" + {self.local['tile']} * {key[1]}"
+            self.w.line(f"{self.cursors[key]} = {base}{tile}")
+
+    def flat_subscript(self, buf, indices, flat_index: str) -> str | None:
+        access = self.flat.get(flat_key(buf, indices))
+        if access is None or not self._stepped(access):
+            return super().flat_subscript(buf, indices, flat_index)
+        stride = self.flat_strides[(id(buf), access.axis)]
+        cursor = self.cursors[(self.row_bases[self._base_code(access)], stride)]
+        return f"{self.flat_views[id(buf)]}[numba.uint64({cursor})]"
 
     def plan(self) -> None:
         """Local arrays for the loads each loop issues ahead: per loop (streaming: a tile
@@ -188,7 +295,7 @@ class StripsEmitter(KernelEmitter):
             return super().shared_combine(combiner, part, dtype)
         helper = strip_reduce_name(combiner)
         self.helpers.add(helper)
-        return f"{helper}({part}, {self.width}, {self.scratch[COMPUTE_TYPE[dtype]]})"
+        return f"{helper}({part}, {self.scratch[COMPUTE_TYPE[dtype]]})"
 
     def digits_of(self, flat: str, extents, names=None) -> list[str]:
         """``flat``'s digits in the mixed radix of ``extents`` (last fastest) into
@@ -237,9 +344,16 @@ class StripsEmitter(KernelEmitter):
             if counted:  # the thread's first value's indices
                 self.digits_of(f"{base}{loc['nthreads']}", extents,
                                [self.namer(a) for a in args])
+            self.start_cursors(top)
             with w.indented(f"for {loc['slot']} in range({self.tile}):"):
-                w.line(f"{loc['r']} = {base}{loc['nthreads']} + {loc['slot']} * {loc['per']}")
-                with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
+                if self.mine:  # the slot's own bound: no 64-bit r per slot live across points
+                    guard = f"if {loc['slot']} < {self.mine}:"
+                else:
+                    w.line(f"{loc['r']} = {base}{loc['nthreads']} + {loc['slot']} * {loc['per']}")
+                    guard = f"if {loc['r']} < {loc['n_red']}:"
+                with w.indented(guard):
+                    if self.mine:
+                        w.line(f"{loc['r']} = {loc['nthreads']} + {loc['slot']} * {loc['per']}")
                     if len(levels) == 1:
                         self.unravel_into(loc["r"], args, extents)
                     for d in range(len(levels) - 1):  # constants only where loads go ahead
@@ -248,6 +362,8 @@ class StripsEmitter(KernelEmitter):
                     yield
                 if counted:
                     self.count_on([self.namer(a) for a in args], extents)
+                for key, cursor in self.cursors.items():
+                    w.line(f"{cursor} += {self.slot_strides[key[1]]}")
 
         def phases():
             if self.fills[id(top)][1]:
@@ -298,25 +414,41 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
     texts = [StripsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     extents = [lvl["extent"] for lvl in loop_levels(top_loops(op)[0])]
-    return KernelCode(op, "strips", kernel_interface(op), extents, variants, "\n\n".join(texts))
+    launch = {"narrowest": narrowest_strip(op, target, hw), "line": line_strip(op, target, hw)} \
+        if op["strip"] == "columns" else {}
+    return KernelCode(op, "strips", kernel_interface(op), extents, variants, "\n\n".join(texts),
+                      launch=launch)
 
 
 def strips_launch(host, kernel, points: str, args: list[str]) -> None:
-    """Threads per block from the reduced extent of the call; the registers variant
-    where each thread's values fit in it."""
+    """Threads per block from the reduced extent of the call (over columns also the
+    strip's width, from the points: mlfuse/strip_plan.py); the registers variant where
+    each thread's values fit in it."""
     op = kernel.op
-    width = "STRIP_POINTS" if op["strip"] == "columns" else "1"
     n_red = " * ".join(extent_factors(kernel.row_extents, lambda s: host.dim(s, op)))
     threads, blocks = host.namer.fresh("threads"), host.namer.fresh("blocks")
-    host.helpers.update({"_strip_threads", "_row_blocks"})
+    host.helpers.add("_row_blocks")
     first, second = kernel.variants.values()
     grid = f"{blocks}, {threads}"
     unit = host.w.unit
-    lines = [f"{threads} = _strip_threads({width}, {n_red})",
-             f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})",
-             f"if {n_red} <= {threads} // {width} * VALUES_PER_THREAD and "
-             f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers",
-             unit + host.call(first, grid, args), "else:", unit + host.call(second, grid, args)]
+    if op["strip"] == "columns":
+        width, per = host.namer.fresh("width"), host.namer.fresh("per")
+        host.helpers.add("_strip_columns")
+        lines = [f"{width}, {per} = _strip_columns({points}, {n_red}, STRIP_POINTS, "
+                 f"{kernel.launch['narrowest']}, {kernel.launch['line']}, STRIP_THREADS, "
+                 "STRIP_BLOCK_THREADS, STRIP_STREAM_THREADS, VALUES_PER_THREAD, "
+                 "SM_COUNT, STRIP_BLOCKS_PER_SM)",
+                 f"{threads} = ({width}, {per})",
+                 f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})",
+                 f"if {n_red} <= {per} * VALUES_PER_THREAD and {width} * {per} <= "
+                 "min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS):  # values fit in registers"]
+    else:
+        host.helpers.add("_strip_threads")
+        lines = [f"{threads} = _strip_threads(1, {n_red})",
+                 f"{blocks} = _row_blocks({points})",
+                 f"if {n_red} <= {threads} * VALUES_PER_THREAD and "
+                 f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers"]
+    lines += [unit + host.call(first, grid, args), "else:", unit + host.call(second, grid, args)]
     host.guarded(op, points, lines)
 
 

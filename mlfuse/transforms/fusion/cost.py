@@ -23,6 +23,7 @@ from mlfuse.dialects.reductions import loop_levels, reread_value_bytes
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
+from mlfuse.strip_plan import line_points, narrowest_points, strip_columns
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
@@ -128,20 +129,28 @@ def live_registers(block: Block) -> int:
     return peak
 
 
-def strip_width(strip: str, target: Target) -> int:
-    """Points per block of a strips kernel."""
-    return target.strip_points if strip == "columns" else 1
-
-
-def strip_threads(strip: str, reduced: int, target: Target) -> int:
-    """Threads per point of a strips block (what the host's ``_strip_threads`` picks):
-    a power of two, enough that each takes at most row_values_per_thread values, at
-    least strip_threads in the block and at most 512."""
-    width = strip_width(strip, target)
-    per, most = max(1, target.strip_threads // width), 512 // width
-    while per < most and per * target.row_values_per_thread < reduced:
+def strip_shape(kernel: Operation, dims: dict, target: Target, strip: str) -> tuple[int, int]:
+    """(points per block, threads per point) of a strips kernel, as its host picks them
+    (mlfuse/strip_plan.py): over columns the strip narrows with few points; over rows a
+    block per point, a power of two of threads with at most row_values_per_thread values
+    each, at least strip_threads and at most 512."""
+    reduced = _reduced_extent(kernel, dims, target)
+    if strip == "columns":
+        points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
+        sizes = [itemsize(o.operands[0 if isinstance(o, (LoadOp, MaskedLoadOp)) else 1]
+                          .type.dtype) for o in kernel.walk()
+                 if isinstance(o, (LoadOp, MaskedLoadOp, StoreOp))]
+        widest, smallest = target.strip_points, min(sizes, default=4)
+        return strip_columns(points, reduced, widest, narrowest_points(smallest, widest),
+                             line_points(smallest, widest, target.strip_line_bytes),
+                             target.strip_threads,
+                             target.strip_block_threads, target.strip_stream_threads,
+                             target.row_values_per_thread,
+                             target.sm_count, target.strip_blocks_per_sm)
+    per = max(1, target.strip_threads)
+    while per < 512 and per * target.row_values_per_thread < reduced:
         per *= 2
-    return per
+    return 1, per
 
 
 def _reduced_extent(kernel: Operation, dims: dict, target: Target) -> int:
@@ -154,9 +163,26 @@ def strip_held(kernel: Operation, dims: dict, target: Target, strip: str) -> boo
     """Whether a strips kernel's threads hold all their reduced values in registers (one
     read of its inputs) rather than re-reading them in each loop."""
     reduced = _reduced_extent(kernel, dims, target)
-    per = strip_threads(strip, reduced, target)
+    width, per = strip_shape(kernel, dims, target, strip)
     return reduced <= per * target.row_values_per_thread and \
-        per * strip_width(strip, target) <= target.strip_held_threads
+        per * width <= target.strip_held_threads
+
+
+def _strip_blocks(kernel: Operation, dims: dict, target: Target, strip: str) -> tuple[int, int]:
+    """(blocks of the grid, blocks resident at once) of a strips kernel: over columns,
+    launch_bounds ask strip_min_blocks per SM (its registers allow about that many)."""
+    width, per = strip_shape(kernel, dims, target, strip)
+    points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
+    blocks = -(-points // width)
+    per_sm = _strip_asked(width, per, target) if strip == "columns" else \
+        max(1, 2048 // (width * per))
+    return blocks, min(blocks, target.sm_count * per_sm)
+
+
+def _strip_asked(width: int, per: int, target: Target) -> int:
+    """Blocks an SM a strips kernel over columns asks resident (launch_bounds): a deeper
+    streaming block (more than strip_block_threads, as many rows in flight as two) one."""
+    return target.strip_min_blocks if width * per <= target.strip_block_threads else 1
 
 
 # Threads of a streaming row block (codegen's _LAUNCH_BOUND["streaming"]): at 64
@@ -210,23 +236,23 @@ def row_split(kernel: Operation, dims: dict, target: Target) -> bool:
 
 def _strip_rereads(kernel: Operation, read: dict, dims: dict, target: Target) -> int:
     """Bytes a strips kernel reads again from DRAM: its later loops re-read the values
-    its first loop read, from L2 when the strips resident at once fit there."""
+    its first loop read; each pass walks the other way (flat_rows.stream_order), so the
+    last L2-full of what the strips resident at once read is still there."""
     strip = kernel.attributes.get("strip", "columns")
     if strip_held(kernel, dims, target, strip):
         return 0
-    reduced = _reduced_extent(kernel, dims, target)
-    width = strip_width(strip, target)
-    threads = width * strip_threads(strip, reduced, target)
-    points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
-    blocks = min(-(-points // width), target.sm_count * max(1, 2048 // threads))
-    return _rereads(kernel, read, dims, target, blocks * width)
+    width, _ = strip_shape(kernel, dims, target, strip)
+    _, resident = _strip_blocks(kernel, dims, target, strip)
+    return _rereads(kernel, read, dims, target, resident * width, alternating=True)
 
 
-def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident: int) -> int:
+def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident: int,
+             alternating: bool = False) -> int:
     """Bytes that a kernel's later top-level loops read again from DRAM: the values its
     earlier loops read, when the values of the ``resident`` points in flight at once pass
     L2 (a strips kernel's strips, or a pointwise kernel's threads each walking its own
-    reduction: one thread per point holds nothing between its loops)."""
+    reduction: one thread per point holds nothing between its loops). ``alternating``:
+    passes walk the values back and forth, so an L2-full of each re-read hits."""
     tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
     if len(tops) < 2:
         return 0
@@ -242,8 +268,10 @@ def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident
         # copy in L2 for all the points in flight, not one per point
         own |= {id(o.operands[0]) for o in loads
                 if any(arg_deps(v, memo) & points for v in o.operands[1:])}
-    per_point = sum(itemsize(read[b].dtype) for b in seen & own) * reduced
-    return again if resident * per_point > target.l2_bytes else 0
+    in_flight = resident * sum(itemsize(read[b].dtype) for b in seen & own) * reduced
+    if in_flight <= target.l2_bytes:
+        return 0
+    return int(again * (1 - target.l2_bytes / in_flight)) if alternating else again
 
 
 def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
@@ -291,8 +319,17 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
     if schedule == "strips":  # a block per strip; the values its threads have in flight
         reduced = _reduced_extent(kernel, dims, target)
         strip = kernel.attributes.get("strip", "columns")
-        threads = points * min(reduced, strip_threads(strip, reduced, target)
-                               * target.row_values_per_thread)
+        width, per = strip_shape(kernel, dims, target, strip)
+        threads = points * min(reduced, per * target.row_values_per_thread)
+        # a block's phases (loads, a barrier-bound combine, later loops) overlap only
+        # with other blocks': fewer resident than strip_min_blocks an SM leave it idle
+        # between them (one loop: one phase, then a short combine)
+        blocks, _ = _strip_blocks(kernel, dims, target, strip)
+        # (over rows, a block per point of 256-512 threads, as before: not measured yet)
+        if strip == "columns" and \
+                sum(isinstance(o, (ForOp, ReduceOp)) for o in kernel.body.ops) > 1:
+            threads = min(threads, target.sm_count * 2048 * blocks
+                          // (target.sm_count * _strip_asked(width, per, target)))
         rereads = _strip_rereads(kernel, read, dims, target)
     flops, walked, tiled = _flops(kernel.body, points, dims, target), 0, 0.0
     contraction = tiled_contraction(kernel, dims, target)

@@ -52,7 +52,7 @@ from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
 from mlfuse.row_groups import WARP, kernel_row_group
 
-from mlfuse.transforms.fusion.cost import kernel_cost, resolve, strip_held
+from mlfuse.transforms.fusion.cost import kernel_cost, resolve, strip_held, strip_shape
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
 from mlfuse.transforms.fusion.tiles import choose_tiles
 
@@ -195,6 +195,11 @@ def strip_values(kernel, dims, target, strip: str, has_for: bool) -> str:
     hold their values in registers or read them again."""
     loops = sum(isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops)
     tail = "; the epilogue over the reduced axes runs in the same kernel" if has_for else ""
+    if strip == "columns":  # the host's pick at these sizes (mlfuse/strip_plan.py)
+        width, per = strip_shape(kernel, dims, target, strip)
+        points = math.prod(resolve(e, dims, target) for e in kernel.extent_list)
+        tail = (f"; strips of {width} points x {per} threads each "
+                f"({-(-points // width)} blocks)") + tail
     if loops < 2:
         return tail
     if strip_held(kernel, dims, target, strip):

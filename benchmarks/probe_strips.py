@@ -1,0 +1,114 @@
+"""Probe: the strips schedule over columns (branch strips, issue 13) at several shapes.
+Run on the GPU from the repository root (one process, under 3 minutes on an H100):
+
+    python benchmarks/probe_strips.py [--case LABEL ...] [--no-peers] [--no-sweep] [--dry-run]
+
+Reductions over a non-last axis with their broadcast-back epilogue in one kernel
+(softmax over axis 1 of [B, S, D], column centring ``x - mean(x, axis=0)`` in f32 and
+f16) and a plain column sum. The host picks each call's strip width (32 points down to
+a 32-byte sector a row where the values are held, a 128-byte line where streamed, so the
+grid has STRIP_BLOCKS_PER_SM blocks an SM) and threads per point (blocks of at most
+STRIP_BLOCK_THREADS, streaming ones up to STRIP_STREAM_THREADS): mlfuse/strip_plan.py. Each variant is a set of
+``mlfuse.hardware`` knobs (probe_memkern.py's machinery: generate with them, run once
+recording the launches, poison the outputs, replay the launches alone, check against the
+NumPy interpreter, time the replay with CUDA events, median):
+
+- default: this branch (round 2: a streaming strip stays a 128-byte line a row and takes
+  up to 512 threads, more rows in flight, instead of narrowing; registers strips of at
+  most 256 threads narrow to a 32-byte sector; split-columns reads a column by cursor);
+- "line 64B": streaming strips may narrow to 64 bytes a row;
+- "line 32B (round 1)": to a 32-byte sector, 256 threads at most (round 1's geometry);
+- "stream 256": 128-byte lines, but no deeper than 256 threads.
+
+The last lines are a table: ms, % of the copy bandwidth's time for the bytes a perfect
+fused kernel moves, ok (checked), and the grids launched. Writes probe_memkern.json/.log
+to $OUT when set (the shared machinery's names).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CENTRING_F16 = """
+func column_centring_f16(x: f16[R, C]) -> f16[R, C] {
+    return x - mean(x, axis=0, keepdims=true)
+}
+"""
+
+# label -> (case in cases.py, dims, source override or None)
+SHAPES = {
+    "softmax_mid 64x256x2048": ("softmax_middle", {"B": 64, "S": 256, "D": 2048}, None),
+    "softmax_mid 32x1024x512": ("softmax_middle", {"B": 32, "S": 1024, "D": 512}, None),
+    "softmax_mid 8x64x32768": ("softmax_middle", {"B": 8, "S": 64, "D": 32768}, None),
+    "centring 16384x4096": ("column_centring", {"R": 16384, "C": 4096}, None),
+    "centring 4096x16384": ("column_centring", {"R": 4096, "C": 16384}, None),
+    "centring f16 16384x8192": ("column_centring", {"R": 16384, "C": 8192}, CENTRING_F16),
+    "colsum 16384x4096": ("colsum", {"R": 16384, "C": 4096}, None),
+    # round 2: split-columns' first stage reads a column by cursor (no 2-D index a value)
+    "colsum 65536x1024": ("colsum", {"R": 65536, "C": 1024}, None),
+    "colsum 4096x16384": ("colsum", {"R": 4096, "C": 16384}, None),
+}
+DEFAULT = {"default": {}}
+SWEEP = {"default": {},
+         "line 64B": {"strip_line_bytes": 64},
+         "line 32B (round 1)": {"strip_line_bytes": 32, "strip_stream_threads": 256},
+         "stream 256": {"strip_stream_threads": 256}}
+SWEPT = ("softmax_mid 32x1024x512", "centring 16384x4096", "centring 4096x16384",
+         "centring f16 16384x8192")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", action="append", help="only these labels (see SHAPES)")
+    parser.add_argument("--no-peers", action="store_true", help="skip torch and torch.compile")
+    parser.add_argument("--no-sweep", action="store_true", help="the default variant only")
+    parser.add_argument("--dry-run", action="store_true", help="check the script on the simulator")
+    opts = parser.parse_args()
+    if opts.dry_run:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is imported
+    from cases import CASES
+    from probe_codegen import copy_bandwidth
+    from probe_memkern import Device, Log, prepare, run_peers, run_variant
+
+    from mlfuse.runtime.memory import install
+    install()
+    log, device = Log(), Device(opts.dry_run)
+    gbs = 1.0 if opts.dry_run else copy_bandwidth()
+    rows = []
+    for label in opts.case or list(SHAPES):
+        name, dims, source = SHAPES[label]
+        base = next(c for c in CASES if c.name == name)
+        case = dataclasses.replace(base, dims=dims, source=source or base.source,
+                                   name=base.name if source is None else "column_centring_f16")
+        p = prepare(case, device, 7, gbs)
+        variants = SWEEP if label in SWEPT and not opts.no_sweep else DEFAULT
+        for variant, knobs in variants.items():
+            try:
+                r = run_variant(p, knobs)
+            except Exception as e:  # one failing variant must not lose the others
+                log(f"{label:26} [{variant}] FAILED: {type(e).__name__}: {e}"[:600])
+                continue
+            log(f"{label:26} [{variant}] ok={r['ok']} err={r['err']:.2g} {r['ms']:.4f} ms "
+                f"kernels={r['kernels']} grids={r['grids']} {'; '.join(r['resources'])}")
+            rows.append((label, variant, r["ms"], p.floor_ms, r["ok"], " ".join(r["grids"])))
+        if not opts.no_peers:
+            for peer, r in run_peers(p, log).items():
+                rows.append((label, peer, r["ms"], p.floor_ms, r["ok"], ""))
+        del p
+    log(f"\n{'shape':26} {'variant':20} {'ms':>8} {'%copy':>6} ok   grids  (copy {gbs:.0f} GB/s)")
+    for label, variant, ms, floor, ok, grids in rows:
+        log(f"{label:26} {variant:20} {ms:8.4f} {100 * floor / ms:5.0f}% "
+            f"{'ok' if ok else 'BAD'}  {grids[:60]}")
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    main()
+    print(f"total {time.perf_counter() - t0:.0f} s")

@@ -1,0 +1,97 @@
+"""The geometry of a strips kernel over columns (codegen/schedule_strips.py), picked per
+call from the sizes of the call: how many neighbouring points a block takes (its strip's
+width) and how many threads share each point's reduced values.
+
+One function, three readers: the host of a generated module (the function's source is
+copied into it, so the module stays standalone), codegen (the registers variant's slots
+where the reduced extent is a constant) and the cost model (fusion/cost.py), so the
+three agree on the blocks and threads of a call.
+
+Why the width varies: a block's strip of ``width`` points x ``extent`` reduced values
+is its work. Wide strips (32 f32 points: a warp reads one 128-byte line per reduced
+index) give few blocks where the kept extent is small (column centring over 4096
+columns: 128 blocks of 512 threads for 132 SMs, each walking 16384 rows twice, 25%
+occupancy), and many values a block where the reduced extent is long (softmax over a
+middle axis of 256: 32 x 256 values, 512 threads x 16 held values at 100 registers, one
+block per SM, whose load, reduce and store phases then never overlap). Narrower strips
+(down to one 32-byte sector a row) give more, smaller blocks, several resident per SM.
+"""
+from __future__ import annotations
+
+import inspect
+
+
+def _strip_columns(points, extent, widest, narrowest, line, least, most, deepest, values,
+                   sms, per_sm):
+    """(width, per): the points of a block's strip (a power of two from ``widest`` down to
+    ``narrowest``) and the threads per point (a power of two; ``width * per`` threads a
+    block, at least ``least`` and at most ``most`` where the extent needs them).
+
+    The widest strip whose threads hold all of their point's ``extent`` reduced values
+    in ``values`` slots each (the registers variant: inputs read once), else the widest;
+    then narrower while the grid has fewer than ``sms * per_sm`` blocks (a few per SM).
+    A strip whose values are not held (the streaming variant, which walks its rows twice)
+    stops at ``line`` points (a 128-byte line a row: 32-byte rows cost column centring
+    0.406 ms against 0.325 with whole lines, H100) unless fewer than half the ``sms``
+    would have a block, and takes more threads a point instead, up to ``deepest`` a
+    block, while the grid's threads are fewer than the full grid's of ``most``."""
+    def threads_per_point(width):
+        per = max(1, least // width)
+        while per * width < most and per * values < extent:
+            per *= 2
+        return per
+
+    width = widest
+    while width > narrowest and threads_per_point(width) * values < extent:
+        width //= 2
+    held = threads_per_point(width) * values >= extent
+    if not held:  # held nowhere: no reason to narrow
+        width = widest
+    fill = sms * per_sm
+    line = max(narrowest, min(line, widest))
+    floor = narrowest if held or (points + line - 1) // line < sms // 2 else line
+    while width > floor and (points + width - 1) // width < fill:
+        width //= 2
+    per = threads_per_point(width)
+    blocks = (points + width - 1) // width
+    while not held and width * per * 2 <= deepest and 2 * per * values < extent and \
+            blocks * width * per < fill * most:
+        per *= 2  # (still streamed: the host launches the registers variant at most threads)
+    return width, per
+
+
+def most_slots(extent: int, widest: int, narrowest: int, least: int, most: int,
+               values: int) -> int:
+    """The most values a thread of the registers variant holds for a constant reduced
+    ``extent``, over every width a call may pick (the points are known only per call)."""
+    slots, width = 1, widest
+    while True:
+        _, per = _strip_columns(1 << 62, extent, width, width, width, least, most, most,
+                                values, 0, 0)
+        slots = max(slots, -(-extent // per))
+        if width <= narrowest:
+            return min(slots, values)
+        width //= 2
+
+
+def narrowest_points(itemsize: int, widest: int, sector_bytes: int = 32) -> int:
+    """The narrowest strip of a kernel whose smallest value is ``itemsize`` bytes: one
+    32-byte sector a row (fewer would fetch sectors the block uses only in part)."""
+    return max(1, min(widest, sector_bytes // max(1, itemsize)))
+
+
+def line_points(itemsize: int, widest: int, line_bytes: int = 128) -> int:
+    """The narrowest strip of a streaming kernel whose smallest value is ``itemsize``
+    bytes: a 128-byte line a row (capped at ``widest``)."""
+    return narrowest_points(itemsize, widest, line_bytes)
+
+
+strip_columns = _strip_columns  # the name the cost model and codegen import
+
+
+def source() -> str:
+    """``_strip_columns``' source, for a generated module."""
+    return inspect.getsource(_strip_columns)
+
+
+__all__ = ["strip_columns", "most_slots", "narrowest_points", "line_points", "source"]
