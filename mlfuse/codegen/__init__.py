@@ -25,7 +25,7 @@ from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
 from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.schedule_split import emit_split
-from mlfuse.codegen.schedule_tiles import emit_tiles
+from mlfuse.codegen.transpose_tiles import emit_tiles
 from mlfuse.codegen.split_k import emit_finish, finish_name
 from mlfuse.codegen.schedule_strips import emit_strips, strip_geometry
 from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
