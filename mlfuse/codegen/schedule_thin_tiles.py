@@ -7,26 +7,32 @@ holds 3 of its 32 columns: a tenth of the threads work, and each warp stores 12 
 (H100: 1.43 ms, 7% of copy bandwidth, for [256, 3, 224, 224]).
 
 The thin kernel takes the short side whole and as much of the long side as fills
-P = TILE x TILE points (the same work as a square): a rectangle of ``span`` x ``short``
-values, ``span = min(P // short, long)``. Its threads walk the rectangle's points flat,
-t + THREADS * step, in one of two orders:
+P = THREADS x STEPS points (``transpose_thin_threads`` x ``transpose_thin_steps``): a
+rectangle of ``span`` x ``short`` values, ``span = min(P // short, long)``. Which side is
+short is known only at run time (the host launches this kernel where a tiled extent is
+shorter than TILE / 2), so the kernel works it out. Its threads walk the rectangle's
+points flat, f = t + THREADS * step, in rows of the phase's contiguous axis:
 
-- along the long side (rows of ``span`` values: x = f % span, y = f // span), where the
-  phase's accesses are contiguous along the long axis;
-- along the short side (x = f // short, y = f % short), where they are contiguous along
-  the short one: the short side is whole, so a run of f is a run of addresses (an NHWC
-  pixel's 3 channels, then the next pixel's).
+- phase 1 (the permuted loads, contiguous along A): a = f % n1, b = f // n1, with n1 the
+  rectangle's extent along A (``span`` where A is long, ``short`` where A is short);
+- phase 2 (the stores and the other loads, contiguous along B): b = f % n2, a = f // n2.
 
-Phase 1 (the permuted loads, contiguous along A) walks along the long side where A is
-long and along the short side where A is short; phase 2 (the stores and the other loads,
-contiguous along B) the other way. Which side is short is known only at run time (the
-host launches this kernel where a tiled extent is shorter than TILE / 2), so each
-thread works out its points' (a, b), tile words and flat offsets' steps once, before the
-rectangles: every rectangle puts a thread on the same points relative to its corner.
+Where the short side is the phase's contiguous one, a run of f is a run of addresses
+(the side is whole: an NHWC pixel's 3 channels, then the next pixel's). A thread divides
+t once (its first point in either phase); a step adds THREADS' quotient and remainder
+and carries. Offsets into flat views: the rectangle's corner once, plus a * stride_A +
+b * stride_B a point.
 
-The tile is a flat shared array of rows of ``short | 1`` values (x * rowlen + y): odd,
-so a warp walking the long side reads 32 banks, and a warp walking the short side reads
-consecutive words where ``short`` is odd. span * rowlen <= P * 3 / 2.
+Every rectangle puts a thread on the same points, so LLVM would hoist every step's
+point, tile word and offsets out of the rectangle loop and keep them all in registers
+(100 for 4 steps in NCHW -> NHWC, 84 without: 2 blocks of 256 an SM against 3). The
+walk starts each rectangle at ``major + fresh``, ``fresh = cuda.activemask() == 0``:
+never true (the block's threads all run the loop), but LLVM cannot know, so it walks
+again instead (a few adds a step). (The simulator, which has no activemask, takes 0.)
+
+The tile is a flat shared array of rows of ``short | 1`` values (long * rowlen + short
+index): odd, so a warp walking the long side reads 32 banks, and a warp walking the short
+side reads consecutive words where ``short`` is odd. span * rowlen <= P * 3 / 2.
 """
 from __future__ import annotations
 
@@ -45,16 +51,17 @@ THIN = "transpose-tiles-thin"
 _DOC = ("Thin transpose tiles over [{space}]: the shorter of axes {a} and {b} whole, the "
         "other filling {points} points; loads along axis {a} go through shared memory, "
         "so loads and stores coalesce. {threads} threads, {steps} points each.")
+SIMULATOR = (16, 4)  # (threads, steps) under the simulator: 64-point rectangles
 _LOCALS = ("short_b", "short", "long", "rowlen", "span", "area", "squares", "corner", "ra",
            "rb", "n1", "n2", "major1", "minor1", "dmajor1", "dminor1", "major2", "minor2",
-           "dmajor2", "dminor2", "major", "minor")
+           "dmajor2", "dminor2", "major", "minor", "fresh")
 
 
 def thin_shape(target: str, hw) -> tuple[int, int]:
-    """(threads, steps) of the thin kernel: the points of a square (TILE x TILE), with
-    the scalar square kernel's threads."""
-    tile, threads, _ = tile_shape(target, hw, SCALAR)
-    return threads, tile * tile // threads
+    """(threads, steps) of the thin kernel: a rectangle holds threads x steps points."""
+    if target != "cuda":
+        return SIMULATOR
+    return hw.transpose_thin_threads, hw.transpose_thin_steps
 
 
 def thin_least(target: str, hw) -> int:
@@ -114,6 +121,10 @@ class ThinTilesEmitter(TilesEmitter):
                 self.unravel_into(loc["outer"], [args[d] for d in outer],
                                   [extents[d] for d in outer])
                 w.line(f"{loc['corner']} = {loc['corner']} * {loc['span']}")
+                if self.target == "cuda":
+                    w.line(f"{loc['fresh']} = cuda.activemask() == 0  # never: the module doc")
+                else:  # the simulator has no activemask (and no LLVM to hoist)
+                    w.line(f"{loc['fresh']} = 0")
                 w.line(f"{loc['a0']} = {loc['corner']} if {loc['short_b']} else 0")
                 w.line(f"{loc['b0']} = 0 if {loc['short_b']} else {loc['corner']}")
                 w.line("# phase 1: the permuted loads into registers, then into the tile")
@@ -176,7 +187,7 @@ class ThinTilesEmitter(TilesEmitter):
         major, minor, n = loc["major"], loc["minor"], loc[f"n{phase}"]
         pa, pb = (minor, major) if phase == 1 else (major, minor)
         self.at = (pa, pb)
-        w.line(f"{major}, {minor} = {loc[f'major{phase}']}, {loc[f'minor{phase}']}")
+        w.line(f"{major}, {minor} = {loc[f'major{phase}']} + {loc['fresh']}, {loc[f'minor{phase}']}")
         with w.indented(f"for {loc['step']} in range({self.steps}):"):
             w.line(f"{ia} = {loc['a0']} + {pa}")
             w.line(f"{ib} = {loc['b0']} + {pb}")
@@ -216,7 +227,8 @@ class ThinTilesEmitter(TilesEmitter):
 
     def tile_word(self) -> str:
         loc = self.local
-        return f"{self.at[0]} * {loc['ra']} + {self.at[1]} * {loc['rb']}"
+        # unsigned: Numba wraps a signed index around (a test and an add per access)
+        return f"numba.uint32({self.at[0]} * {loc['ra']} + {self.at[1]} * {loc['rb']})"
 
     def load_statement(self, op: Operation) -> None:
         if id(op) not in self.early:
