@@ -52,9 +52,10 @@ _DOC = ("Thin transpose tiles over [{space}]: the shorter of axes {a} and {b} wh
         "other filling {points} points; loads along axis {a} go through shared memory, "
         "so loads and stores coalesce. {threads} threads, {steps} points each.")
 SIMULATOR = (16, 4)  # (threads, steps) under the simulator: 64-point rectangles
-_LOCALS = ("short_b", "short", "long", "rowlen", "span", "area", "squares", "corner", "ra",
-           "rb", "n1", "n2", "major1", "minor1", "dmajor1", "dminor1", "major2", "minor2",
-           "dmajor2", "dminor2", "major", "minor", "fresh")
+_LOCALS = ("short_b", "short", "long", "rowlen", "span", "stack", "stacks", "area", "squares",
+           "corner", "r0", "ra", "rb", "rr", "ea", "eb", "major", "middle", "minor", "fresh",
+           "lim_a", "lim_b", "lim_r") + \
+    tuple(f"{d}{k}{p}" for d in ("", "d") for k in ("major", "middle", "minor") for p in (1, 2))
 
 
 def thin_shape(target: str, hw) -> tuple[int, int]:
@@ -62,6 +63,14 @@ def thin_shape(target: str, hw) -> tuple[int, int]:
     if target != "cuda":
         return SIMULATOR
     return hw.transpose_thin_threads, hw.transpose_thin_steps
+
+
+def stack_axis(op) -> int | None:
+    """The axis along which rectangles whose long side is whole stack (several to a
+    block): the innermost of the axes other than the tiled ones; None at rank 2."""
+    a, b = op["tile_axes"]
+    outer = [d for d in range(len(op.extent_list)) if d not in (a, b)]
+    return outer[-1] if outer else None
 
 
 def thin_least(target: str, hw) -> int:
@@ -83,11 +92,14 @@ class ThinTilesEmitter(TilesEmitter):
         for n in _LOCALS + ("t", "square", "n_squares", "outer", "a0", "b0"):
             self.local[n] = self.namer.fresh(n)
         self.flat_views, self.offsets, self.offset_steps = {}, {}, {}
-        self.at = ("", "")  # the current point's (a, b) from the rectangle's corner
+        a, b = op["tile_axes"]
+        self.outer = [d for d in range(len(op.extent_list)) if d not in (a, b)]
+        self.stack_axis = stack_axis(op)
+        self.at: dict[int, str] = {}  # axis -> the current point's index from the corner
 
     def emit(self) -> str:
         w, loc = self.w, self.local
-        args, extents = self.op.body.args, self.op.extent_list
+        extents = self.op.extent_list
         a, b = self.op["tile_axes"]
         doc = _DOC.format(space="{space}", a=a, b=b, points=self.points_,
                           threads=self.threads, steps=self.steps)
@@ -107,26 +119,19 @@ class ThinTilesEmitter(TilesEmitter):
                 self.early[id(o)] = self.local_array(f"{self.namer(o.operands[0])}_vals",
                                                      COMPUTE_TYPE[o.result.type.dtype],
                                                      str(self.steps))
-            size_a, size_b = self.extent(extents[a]), self.extent(extents[b])
-            self.rectangle(size_a, size_b)
-            outer = [d for d in range(len(extents)) if d not in (a, b)]
+            self.rectangle()
+            r = self.stack_axis
+            rest = [d for d in self.outer if d != r]
             w.line(f"{loc['squares']} = ({loc['long']} + {loc['span']} - 1) // {loc['span']}")
-            w.line(f"{loc['n_squares']} = {self.points([extents[d] for d in outer])} * "
+            stacks = f" * {loc['stacks']}" if r is not None else ""
+            if r is not None:
+                w.line(f"{loc['stacks']} = ({self.extent(extents[r])} + {loc['stack']} - 1) // "
+                       f"{loc['stack']}")
+            w.line(f"{loc['n_squares']} = {self.points([extents[d] for d in rest])}{stacks} * "
                    f"{loc['squares']}")
             w.line(f"{loc['square']} = numba.int64(cuda.blockIdx.x)")
             with w.indented(f"while {loc['square']} < {loc['n_squares']}:"):
-                self.helpers.add("_divmod_index")
-                w.line(f"{loc['outer']}, {loc['corner']} = _divmod_index({loc['square']}, "
-                       f"{loc['squares']})")
-                self.unravel_into(loc["outer"], [args[d] for d in outer],
-                                  [extents[d] for d in outer])
-                w.line(f"{loc['corner']} = {loc['corner']} * {loc['span']}")
-                if self.target == "cuda":
-                    w.line(f"{loc['fresh']} = cuda.activemask() == 0  # never: the module doc")
-                else:  # the simulator has no activemask (and no LLVM to hoist)
-                    w.line(f"{loc['fresh']} = 0")
-                w.line(f"{loc['a0']} = {loc['corner']} if {loc['short_b']} else 0")
-                w.line(f"{loc['b0']} = 0 if {loc['short_b']} else {loc['corner']}")
+                self.corner(rest)
                 w.line("# phase 1: the permuted loads into registers, then into the tile")
                 self.square_offsets(loads_in)
                 with self.each_point(1):
@@ -153,59 +158,116 @@ class ThinTilesEmitter(TilesEmitter):
                     w.line("cuda.syncthreads()  # the next rectangle refills the tile")
         return w.text()
 
-    def rectangle(self, size_a: str, size_b: str) -> None:
+    def rectangle(self) -> None:
         """The run-time shape of a rectangle (which side is short, its row length in the
-        tile, the long side's values ``span``, its points ``area``) and each phase's
-        walk: phase 1 takes rows of n1 values of A (A fastest), phase 2 rows of n2
-        values of B; the thread's first point and what a step adds, as (major, minor)."""
+        tile, the long side's values ``span``, the rectangles ``stack``ed along the stack
+        axis, its points ``area``) and each phase's walk: phase 1 takes rows of A (A
+        fastest, then B, then the stack axis), phase 2 rows of B; the thread's first
+        point and what a step adds, as (major, middle, minor)."""
         w, loc = self.w, self.local
+        extents = self.op.extent_list
+        size_a, size_b = (self.extent(extents[d]) for d in self.op["tile_axes"])
         w.line(f"{loc['short_b']} = {size_b} <= {size_a}  # B the short side (else A)")
         w.line(f"{loc['short']} = {size_b} if {loc['short_b']} else {size_a}")
         w.line(f"{loc['long']} = {size_a} if {loc['short_b']} else {size_b}")
         w.line(f"{loc['rowlen']} = {loc['short']} | 1  # odd: a warp's accesses on 32 banks")
         w.line(f"{loc['span']} = min({self.points_} // {loc['short']}, {loc['long']})")
-        w.line(f"{loc['area']} = {loc['span']} * {loc['short']}")
-        w.line("# the tile word of (a, b): the long side's value * rowlen + the short side's")
+        if self.stack_axis is None:
+            w.line(f"{loc['stack']} = 1")
+        else:
+            w.line(f"{loc['stack']} = max(1, min({self.points_} // ({loc['span']} * "
+                   f"{loc['short']}), {self.extent(extents[self.stack_axis])}))"
+                   f"  # whole long sides: several")
+        w.line(f"{loc['area']} = {loc['stack']} * {loc['span']} * {loc['short']}")
+        w.line("# the tile word of (a, b, r): (r * span + the long side's index) * rowlen + "
+               "the short side's")
         w.line(f"{loc['ra']}, {loc['rb']} = ({loc['rowlen']}, 1) if {loc['short_b']} else "
                f"(1, {loc['rowlen']})")
+        w.line(f"{loc['rr']} = {loc['span']} * {loc['rowlen']}")
+        w.line("# the walks in 32 bits (values under a rectangle's points): fewer registers")
+        w.line(f"{loc['ea']} = numba.int32({loc['span']} if {loc['short_b']} else {loc['short']})"
+               "  # a rectangle's extent along A")
+        w.line(f"{loc['eb']} = numba.int32({loc['short']} if {loc['short_b']} else {loc['span']})"
+               "  # and along B")
         w.line(f"{loc['t']} = cuda.threadIdx.x")
-        for p, (fast, other) in ((1, ("span", "short")), (2, ("short", "span"))):
-            n = loc[f"n{p}"]
-            w.line(f"{n} = {loc[fast]} if {loc['short_b']} else {loc[other]}")
-            w.line(f"{loc[f'major{p}']}, {loc[f'minor{p}']} = divmod({loc['t']}, {n})")
-            w.line(f"{loc[f'dmajor{p}']}, {loc[f'dminor{p}']} = divmod({self.threads}, {n})")
+        for p, (fast, other) in ((1, ("ea", "eb")), (2, ("eb", "ea"))):
+            plane = f"{loc[fast]} * {loc[other]}"
+            for start, total in (("", loc["t"]), ("d", str(self.threads))):
+                major, middle, minor = (loc[f"{start}{k}{p}"] for k in ("major", "middle", "minor"))
+                w.line(f"{major}, {middle} = divmod({total}, {plane})")
+                w.line(f"{middle}, {minor} = divmod({middle}, {loc[fast]})")
+                w.line(f"{major}, {middle}, {minor} = numba.int32({major}), "
+                       f"numba.int32({middle}), numba.int32({minor})")
+
+    def corner(self, rest: list[int]) -> None:
+        """The rectangle's corner: the other axes' indices, a0, b0 and the stack's r0."""
+        w, loc = self.w, self.local
+        args, extents = self.op.body.args, self.op.extent_list
+        self.helpers.add("_divmod_index")
+        w.line(f"{loc['outer']}, {loc['corner']} = _divmod_index({loc['square']}, "
+               f"{loc['squares']})")
+        if self.stack_axis is not None:
+            w.line(f"{loc['outer']}, {loc['r0']} = _divmod_index({loc['outer']}, {loc['stacks']})")
+            w.line(f"{loc['r0']} = {loc['r0']} * {loc['stack']}")
+        self.unravel_into(loc["outer"], [args[d] for d in rest], [extents[d] for d in rest])
+        w.line(f"{loc['corner']} = {loc['corner']} * {loc['span']}")
+        w.line(f"{loc['a0']} = {loc['corner']} if {loc['short_b']} else 0")
+        w.line(f"{loc['b0']} = 0 if {loc['short_b']} else {loc['corner']}")
+        size_a, size_b = (self.extent(extents[d]) for d in self.op["tile_axes"])
+        w.line(f"{loc['lim_a']} = numba.int32(min({loc['ea']}, {size_a} - {loc['a0']}))"
+               "  # points from the corner that exist")
+        w.line(f"{loc['lim_b']} = numba.int32(min({loc['eb']}, {size_b} - {loc['b0']}))")
+        if self.stack_axis is not None:
+            w.line(f"{loc['lim_r']} = numba.int32(min({loc['stack']}, "
+                   f"{self.extent(extents[self.stack_axis])} - {loc['r0']}))")
 
     @contextmanager
     def each_point(self, phase: int):
-        """The thread's steps of the rectangle, at points that exist: (a, b) from the
+        """The thread's steps of the rectangle, at points that exist: (a, b, r) from the
         corner walks the phase's rows (A fastest in phase 1, B in phase 2), THREADS
         points a step."""
         w, loc = self.w, self.local
         a, b = self.op["tile_axes"]
-        args, extents = self.op.body.args, self.op.extent_list
-        ia, ib = self.define(args[a], f"i{a}"), self.define(args[b], f"i{b}")
-        major, minor, n = loc["major"], loc["minor"], loc[f"n{phase}"]
-        pa, pb = (minor, major) if phase == 1 else (major, minor)
-        self.at = (pa, pb)
-        w.line(f"{major}, {minor} = {loc[f'major{phase}']} + {loc['fresh']}, {loc[f'minor{phase}']}")
+        args = self.op.body.args
+        major, middle, minor = loc["major"], loc["middle"], loc["minor"]
+        self.at = {a: minor, b: middle} if phase == 1 else {a: middle, b: minor}
+        corners = {a: loc["a0"], b: loc["b0"]}
+        if self.stack_axis is not None:
+            self.at[self.stack_axis], corners[self.stack_axis] = major, loc["r0"]
+        start = [loc[f"{k}{phase}"] for k in ("major", "middle", "minor")]
+        fresh = loc["fresh"]
+        if self.target == "cuda":  # each walk its own: the module doc
+            w.line(f"{fresh} = numba.int32(cuda.activemask() == 0)  # never")
+        else:  # the simulator has no activemask (and no LLVM to hoist)
+            w.line(f"{fresh} = numba.int32(0)")
+        w.line(f"{major}, {middle}, {minor} = " +
+               ", ".join(f"numba.int32({v} + {fresh})" for v in start))
+        fast, other = (loc["ea"], loc["eb"]) if phase == 1 else (loc["eb"], loc["ea"])
         with w.indented(f"for {loc['step']} in range({self.steps}):"):
-            w.line(f"{ia} = {loc['a0']} + {pa}")
-            w.line(f"{ib} = {loc['b0']} + {pb}")
-            with w.indented(f"if {loc['t']} + {loc['step']} * {self.threads} < {loc['area']} "
-                            f"and {ia} < {self.extent(extents[a])} and "
-                            f"{ib} < {self.extent(extents[b])}:"):
+            tests = [f"{loc['t']} + {loc['step']} * {self.threads} < {loc['area']}"]
+            limits = {a: loc["lim_a"], b: loc["lim_b"], self.stack_axis: loc["lim_r"]}
+            for axis, at in self.at.items():
+                index = self.define(args[axis], f"i{axis}")
+                w.line(f"{index} = {corners[axis]} + {at}")
+                tests.append(f"{at} < {limits[axis]}")
+            with w.indented(f"if {' and '.join(tests)}:"):
                 yield
-            w.line(f"{major} += {loc[f'dmajor{phase}']}")
-            w.line(f"{minor} += {loc[f'dminor{phase}']}")
-            with w.indented(f"if {minor} >= {n}:"):
-                w.line(f"{minor} -= {n}")
-                w.line(f"{major} += 1")
+            for name, step, limit, carry in ((minor, "dminor", fast, middle),
+                                             (middle, "dmiddle", other, major)):
+                w.line(f"{name} = numba.int32({name} + {loc[f'{step}{phase}']})")
+                with w.indented(f"if {name} >= {limit}:"):
+                    w.line(f"{name} = numba.int32({name} - {limit})")
+                    w.line(f"{carry} = numba.int32({carry} + 1)")
+            if self.stack_axis is not None:
+                w.line(f"{major} = numba.int32({major} + {loc[f'dmajor{phase}']})")
 
     def square_offsets(self, accesses: list[Operation]) -> None:
-        """Each access's offset at the rectangle's corner; at a point, plus its (a, b)
-        times the access's strides along A and B."""
+        """Each access's offset at the rectangle's corner; at a point, plus its (a, b, r)
+        times the access's strides along those axes."""
         a, b = self.op["tile_axes"]
         corner = {a: self.local["a0"], b: self.local["b0"]}
+        if self.stack_axis is not None:
+            corner[self.stack_axis] = self.local["r0"]
         self.offsets = {}
         for o in accesses:
             buf, indices, _ = self.flat_access(o)
@@ -214,21 +276,25 @@ class ThinTilesEmitter(TilesEmitter):
                 continue
             name = self.namer.fresh(f"{self.namer(buf)}_at")
             self.w.line(f"{name} = {OFFSET}({self.flat_offset(o, corner)})")
-            self.offsets[key] = (name, (self.axis_stride(o, a), self.axis_stride(o, b)))
+            self.offsets[key] = (name, {axis: self.axis_stride(o, axis) for axis in corner})
 
     def subscript(self, buf, indices) -> str:
         found = self.offsets.get(_key(buf, indices))
         if found is None:
             return f"{self.namer(buf)}[{self.index(indices)}]"
-        terms = [at if stride == "1" else f"{at} * {stride}"
-                 for at, stride in zip(self.at, found[1]) if stride is not None]
+        terms = [self.at[axis] if stride == "1" else f"{self.at[axis]} * {stride}"
+                 for axis, stride in found[1].items() if stride is not None]
         delta = f" + {OFFSET}({' + '.join(terms)})" if terms else ""
         return f"{self.flat_views[id(buf)]}[{found[0]}{delta}]"
 
     def tile_word(self) -> str:
         loc = self.local
+        a, b = self.op["tile_axes"]
+        word = f"{self.at[a]} * {loc['ra']} + {self.at[b]} * {loc['rb']}"
+        if self.stack_axis is not None:
+            word = f"{self.at[self.stack_axis]} * {loc['rr']} + {word}"
         # unsigned: Numba wraps a signed index around (a test and an add per access)
-        return f"numba.uint32({self.at[0]} * {loc['ra']} + {self.at[1]} * {loc['rb']})"
+        return f"numba.uint32({word})"
 
     def load_statement(self, op: Operation) -> None:
         if id(op) not in self.early:
@@ -242,4 +308,4 @@ class ThinTilesEmitter(TilesEmitter):
             self.w.line(f"{name} = {self.early[id(op)]}[{step}]")
 
 
-__all__ = ["THIN", "ThinTilesEmitter", "thin_least", "thin_shape"]
+__all__ = ["THIN", "ThinTilesEmitter", "stack_axis", "thin_least", "thin_shape"]

@@ -10,7 +10,8 @@ which one the host launches.
 from __future__ import annotations
 
 from mlfuse.codegen.emit_kernel import KernelCode, kernel_interface
-from mlfuse.codegen.schedule_thin_tiles import THIN, ThinTilesEmitter, thin_least, thin_shape
+from mlfuse.codegen.schedule_thin_tiles import (THIN, ThinTilesEmitter, stack_axis, thin_least,
+                                                thin_shape)
 from mlfuse.codegen.schedule_tiles import SCALAR, VECTOR, TilesEmitter, tile_shape, vector_accesses
 from mlfuse.codegen.vector import half_vectors, vector_buffers
 
@@ -73,26 +74,40 @@ def tiles_launch(host, kernel, points: str, args: list[str]) -> None:
     size_a, size_b = (host.dim(extents[d], op) for d in (a, b))
     calls = {}
     for kind, kname in kernel.variants.items():
-        if kind == THIN:
-            continue
-        tile, threads = kernel.launch[kind]
-        squares = [f"(({size} + {tile - 1}) // {tile})" for size in (size_a, size_b)]
-        calls[kind] = host.call(kname, f"min({' * '.join(outer + squares)}, MAX_BLOCKS), {threads}",
-                                args)
+        if kind != THIN:
+            tile, threads = kernel.launch[kind]
+            squares = [f"(({size} + {tile - 1}) // {tile})" for size in (size_a, size_b)]
+            grid = f"min({' * '.join(outer + squares)}, MAX_BLOCKS), {threads}"
+            calls[kind] = host.call(kname, grid, args)
     lines = host.vector_choice(kernel, calls, VECTOR)
     if THIN in kernel.variants:
-        points_, threads, least = kernel.launch[THIN]
-        short, long_, span = (host.namer.fresh(n) for n in ("short", "long", "span"))
-        rectangles = f"{' * '.join(outer + [f'(({long_} + {span} - 1) // {span})'])}"
-        unit = host.w.unit
-        lines = [f"{short}, {long_} = min({size_a}, {size_b}), max({size_a}, {size_b})",
-                 f"if {short} < {least}:  # a short side: thin rectangles, the short side whole",
-                 f"{unit}{span} = min({points_} // {short}, {long_})",
-                 unit + host.call(kernel.variants[THIN], f"min({rectangles}, MAX_BLOCKS), {threads}",
-                                  args),
-                 ] + ([f"el{lines[0]}"] + lines[1:] if lines[0].startswith("if ") else
-                      ["else:"] + [unit + line for line in lines])
+        lines = _thin_launch(host, kernel, args, size_a, size_b) + (
+            [f"el{lines[0]}"] + lines[1:] if lines[0].startswith("if ") else
+            ["else:"] + [host.w.unit + line for line in lines])
     host.guarded(op, points, lines)
+
+
+def _thin_launch(host, kernel, args: list[str], size_a: str, size_b: str) -> list[str]:
+    """The thin kernel's launch where a tiled extent is short: as many blocks as it has
+    rectangles (computed as the kernel does)."""
+    op = kernel.op
+    extents = op.extent_list
+    points_, threads, least = kernel.launch[THIN]
+    short, long_, span, stack = (host.namer.fresh(n) for n in ("short", "long", "span", "stack"))
+    unit = host.w.unit
+    lines = [f"{short}, {long_} = min({size_a}, {size_b}), max({size_a}, {size_b})",
+             f"if {short} < {least}:  # a short side: thin rectangles, the short side whole",
+             f"{unit}{span} = min({points_} // {short}, {long_})"]
+    rectangles = [f"(({long_} + {span} - 1) // {span})"]
+    r = stack_axis(op)
+    if r is not None:  # whole long sides stacked along r (as the kernel works out)
+        size_r = host.dim(extents[r], op)
+        lines.append(f"{unit}{stack} = max(1, min({points_} // ({span} * {short}), {size_r}))")
+        rectangles.insert(0, f"(({size_r} + {stack} - 1) // {stack})")
+    others = [host.dim(extents[d], op) for d in range(len(extents))
+              if d not in (*op["tile_axes"], r)]
+    grid = f"min({' * '.join(others + rectangles)}, MAX_BLOCKS), {threads}"
+    return lines + [unit + host.call(kernel.variants[THIN], grid, args)]
 
 
 __all__ = ["emit_tiles", "tiles_launch"]
