@@ -19,20 +19,26 @@ points flat, f = t + THREADS * step, in rows of the phase's contiguous axis:
 
 Where the short side is the phase's contiguous one, a run of f is a run of addresses
 (the side is whole: an NHWC pixel's 3 channels, then the next pixel's). A thread divides
-t once (its first point in either phase); a step adds THREADS' quotient and remainder
+t once (its first point in either phase); a step adds THREADS' quotients and remainder
 and carries. Offsets into flat views: the rectangle's corner once, plus a * stride_A +
 b * stride_B a point.
 
+Where the long side is whole (span == long), rectangles stack along the stack axis (the
+innermost of the other axes: H of NCHW -> NHWC), ``stack`` of them filling P, and the
+walks have a third coordinate, r (slowest); offsets add r * stride_R.
+
 Every rectangle puts a thread on the same points, so LLVM would hoist every step's
-point, tile word and offsets out of the rectangle loop and keep them all in registers
-(100 for 4 steps in NCHW -> NHWC, 84 without: 2 blocks of 256 an SM against 3). The
-walk starts each rectangle at ``major + fresh``, ``fresh = cuda.activemask() == 0``:
-never true (the block's threads all run the loop), but LLVM cannot know, so it walks
-again instead (a few adds a step). (The simulator, which has no activemask, takes 0.)
+point, tile word and offsets out of the rectangle loop, and merge a phase's two walks,
+keeping them all in registers (100 for 4 steps in NCHW -> NHWC). Each walk starts at
+``start + fresh`` with ``fresh = cuda.activemask() == 0`` read anew: never true (the
+block's threads all run it), but LLVM cannot know, so it walks again (a few adds a
+step). The walks run in 32 bits (``numba.int32``: Numba's integer sums are 64-bit), and
+a point is tested against the rectangle's limits from its corner (lim_a, lim_b, lim_r),
+not the axes' ends. The simulator, which has no activemask, takes 0.
 
 The tile is a flat shared array of rows of ``short | 1`` values (long * rowlen + short
 index): odd, so a warp walking the long side reads 32 banks, and a warp walking the short
-side reads consecutive words where ``short`` is odd. span * rowlen <= P * 3 / 2.
+side reads consecutive words where ``short`` is odd. stack * span * rowlen <= P * 3 / 2.
 """
 from __future__ import annotations
 
