@@ -6,9 +6,10 @@ Run on the GPU from the repository root (one process, under 3 minutes):
 
 probe_memkern.py's machinery: generate with ``mlfuse.hardware`` knobs, run once, poison
 the outputs, replay the recorded launches alone, check against the NumPy interpreter,
-time with CUDA events. Variants: "default" (the vector kernel where vector_width divides
-both tiled extents, else the scalar one), "scalar" (vector_width 1: the scalar kernel
-everywhere), then a sweep of the vector kernel's square and threads while time is left.
+time with CUDA events. Variants: "default" (the thin kernel where a tiled extent is under
+16, else the vector kernel where its 16-byte vectors divide both tiled extents, else the
+scalar one), "scalar" (vector_width 1: no vector kernel), and for the C = 3 cases (thin
+kernel) a sweep of its threads and steps. Round 2: nhwc_c3 added; f16 vectors of 8.
 
 The peers end in ``.contiguous()``: an elementwise op on a permuted view keeps the
 input's memory order in eager PyTorch (and in Inductor, which matches eager's strides),
@@ -63,7 +64,9 @@ CASES = [
     case("nchw_nhwc", NCHW_NHWC, "f32", {"N": 32, "C": 256, "H": 64, "W": 64}, _nchw_nhwc, DRY4),
     case("nchw_c64", NCHW_NHWC, "f32", {"N": 64, "C": 64, "H": 56, "W": 56}, _nchw_nhwc, DRY4),
     case("nchw_c3", NCHW_NHWC, "f32", {"N": 256, "C": 3, "H": 224, "W": 224}, _nchw_nhwc,
-         {"N": 1, "C": 3, "H": 2, "W": 20}),  # C = 3: no tile (too short), pointwise
+         {"N": 1, "C": 3, "H": 2, "W": 20}),  # C = 3: the thin kernel (224 x 3 rectangles)
+    case("nhwc_c3", NHWC_NCHW, "f32", {"N": 256, "C": 3, "H": 224, "W": 224}, _nhwc_nchw,
+         {"N": 1, "C": 3, "H": 2, "W": 20}),  # C = 3 along A: the thin kernel the other way
     case("nchw_odd", NCHW_NHWC, "f32", {"N": 64, "C": 256, "H": 31, "W": 31}, _nchw_nhwc,
          {"N": 1, "C": 17, "H": 2, "W": 17}),  # ragged: the scalar kernel
     case("nhwc_nchw", NHWC_NCHW, "f32", {"N": 32, "C": 256, "H": 64, "W": 64}, _nhwc_nchw, DRY4),
@@ -72,19 +75,22 @@ CASES = [
     case("tadd_4kx12k", TRANSPOSE_ADD, "f32", {"N": 4096, "M": 12288}, _transpose_add,
          {"N": 20, "M": 28}),
     case("tadd_f16", TRANSPOSE_ADD, "f16", {"N": 8192, "M": 8192}, _transpose_add,
-         {"N": 20, "M": 28}),
+         {"N": 24, "M": 32}),  # 8 f16 values (16 bytes) a vector
 ]
 VARIANTS = {
-    "default": {},  # vector kernel: 64 x 64 squares, 256 threads
-    "scalar": {"vector_width": 1},  # the scalar kernel: 32 x 32, 256 threads
-    "v 32x32 t128": {"transpose_vector_tile": 32, "transpose_vector_threads": 128},
-    "v 64x64 t512": {"transpose_vector_tile": 64, "transpose_vector_threads": 512},
-    "v 32x32 t256": {"transpose_vector_tile": 32, "transpose_vector_threads": 256},
-    "v 64x64 t128": {"transpose_vector_tile": 64, "transpose_vector_threads": 128},
+    "default": {},  # thin where a side is short, else the vector kernel (64 x 64, 256 threads)
+    "scalar": {"vector_width": 1},  # no vector kernel: the scalar square (or the thin one)
 }
-SWEPT = ("nchw_nhwc", "transpose_add")  # the suite's two cases get the whole sweep
+THIN = {  # the thin kernel's threads and points a thread (default 256 x 4)
+    "default": {},
+    "thin t256 s8": {"transpose_thin_threads": 256, "transpose_thin_steps": 8},
+    "thin t512 s2": {"transpose_thin_threads": 512, "transpose_thin_steps": 2},
+    "thin t128 s8": {"transpose_thin_threads": 128, "transpose_thin_steps": 8},
+    "thin t256 s2": {"transpose_thin_threads": 256, "transpose_thin_steps": 2},
+}
+# round 1 swept the squares (64 x 64, 256 threads kept); this round sweeps the thin kernel
 probe_memkern.CASES[:0] = CASES  # found by name before the suite's cases of the same name
-probe_memkern.SWEEP = {c.name: (VARIANTS if c.name in SWEPT else dict(list(VARIANTS.items())[:2]))
+probe_memkern.SWEEP = {c.name: (THIN if c.name.endswith("_c3") else VARIANTS)
                        for c in CASES}
 probe_memkern.BUDGET_S = 150
 

@@ -61,6 +61,9 @@ class Target:
                                 # vector_width divides, aligned buffers): its square's side
     transpose_vector_threads: int = 256  # ... and its threads (64 x 64 / 256: each thread
                                 # moves 4 vectors of vector_width values each way)
+    transpose_thin_threads: int = 256  # transpose-tiles' thin kernel (a tiled extent under
+    transpose_thin_steps: int = 4      # transpose_tile / 2): its threads, and the points each
+                                # takes in a rectangle (each step's state costs ~11 registers)
     strided_read_factor: float = 4.0  # a permuted read's cost over a coalesced one (bytes):
                                 # each 4-byte value costs a 32-byte sector, of which L1/L2
                                 # serve part to the neighbouring threads (transpose_add, H100:

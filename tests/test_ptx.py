@@ -189,22 +189,29 @@ def test_bf16_and_i64_kernels_compute_in_f32_and_int64(tmp_path):
 
 
 def test_transpose_tiles_compile_without_spills_or_f64(tmp_path):
-    """The tiled transpose (mlfuse/codegen/schedule_tiles.py) for sm_90: rank 2 in f32 and
-    rank 4 (NCHW -> NHWC) in f16, each as the scalar kernel (a padded 32 x 33 tile of
-    4-byte values) and the vector one (64 x 65, 16- or 8-byte global accesses, its
-    registers in registers: no stack)."""
+    """The tiled transpose (mlfuse/codegen/schedule_tiles.py, schedule_thin_tiles.py) for
+    sm_90: rank 2 in f32 and rank 4 (NCHW -> NHWC) in f16, each as the scalar kernel (a
+    padded 32 x 33 tile of 4-byte values), the vector one (64 x 65, 16-byte global
+    accesses: 4 f32 or 8 f16 values, its registers in registers: no stack) and the thin
+    one (a flat tile of 1024 * 3 / 2 values; its points walked again each rectangle, not
+    hoisted into registers: at most 96)."""
     path = tmp_path / "tiles.fuse"
     path.write_text("func a(x: f32[N, M], y: f32[M, N]) -> f32[M, N] { return transpose(x) + y }\n"
                     "func b(x: f16[B, C, H, W], g: f16[C]) -> f16[B, H, W, C] {\n"
                     "    return relu(transpose(x, [0, 2, 3, 1]) * g) }\n")
     found = kernels(str(path))
-    assert [k["schedule"] for k in found] == ["transpose-tiles"] * 4
-    assert [k["kernel"].endswith("_vector") for k in found] == [False, True] * 2
+    assert [k["schedule"] for k in found] == ["transpose-tiles"] * 6
+    assert [k["kernel"].rsplit("_", 1)[-1] for k in found] == ["0", "vector", "thin"] * 2
     for k in found:
         assert k["f64"] == [] and k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
-        side = 64 if k["kernel"].endswith("_vector") else 32
-        assert k["shared_bytes"] == side * (side + 1) * 4, k
+        kind = k["kernel"].rsplit("_", 1)[-1]
+        side = 64 if kind == "vector" else 32
+        shared = 1536 * 4 if kind == "thin" else side * (side + 1) * 4
+        assert k["shared_bytes"] == shared, k
+        if kind == "thin":
+            assert k["registers"] <= 96, k
     assert found[1]["v4_loads"] >= 2, found[1]  # vectors of x and of y
+    assert found[4]["v4_loads"] >= 2, found[4]  # x and g, 8 f16 values each
 
 
 def test_lean_kernels_index_without_divisions_or_f64(tmp_path):

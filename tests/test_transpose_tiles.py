@@ -30,7 +30,8 @@ def kernels(source: str, dims: dict) -> list[KernelOp]:
 @pytest.mark.parametrize("source, dims, expected", [
     (TRANSPOSE_ADD, {"N": 8192, "M": 8192}, ("transpose-tiles", [0, 1])),
     (TRANSPOSE_ADD, {}, ("transpose-tiles", [0, 1])),  # unbound: sized at run time
-    (TRANSPOSE_ADD, {"N": 8192, "M": 4}, ("pointwise", None)),  # a tile would idle
+    (TRANSPOSE_ADD, {"N": 8192, "M": 4}, ("transpose-tiles", [0, 1])),  # thin tiles
+    (TRANSPOSE_ADD, {"N": 8192, "M": 1}, ("pointwise", None)),  # nothing to transpose
     # NCHW -> NHWC: x's last index w follows axis 2 of the [N, H, W, C] output
     ("func f(x: f32[B, C, H, W]) -> f32[B, H, W, C] { return transpose(x, [0, 2, 3, 1]) * 2.0 }",
      {"B": 8, "C": 64, "H": 56, "W": 56}, ("transpose-tiles", [2, 3])),
@@ -62,8 +63,11 @@ def test_explain_names_the_tiles_and_why():
     text = format_text(explain_module(module, {"N": 8192, "M": 8192}))
     assert "[transpose-tiles over ['M', 'N']]" in text
     assert "schedule: reads of %x step along axis 0 (M), the stores along axis 1 (N): " \
-           "32x32 shared-memory tiles (64x64 moving vectors where 4 divides both) make both " \
-           "coalesced" in text
+           "32x32 shared-memory tiles (64x64 moving 16-byte vectors where they divide both; " \
+           "thin ones where a side is under 16 at run time) make both coalesced" in text
+    thin = format_text(explain_module(module, {"N": 8192, "M": 3}))
+    assert "thin 8192x3 tiles (the short side whole, the long one up to 341 values: 1024 " \
+           "points a block)" in thin
     assert "kernels:       2 -> 1" in text
 
 
@@ -91,11 +95,12 @@ CASES = [
      {"B": 2, "M": 18, "N": 17}),
     ("func f(x: f32[B, M, N], b: f32[M]) -> f32[B, N, M] { return transpose(x, [0, 2, 1]) + b }",
      {"B": 1, "M": 20, "N": 28}),
-    # rank 4, f16: NCHW -> NHWC with a per-channel bias (C = 20: vectors of f16)
+    # rank 4, f16: NCHW -> NHWC with a per-channel bias (C = 24: vectors of 8 f16, 16 bytes;
+    # C = 17: the scalar kernel)
     ("func f(x: f16[B, C, H, W], b: f16[C]) -> f16[B, H, W, C] {\n"
      "    return relu(transpose(x, [0, 2, 3, 1]) + b) }", {"B": 1, "C": 17, "H": 2, "W": 16}),
     ("func f(x: f16[B, C, H, W], b: f16[C]) -> f16[B, H, W, C] {\n"
-     "    return relu(transpose(x, [0, 2, 3, 1]) + b) }", {"B": 1, "C": 20, "H": 2, "W": 16}),
+     "    return relu(transpose(x, [0, 2, 3, 1]) + b) }", {"B": 1, "C": 24, "H": 2, "W": 16}),
     # NHWC -> NCHW with a broadcast along the loads' axis (a per-row scale read once a square)
     ("func f(x: f32[B, H, W, C], s: f32[B, C, 1, 1]) -> f32[B, C, H, W] {\n"
      "    return transpose(x, [0, 3, 1, 2]) * s }", {"B": 1, "H": 2, "W": 16, "C": 20}),
@@ -150,7 +155,7 @@ def test_thread_layouts_move_every_value_once_without_bank_conflicts():
     from mlfuse.codegen.schedule_tiles import thread_layout
     for tile, threads, width in [(32, 256, 1), (32, 128, 4), (32, 256, 4), (64, 256, 4),
                                  (64, 512, 4), (64, 128, 4), (64, 256, 2), (32, 64, 1),
-                                 (8, 16, 1), (8, 8, 4)]:
+                                 (8, 16, 1), (8, 8, 4), (64, 256, 8), (8, 8, 8)]:
         lane_v, lane_r, rows = thread_layout(tile, threads, width)
         spots = [(eval(lane_v, {"t": t}), eval(lane_r, {"t": t})) for t in range(threads)]
         assert sorted(spots) == [(v, r) for v in range(tile // width) for r in range(rows)]
@@ -180,3 +185,40 @@ def test_random_permutations_agree_with_numpy(data):
     got = mlfuse.compile_source(source, "fuzz.fuse", target="simulator")["f"](*args)
     n_ops, reduced = program_size(func)
     assert_close(np.asarray(got), expected[0], n_ops, reduced=reduced)
+
+
+THIN_CASES = [
+    # NCHW -> NHWC with C = 3 (B short): rectangles of 21 x 3 on the simulator, ragged
+    ("func f(x: f32[B, C, H, W], g: f32[C]) -> f32[B, H, W, C] {\n"
+     "    return transpose(x, [0, 2, 3, 1]) * g }", {"B": 2, "C": 3, "H": 2, "W": 30}),
+    # NHWC -> NCHW with C = 3 (A short), a scale along the loads' axis
+    ("func f(x: f32[B, H, W, C], s: f32[B, C, 1, 1]) -> f32[B, C, H, W] {\n"
+     "    return transpose(x, [0, 3, 1, 2]) * s }", {"B": 2, "H": 2, "W": 25, "C": 3}),
+    # an even short side (tile rows of 3), f16, a direct load beside
+    (TRANSPOSE_ADD.replace("f32", "f16"), {"N": 45, "M": 2}),
+    (TRANSPOSE_ADD, {"N": 1, "M": 70}),  # A short: one value
+    # whole long sides (W = 5) stacked along H: 4 of them a rectangle, 6 = 4 + 2 (ragged)
+    ("func f(x: f32[B, C, H, W], g: f32[C]) -> f32[B, H, W, C] {\n"
+     "    return transpose(x, [0, 2, 3, 1]) * g }", {"B": 2, "C": 3, "H": 6, "W": 5}),
+    ("func f(x: f32[B, H, W, C], s: f32[B, C, 1, 1]) -> f32[B, C, H, W] {\n"
+     "    return transpose(x, [0, 3, 1, 2]) * s }", {"B": 1, "H": 7, "W": 6, "C": 2}),
+    ("func f(x: f32[N, M], z: f32[N, M], y: f32[M, N]) -> f32[M, N] {\n"
+     "    return transpose(x) * transpose(z) - y }", {"N": 3, "M": 50}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(THIN_CASES)))
+def test_thin_tiles_agree_with_numpy(case):
+    """A tiled extent shorter than half a square (the simulator's: 4): the host launches
+    the thin kernel (the short side whole, the long one filling a square's points)."""
+    source, dims = THIN_CASES[case]
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=5)
+    expected = run_tensor(func, inputs)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")  # symbols unbound
+    (name,) = [k["kernel_name"] for f in module.ir.funcs for k in f.body.ops
+               if isinstance(k, KernelOp) and k["schedule"] == "transpose-tiles"]
+    python = module.python_module
+    launched = record_launches(python, [name, f"{name}_vector", f"{name}_thin"])
+    assert_results_close(func, expected, module[func.sym_name](*inputs))
+    assert launched == [f"{name}_thin"]

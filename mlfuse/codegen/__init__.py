@@ -27,7 +27,7 @@ from mlfuse.codegen.names import Namer
 from mlfuse.codegen.schedule_split import emit_split
 from mlfuse.codegen.split_stages import emit_row
 from mlfuse.codegen.shared_code import share_identical
-from mlfuse.codegen.schedule_tiles import emit_tiles
+from mlfuse.codegen.transpose_tiles import emit_tiles
 from mlfuse.codegen.split_k import emit_finish, finish_name
 from mlfuse.codegen.schedule_strips import emit_strips, strip_geometry
 from mlfuse.codegen.schedule_warp_rows import emit_warp_rows

@@ -683,7 +683,7 @@ def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, lis
 # Schedules emitted by their own modules (generate in codegen/__init__.py picks them).
 SCHEDULE_MODULES = {"contraction": "contraction", "split-rows": "schedule_split",
                     "split-columns": "schedule_split", "warp-rows": "schedule_warp_rows",
-                    "transpose-tiles": "schedule_tiles",
+                    "transpose-tiles": "transpose_tiles",
                     "strips": "schedule_strips"}
 
 

@@ -127,7 +127,7 @@ class HostEmitter:
             from mlfuse.codegen.schedule_warp_rows import warp_rows_launch
             warp_rows_launch(self, kernel, points, args)
         elif kernel.schedule == "transpose-tiles":
-            from mlfuse.codegen.schedule_tiles import tiles_launch
+            from mlfuse.codegen.transpose_tiles import tiles_launch
             tiles_launch(self, kernel, points, args)
         elif kernel.schedule == "strips":
             from mlfuse.codegen.schedule_strips import strips_launch

@@ -53,9 +53,9 @@ from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, StoreOp
 from mlfuse.dialects.permute import load_indices, tiled_loads
 from mlfuse.ir.core import Operation, Value
 
-from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, kernel_interface
+from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
-from mlfuse.codegen.vector import vector_buffers, vectorizable
+from mlfuse.codegen.vector import half_vectors, vectorizable
 
 _DOC = ("Transpose tiles over [{space}]: a block takes {tile}x{tile} points of axes {a} and "
         "{b}; loads along axis {a} go through shared memory, so loads and stores coalesce. "
@@ -67,10 +67,11 @@ _LOCALS = ("t", "lane_v", "lane_r", "square", "n_squares", "squares_a",
            "squares_b", "outer", "a0", "b0", "first_b", "k")
 
 
-def tile_shape(target: str, hw, variant: str = SCALAR) -> tuple[int, int, int]:
+def tile_shape(target: str, hw, variant: str = SCALAR, halves: bool = False) -> tuple[int, int, int]:
     """(TILE, threads, WIDTH) of a variant's kernel: the square's side, its block's
-    threads, the values a thread moves at a time."""
-    width = hw.vector_width if variant == VECTOR else 1
+    threads, the values a thread moves at a time (``halves``: the vector kernel moves
+    16-bit values only, twice as many a vector: the same 16 bytes)."""
+    width = (2 if halves else 1) * hw.vector_width if variant == VECTOR else 1
     if target != "cuda":
         return (*SIMULATOR[variant], width)
     if variant == VECTOR:
@@ -115,6 +116,11 @@ def access_parts(op: Operation) -> tuple[Value, list[Value]]:
     return op.operands[0], load_indices(op)
 
 
+def _grouped(text: str) -> str:
+    """``text`` in parentheses where it is a sum (a term of a longer expression)."""
+    return f"({text})" if " " in text else text
+
+
 def _key(buf: Value, indices: list[Value]) -> tuple:
     return (id(buf),) + tuple(id(v) for v in indices)
 
@@ -148,12 +154,16 @@ class TilesEmitter(KernelEmitter):
     def __init__(self, op, name, variant, target, helpers, hw, taken=()):
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.schedule = "pointwise"  # every statement is the thread's own
-        self.tile, self.threads, self.width = tile_shape(target, hw, variant)
+        moved = vector_accesses(op) if variant == VECTOR else None
+        halves = bool(moved) and half_vectors(moved)
+        self.tile, self.threads, self.width = tile_shape(target, hw, variant, halves)
+        self.vector_moves = ("_load_halves", "_store_halves") if halves else \
+            ("_load_vector", "_store_vector")
         self.rows = thread_layout(self.tile, self.threads, self.width)[2]
         self.steps = self.tile // self.rows
         self.launch_bound = str(self.threads)
         self.tiled = tiled_loads(op)
-        self.moved = {id(o) for o in vector_accesses(op) or []} if self.width > 1 else set()
+        self.moved = {id(o) for o in moved or []}
         self.tiles: dict[int, str] = {}  # id(load) -> its shared tile
         self.early: dict[int, str] = {}  # id(load) -> the local array it is loaded into
         self.once: set[int] = set()  # early loads taken once a square (the same each step)
@@ -203,42 +213,54 @@ class TilesEmitter(KernelEmitter):
         """Each access's offset at the thread's first point of the square (lanes: its
         offsets along axes A and B), as the offset type."""
         a, b = self.op["tile_axes"]
-        args = list(self.op.body.args)
         first = {a: f"{self.local['a0']} + {lane_a}", b: f"{self.local['b0']} + {lane_b}"}
         for o in accesses:
-            buf, indices, dims = self.flat_access(o)
+            buf, indices, _ = self.flat_access(o)
             key = _key(buf, indices)
             if key in self.offsets:
                 continue
-            terms = []
-            for v in indices:
-                axis = next((n for n, x in enumerate(args) if x is v), None)
-                terms.append(str(int(v.op["value"])) if axis is None else
-                             f"({first[axis]})" if axis in first else self.namer(v))
-            text = terms[0]
-            for d in range(1, len(terms)):
-                text = f"({text}) * {dims[d]} + {terms[d]}" if d > 1 else \
-                    f"{text} * {dims[d]} + {terms[d]}"
             name = self.namer.fresh(f"{self.namer(buf)}_at")
-            self.w.line(f"{name} = {OFFSET}({text.strip('()') if len(terms) == 1 else text})")
+            self.w.line(f"{name} = {OFFSET}({self.flat_offset(o, first)})")
             self.offsets[key] = (name, self.offset_steps.get(key))
+
+    def flat_offset(self, op: Operation, first: dict[int, str]) -> str:
+        """The flat offset of the access ``op`` where axis d's index is ``first[d]`` (the
+        other loop indices: their names)."""
+        args = list(self.op.body.args)
+        _, indices, dims = self.flat_access(op)
+        terms = []
+        for v in indices:
+            axis = next((n for n, x in enumerate(args) if x is v), None)
+            terms.append(str(int(v.op["value"])) if axis is None else
+                         _grouped(first[axis]) if axis in first else self.namer(v))
+        text = terms[0]
+        for d in range(1, len(terms)):
+            text = f"({text}) * {dims[d]} + {terms[d]}" if d > 1 else \
+                f"{text} * {dims[d]} + {terms[d]}"
+        return text.strip("()") if len(terms) == 1 else text
+
+    def axis_stride(self, op: Operation, axis: int) -> str | None:
+        """How far the flat offset of the access ``op`` moves as loop index ``axis``
+        steps by one (None where no index follows it)."""
+        _, indices, dims = self.flat_access(op)
+        arg = self.op.body.args[axis]
+        strides = [" * ".join(dims[d + 1:]) or "1" for d, v in enumerate(indices) if v is arg]
+        if not strides:
+            return None
+        total = " + ".join(f"({s})" if len(strides) > 1 else s for s in strides)
+        return total if total.isidentifier() or total.isdigit() else f"({total})"
 
     def plan_steps(self, accesses: list[Operation], step: int) -> None:
         """Before the squares: how far each access's offset moves from a thread's point
         to its next, ROWS points along axis ``step`` (none where the access does not
         follow that axis)."""
-        args = list(self.op.body.args)
         for o in accesses:
-            buf, indices, dims = self.flat_access(o)
-            key = _key(buf, indices)
-            strides = [" * ".join(dims[d + 1:]) or "1" for d, v in enumerate(indices)
-                       if v is args[step]]
-            if key in self.offset_steps or not strides:
+            buf, indices, _ = self.flat_access(o)
+            key, stride = _key(buf, indices), self.axis_stride(o, step)
+            if key in self.offset_steps or stride is None:
                 continue
             name = self.namer.fresh(f"{self.namer(buf)}_step")
-            total = " + ".join(f"({s})" if len(strides) > 1 else s for s in strides)
-            self.w.line(f"{name} = {OFFSET}({self.rows} * "
-                        f"{total if total.isidentifier() or total.isdigit() else f'({total})'})")
+            self.w.line(f"{name} = {OFFSET}({self.rows} * {stride})")
             self.offset_steps[key] = name
 
     def subscript(self, buf: Value, indices: list[Value]) -> str:
@@ -251,7 +273,7 @@ class TilesEmitter(KernelEmitter):
         """The vector load or store of ``op`` at its current offset, from or into
         ``values[slot ...]``."""
         buf, indices = access_parts(op)
-        move = "_store_vector" if isinstance(op, StoreOp) else "_load_vector"
+        move = self.vector_moves[isinstance(op, StoreOp)]
         offset = self.offsets[_key(buf, indices)][0]
         return f"{move}({self.flat_views[id(buf)]}, ({offset},), {values}, {slot})"
 
@@ -441,53 +463,4 @@ class TilesEmitter(KernelEmitter):
         self.w.line(f"{name} = {self.early[id(op)]}[{slot}]")
 
 
-def _vector_extents(op, width: int) -> list[str] | None:
-    """The tiled extents the host must find ``width`` dividing (symbols); None where one
-    is known not to (or is a product: no vector kernel)."""
-    found = []
-    for d in op["tile_axes"]:
-        e = op.extent_list[d]
-        if isinstance(e, int):
-            if e % width:
-                return None
-        elif isinstance(e, str):
-            found.append(e)
-        else:
-            return None
-    return list(dict.fromkeys(found))
-
-
-def emit_tiles(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
-    """The scalar kernel (named ``name``) and, where its loads allow, the vector one."""
-    moved = vector_accesses(op) if hw.vector_width > 1 else None
-    extents = _vector_extents(op, hw.vector_width) if moved is not None else None
-    variants = {SCALAR: name}
-    if extents is not None:
-        variants[VECTOR] = names.fresh(f"{name}_vector")
-        helpers.add("_vector_access")
-    emitters = [TilesEmitter(op, kname, kind, target, helpers, hw, names.taken)
-                for kind, kname in variants.items()]
-    text = "\n\n".join(e.emit() for e in emitters)
-    launch = {kind: tile_shape(target, hw, kind)[:2] for kind in variants}
-    return KernelCode(op, "transpose-tiles", kernel_interface(op), [], variants, text,
-                      vector_buffers(moved) if extents is not None else [], extents or [],
-                      launch=launch)
-
-
-def tiles_launch(host, kernel, points: str, args: list[str]) -> None:
-    """One block per square of the tiled axes (up to MAX_BLOCKS; blocks stride over the
-    rest); the vector kernel where its vectors are whole and aligned."""
-    op = kernel.op
-    a, b = op["tile_axes"]
-    extents = op.extent_list
-    outer = [host.dim(extents[d], op) for d in range(len(extents)) if d not in (a, b)]
-    calls = {}
-    for kind, kname in kernel.variants.items():
-        tile, threads = kernel.launch[kind]
-        squares = [f"(({host.dim(extents[d], op)} + {tile - 1}) // {tile})" for d in (a, b)]
-        grid = f"min({' * '.join(outer + squares)}, MAX_BLOCKS), {threads}"
-        calls[kind] = host.call(kname, grid, args)
-    host.guarded(op, points, host.vector_choice(kernel, calls, VECTOR))
-
-
-__all__ = ["emit_tiles", "thread_layout", "tile_shape", "tiles_launch"]
+__all__ = ["SCALAR", "VECTOR", "TilesEmitter", "thread_layout", "tile_shape", "vector_accesses"]

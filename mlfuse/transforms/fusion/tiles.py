@@ -6,8 +6,10 @@ counts its bytes ``strided_read_factor`` times. Through a shared-memory tile of 
 and the innermost one (``transpose_tile`` points square) the block loads the tile with its
 threads along the load's axis and stores with them along the innermost: both coalesced,
 the cost of one extra pass through shared memory. The tile is chosen when some load is
-permuted and both axes are long enough to fill a good part of a tile; of several such
-axes, the one whose loads move the most bytes.
+permuted (and neither axis is a single value); of several such axes, the one whose loads
+move the most bytes. Where one of the two is short (under half a square's side), a
+square would idle: the kernel takes thin rectangles instead, the short side whole
+(codegen/schedule_thin_tiles.py; the host decides at run time, as it sees the extents).
 """
 from __future__ import annotations
 
@@ -27,7 +29,6 @@ def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[in
     if inner is None:
         return None
     extents = kernel.extent_list
-    least = target.transpose_tile // 2  # shorter axes would leave most of a tile idle
     best = None
     for axis in range(len(extents)):
         if axis == inner:
@@ -43,14 +44,19 @@ def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[in
         return None
     _, axis, loads = best
     sizes = [resolve(extents[d], dims, target) for d in (axis, inner)]
-    if min(sizes) < least:
-        return None
+    if min(sizes) < 2:
+        return None  # a side of one value: nothing to transpose
     names = ", ".join(dict.fromkeys(f"%{o.operands[0].name_hint or '?'}" for o in loads))
     tile, wide = target.transpose_tile, target.transpose_vector_tile
+    if min(sizes) < tile // 2:  # a square would idle: codegen/schedule_thin_tiles.py
+        shape = (f"thin {max(sizes)}x{min(sizes)} tiles (the short side whole, the long one "
+                 f"up to {tile * tile // min(sizes)} values: {tile * tile} points a block)")
+    else:
+        shape = (f"{tile}x{tile} shared-memory tiles ({wide}x{wide} moving 16-byte vectors "
+                 f"where they divide both; thin ones where a side is under {tile // 2} at "
+                 f"run time)")
     return [axis, inner], (f"reads of {names} step along axis {axis} ({extents[axis]}), the "
-                           f"stores along axis {inner} ({extents[inner]}): {tile}x{tile} "
-                           f"shared-memory tiles ({wide}x{wide} moving vectors where "
-                           f"{target.vector_width} divides both) make both coalesced")
-
+                           f"stores along axis {inner} ({extents[inner]}): {shape} make both "
+                           f"coalesced")
 
 __all__ = ["choose_tiles"]

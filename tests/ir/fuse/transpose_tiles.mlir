@@ -10,9 +10,10 @@
 // CHECK:        fused.kernel {extents = [M, N], {{.*}}schedule = "transpose-tiles", {{.*}}tile_axes = [0, 1]}
 // CHECK-NEXT:     loops.load %x, %i1, %i0
 // CHECK-NOT:    fused.kernel
-// An axis of 8 (M in the second RUN) would leave most of a 32 x 32 tile idle: pointwise.
+// An axis of 8 (M in the second RUN) would leave most of a 32 x 32 tile idle: still
+// transpose tiles, whose host launches the thin kernel (the short side whole).
 // SHORT-LABEL: func @transpose_add
-// SHORT:        fused.kernel {extents = [M, N], kernel_name = "transpose_add_0", sources = ["t = tensor.transpose", "s = tensor.add"]} (
+// SHORT:        fused.kernel {extents = [M, N], {{.*}}schedule = "transpose-tiles", {{.*}}tile_axes = [0, 1]}
 func @transpose_add(%x: f32[N, M], %y: f32[M, N]) -> (f32[M, N]) {
   %t = tensor.transpose %x {perm = [1, 0]} : f32[M, N]
   %s = tensor.add %t, %y : f32[M, N]
@@ -21,12 +22,11 @@ func @transpose_add(%x: f32[N, M], %y: f32[M, N]) -> (f32[M, N]) {
 
 // Rank 4, f16: NCHW -> NHWC with a per-channel bias. The channel axis is innermost
 // in the output; x's last index (w) follows axis 2. The bias is a broadcast, not a
-// permuted read. With 3 channels (second RUN) a tile would stay mostly idle: pointwise.
+// permuted read. With 3 channels (second RUN): thin tiles at run time.
 // CHECK-LABEL: func @nchw_to_nhwc
 // CHECK:        fused.kernel {extents = [B, H, W, C], {{.*}}schedule = "transpose-tiles", {{.*}}tile_axes = [2, 3]}
 // SHORT-LABEL: func @nchw_to_nhwc
-// SHORT:        fused.kernel {extents = [B, H, W, C], {{.*}}sources = {{.*}}}
-// SHORT-NOT:      schedule = "transpose-tiles"
+// SHORT:        fused.kernel {extents = [B, H, W, C], {{.*}}schedule = "transpose-tiles", {{.*}}tile_axes = [2, 3]}
 func @nchw_to_nhwc(%x: f16[B, C, H, W], %b: f16[C]) -> (f16[B, H, W, C]) {
   %t = tensor.transpose %x {perm = [0, 2, 3, 1]} : f16[B, H, W, C]
   %s = tensor.add %t, %b : f16[B, H, W, C]
