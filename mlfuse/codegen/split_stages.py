@@ -33,7 +33,7 @@ from mlfuse.dialects.loops import ForOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
 
 from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, emit_kernel
-from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 
 _DOC = {"stage": "Row schedule over [{space}] split across blocks, stage {level}: a block per "
                  "(point, chunk) writes the partials of the level-{level} reductions.",

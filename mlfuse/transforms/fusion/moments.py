@@ -29,7 +29,7 @@ are all constants that registers hold is left alone.
 from __future__ import annotations
 
 from mlfuse.dialects.arith import SCALAR_OPS, ConstantOp
-from mlfuse.dialects.loops import ForOp, ReduceOp, YieldOp
+from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.ir.clone import clone_op
 from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.traits import PURE
