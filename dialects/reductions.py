@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, YieldOp, combiner_identity
 from mlfuse.ir.types import itemsize
-from mlfuse.ir.core import Operation
+from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.traits import PURE
 
 
 @dataclass
@@ -99,9 +100,67 @@ def reread_value_bytes(kernel: Operation) -> int:
     loops read (what a streaming row kernel re-reads): the cost model and codegen's
     ``_split_stages`` weigh the rows in flight by it."""
     seen, again = {}, {}
-    for top in (o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))):
+    for top in (group[0] for group in sibling_passes(kernel.body.ops)):
         loaded = {id(o.operands[0]): o.operands[0].type.dtype for o in top.walk()
                   if isinstance(o, (LoadOp, MaskedLoadOp))}
         again.update({b: t for b, t in loaded.items() if b in seen})
         seen.update(loaded)
     return sum(itemsize(t) for t in again.values())
+
+
+def _same_op(a: Operation, b: Operation, same: dict[int, Value]) -> bool:
+    """Whether ``b`` computes what ``a`` does: the same op and attributes, no regions,
+    operands the same values (through ``same``: b's values known equal to a's). A
+    ``loops.dim`` or constant is the same wherever it stands."""
+    if type(a) is not type(b) or a.regions or b.regions or a.attributes != b.attributes:
+        return False
+    if not a.has_trait(PURE) or len(a.operands) != len(b.operands):
+        return False
+    return all(same.get(id(vb), vb) is va for va, vb in zip(a.operands, b.operands))
+
+
+def shared_body_ops(first: Operation, other: Operation) -> dict[int, Operation]:
+    """The ops of ``other``'s body that compute what an op of ``first``'s body does
+    (by id of other's op -> first's op), the loop indices taken as one: when both
+    loops are walked together, other's need not run again."""
+    same: dict[int, Value] = {id(other.body.args[0]): first.body.args[0]}
+    found: dict[int, Operation] = {}
+    candidates = [o for o in first.body.ops if not isinstance(o, YieldOp)]
+    for op in other.body.ops:
+        match = next((a for a in candidates if _same_op(a, op, same)), None)
+        if match is not None:
+            found[id(op)] = match
+            same.update({id(r): m for r, m in zip(op.results, match.results)})
+    return found
+
+
+def sibling_passes(ops) -> list[list[Operation]]:
+    """The top-level loops of a row body (``ops``: all of its ops) grouped into passes over the row:
+    adjacent single-axis reduces of one extent whose loads are all loads the first
+    makes too, none reading another's result (mlfuse/transforms/fusion/moments.py
+    makes variance's such a sibling of the mean's), walk one loop; every other loop
+    is a pass of its own. Codegen's streaming and split-stage row kernels walk them
+    so, and the cost model counts the passes."""
+    groups: list[list[Operation]] = []
+    previous = None
+    for op in ops:
+        if isinstance(op, (ReduceOp, ForOp)):
+            head = groups[-1][0] if groups and previous is groups[-1][-1] else None
+            if head is not None and _joins(head, groups[-1], op):
+                groups[-1].append(op)
+            else:
+                groups.append([op])
+        previous = op
+    return groups
+
+
+def _joins(head: Operation, group: list[Operation], op: Operation) -> bool:
+    if not all(isinstance(o, ReduceOp) and len(loop_levels(o)) == 1 for o in (head, op)):
+        return False
+    if repr(op["extent"]) != repr(head["extent"]) or any(o.regions for o in op.body.ops):
+        return False
+    results = {id(g.result) for g in group}
+    if any(id(v) in results for inner in op.walk() for v in inner.operands):
+        return False
+    shared = shared_body_ops(head, op)
+    return all(id(o) in shared for o in op.body.ops if isinstance(o, (LoadOp, MaskedLoadOp)))

@@ -56,6 +56,7 @@ def _run(source: str, name: str, dims: dict, streaming: bool, poison=None):
     launched = record_launches(py, [k for k in (kernel, f"{kernel}_streaming") if hasattr(py, k)])
     if streaming:
         py.REGISTER_ROW_THREADS = py.STRIP_HELD_THREADS = 0  # the host picks streaming
+        py._split_stages = lambda points, extent, reread: False  # (few rows: else split)
     got = module[name](*inputs)
     n_ops, reduced = program_size(func)
     assert_close(np.asarray(got), run_tensor(func, inputs)[0], n_ops, reduced=reduced)
@@ -73,15 +74,20 @@ def test_group_norm_rows_are_flat_ranges(streaming):
     text = _run(source, "group_norm", {"N": 2, "C": 8, "H": 3, "W": 5}, streaming, _nan)
     kernel = _kernel_text(text, "group_norm_0_streaming" if streaming else "group_norm_0")
     assert "x_flat[numba.uint64(row_base" in kernel and "add_flat[numba.uint64(row_base" in kernel
-    # x and the output are addressed without unravelling; only gamma/beta's channel divides
-    assert "% W" not in kernel and "% H" not in kernel and "x[" not in kernel
+    # the row's shift sample (variance's shifted sums, moments.py) is read once per row
+    # through its indices, before the row loops; in them x and the output are addressed
+    # without unravelling, only gamma/beta's channel divides
+    assert kernel.count("x[") == 1
+    loops = kernel[kernel.index("    for ", kernel.index("row_base")):]
+    assert "% W" not in loops and "% H" not in loops and "x[" not in loops
 
 
 @pytest.mark.parametrize("streaming", [False, True])
 def test_groups_as_a_dim_are_flat_ranges(streaming):
     text = _run(GROUPS_AS_DIM, "gn", {"N": 2, "C": 6, "G": 3, "H": 2, "W": 5}, streaming)
     kernel = _kernel_text(text, "gn_0_streaming" if streaming else "gn_0")
-    assert not re.search(r"(//|%) [WH]\b", kernel)  # no division per value
+    loops = kernel[kernel.index("    for ", kernel.index("row_base")):]  # (after the shift)
+    assert not re.search(r"(//|%) [WH]\b|_divmod_index", loops)  # no division per value
 
 
 @pytest.mark.parametrize("streaming", [False, True])
@@ -110,10 +116,11 @@ def test_streaming_passes_alternate_direction_over_several_tiles():
     module = mlfuse.compile_source(source, "t.fuse", target="simulator")
     py = module.python_module
     kernel = _kernel_text(module.source, "group_norm_0_streaming")
-    assert kernel.count(", -1, -(") == 1  # the second of three passes runs backwards
+    assert kernel.count(", -1, -(") == 1  # the second of two passes runs backwards
     launched = record_launches(py, ["group_norm_0", "group_norm_0_streaming"])
     py.REGISTER_ROW_THREADS, py.VALUES_PER_THREAD = 0, 2  # streaming, tiles of 1 value
     py._row_threads = lambda extent, most=1024: 32
+    py._split_stages = lambda points, extent, reread: False  # (one row: else split)
     got = module["group_norm"](*inputs)
     n_ops, reduced = program_size(func)
     assert_close(np.asarray(got), run_tensor(func, inputs)[0], n_ops, reduced=reduced)

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
+from mlfuse.dialects.reductions import shared_body_ops, sibling_passes
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.types import BufferType, dim_factors, is_quotient, symbols_of
@@ -280,6 +281,11 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         self.lanes: Lanes | None = None
         # register-held rows: values kept for later row loops (id(op) -> local array)
         self.reuse, self.kept = Reuse(), {}
+        # reduces walked in one loop with an earlier one (plan_passes): id(head) -> its
+        # pass, the later reduces, and their ops that an op of the head computes already
+        self.passes: dict[int, list[Operation]] = {}
+        self.followers: set[int] = set()
+        self.merged: dict[int, Operation] = {}
 
     # -- small pieces ------------------------------------------------------------
     def extent(self, e) -> str:
@@ -378,6 +384,7 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         if self.variant in ("registers", "registers-vector"):
             self.plan_held_rows(row_loops)
         elif self.variant == "streaming":
+            row_loops = self.plan_passes(row_loops)
             self.plan_stream_tiles(row_loops)
         if self.vector:
             self.plan_vectors(row_vector_accesses(row_loops), VALUES_PER_THREAD)
@@ -442,6 +449,20 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
                 self.held[id(o)] = arrays[key]
             self.fills[id(loop)] = (index_ops if loads else [], loads)
 
+    def plan_passes(self, row_loops: list[Operation]) -> list[Operation]:
+        """Sibling reduces walked in one loop (``sibling_passes``: variance's shifted
+        sums with the mean's): returns the loops that walk the row, one per pass."""
+        walked = {id(o) for o in row_loops}
+        for group in sibling_passes(self.op.body.ops):
+            group = [o for o in group if id(o) in walked]
+            if not group:
+                continue
+            self.passes[id(group[0])] = group
+            for op in group[1:]:
+                self.followers.add(id(op))
+                self.merged.update(shared_body_ops(group[0], op))
+        return [o for o in row_loops if id(o) not in self.followers]
+
     def leader(self) -> str:
         """The condition of the one thread that stores a value the block shares."""
         return f"{self.local['tid']} == 0"
@@ -481,6 +502,11 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         """One op; ``shared``: it is at the top of a row kernel (the block shares it)."""
         w = self.w
         if id(op) in self.reuse.dead:  # fed only values that a kept array holds
+            return
+        if id(op) in self.merged:  # the same value as an op of its pass's first reduce
+            for r, same in zip(op.results, self.merged[id(op)].results):
+                if same in self.namer:  # (else not emitted there either: flat rows)
+                    self.namer.bind(r, self.namer(same))
             return
         if op.has_trait(SCALAR_COMPUTE):
             kind = op.name.split(".", 1)[1]
@@ -565,16 +591,31 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         self.accumulate(op, acc, shared=False)
 
     def block_reduce(self, op: ReduceOp) -> None:
-        dtype, combiner = op.result.type.dtype, op["combiner"]
-        acc = self.define(op.result, "acc")
-        part = self.namer.fresh(f"{acc}_part")
-        self.w.line(f"# {combiner} over {op['extent']}: each thread takes a strided part, "
-                    "then the block combines the parts")
-        self.w.line(f"{part} = {identity(combiner, dtype)}")
-        self.accumulate(op, part, shared=True)
-        total = self.shared_combine(combiner, part, dtype)
-        init = self.namer(op.operands[0])
-        self.w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
+        if id(op) in self.followers:  # walked with its pass's first reduce
+            return
+        group = self.passes.get(id(op), [op])
+        parts = self.parts(group)
+        if len(group) == 1:  # (a schedule module's own accumulate: strips)
+            self.accumulate(op, parts[0], shared=True)
+        else:
+            self.walk_together(group, parts, shared=True)
+        for o, part in zip(group, parts):
+            dtype, combiner = o.result.type.dtype, o["combiner"]
+            total = self.shared_combine(combiner, part, dtype)
+            init = self.namer(o.operands[0])
+            acc = self.define(o.result, "acc")
+            self.w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
+
+    def parts(self, group: list[ReduceOp]) -> list[str]:
+        """Each reduce's per-thread part of a shared loop, at its identity."""
+        names = []
+        for op in group:
+            dtype, combiner = op.result.type.dtype, op["combiner"]
+            names.append(self.namer.fresh(f"{self.define(op.result, 'acc')}_part"))
+            self.w.line(f"# {combiner} over {op['extent']}: each thread takes a strided part, "
+                        "then the block combines the parts")
+            self.w.line(f"{names[-1]} = {identity(combiner, dtype)}")
+        return names
 
     def shared_combine(self, combiner: str, part: str, dtype: str) -> str:
         """The expression combining every sharing thread's ``part`` (the block's)."""
@@ -650,11 +691,19 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
 
     def accumulate(self, op: ReduceOp, acc: str, shared: bool) -> None:
         """The reduce's loop: its body, then ``acc = combine(acc, yielded)``."""
-        with self.loop(op, shared):
-            self.block(op.body, top=False)
-            yielded = self.namer(op.body.ops[-1].operands[0])
-            step = combine(op["combiner"], acc, yielded, self.helpers, op.result.type.dtype)
-            self.w.line(f"{acc} = {step}")
+        self.walk_together([op], [acc], shared)
+
+    def walk_together(self, group: list[ReduceOp], accs: list[str], shared: bool) -> None:
+        """One loop for the reduces of a pass (the first's loop index for all): each
+        body, then ``acc = combine(acc, yielded)`` per reduce."""
+        with self.loop(group[0], shared):
+            for op, acc in zip(group, accs):
+                if op is not group[0]:
+                    self.namer.bind(op.body.args[0], self.namer(group[0].body.args[0]))
+                self.block(op.body, top=False)
+                yielded = self.namer(op.body.ops[-1].operands[0])
+                step = combine(op["combiner"], acc, yielded, self.helpers, op.result.type.dtype)
+                self.w.line(f"{acc} = {step}")
 
 
 def pointwise_variant(op: LoopOp) -> str:

@@ -33,7 +33,7 @@ from mlfuse.dialects.loops import ForOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
 
 from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, emit_kernel
-from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 
 _DOC = {"stage": "Row schedule over [{space}] split across blocks, stage {level}: a block per "
                  "(point, chunk) writes the partials of the level-{level} reductions.",
@@ -89,7 +89,7 @@ class StageEmitter(KernelEmitter):
         w, loc = self.w, self.local
         doc = _DOC["epilogue" if self.last else "stage"].replace("{level}", str(self.level))
         with self.kernel_def(self.partials + [loc["n_split"]], doc):
-            walked = self.walked()
+            walked = self.plan_passes(self.walked())
             w.line(f"{loc['tid']} = cuda.threadIdx.x")
             w.line(f"{loc['nthreads']} = cuda.blockDim.x")
             self.declare_scratch(walked)
@@ -144,17 +144,20 @@ class StageEmitter(KernelEmitter):
             w.line(f"{acc} = {combine(combiner, acc, value, self.helpers, dtype)}")
 
     def partial(self, op: ReduceOp) -> None:
-        """The block's partial of ``op`` over its chunk, to memory."""
+        """The block's partial of ``op`` over its chunk, to memory (with the reduces of
+        its pass, in one walk of the chunk)."""
+        if id(op) in self.followers:
+            return
         w, loc = self.w, self.local
-        dtype, combiner = op.result.type.dtype, op["combiner"]
-        part = self.namer.fresh(f"{op.result.name_hint or 'acc'}_part")
-        w.line(f"# {combiner} over this block's chunk [lo, hi) of the row")
-        w.line(f"{part} = {identity(combiner, dtype)}")
-        self.accumulate(op, part, shared=True)
-        total = self.shared_combine(combiner, part, dtype)
-        w.line(f"{part} = {total}")
+        group = self.passes.get(id(op), [op])
+        w.line("# over this block's chunk [lo, hi) of the row")
+        parts = self.parts(group)
+        self.walk_together(group, parts, shared=True)
+        for o, part in zip(group, parts):
+            w.line(f"{part} = {self.shared_combine(o['combiner'], part, o.result.type.dtype)}")
         with w.indented(f"if {loc['tid']} == 0:"):
-            w.line(f"{self.partials[self.reduces.index(op)]}[{loc['flat']}] = {part}")
+            for o, part in zip(group, parts):
+                w.line(f"{self.partials[self.reduces.index(o)]}[{loc['flat']}] = {part}")
 
 
 def partial_dtypes(op) -> list[str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.permute import innermost_axis, permuted_loads, tiled_loads
-from mlfuse.dialects.reductions import loop_levels, reread_value_bytes
+from mlfuse.dialects.reductions import loop_levels, reread_value_bytes, sibling_passes
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
@@ -198,9 +198,9 @@ def row_streamed(kernel: Operation, dims: dict, target: Target) -> bool:
     re-reads come from DRAM when the rows in flight pass L2 (group norm's 132 rows of
     512 KB at [32, 256, 64, 64]: 0.389 ms measured on the H100, x read three times at
     half occupancy; the model says 0.38)."""
-    loops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
+    passes = sibling_passes(kernel.body.ops)  # reduces walked together are one pass
     row = _reduced_extent(kernel, dims, target)
-    return len(loops) > 1 and row > target.row_values_per_thread * target.row_threads
+    return len(passes) > 1 and row > target.row_values_per_thread * target.row_threads
 
 
 def stage_count(kernel: Operation) -> int:
@@ -253,7 +253,7 @@ def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident
     L2 (a strips kernel's strips, or a pointwise kernel's threads each walking its own
     reduction: one thread per point holds nothing between its loops). ``alternating``:
     passes walk the values back and forth, so an L2-full of each re-read hits."""
-    tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
+    tops = [group[0] for group in sibling_passes(kernel.body.ops)]  # one walk per pass
     if len(tops) < 2:
         return 0
     reduced = _reduced_extent(kernel, dims, target)

@@ -54,6 +54,7 @@ from mlfuse.row_groups import WARP, kernel_row_group
 
 from mlfuse.transforms.fusion.cost import kernel_cost, resolve, strip_held, strip_shape
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
+from mlfuse.transforms.fusion.moments import shift_centred_squares
 from mlfuse.transforms.fusion.tiles import choose_tiles
 
 SPLIT_SCHEDULES = ("split-rows", "split-columns")
@@ -299,6 +300,8 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     """The schedule of ``kernel`` (see the module doc) and why, from the sizes its
     symbols have in ``dims`` (the target's default size where unbound)."""
     choice = _choose_schedule(kernel, dims, target)
+    if choice.schedule == "row":  # streaming and split rows: variance in the mean's pass
+        shift_centred_squares(kernel.body, target.row_values_per_thread * target.row_threads)
     if access_layout(kernel) == "rows":
         choice = _with_split_plan(kernel, choice, target)
     return choice
