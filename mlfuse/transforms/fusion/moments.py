@@ -119,6 +119,8 @@ def _shift(reduce: ReduceOp, block: Block) -> bool:
         block.insert_before(head, dep)
 
     early = Emitter(Block(), {})  # s, S1 and S2: right before the mean's reduce
+    # the row's first value: every row has one (mlfuse has no empty arrays: the runtime
+    # refuses a zero size), so the load is in range
     s = _clone_chain(ops, reduce.body.args[0], early.index(0), early)
     zero = early.constant(0.0, dtype)
 

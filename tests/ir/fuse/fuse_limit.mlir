@@ -8,12 +8,12 @@
 // CHECK-NEXT:   %a = loops.alloc
 // CHECK-NEXT:   %c = loops.alloc
 // CHECK-NEXT:   %e = loops.alloc
-// CHECK-NEXT:   fused.kernel {{.*}}sources = ["a = tensor.exp"]}
+// CHECK-NEXT:   fused.kernel {{.*}}sources = ["a = tensor.exp"]{{.*}}}
 // CHECK:          loops.store {{%[a-z0-9_]+}}, %a,
-// CHECK:        fused.kernel {{.*}}sources = ["b = tensor.neg", "c = tensor.relu"]}
+// CHECK:        fused.kernel {{.*}}sources = ["b = tensor.neg", "c = tensor.relu"]{{.*}}}
 // CHECK-NEXT:     loops.load %a,
 // CHECK:          loops.store {{%[a-z0-9_]+}}, %c,
-// CHECK:        fused.kernel {{.*}}sources = ["d = tensor.sin", "e = tensor.cos"]}
+// CHECK:        fused.kernel {{.*}}sources = ["d = tensor.sin", "e = tensor.cos"]{{.*}}}
 // CHECK-NEXT:     loops.load %c,
 // CHECK:          loops.store {{%[a-z0-9_]+}}, %e,
 // CHECK-NOT:    fused.kernel

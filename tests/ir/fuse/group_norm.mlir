@@ -8,12 +8,15 @@
 // values, so one kernel, as an expert fuser makes.
 
 // CHECK-LABEL: func @group_norm
+// The variance's reduce became the shifted sums S1, S2 beside the mean's (moments.py:
+// one pass over the row for all three), so three reduces precede the epilogue's loop.
 // CHECK:        fused.kernel {extents = [N, 8], {{.*}}schedule = "row"
+// CHECK:          %[[ROW:[0-9]+]] = arith.mul %i1, %{{[0-9]+}} : index
 // CHECK:          loops.reduce {{.*}}extent = "C*H*W/8"
 // CHECK:          loops.reduce {{.*}}extent = "C*H*W/8"
-// CHECK:          loops.for {extent = "C*H*W/8"} (%k: index) {
-// CHECK-NEXT:       %[[ROW:[0-9]+]] = arith.mul %i1, %{{[0-9]+}} : index
-// CHECK-NEXT:       %[[FLAT:[0-9]+]] = arith.add %[[ROW]], %k : index
+// CHECK:          loops.reduce {{.*}}extent = "C*H*W/8"
+// CHECK:          loops.for {extent = "C*H*W/8"} (%[[K:k[_0-9]*]]: index) {
+// CHECK-NEXT:       %[[FLAT:[0-9]+]] = arith.add %[[ROW]], %[[K]] : index
 // CHECK:            %[[W:[0-9]+]] = arith.mod %[[FLAT]], %W
 // CHECK:            %[[HC:[0-9]+]] = arith.floordiv %[[FLAT]], %W
 // CHECK:            %[[H:[0-9]+]] = arith.mod %[[HC]], %H

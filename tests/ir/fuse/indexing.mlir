@@ -8,7 +8,7 @@
 // only at the sliced positions.
 // CHECK-LABEL: func @slice_add
 // CHECK-NEXT:   %y = loops.alloc
-// CHECK-NEXT:   fused.kernel {{.*}}sources = ["e = tensor.exp", "s = tensor.slice", "y = tensor.add"]}
+// CHECK-NEXT:   fused.kernel {{.*}}sources = ["e = tensor.exp", "s = tensor.slice", "y = tensor.add"]{{.*}}}
 // CHECK:          [[J:%[a-z0-9_]+]] = arith.add %i1, {{%[a-z0-9_]+}} : index
 // CHECK-NEXT:     [[X:%[a-z0-9_]+]] = loops.load %x, %i0, [[J]] : f32
 // CHECK-NEXT:     %e = arith.exp [[X]] : f32
@@ -24,7 +24,7 @@ func @slice_add(%x: f32[N, 8], %b: f32[N, 4]) -> (f32[N, 4]) {
 // positions and picking one per point.
 // CHECK-LABEL: func @concat_two
 // CHECK-NEXT:   %c = loops.alloc
-// CHECK-NEXT:   fused.kernel {{.*}}sources = ["a = tensor.exp", "b = tensor.neg", "c = tensor.concat"]}
+// CHECK-NEXT:   fused.kernel {{.*}}sources = ["a = tensor.exp", "b = tensor.neg", "c = tensor.concat"]{{.*}}}
 // CHECK:          %a = arith.exp
 // CHECK:          %b = arith.neg
 // CHECK:          arith.where {{%[a-z0-9_]+}}, %a, %b : f32
@@ -40,7 +40,7 @@ func @concat_two(%x: f32[N, 4], %y: f32[N, 2]) -> (f32[N, 6]) {
 // index the kernel loads from ids.
 // CHECK-LABEL: func @embedding
 // CHECK-NEXT:   %y = loops.alloc
-// CHECK-NEXT:   fused.kernel {{.*}}sources = ["e = tensor.gather", "y = tensor.add"]}
+// CHECK-NEXT:   fused.kernel {{.*}}sources = ["e = tensor.gather", "y = tensor.add"]{{.*}}}
 // CHECK-NEXT:     [[ID:%[a-z0-9_]+]] = loops.load %ids, %i0, %i1 : i32
 // CHECK-NEXT:     arith.cast [[ID]] {dtype = "index"} : index
 // CHECK:          loops.load %table, {{%[a-z0-9_]+}}, %i2 : f32
@@ -55,7 +55,7 @@ func @embedding(%table: f32[V, D], %ids: i32[B, S], %pos: f32[S, D]) -> (f32[B, 
 // Pad after a producer and before a row reduction: one kernel (the producer
 // is computed at the clamped position, the border is the pad value).
 // CHECK-LABEL: func @pad_sum
-// CHECK:        fused.kernel {{.*}}sources = ["r = tensor.relu", "p = tensor.pad", "s = tensor.sum"]}
+// CHECK:        fused.kernel {{.*}}sources = ["r = tensor.relu", "p = tensor.pad", "s = tensor.sum"]{{.*}}}
 // CHECK-NOT:    fused.kernel
 // The decisions, printed after the functions:
 // CHECK:      // fuse: @slice_add: fused s -> y: cost model

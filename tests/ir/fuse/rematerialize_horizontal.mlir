@@ -6,12 +6,12 @@
 // CHECK-LABEL: func @rematerialize
 // CHECK-NEXT:   %s = loops.alloc : buf<f32[]>
 // CHECK-NEXT:   %y = loops.alloc : buf<f32[N]>
-// CHECK-NEXT:   fused.kernel {extents = [], {{.*}}sources = ["e = tensor.exp", "s = tensor.sum"]} () {
+// CHECK-NEXT:   fused.kernel {extents = [], {{.*}}sources = ["e = tensor.exp", "s = tensor.sum"]{{.*}}} () {
 // CHECK:          loops.reduce {{.*}} {combiner = "add", extent = N} : f32 ([[K:%[a-z0-9_]+]]: index) {
 // CHECK-NEXT:       [[X:%[a-z0-9_]+]] = loops.load %x, [[K]] : f32
 // CHECK-NEXT:       [[E:%[a-z0-9_]+]] = arith.exp [[X]] : f32
 // CHECK-NEXT:       loops.yield [[E]]
-// CHECK:        fused.kernel {extents = [N], {{.*}}sources = ["e = tensor.exp", "y = tensor.mul"]} ([[I:%[a-z0-9_]+]]: index) {
+// CHECK:        fused.kernel {extents = [N], {{.*}}sources = ["e = tensor.exp", "y = tensor.mul"]{{.*}}} ([[I:%[a-z0-9_]+]]: index) {
 // CHECK-NEXT:     [[X:%[a-z0-9_]+]] = loops.load %x, [[I]] : f32
 // CHECK-NEXT:     [[E:%[a-z0-9_]+]] = arith.exp [[X]] : f32
 // CHECK:          loops.store {{%[a-z0-9_]+}}, %y, [[I]]
@@ -29,7 +29,7 @@ func @rematerialize(%x: f32[N]) -> (f32[], f32[N]) {
 // CHECK-LABEL: func @horizontal
 // CHECK-NEXT:   %a = loops.alloc : buf<f32[N]>
 // CHECK-NEXT:   %b = loops.alloc : buf<f32[N]>
-// CHECK-NEXT:   fused.kernel {extents = [N], {{.*}}sources = ["a = tensor.exp", "b = tensor.sin"]} ([[I:%[a-z0-9_]+]]: index) {
+// CHECK-NEXT:   fused.kernel {extents = [N], {{.*}}sources = ["a = tensor.exp", "b = tensor.sin"]{{.*}}} ([[I:%[a-z0-9_]+]]: index) {
 // CHECK:          loops.store {{%[a-z0-9_]+}}, %a, [[I]]
 // CHECK:          loops.store {{%[a-z0-9_]+}}, %b, [[I]]
 // CHECK-NEXT:   }
@@ -42,8 +42,8 @@ func @horizontal(%x: f32[N], %y: f32[N]) -> (f32[N], f32[N]) {
 
 // ...but not over different spaces: two kernels, and no decision (nothing to try).
 // CHECK-LABEL: func @not_horizontal
-// CHECK:        fused.kernel {extents = [N], {{.*}}sources = ["a = tensor.exp"]}
-// CHECK:        fused.kernel {extents = [M], {{.*}}sources = ["b = tensor.sin"]}
+// CHECK:        fused.kernel {extents = [N], {{.*}}sources = ["a = tensor.exp"]{{.*}}}
+// CHECK:        fused.kernel {extents = [M], {{.*}}sources = ["b = tensor.sin"]{{.*}}}
 func @not_horizontal(%x: f32[N], %y: f32[M]) -> (f32[N], f32[M]) {
   %a = tensor.exp %x : f32[N]
   %b = tensor.sin %y : f32[M]

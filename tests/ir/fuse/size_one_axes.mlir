@@ -8,7 +8,7 @@
 // The transpose of a row reduction's [R, 1] result: one row kernel stores it at [0, i].
 // CHECK-LABEL: func @transposed_sums
 // CHECK-NOT:    %s = loops.alloc
-// CHECK:        fused.kernel {extents = [R], {{.*}}schedule = "row", sources = ["s = tensor.sum", "t = tensor.transpose"]}
+// CHECK:        fused.kernel {extents = [R], {{.*}}schedule = "row", sources = ["s = tensor.sum", "t = tensor.transpose"]{{.*}}}
 // CHECK:          loops.store %s{{.*}}, %t, %c0, %i0
 // CHECK-NOT:    fused.kernel
 func @transposed_sums(%x: f32[R, C]) -> (f32[1, R]) {
@@ -19,7 +19,7 @@ func @transposed_sums(%x: f32[R, C]) -> (f32[1, R]) {
 
 // Reshapes to [1, R, 1] and the row-normalized values beside: one kernel, two outputs.
 // CHECK-LABEL: func @reshaped_max_and_normalized
-// CHECK:        fused.kernel {extents = [R], {{.*}}sources = ["m = tensor.max", "r = tensor.reshape", "y = tensor.div"]}
+// CHECK:        fused.kernel {extents = [R], {{.*}}sources = ["m = tensor.max", "r = tensor.reshape", "y = tensor.div"]{{.*}}}
 // CHECK:          loops.store %m{{.*}}, %r, %c0, %i0, %c0
 // CHECK-NOT:    fused.kernel
 func @reshaped_max_and_normalized(%x: f32[R, C]) -> (f32[1, R, 1], f32[R, C]) {

@@ -109,7 +109,7 @@ func @l2norm_both(%x: f32[R, C]) -> (f32[R, 1], f32[R, C]) {
 // so the reduction stays split (two kernels) and the centring apart; explain says why.
 // CHECK-LABEL: func @few_long_columns
 // CHECK:        fused.kernel {extents = [8], {{.*}}schedule = "split-columns"
-// CHECK:        fused.kernel {extents = [1048576, 8], {{.*}}sources = ["y = tensor.sub"]}
+// CHECK:        fused.kernel {extents = [1048576, 8], {{.*}}sources = ["y = tensor.sub"]{{.*}}}
 // WHY:          // fuse: @few_long_columns: kept m -> y: cost model: fused
 func @few_long_columns(%x: f32[1048576, 8]) -> (f32[1048576, 8]) {
   %m = tensor.mean %x {axis = [0], keepdims = true} : f32[1, 8]

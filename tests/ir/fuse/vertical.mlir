@@ -7,7 +7,7 @@
 // result is allocated and stored.
 // CHECK-LABEL: func @chain
 // CHECK-NEXT:   %y = loops.alloc : buf<f32[N]>
-// CHECK-NEXT:   fused.kernel {extents = [N], kernel_name = "chain_0", sources = ["t = tensor.mul", "u = tensor.add", "r = tensor.relu", "y = tensor.sub"]} ([[I:%[a-z0-9_]+]]: index) {
+// CHECK-NEXT:   fused.kernel {extents = [N], kernel_name = "chain_0", sources = ["t = tensor.mul", "u = tensor.add", "r = tensor.relu", "y = tensor.sub"]{{.*}}} ([[I:%[a-z0-9_]+]]: index) {
 // CHECK-NEXT:     [[X:%[a-z0-9_]+]] = loops.load %x, [[I]] : f32
 // CHECK-NEXT:     [[TWO:%[a-z0-9_]+]] = arith.constant {value = 2.0} : f32
 // CHECK-NEXT:     [[T:%[a-z0-9_]+]] = arith.mul [[X]], [[TWO]] : f32

@@ -7,7 +7,7 @@
 // bias + relu -> max pool -> scale: one kernel; the pool reads x and b, never r (b's
 // load is the same at every tap, so it moves out of the window's loops).
 // CHECK-LABEL: func @relu_pool_scale
-// CHECK:        fused.kernel {extents = [N, 8, 16, 16], {{.*}}sources = ["a = tensor.add", "r = tensor.relu", "p = tensor.max_pool2d", "y = tensor.mul"]}
+// CHECK:        fused.kernel {extents = [N, 8, 16, 16], {{.*}}sources = ["a = tensor.add", "r = tensor.relu", "p = tensor.max_pool2d", "y = tensor.mul"]{{.*}}}
 // CHECK:          [[B:%[a-z0-9_]+]] = loops.load %b,
 // CHECK:          loops.reduce {{.*}} {combiner = "max", extent = 3}
 // CHECK:            loops.reduce {{.*}} {combiner = "max", extent = 3}
@@ -28,8 +28,8 @@ func @relu_pool_scale(%x: f32[N, 8, 32, 32], %b: f32[8, 1, 1]) -> (f32[N, 8, 16,
 // conv -> max pool: the pool would recompute the conv's reduction for each tap, so
 // the conv stays a kernel (a contraction, later) and the pool reads its output.
 // CHECK-LABEL: func @conv_pool
-// CHECK:        fused.kernel {extents = [N, 8, 32, 32], {{.*}}sources = ["c = tensor.conv2d"]}
-// CHECK:        fused.kernel {extents = [N, 8, 16, 16], {{.*}}sources = ["p = tensor.max_pool2d"]}
+// CHECK:        fused.kernel {extents = [N, 8, 32, 32], {{.*}}sources = ["c = tensor.conv2d"]{{.*}}}
+// CHECK:        fused.kernel {extents = [N, 8, 16, 16], {{.*}}sources = ["p = tensor.max_pool2d"]{{.*}}}
 // CHECK:          loops.load %c,
 func @conv_pool(%x: f32[N, 8, 32, 32], %w: f32[8, 8, 3, 3]) -> (f32[N, 8, 16, 16]) {
   %c = tensor.conv2d %x, %w {stride = [1, 1], padding = [1, 1], dilation = [1, 1]} : f32[N, 8, 32, 32]
@@ -41,7 +41,7 @@ func @conv_pool(%x: f32[N, 8, 32, 32], %w: f32[8, 8, 3, 3]) -> (f32[N, 8, 16, 16
 // contraction: no schedule attribute, pointwise) with one thread per output walking its
 // 3 x 3 window.
 // CHECK-LABEL: func @depthwise_hardswish
-// CHECK:        fused.kernel {extents = [N, 8, 16, 16], kernel_name = {{.*}}, sources = ["c = tensor.conv2d", "a = tensor.add", "h = tensor.hardswish"]}
+// CHECK:        fused.kernel {extents = [N, 8, 16, 16], kernel_name = {{.*}}, sources = ["c = tensor.conv2d", "a = tensor.add", "h = tensor.hardswish"]{{.*}}}
 func @depthwise_hardswish(%x: f32[N, 8, 16, 16], %w: f32[8, 1, 3, 3], %b: f32[8, 1, 1]) -> (f32[N, 8, 16, 16]) {
   %c = tensor.conv2d %x, %w {stride = [1, 1], padding = [1, 1], dilation = [1, 1], groups = 8} : f32[N, 8, 16, 16]
   %a = tensor.add %c, %b : f32[N, 8, 16, 16]
@@ -52,7 +52,7 @@ func @depthwise_hardswish(%x: f32[N, 8, 16, 16], %w: f32[8, 1, 3, 3], %b: f32[8,
 // softmax then argmax over the same rows: one row kernel (argmax's two reductions over
 // the row recompute the normalized values from the row's max and sum).
 // CHECK-LABEL: func @softmax_argmax
-// CHECK:        fused.kernel {extents = [R], {{.*}}schedule = "row", sources = ["m = tensor.max", "d = tensor.sub", "e = tensor.exp", "s = tensor.sum", "p = tensor.div", "i = tensor.argmax"]}
+// CHECK:        fused.kernel {extents = [R], {{.*}}schedule = "row", sources = ["m = tensor.max", "d = tensor.sub", "e = tensor.exp", "s = tensor.sum", "p = tensor.div", "i = tensor.argmax"]{{.*}}}
 // CHECK-NOT:    fused.kernel
 func @softmax_argmax(%x: f32[R, 4096]) -> (i32[R]) {
   %m = tensor.max %x {axis = [1], keepdims = true} : f32[R, 1]
