@@ -27,7 +27,6 @@ from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.reductions import loop_levels
 
 from mlfuse.codegen.addressing import access_parts
-from mlfuse.codegen.emit_kernel import STREAM_TILE
 from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine, identity
 from mlfuse.ir.traits import SCALAR_COMPUTE
@@ -93,7 +92,9 @@ class VectorStrips:
         self.vec_accesses = {id(o) for o in accesses}
         self.lane_names: list[dict] = [{} for _ in range(self.vec)]
         self.vlane: int | None = None
-        self.tile = STREAM_TILE
+        # a tile's vectors: STRIP_VECTOR_VALUES lanes in all (f16: half the vectors of
+        # f32, whose lanes are as many f32 registers once widened)
+        self.tile = f"STRIP_VECTOR_VALUES // {self.vec_name}"
 
     @contextmanager
     def in_lane(self, v: int):
@@ -130,7 +131,7 @@ class VectorStrips:
                 buf = access_parts(o)[0]
                 self.vec_held[id(o)] = self.local_array(
                     f"{self.namer(buf)}_vecs", COMPUTE_TYPE[buf.type.dtype],
-                    f"{self.tile} * {self.vec_name}" if isinstance(o, LoadOp) else self.vec_name)
+                    "STRIP_VECTOR_VALUES" if isinstance(o, LoadOp) else self.vec_name)
         order = self.stream_order(loc["n_red"], f"{loc['per']} * {self.tile}")
 
         @contextmanager
