@@ -11,7 +11,7 @@ from mlfuse.pipeline import parse_program
 from mlfuse.tools.checking import random_inputs
 
 from helpers import assert_results_close, record_launches
-from test_strips import MIDDLE_SOFTMAX, PLAN, _strips
+from test_strips import CASES, MIDDLE_SOFTMAX, PLAN, _strips
 
 CENTRING = "func f(x: f32[R, C]) -> f32[R, C] { return x - mean(x, axis=0, keepdims=true) }"
 F16_MAX = "func f(x: f16[A, B, C]) -> f16[A, B, C] { return x - max(x, axis=1, keepdims=true) }"
@@ -63,3 +63,13 @@ def test_nan_and_inf_stay_in_their_lane():
     x[1, 2, 2], x[1, 4, 7] = np.inf, -np.inf
     assert _run(MIDDLE_SOFTMAX, {}, [x]) == "_vector"
 
+
+
+@pytest.mark.parametrize("case", [4, 5])
+def test_kernels_without_whole_vectors_have_no_vector_variant(case):
+    # batch-norm statistics walk a nest over [N, H, W]; the masked mean reads m[b, s, 0],
+    # whose points are not neighbours: no 16-byte vector holds a thread's points
+    module = mlfuse.compile_source(CASES[case][0], "t.fuse", target="simulator",
+                                   fuse_options=PLAN)
+    (kernel,) = _strips(module)
+    assert not hasattr(module.python_module, f"{kernel['kernel_name']}_vector")

@@ -87,8 +87,7 @@ STRIP_BLOCK_THREADS = {strip_block}  # the most threads of a strips block over c
 STRIP_BLOCKS_PER_SM = {strip_fill}  # strips over columns narrow until the grid has this many a SM
 STRIP_MIN_BLOCKS = {strip_min_blocks}  # resident per SM, asked of a strips kernel over columns
 STRIP_STREAM_THREADS = {strip_stream}  # the most threads of a streaming strips block over columns
-# a thread's values in flight a tile of a vector strips kernel (its 16-byte vectors' lanes)
-STRIP_VECTOR_VALUES = max(VECTOR_WIDTH_16, VALUES_PER_THREAD // 4 * VECTOR_WIDTH)
+STRIP_VECTOR_VALUES = {strip_vector_values}  # a vector strips thread's values a tile (its vectors' lanes)
 '''
 
 _SIMULATOR_NOTE = ("\nRun it with NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported; "
@@ -180,6 +179,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             strip_min_blocks=hw.strip_min_blocks,
                             strip_stream=strip_geometry(target, hw)[3],
                             strip_held=hw.strip_held_threads,
+                            strip_vector_values=hw.strip_vector_values,
                             contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,
                             simt_threads=SIMT_THREADS if target == "cuda" else SIMULATOR_THREADS,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, StoreOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.reductions import loop_levels
 
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine, identity
 from mlfuse.ir.traits import SCALAR_COMPUTE
+from mlfuse.ir.types import itemsize
 
 # values per 16-byte vector, by the size of the kernel's values
 _LANES = {4: ("VECTOR_WIDTH", 4, ("_load_vector", "_store_vector")),
@@ -40,7 +41,6 @@ def vector_strip_accesses(op, tops) -> list | None:
     """The loads and stores of a strips-over-columns kernel ``op`` (top-level loops
     ``tops``) that its vector variant moves a vector at a time, or None where it has
     none (see the module doc)."""
-    from mlfuse.ir.types import itemsize
     if op["strip"] != "columns" or not tops:
         return None
     points = list(op.body.args)
@@ -49,24 +49,25 @@ def vector_strip_accesses(op, tops) -> list | None:
         if isinstance(o, (ReduceOp, ForOp)):
             if len(loop_levels(o)) != 1:
                 return None
-        elif not (o.has_trait(SCALAR_COMPUTE) or isinstance(o, DimOp)) and \
-                type(o).__name__ != "YieldOp":
+        elif not (o.has_trait(SCALAR_COMPUTE) or isinstance(o, (DimOp, YieldOp))):
             return None
+        elif any(id(v) in point_ids for v in o.operands):
+            return None  # written once a lane, with lane 0's point indices
     accesses, sizes = [], set()
     for top in tops:
         k = top.body.args[0]
         for o in top.body.ops:
             if isinstance(o, (LoadOp, StoreOp)):
                 buf, indices = access_parts(o)
+                # (k once, not last: schedule_strips' stepped access, at a cursor)
                 if buf.type.dtype not in ("f32", "f16") or not indices or \
                         indices[-1] is not points[-1] or \
-                        not any(v is k for v in indices) or \
+                        sum(v is k for v in indices) != 1 or \
                         any(id(v) not in point_ids and v is not k for v in indices):
                     return None
                 sizes.add(itemsize(buf.type.dtype))
                 accesses.append(o)
-            elif isinstance(o, (ReduceOp, ForOp)) or not (
-                    o.has_trait(SCALAR_COMPUTE) or type(o).__name__ == "YieldOp"):
+            elif not (o.has_trait(SCALAR_COMPUTE) or isinstance(o, YieldOp)):
                 return None
             elif any(id(v) in point_ids for v in o.operands):
                 return None  # a lane's point indices are not named
@@ -76,7 +77,6 @@ def vector_strip_accesses(op, tops) -> list | None:
 def vector_lanes(accesses) -> tuple[str, int, tuple[str, str]]:
     """(the module constant, its value, the load and store intrinsics) of a kernel's
     vectors."""
-    from mlfuse.ir.types import itemsize
     return _LANES[itemsize(access_parts(accesses[0])[0].type.dtype)]
 
 
