@@ -452,6 +452,9 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
         accesses = vector_strip_accesses(op, top_loops(op))
         code.vector_lanes = vector_lanes(accesses)[0]
         code.vector_buffers = vector_buffers(accesses)
+        # a vector strip's narrowest: a 128-byte line a row of 16-byte vectors, f16 too
+        # (the simulator: a thread)
+        launch["vector_line"] = max(1, hw.strip_line_bytes // 16) if target == "cuda" else 1
     return code
 
 
@@ -492,7 +495,8 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
 
 def _vector_launch(host, kernel, points: str, n_red: str, args: list[str]) -> list[str]:
     """The vector kernel's launch lines: its strip's threads from the points in vectors
-    (each thread VEC of them; the narrowest and line strips in threads likewise)."""
+    (each thread VEC of them, 16 bytes: the widest strip STRIP_POINTS // VECTOR_WIDTH
+    threads, 128 bytes a row for f32 as for f16; at least a 128-byte line)."""
     vec = kernel.vector_lanes
     width, per = host.namer.fresh("width"), host.namer.fresh("per")
     host.helpers.add("_vector_ready")
@@ -502,8 +506,8 @@ def _vector_launch(host, kernel, points: str, n_red: str, args: list[str]) -> li
     vector = list(kernel.variants.values())[2]
     return [f"if {points} % {vec} == 0 and _vector_ready({buffers}{lanes}):  # whole vectors, aligned",
             unit + f"{width}, {per} = _strip_columns({points} // {vec}, {n_red}, "
-            f"max(1, STRIP_POINTS // {vec}), max(1, {kernel.launch['line']} // {vec}), "
-            f"max(1, {kernel.launch['line']} // {vec}), STRIP_THREADS, STRIP_BLOCK_THREADS, "
+            f"max(1, STRIP_POINTS // VECTOR_WIDTH), {kernel.launch['vector_line']}, "
+            f"{kernel.launch['vector_line']}, STRIP_THREADS, STRIP_BLOCK_THREADS, "
             "STRIP_STREAM_THREADS, VALUES_PER_THREAD, SM_COUNT, STRIP_BLOCKS_PER_SM)",
             unit + host.call(vector, f"_row_blocks(({points} // {vec} + {width} - 1) // {width}), "
                              f"({width}, {per})", args)]
