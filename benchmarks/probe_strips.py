@@ -13,12 +13,12 @@ STRIP_BLOCK_THREADS, streaming ones up to STRIP_STREAM_THREADS): mlfuse/strip_pl
 recording the launches, poison the outputs, replay the launches alone, check against the
 NumPy interpreter, time the replay with CUDA events, median):
 
-- default: this branch (round 2: a streaming strip stays a 128-byte line a row and takes
-  up to 512 threads, more rows in flight, instead of narrowing; registers strips of at
-  most 256 threads narrow to a 32-byte sector; split-columns reads a column by cursor);
-- "line 64B": streaming strips may narrow to 64 bytes a row;
-- "line 32B (round 1)": to a 32-byte sector, 256 threads at most (round 1's geometry);
-- "stream 256": 128-byte lines, but no deeper than 256 threads.
+- default: this branch (round 3: where VECTOR_WIDTH (f16: 2x) divides the points and the
+  buffers are aligned, "strips-vector": each thread owns a 16-byte vector of neighbouring
+  points, STRIP_VECTOR_VALUES (16) values in flight a tile, codegen/strips_vector.py);
+- "scalar (round 2)": strip_vectors off (round 2's kernels: a thread a point);
+- "vec 32 in flight": the vector kernel with 32 values a tile (8 f32 / 4 f16 vectors);
+- "vec stream 256": the vector kernel's blocks no deeper than 256 threads.
 
 The last lines are a table: ms, % of the copy bandwidth's time for the bytes a perfect
 fused kernel moves, ok (checked), and the grids launched. Writes probe_memkern.json/.log
@@ -55,13 +55,11 @@ SHAPES = {
     "colsum 65536x1024": ("colsum", {"R": 65536, "C": 1024}, None),
     "colsum 4096x16384": ("colsum", {"R": 4096, "C": 16384}, None),
 }
-DEFAULT = {"default": {}}
-SWEEP = {"default": {},
-         "line 64B": {"strip_line_bytes": 64},
-         "line 32B (round 1)": {"strip_line_bytes": 32, "strip_stream_threads": 256},
-         "stream 256": {"strip_stream_threads": 256}}
-SWEPT = ("softmax_mid 32x1024x512", "centring 16384x4096", "centring 4096x16384",
-         "centring f16 16384x8192")
+DEFAULT = {"default": {}, "scalar (round 2)": {"strip_vectors": False}}
+SWEEP = {**DEFAULT,
+         "vec 32 in flight": {"strip_vector_values": 32},
+         "vec stream 256": {"strip_stream_threads": 256}}
+SWEPT = ("softmax_mid 64x256x2048", "centring 16384x4096", "centring f16 16384x8192")
 
 
 def main() -> None:
@@ -89,6 +87,8 @@ def main() -> None:
                                    name=base.name if source is None else "column_centring_f16")
         p = prepare(case, device, 7, gbs)
         variants = SWEEP if label in SWEPT and not opts.no_sweep else DEFAULT
+        if name == "colsum":  # split-columns: no strips kernel, so no vector one either
+            variants = {"default": {}}
         for variant, knobs in variants.items():
             try:
                 r = run_variant(p, knobs)

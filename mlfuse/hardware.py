@@ -88,6 +88,11 @@ class Target:
     strip_stream_threads: int = 512  # strips over columns, streaming: the most threads of a
                                 # block whose strip is a 128-byte line a row and still short
                                 # of blocks (more rows in flight, not narrower rows)
+    strip_vectors: bool = True  # strips over columns: a thread's points a 16-byte vector
+                                # where the buffers allow (codegen/strips_vector.py)
+    strip_vector_values: int = 16  # its values a thread has in flight a tile: 4 f32 / 2 f16
+                                # vectors (a multiple of 2 * vector_width; 32 spilled 500 B
+                                # in middle softmax at the 128-register cap)
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
     walker_bytes_per_s: float = 6e12  # values a kernel's threads load inside loops, every
                                 # lane's load counted (once a warp where its lanes share the

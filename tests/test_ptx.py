@@ -249,3 +249,17 @@ def test_split_columns_reads_a_column_by_cursor(tmp_path):
     first = {k["kernel"]: k for k in kernels(str(path))}["colsum_0"]
     assert first["spill_bytes"] == 0 and first["stack_bytes"] == 0 and first["f64"] == [], first
     assert first["int_ops"] <= 160 and first["registers"] <= 56, first
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_vector_strips_move_16_byte_vectors_without_spills(tmp_path, dtype):
+    """Column centring's strips-vector kernel (codegen/strips_vector.py): each thread's
+    points a 16-byte vector, loaded and stored whole (ld/st.global.v4), within the
+    streaming kernel's 128-register cap (ptxas sm_90: f32 103, f16 100)."""
+    path = tmp_path / "centring.fuse"
+    path.write_text(f"func centring(x: {dtype}[R, C]) -> {dtype}[R, C] {{\n"
+                    "    return x - mean(x, axis=0, keepdims=true)\n}\n")
+    vector = {k["kernel"]: k for k in kernels(str(path))}["centring_0_vector"]
+    assert vector["spill_bytes"] == 0 and vector["stack_bytes"] == 0 and vector["f64"] == [], vector
+    assert vector["global_v4_loads"] > 0 and vector["v4_stores"] > 0, vector
+    assert vector["loads"] == vector["stores"] == 0 and vector["registers"] <= 128, vector

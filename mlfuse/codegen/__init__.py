@@ -48,7 +48,7 @@ _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THRE
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
                    "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "L2_BYTES", "STRIP_BLOCK_THREADS",
-                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "SIMT_THREADS", "FULL_WARPS",
+                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "SIMT_THREADS", "FULL_WARPS",
                    "_simt_shape", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
@@ -91,6 +91,7 @@ STRIP_BLOCK_THREADS = {strip_block}  # the most threads of a strips block over c
 STRIP_BLOCKS_PER_SM = {strip_fill}  # strips over columns narrow until the grid has this many a SM
 STRIP_MIN_BLOCKS = {strip_min_blocks}  # resident per SM, asked of a strips kernel over columns
 STRIP_STREAM_THREADS = {strip_stream}  # the most threads of a streaming strips block over columns
+STRIP_VECTOR_VALUES = {strip_vector_values}  # a vector strips thread's values a tile (its vectors' lanes)
 '''
 
 _SIMULATOR_NOTE = ("\nRun it with NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported; "
@@ -185,6 +186,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             strip_min_blocks=hw.strip_min_blocks,
                             strip_stream=strip_geometry(target, hw)[3],
                             strip_held=hw.strip_held_threads,
+                            strip_vector_values=hw.strip_vector_values,
                             contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,
                             simt_threads=SIMT_THREADS if target == "cuda" else SIMULATOR_THREADS,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]

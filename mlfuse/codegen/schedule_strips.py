@@ -41,6 +41,8 @@ from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.helpers import strip_reduce_name
 from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
+from mlfuse.codegen.vector import vector_buffers
+from mlfuse.codegen.strips_vector import VectorStrips, vector_lanes, vector_strip_accesses
 from mlfuse.ir.types import itemsize
 from mlfuse.strip_plan import line_points, most_slots, narrowest_points
 
@@ -49,6 +51,9 @@ _DOC = {
                         "its threads also split the reduced values and hold them in registers.",
     "strips-streaming": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
                         "its threads also split the reduced values, a tile at a time.",
+    "strips-vector": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
+                     "a thread's points a 16-byte vector, its threads also split the reduced "
+                     "values, a tile at a time.",
 }
 
 
@@ -120,12 +125,16 @@ def _constant_slots(op, target: str, hw) -> int | None:
     return max(1, -(-reduced // per))
 
 
-def strip_variants(op) -> list[str]:
-    """Both variants: the host picks one from the reduced extent of the call."""
-    return ["strips-registers", "strips-streaming"]
+def strip_variants(op, hw=None) -> list[str]:
+    """Both variants (the host picks one from the reduced extent of the call), and the
+    vector one where the kernel qualifies and ``hw.strip_vectors`` (strips_vector.py)."""
+    kinds = ["strips-registers", "strips-streaming"]
+    if hw is not None and hw.strip_vectors and vector_strip_accesses(op, top_loops(op)):
+        kinds.append("strips-vector")
+    return kinds
 
 
-class StripsEmitter(KernelEmitter):
+class StripsEmitter(VectorStrips, KernelEmitter):
     def __init__(self, op, name, variant, target, helpers, hw, taken=()):
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.schedule = "strips"
@@ -146,6 +155,10 @@ class StripsEmitter(KernelEmitter):
         slots = _constant_slots(op, target, hw) if self.registers else None
         if slots is not None and slots < hw.row_values_per_thread:
             self.tile = str(slots)  # the host's threads for this constant extent need no more
+        self.vectors = variant == "strips-vector"
+        self.vec, self.vec_held, self.vlane = 1, {}, None
+        if self.vectors:
+            self.setup_vectors(vector_strip_accesses(op, self.tops))
 
     def emit(self) -> str:
         w, loc = self.w, self.local
@@ -162,7 +175,8 @@ class StripsEmitter(KernelEmitter):
                 w.line(f"{loc['nthreads']} = {loc['tid']}")
                 w.line(f"{loc['per']} = cuda.blockDim.x")
             self.declare_scratch(self.tops, "1024" if self.columns else None)
-            self.plan()
+            if not self.vectors:  # (the vector loops hold their own vectors)
+                self.plan()
             # a point's values contiguous in a buffer: one range from a row base (flat_rows.py)
             self.plan_flat_rows([(o, [lvl.body.args[0] for lvl in self.levels[id(o)]],
                                   [lvl["extent"] for lvl in self.levels[id(o)]])
@@ -173,7 +187,8 @@ class StripsEmitter(KernelEmitter):
             w.line(f"{loc['n_red']} = {self.points(extents)}")
             # a thread's step in the nest's digits (where some nest still counts them)
             self.steps = self.digits_of(loc["per"], extents) if any(self.flat_digits.values()) else []
-            w.line(f"{loc['n_strips']} = ({loc['n_points']} + {self.width} - 1) // {self.width}")
+            span = self.width if not self.vectors else f"{self.width} * {self.vec_name}"
+            w.line(f"{loc['n_strips']} = ({loc['n_points']} + {span} - 1) // ({span})")
             self.mine = ""
             if self.registers and self.columns:
                 # this thread's values of a point (the same for every point): its slots
@@ -184,9 +199,14 @@ class StripsEmitter(KernelEmitter):
                        f"// {loc['per']}")
             with w.indented(f"for {loc['strip']} in range(numba.int64(cuda.blockIdx.x), "
                             f"{loc['n_strips']}, cuda.gridDim.x):"):
-                w.line(f"{loc['point']} = {loc['strip']} * {self.width} + {loc['lane']}")
+                if self.vectors:  # this thread's first point (the host: VEC divides them)
+                    w.line(f"{loc['point']} = ({loc['strip']} * {self.width} + {loc['lane']}) "
+                           f"* {self.vec_name}")
+                else:
+                    w.line(f"{loc['point']} = {loc['strip']} * {self.width} + {loc['lane']}")
                 w.line(f"{loc['valid']} = {loc['point']} < {loc['n_points']}")
-                w.line(f"{loc['point']} = min({loc['point']}, {loc['n_points']} - 1)  "
+                last = f"{loc['n_points']} - {self.vec_name if self.vectors else 1}"
+                w.line(f"{loc['point']} = min({loc['point']}, {last})  "
                        "# past the end: the last point again, not stored")
                 self.unravel(loc["point"])
                 self.row_base_lines()
@@ -384,10 +404,20 @@ class StripsEmitter(KernelEmitter):
 
     def block(self, block, top: bool) -> None:
         for op in block.ops:  # the top-level loops are shared by the block's threads
-            if not isinstance(op, YieldOp):
+            if isinstance(op, YieldOp):
+                continue
+            if top and self.vectors:
+                self.vector_top(op)
+            else:
                 self.statement(op, top)
 
+    def load_statement(self, op) -> None:
+        if not self.vector_statement(op):
+            super().load_statement(op)
+
     def statement(self, op, shared: bool) -> None:
+        if isinstance(op, StoreOp) and self.vector_statement(op):
+            return
         if shared and isinstance(op, ForOp):  # the epilogue: stores where the point is real
             with self.w.indented(f"if {self.local['valid']}:"):
                 with self.each_value(op):
@@ -408,7 +438,7 @@ class StripsEmitter(KernelEmitter):
 
 
 def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
-    kinds = strip_variants(op)
+    kinds = strip_variants(op, hw)
     variants = {kind: name if n == 0 else names.fresh(f"{name}_{kind.split('-')[-1]}")
                 for n, kind in enumerate(kinds)}
     texts = [StripsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
@@ -416,8 +446,16 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
     extents = [lvl["extent"] for lvl in loop_levels(top_loops(op)[0])]
     launch = {"narrowest": narrowest_strip(op, target, hw), "line": line_strip(op, target, hw)} \
         if op["strip"] == "columns" else {}
-    return KernelCode(op, "strips", kernel_interface(op), extents, variants, "\n\n".join(texts),
+    code = KernelCode(op, "strips", kernel_interface(op), extents, variants, "\n\n".join(texts),
                       launch=launch)
+    if "strips-vector" in kinds:
+        accesses = vector_strip_accesses(op, top_loops(op))
+        code.vector_lanes = vector_lanes(accesses)[0]
+        code.vector_buffers = vector_buffers(accesses)
+        # a vector strip's narrowest: a 128-byte line a row of 16-byte vectors, f16 too
+        # (the simulator: a thread)
+        launch["vector_line"] = max(1, hw.strip_line_bytes // 16) if target == "cuda" else 1
+    return code
 
 
 def strips_launch(host, kernel, points: str, args: list[str]) -> None:
@@ -428,7 +466,7 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
     n_red = " * ".join(extent_factors(kernel.row_extents, lambda s: host.dim(s, op)))
     threads, blocks = host.namer.fresh("threads"), host.namer.fresh("blocks")
     host.helpers.add("_row_blocks")
-    first, second = kernel.variants.values()
+    first, second = list(kernel.variants.values())[:2]
     grid = f"{blocks}, {threads}"
     unit = host.w.unit
     if op["strip"] == "columns":
@@ -449,7 +487,30 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
                  f"if {n_red} <= {threads} * VALUES_PER_THREAD and "
                  f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers"]
     lines += [unit + host.call(first, grid, args), "else:", unit + host.call(second, grid, args)]
+    if len(kernel.variants) > 2:  # the vector kernel where VEC divides the points, aligned
+        lines = _vector_launch(host, kernel, points, n_red, args) + \
+            ["else:"] + [unit + line for line in lines]
     host.guarded(op, points, lines)
+
+
+def _vector_launch(host, kernel, points: str, n_red: str, args: list[str]) -> list[str]:
+    """The vector kernel's launch lines: its strip's threads from the points in vectors
+    (each thread VEC of them, 16 bytes: the widest strip STRIP_POINTS // VECTOR_WIDTH
+    threads, 128 bytes a row for f32 as for f16; at least a 128-byte line)."""
+    vec = kernel.vector_lanes
+    width, per = host.namer.fresh("width"), host.namer.fresh("per")
+    host.helpers.add("_vector_ready")
+    buffers = ", ".join(host.namer(b) for b in kernel.vector_buffers)
+    lanes = "" if vec == "VECTOR_WIDTH" else f", width={vec}"
+    unit = host.w.unit
+    vector = list(kernel.variants.values())[2]
+    return [f"if {points} % {vec} == 0 and _vector_ready({buffers}{lanes}):  # whole vectors, aligned",
+            unit + f"{width}, {per} = _strip_columns({points} // {vec}, {n_red}, "
+            f"max(1, STRIP_POINTS // VECTOR_WIDTH), {kernel.launch['vector_line']}, "
+            f"{kernel.launch['vector_line']}, STRIP_THREADS, STRIP_BLOCK_THREADS, "
+            "STRIP_STREAM_THREADS, VALUES_PER_THREAD, SM_COUNT, STRIP_BLOCKS_PER_SM)",
+            unit + host.call(vector, f"_row_blocks(({points} // {vec} + {width} - 1) // {width}), "
+                             f"({width}, {per})", args)]
 
 
 __all__ = ["emit_strips", "strips_launch"]
