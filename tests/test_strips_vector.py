@@ -1,7 +1,8 @@
 """Strips over columns in 16-byte vectors (mlfuse/codegen/strips_vector.py): each
 thread's VEC neighbouring points (4 f32 / 8 f16) a vector, under the simulator against
 the NumPy interpreter: the vector kernel where VEC divides the points (middle softmax,
-column centring, f16), NaN and inf per lane, and the scalar kernels where it does not."""
+column centring, f16) and the strip streams, NaN and inf per lane, and the scalar kernels
+where it does not."""
 import numpy as np
 import pytest
 
@@ -17,8 +18,10 @@ CENTRING = "func f(x: f32[R, C]) -> f32[R, C] { return x - mean(x, axis=0, keepd
 F16_MAX = "func f(x: f16[A, B, C]) -> f16[A, B, C] { return x - max(x, axis=1, keepdims=true) }"
 
 
-def _run(source, dims, inputs=None):
-    """The launched kernel's variant, having checked the results."""
+def _run(source, dims, inputs=None, held=False):
+    """The launched kernel's variant, having checked the results. The vector kernel
+    stands in for the streaming one only, so unless ``held``, the host is made to find
+    no strip held in registers (the simulator's sizes are all small enough)."""
     func = parse_program(source, "t.fuse").funcs[0]
     inputs = inputs or random_inputs(func, dims, seed=6)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -26,6 +29,8 @@ def _run(source, dims, inputs=None):
     module = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=PLAN)
     (kernel,) = _strips(module)
     py = module.python_module
+    if not held:
+        py.STRIP_HELD_THREADS = 0  # no block holds its strip's values: stream them
     name = kernel["kernel_name"]
     launched = record_launches(py, [n for n in (name, f"{name}_streaming", f"{name}_vector")
                                     if hasattr(py, n)])
@@ -54,6 +59,11 @@ def test_vector_strips_stream_several_tiles():
 ])
 def test_ragged_points_take_the_scalar_kernel(source, dims):
     assert _run(source, dims) != "_vector"
+
+
+def test_a_strip_held_in_registers_keeps_the_held_kernel():
+    """The held kernel reads x once; the vector kernel streams it once per loop."""
+    assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, held=True) == "_registers"
 
 
 def test_nan_and_inf_stay_in_their_lane():

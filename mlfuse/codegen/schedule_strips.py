@@ -486,15 +486,21 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
                  f"{blocks} = _row_blocks({points})",
                  f"if {n_red} <= {threads} * VALUES_PER_THREAD and "
                  f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers"]
-    lines += [unit + host.call(first, grid, args), "else:", unit + host.call(second, grid, args)]
-    if len(kernel.variants) > 2:  # the vector kernel where VEC divides the points, aligned
-        lines = _vector_launch(host, kernel, points, n_red, args) + \
-            ["else:"] + [unit + line for line in lines]
+    lines += [unit + host.call(first, grid, args)]
+    if len(kernel.variants) > 2:
+        # the vector kernel has only a streaming form: it stands in for the scalar
+        # streaming kernel where VEC divides the points and the buffers are aligned; a
+        # strip whose values registers hold keeps the held kernel (one read of x, where
+        # the streaming one reads it once per loop, mostly from L2)
+        condition, body = _vector_launch(host, kernel, points, n_red, args)
+        lines += [f"elif {condition}:"] + [unit + line for line in body]
+    lines += ["else:", unit + host.call(second, grid, args)]
     host.guarded(op, points, lines)
 
 
-def _vector_launch(host, kernel, points: str, n_red: str, args: list[str]) -> list[str]:
-    """The vector kernel's launch lines: its strip's threads from the points in vectors
+def _vector_launch(host, kernel, points: str, n_red: str, args: list[str]) -> tuple[str, list[str]]:
+    """When the vector kernel may run (whole vectors, aligned buffers) and its launch
+    lines: its strip's threads from the points in vectors
     (each thread VEC of them, 16 bytes: the widest strip STRIP_POINTS // VECTOR_WIDTH
     threads, 128 bytes a row for f32 as for f16; at least a 128-byte line)."""
     vec = kernel.vector_lanes
@@ -502,15 +508,15 @@ def _vector_launch(host, kernel, points: str, n_red: str, args: list[str]) -> li
     host.helpers.add("_vector_ready")
     buffers = ", ".join(host.namer(b) for b in kernel.vector_buffers)
     lanes = "" if vec == "VECTOR_WIDTH" else f", width={vec}"
-    unit = host.w.unit
     vector = list(kernel.variants.values())[2]
-    return [f"if {points} % {vec} == 0 and _vector_ready({buffers}{lanes}):  # whole vectors, aligned",
-            unit + f"{width}, {per} = _strip_columns({points} // {vec}, {n_red}, "
-            f"max(1, STRIP_POINTS // VECTOR_WIDTH), {kernel.launch['vector_line']}, "
-            f"{kernel.launch['vector_line']}, STRIP_THREADS, STRIP_BLOCK_THREADS, "
-            "STRIP_STREAM_THREADS, VALUES_PER_THREAD, SM_COUNT, STRIP_BLOCKS_PER_SM)",
-            unit + host.call(vector, f"_row_blocks(({points} // {vec} + {width} - 1) // {width}), "
-                             f"({width}, {per})", args)]
+    condition = f"{points} % {vec} == 0 and _vector_ready({buffers}{lanes})"
+    return condition, [
+        f"{width}, {per} = _strip_columns({points} // {vec}, {n_red}, "
+        f"max(1, STRIP_POINTS // VECTOR_WIDTH), {kernel.launch['vector_line']}, "
+        f"{kernel.launch['vector_line']}, STRIP_THREADS, STRIP_BLOCK_THREADS, "
+        "STRIP_STREAM_THREADS, VALUES_PER_THREAD, SM_COUNT, STRIP_BLOCKS_PER_SM)",
+        host.call(vector, f"_row_blocks(({points} // {vec} + {width} - 1) // {width}), "
+                  f"({width}, {per})", args)]
 
 
 __all__ = ["emit_strips", "strips_launch"]
