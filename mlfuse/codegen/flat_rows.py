@@ -116,6 +116,22 @@ def flat_access(op: Operation, args: list[Value], extents: list, points: set[int
     return FlatAccess(buf, list(enumerate(idx[:j])), offset, step)
 
 
+def _monomials(v: Value) -> list[list]:
+    """An invariant index value (``_invariant``) as a sum of monomials, each the list of
+    its dim and constant factors (its point indices left out: any value)."""
+    op = op_of(v)
+    if isinstance(op, DimOp):
+        return [[op["sym"]]]
+    if isinstance(op, ConstantOp):
+        return [[op["value"]]]
+    if isinstance(op, ADD):
+        return [m for x in op.operands for m in _monomials(x)]
+    if isinstance(op, MUL):
+        a, b = (_monomials(x) for x in op.operands)
+        return [p + q for p in a for q in b]
+    return [[]]  # a point index
+
+
 def _nest_ops(top: Operation) -> list[Operation]:
     return [o for o in top.walk() if o is not top]
 
@@ -245,6 +261,18 @@ class FlatRows:
             return None
         self.helpers.add("_divmod_index")
         return f"_divmod_index({operands[0]}, {operands[1]})[{int(isinstance(op, ModOp))}]"
+
+    def base_multiples(self, access: FlatAccess) -> list[list]:
+        """What makes ``access``'s row base a multiple of a vector's width at every point:
+        the base is a sum of monomials of the point's indices, and each monomial's other
+        factors (dims, constants: a list) must multiply to one (the host checks)."""
+        terms = []
+        for d, v in access.lead:
+            strides = list(access.buf.type.shape[d + 1:])
+            terms += [m + strides for m in _monomials(v)]
+        if access.offset is not None:
+            terms += _monomials(access.offset)
+        return terms
 
     def _dim_code(self, buf: Value, axis: int) -> str:
         """The size of ``buf``'s axis as code: a constant, else its shape (a dim's
