@@ -38,6 +38,7 @@ from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelCode, KernelEmitter, emit_kernel
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 from mlfuse.codegen.flat_rows import _key
+from mlfuse.codegen.lane_uniform import agree_test, lane_chains
 from mlfuse.codegen.reuse import defined_inside
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
@@ -81,6 +82,9 @@ class StageEmitter(KernelEmitter):
         self.vectors = vectors
         self.vector_accesses: list[Operation] = []
         self.multiples: list[list] = []  # what the host checks of the flat row bases
+        # the current vector loop's divisions its lanes share (lane_uniform.py), the ops
+        # computing them, and while its lanes are emitted: those ops' ids and the flag
+        self.chains, self.chain_ops, self.lane_ops, self.agree = [], [], set(), ""
         self.levels, self.need = reduce_levels(op)
         self.last = level == stage_count(op) - 1
         self.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
@@ -170,6 +174,10 @@ class StageEmitter(KernelEmitter):
         k = self.define(op.body.args[0], "k")
         lo, hi = self.row_span(op)
         self.lanes = Lanes(op.body.args[0], k, loc["first"], hi)
+        self.chains, self.chain_ops = lane_chains(op, {id(a) for a in self.op.body.args},
+                                                   self.reuse.dead)
+        if self.chains and "agree" not in loc:
+            loc["agree"] = self.namer.fresh("lanes_agree")
         vectors = f"max(1, {self.stream_tile} // {VECTOR_WIDTH})"
         span = f"{vectors} * {VECTOR_WIDTH} * {loc['nthreads']}"
         first = f"{loc['base']} + ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
@@ -191,7 +199,33 @@ class StageEmitter(KernelEmitter):
         """A point's value is stored once: by the first thread of its first chunk's block."""
         return f"{self.local['tid']} == 0 and {self.local['part']} == 0"
 
+    @contextmanager
+    def each_lane(self):
+        """A vector's lanes, after its shared divisions (lane_uniform.py) at its first
+        lane; in the lanes, those divisions again only where the lanes do not agree."""
+        if not self.chains:
+            with super().each_lane():
+                yield
+            return
+        w, loc = self.w, self.local
+        w.line(f"{self.lanes.index} = {self.lanes.first}  # the divisions the lanes share, "
+               "at the first lane")
+        for o in self.chain_ops:
+            super().statement(o, shared=False)
+        tests = [agree_test(c, self.namer) for c in self.chains]
+        w.line(f"{loc['agree']} = {' and '.join(tests)}")
+        self.lane_ops = {id(o) for o in self.chain_ops}
+        with super().each_lane():
+            yield
+        self.lane_ops = set()
+
     def statement(self, op: Operation, shared: bool) -> None:
+        if id(op) in self.lane_ops:  # a shared division's op, in a lane: all of them once
+            if op is self.chain_ops[0]:
+                with self.w.indented(f"if not {self.local['agree']}:  # across a boundary"):
+                    for o in self.chain_ops:
+                        super().statement(o, shared=False)
+            return
         if not shared:
             return super().statement(op, shared)
         if isinstance(op, (ForOp, StoreOp)) and not self.last:
