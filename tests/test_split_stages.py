@@ -106,9 +106,24 @@ def test_group_norm_split_across_blocks_matches_the_interpreter():
     assert module.python_module._split_rows(8, 1100) == 2
 
 
+@pytest.mark.parametrize("dims", [
+    {"N": 1, "C": 16, "H": 1, "W": 2},  # channels of 2 values: every vector spans two
+    {"N": 1, "C": 16, "H": 3, "W": 6},  # channels of 18: some vectors cross, most do not
+])
+def test_group_norm_vector_lanes_share_the_channel_division_where_they_agree(dims):
+    # the epilogue twin divides once per vector (lane_uniform.py); its lanes divide again
+    # only across a channel boundary, and the result is the interpreter's either way
+    _, launched, module = _run_split(GROUP_NORM, dims)
+    assert launched == ["group_norm_0_stage0_vector", "group_norm_0_epilogue_vector"]
+    text = module.source[module.source.index("def group_norm_0_epilogue_vector"):]
+    lanes = text[text.index("for lane in range"):]
+    assert "lanes_agree = " in text and "if not lanes_agree:" in lanes
+    assert text.index("lanes_agree = ") < text.index("for lane in range")
+
+
 def test_group_norm_split_rows_not_whole_vectors_take_the_scalar_stages():
-    # rows of 2 * 5 * 111 = 1110 values: not whole vectors, so the scalar stages run
-    _, launched, _ = _run_split(GROUP_NORM, {"N": 1, "C": 16, "H": 5, "W": 111})
+    # rows of 2 * 1 * 3 = 6 values: not whole vectors, so the scalar stages run
+    _, launched, _ = _run_split(GROUP_NORM, {"N": 1, "C": 16, "H": 1, "W": 3})
     assert launched == ["group_norm_0_stage0", "group_norm_0_epilogue"]
 
 
