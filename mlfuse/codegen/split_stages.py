@@ -26,6 +26,13 @@ x is read once per stage (as torch.compile's split reductions read it twice), ea
 pass with the whole GPU busy. The emitter is the row kernel's streaming one (tiles of
 loads issued first, flat row accesses through a reshape: ``flat_rows.py``), walking
 ``[lo, hi)`` of the row instead of all of it.
+
+Each kernel has a vector twin (``vectors=True``): a thread's tile as vectors of
+VECTOR_WIDTH neighbours (``emit_vector.py``), its flat row accesses along contiguous
+memory and its plain row accesses moved 16 bytes at a time, chunks of whole vectors, and
+the divisions a vector's lanes share done once per vector (``lane_uniform.py``). The host
+runs the twins where VECTOR_WIDTH divides the row extents and the row bases and the
+buffers they move whole are aligned (``vector_tests``), the scalar kernels elsewhere.
 """
 from __future__ import annotations
 
