@@ -15,7 +15,8 @@ VECTOR_WIDTH - 1 < D for each chain's X = B + first and q = X // D (one multiply
 compare: no division). Where it holds, the lanes take q as it is; where not (a vector
 across a boundary, or D < VECTOR_WIDTH), each lane computes the chain itself, as the
 scalar kernel does. The flag is the same for a vector's lanes (a uniform branch), so
-no lane ever reads a value of another lane's channel.
+no lane ever reads a value of another lane's channel. The fill's loads at such a value
+(gamma[channel], beta[channel]) are likewise issued once per vector where lanes agree.
 """
 from __future__ import annotations
 

@@ -91,7 +91,11 @@ class StageEmitter(KernelEmitter):
         self.multiples: list[list] = []  # what the host checks of the flat row bases
         # the current vector loop's divisions its lanes share (lane_uniform.py), the ops
         # computing them, and while its lanes are emitted: those ops' ids and the flag
-        self.chains, self.chain_ops, self.lane_ops, self.agree = [], [], set(), ""
+        self.chains, self.chain_ops, self.lane_ops = [], [], set()
+        # the fill's loads at those values, each loaded once a vector into a name
+        self.chain_loads: list[Operation] = []
+        self.lane_loads: dict[int, str] = {}
+        self.filling = False
         self.levels, self.need = reduce_levels(op)
         self.last = level == stage_count(op) - 1
         self.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
@@ -185,6 +189,13 @@ class StageEmitter(KernelEmitter):
                                                    self.reuse.dead)
         if self.chains and "agree" not in loc:
             loc["agree"] = self.namer.fresh("lanes_agree")
+        # the single loads the fill issues at shared divisions' values (gamma[channel])
+        inside = {id(r) for o in op.walk() for r in o.results} | {id(op.body.args[0])}
+        ends = {id(c.end) for c in self.chains}
+        self.chain_loads = [
+            o for o in self.fills[id(op)][1] if isinstance(o, LoadOp) and
+            id(o) not in self.vector_loads and any(id(v) in ends for v in o.operands[1:]) and
+            all(id(v) in ends or id(v) not in inside for v in o.operands[1:])]
         vectors = f"max(1, {self.stream_tile} // {VECTOR_WIDTH})"
         span = f"{vectors} * {VECTOR_WIDTH} * {loc['nthreads']}"
         first = f"{loc['base']} + ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
@@ -221,10 +232,25 @@ class StageEmitter(KernelEmitter):
             super().statement(o, shared=False)
         tests = [agree_test(c, self.namer) for c in self.chains]
         w.line(f"{loc['agree']} = {' and '.join(tests)}")
+        if self.filling:  # loads at the shared values: once a vector where the lanes agree
+            for o in self.chain_loads:  # (at the first lane's channel: in bounds either way)
+                self.lane_loads[id(o)] = self.namer.fresh(f"{self.namer(o.operands[0])}_lanes")
+                w.line(f"{self.lane_loads[id(o)]} = {self.load_expression(o)}")
         self.lane_ops = {id(o) for o in self.chain_ops}
         with super().each_lane():
             yield
-        self.lane_ops = set()
+        self.lane_ops, self.lane_loads = set(), {}
+
+    def vector_fill(self, owner: Operation) -> None:
+        self.filling = True
+        super().vector_fill(owner)
+        self.filling = False
+
+    def fill_line(self, load: Operation) -> None:
+        if id(load) not in self.lane_loads:
+            return super().fill_line(load)
+        self.w.line(f"{self.held[id(load)]}[{self.local['slot']}] = {self.lane_loads[id(load)]} "
+                    f"if {self.local['agree']} else {self.load_expression(load)}")
 
     def statement(self, op: Operation, shared: bool) -> None:
         if id(op) in self.lane_ops:  # a shared division's op, in a lane: all of them once
