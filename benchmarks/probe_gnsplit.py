@@ -5,7 +5,9 @@ Run on the GPU from the repository root (about two minutes):
     python benchmarks/probe_gnsplit.py
 
 For each case: mlfuse compiled with unbound dims (the suite's way), timed with its
-host's choice ("mlfuse": the split plan where ``_split_stages`` picks it) and with the
+host's choice ("mlfuse": the split plan where ``_split_stages`` picks it, its 16-byte
+vector twins where the rows are whole aligned vectors), with the split plan's scalar
+kernels in place of the vector twins ("scalar st.": round 2's kernels), and with the
 split plan turned off ("row only": the one-block-per-row kernel of before), against
 torch eager and torch.compile; every result checked against the NumPy interpreter.
 CUDA events, median of 20 calls, ms. The table comes last.
@@ -96,27 +98,36 @@ def main() -> None:
         args = [torch.from_numpy(a).cuda() for a in inputs]
         results = {}
         choose = py._split_stages
-        for variant, switch in (("mlfuse", choose), ("row only", lambda *a: False)):
+        twins = {n: getattr(py, n) for n in vars(py) if n.endswith("_vector") and
+                 ("_stage" in n or n.endswith("_epilogue_vector"))}
+        for variant, switch in (("mlfuse", choose), ("scalar st.", choose),
+                                ("row only", lambda *a: False)):
             py._split_stages = switch
+            for name, twin in twins.items():  # the scalar stage in its twin's place
+                setattr(py, name, getattr(py, name[:-len("_vector")]) if
+                        variant == "scalar st." else twin)
             got = fn(*args)
             ok = compare(expected, got.cpu().numpy() if hasattr(got, "cpu") else
                          np.asarray(got), n_ops, reduced=reduced).ok
             results[variant] = (_time(fn, args), ok)
         py._split_stages = choose
+        for name, twin in twins.items():
+            setattr(py, name, twin)
         eager = fns[kind](groups)
         compiled = torch.compile(eager)
         t_eager = _time(eager, args)
         t_comp = _time(compiled, args)
         ref = eager(*args)
         err = float((ref.float().cpu() - torch.from_numpy(expected)).abs().max())
-        rows.append((label, results["mlfuse"], results["row only"], t_eager, t_comp, err))
+        rows.append((label, results["mlfuse"], results["scalar st."], results["row only"],
+                     t_eager, t_comp, err))
         print(label, rows[-1], flush=True)
     print()
-    print(f"{'case':40s} {'mlfuse':>8s} {'row only':>9s} {'eager':>8s} {'compile':>8s} "
-          f"{'vs compile':>10s} checked")
-    for label, (t, ok), (t_row, ok_row), t_eager, t_comp, _ in rows:
-        print(f"{label:40s} {t:8.3f} {t_row:9.3f} {t_eager:8.3f} {t_comp:8.3f} "
-              f"{t / t_comp:10.2f} {bool(ok) and bool(ok_row)}")
+    print(f"{'case':40s} {'mlfuse':>8s} {'scalar st.':>10s} {'row only':>9s} {'eager':>8s} "
+          f"{'compile':>8s} {'vs compile':>10s} checked")
+    for label, (t, ok), (t_sc, ok_sc), (t_row, ok_row), t_eager, t_comp, _ in rows:
+        print(f"{label:40s} {t:8.3f} {t_sc:10.3f} {t_row:9.3f} {t_eager:8.3f} {t_comp:8.3f} "
+              f"{t / t_comp:10.2f} {bool(ok) and bool(ok_sc) and bool(ok_row)}")
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def _run_split(source: str, dims: dict, inputs=None, seed=3):
     module = mlfuse.compile_source(source, "t.fuse", target="simulator")
     py = module.python_module
     py._split_stages = lambda points, extent, reread: True
-    names = [n for n in vars(py) if re.search(r"_stage\d+$|_epilogue$", n)]
+    names = [n for n in vars(py) if re.search(r"(_stage\d+|_epilogue)(_vector)?$", n)]
     launched = record_launches(py, names)
     got = assert_results_close(func, expected, module[func.sym_name](*inputs))
     return got, launched, module
@@ -100,9 +100,46 @@ def _run_split(source: str, dims: dict, inputs=None, seed=3):
 
 def test_group_norm_split_across_blocks_matches_the_interpreter():
     # rows of 2 * 5 * 110 = 1100 values: 2 chunks a row under the simulator's 64 threads
+    # rows of 1100: VECTOR_WIDTH divides them and their bases, so the vector twins run
     got, launched, module = _run_split(GROUP_NORM, {"N": 1, "C": 16, "H": 5, "W": 110})
-    assert launched == ["group_norm_0_stage0", "group_norm_0_epilogue"]
+    assert launched == ["group_norm_0_stage0_vector", "group_norm_0_epilogue_vector"]
     assert module.python_module._split_rows(8, 1100) == 2
+
+
+@pytest.mark.parametrize("dims", [
+    {"N": 1, "C": 16, "H": 1, "W": 2},  # channels of 2 values: every vector spans two
+    {"N": 1, "C": 16, "H": 3, "W": 6},  # channels of 18: some vectors cross, most do not
+])
+def test_group_norm_vector_lanes_share_the_channel_division_where_they_agree(dims):
+    # the epilogue twin divides once per vector (lane_uniform.py); its lanes divide again
+    # only across a channel boundary, and the result is the interpreter's either way
+    _, launched, module = _run_split(GROUP_NORM, dims)
+    assert launched == ["group_norm_0_stage0_vector", "group_norm_0_epilogue_vector"]
+    text = module.source[module.source.index("def group_norm_0_epilogue_vector"):]
+    lanes = text[text.index("for lane in range"):]
+    assert "lanes_agree = " in text and "if not lanes_agree:" in lanes
+    assert text.index("lanes_agree = ") < text.index("for lane in range")
+
+
+def test_group_norm_split_rows_not_whole_vectors_take_the_scalar_stages():
+    # rows of 2 * 1 * 3 = 6 values: not whole vectors, so the scalar stages run
+    _, launched, _ = _run_split(GROUP_NORM, {"N": 1, "C": 16, "H": 1, "W": 3})
+    assert launched == ["group_norm_0_stage0", "group_norm_0_epilogue"]
+
+
+def test_split_stage_vectors_on_a_misaligned_buffer_take_the_scalar_stages():
+    # x one float past a 16-byte boundary: the host's check takes the scalar stages (the
+    # simulated vector access would fault there, as the GPU's would)
+    from numba import cuda
+    func = parse_program(SOFTMAX, "t.fuse").funcs[0]
+    (x,) = random_inputs(func, {"R": 2, "C": 1200}, seed=2)
+    shifted = cuda.to_device(np.concatenate([np.zeros(1, x.dtype), x.ravel()]))[1:].reshape(x.shape)
+    module = mlfuse.compile_source(SOFTMAX, "t.fuse", target="simulator")
+    py = module.python_module
+    py._split_stages = lambda points, extent, reread: True
+    launched = record_launches(py, [n for n in vars(py) if re.search(r"_stage\d|_epilogue", n)])
+    assert_results_close(func, run_tensor(func, [x]), module["f"](shifted))
+    assert launched == ["f_0_stage0", "f_0_stage1", "f_0_epilogue"]
 
 
 def test_softmax_split_with_nan_and_inf_follows_numpy_and_is_deterministic():
@@ -112,7 +149,7 @@ def test_softmax_split_with_nan_and_inf_follows_numpy_and_is_deterministic():
     x[1, 7] = np.inf
     x[2, 1499] = -np.inf
     first, launched, module = _run_split(SOFTMAX, {}, [x])
-    assert launched == ["f_0_stage0", "f_0_stage1", "f_0_epilogue"]
+    assert launched == ["f_0_stage0_vector", "f_0_stage1_vector", "f_0_epilogue_vector"]
     again = module["f"](x)
     assert np.asarray(again).tobytes() == np.asarray(first[0]).tobytes()
 
@@ -123,4 +160,4 @@ def test_layernorm_f16_split():
 
 def test_a_statistic_also_returned_is_stored_once_per_row():
     got, launched, _ = _run_split(L2NORM_BOTH, {"R": 3, "C": 1300})
-    assert launched == ["f_0_stage0", "f_0_epilogue"]
+    assert launched == ["f_0_stage0_vector", "f_0_epilogue_vector"]

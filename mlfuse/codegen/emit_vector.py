@@ -81,6 +81,11 @@ class VectorPhases:
         names = [self.lanes.first if v is self.lanes.arg else self.namer(v) for v in indices]
         return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
 
+    def vector_operand(self, buf: Value, indices: list[Value]) -> str:
+        """``array, index`` of a vector access's first value, as the intrinsics take them
+        (split_stages.py: a flat row's view at ``row_base + first``)."""
+        return f"{self.namer(buf)}, {self.vector_index(indices)}"
+
     def vector_fill(self, owner: Operation) -> None:
         """The current vector's fill phase of the loads ``owner`` issues early."""
         w, loc = self.w, self.local
@@ -88,8 +93,8 @@ class VectorPhases:
         loads = [o for o in loads if id(o) not in self.reuse.dead]  # (only fed kept values)
         for o in loads:
             if id(o) in self.vector_loads:
-                w.line(f"{self.vector_moves[0]}({self.namer(o.operands[0])}, "
-                       f"{self.vector_index(o.operands[1:])}, {self.held[id(o)]}, "
+                w.line(f"{self.vector_moves[0]}({self.vector_operand(o.operands[0], o.operands[1:])}, "
+                       f"{self.held[id(o)]}, "
                        f"{self.slot_offset}{loc['vec']} * {self.vector_lanes})")
         single = [o for o in loads if id(o) not in self.vector_loads]
         if single:
@@ -102,6 +107,6 @@ class VectorPhases:
     def vector_drain(self, stores: list[Operation]) -> None:
         """The current vector's stores, once its lanes have computed their values."""
         for o in stores:
-            self.w.line(f"{self.vector_moves[1]}({self.namer(o.operands[1])}, "
-                        f"{self.vector_index(o.operands[2:])}, {self.staged[id(o)]}, "
+            self.w.line(f"{self.vector_moves[1]}({self.vector_operand(o.operands[1], o.operands[2:])}, "
+                        f"{self.staged[id(o)]}, "
                         f"{self.slot_offset}{self.local['vec']} * {self.vector_lanes})")

@@ -45,7 +45,8 @@ from mlfuse.ir.types import INDEX
 class FlatAccess:
     """An access at ``row_base + step * stride``: its buffer, the indices that are not
     the step's with their axes, the part of the unravelled value that is not the step
-    (None: 0), the step ("flat": the nest's flat index; else the loop index Value), and
+    (None: 0), the step ("flat": the nest's flat index; None: none, a value of the point
+    itself; else the loop index Value), and
     the axis the step indexes directly (its stride: the axes after it), None for a step
     along contiguous memory."""
 
@@ -90,7 +91,16 @@ def flat_access(op: Operation, args: list[Value], extents: list, points: set[int
     shape = list(buf.type.shape)
     if len(idx) < 2 or len(shape) != len(idx):
         return None  # (a 1-D buffer is indexed at one offset already)
-    if len(args) > 1:  # a nest: its indices trail, in order, over axes of its extents
+    if not args:  # one value of the point (a row's shift sample): at its row base alone
+        form = unravel_form(idx)
+        if form is None:
+            return None
+        j, x, radix = form
+        if any(r != d if r is not None else d != 1 for r, d in zip(radix, shape[j + 1:])) or \
+                not _invariant(x, points):
+            return None
+        offset, step = x, None
+    elif len(args) > 1:  # a nest: its indices trail, in order, over axes of its extents
         j = len(idx) - len(args)
         if j < 0 or any(v is not a for v, a in zip(idx[j:], args)) or shape[j:] != list(extents):
             return None
@@ -114,6 +124,22 @@ def flat_access(op: Operation, args: list[Value], extents: list, points: set[int
     if not all(_invariant(v, points) for v in idx[:j]):
         return None
     return FlatAccess(buf, list(enumerate(idx[:j])), offset, step)
+
+
+def _monomials(v: Value) -> list[list]:
+    """An invariant index value (``_invariant``) as a sum of monomials, each the list of
+    its dim and constant factors (its point indices left out: any value)."""
+    op = op_of(v)
+    if isinstance(op, DimOp):
+        return [[op["sym"]]]
+    if isinstance(op, ConstantOp):
+        return [[op["value"]]]
+    if isinstance(op, ADD):
+        return [m for x in op.operands for m in _monomials(x)]
+    if isinstance(op, MUL):
+        a, b = (_monomials(x) for x in op.operands)
+        return [p + q for p in a for q in b]
+    return [[]]  # a point index
 
 
 def _nest_ops(top: Operation) -> list[Operation]:
@@ -183,6 +209,16 @@ class FlatRows:
             dead = unneeded_index_ops(top, found)
             self.reuse.dead |= dead  # (the set of ops the emitter skips)
             self.flat_digits[id(top)] = len(args) < 2 or uses_besides(args, top, dead, found)
+        # the point's own reads through a reshape (a row's shift sample, moments.py): at
+        # their row base, their unravel's divmods gone with the index ops only they used
+        found = {}
+        for o in self.op.body.ops:
+            if isinstance(o, ACCESSES):
+                access = flat_access(o, [], [], points)
+                if access is not None:
+                    found[_key(*access_parts(o))] = access
+        self.flat.update(found)
+        self.reuse.dead |= unneeded_index_ops(self.op, found)
         views = {}
         for access in self.flat.values():
             if id(access.buf) not in views:
@@ -227,10 +263,12 @@ class FlatRows:
         access = self.flat.get(_key(buf, indices))
         if access is None:
             return None
+        base = self.row_bases[self._base_code(access)]
+        if access.step is None:  # the point's own value
+            return f"{self.flat_views[id(buf)]}[numba.uint64({base})]"
         step = flat_index if access.step == "flat" else self.namer(access.step)
         if access.axis is not None:
             step = f"{step} * {self.flat_strides[(id(buf), access.axis)]}"
-        base = self.row_bases[self._base_code(access)]
         return f"{self.flat_views[id(buf)]}[numba.uint64({base} + {step})]"
 
     def index_division(self, op: Operation, operands: list[str]) -> str | None:
@@ -245,6 +283,18 @@ class FlatRows:
             return None
         self.helpers.add("_divmod_index")
         return f"_divmod_index({operands[0]}, {operands[1]})[{int(isinstance(op, ModOp))}]"
+
+    def base_multiples(self, access: FlatAccess) -> list[list]:
+        """What makes ``access``'s row base a multiple of a vector's width at every point:
+        the base is a sum of monomials of the point's indices, and each monomial's other
+        factors (dims, constants: a list) must multiply to one (the host checks)."""
+        terms = []
+        for d, v in access.lead:
+            strides = list(access.buf.type.shape[d + 1:])
+            terms += [m + strides for m in _monomials(v)]
+        if access.offset is not None:
+            terms += _monomials(access.offset)
+        return terms
 
     def _dim_code(self, buf: Value, axis: int) -> str:
         """The size of ``buf``'s axis as code: a constant, else its shape (a dim's
@@ -277,6 +327,8 @@ class FlatRows:
             return str(op["value"])
         if isinstance(op, (ADD, MUL)):
             a, b = (self._index_code(x) for x in op.operands)
+            if isinstance(op, ADD) and "0" in (a, b):  # (a shift sample at the row's start:
+                return b if a == "0" else a           # the same base as the row's loops)
             return f"({a} + {b})" if isinstance(op, ADD) else f"{a} * {b}"
         return self.namer(v)
 

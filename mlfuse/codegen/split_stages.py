@@ -26,14 +26,29 @@ x is read once per stage (as torch.compile's split reductions read it twice), ea
 pass with the whole GPU busy. The emitter is the row kernel's streaming one (tiles of
 loads issued first, flat row accesses through a reshape: ``flat_rows.py``), walking
 ``[lo, hi)`` of the row instead of all of it.
+
+Each kernel has a vector twin (``vectors=True``): a thread's tile as vectors of
+VECTOR_WIDTH neighbours (``emit_vector.py``), its flat row accesses along contiguous
+memory and its plain row accesses moved 16 bytes at a time, chunks of whole vectors, and
+the divisions a vector's lanes share done once per vector (``lane_uniform.py``). The host
+runs the twins where VECTOR_WIDTH divides the row extents and the row bases and the
+buffers they move whole are aligned (``vector_tests``), the scalar kernels elsewhere.
 """
 from __future__ import annotations
 
-from mlfuse.dialects.loops import ForOp, ReduceOp, StoreOp
-from mlfuse.ir.core import Operation
+from contextlib import contextmanager
 
-from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, emit_kernel
+from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
+from mlfuse.ir.core import Operation, Value
+
+from mlfuse.codegen.addressing import access_parts
+from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelCode, KernelEmitter, emit_kernel
+from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
+from mlfuse.codegen.flat_rows import _key
+from mlfuse.codegen.lane_uniform import agree_test, lane_chains
+from mlfuse.codegen.reuse import defined_inside
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
+from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
 
 _DOC = {"stage": "Row schedule over [{space}] split across blocks, stage {level}: a block per "
                  "(point, chunk) writes the partials of the level-{level} reductions.",
@@ -66,9 +81,21 @@ def stage_count(op) -> int:
 class StageEmitter(KernelEmitter):
     """One kernel of the split plan: stage ``level`` (the last: the epilogue)."""
 
-    def __init__(self, op, name, level: int, target, helpers, hw, taken=()):
+    def __init__(self, op, name, level: int, target, helpers, hw, taken=(), vectors=False):
         super().__init__(op, name, "streaming", target, helpers, hw, taken)
         self.level = level
+        # the vector twin: a thread's values of its chunk as vectors of VECTOR_WIDTH
+        # neighbours, its vector accesses (``stage_vector_accesses``) moved whole
+        self.vectors = vectors
+        self.vector_accesses: list[Operation] = []
+        self.multiples: list[list] = []  # what the host checks of the flat row bases
+        # the current vector loop's divisions its lanes share (lane_uniform.py), the ops
+        # computing them, and while its lanes are emitted: those ops' ids and the flag
+        self.chains, self.chain_ops, self.lane_ops = [], [], set()
+        # the fill's loads at those values, each loaded once a vector into a name
+        self.chain_loads: list[Operation] = []
+        self.lane_loads: dict[int, str] = {}
+        self.filling = False
         self.levels, self.need = reduce_levels(op)
         self.last = level == stage_count(op) - 1
         self.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
@@ -95,10 +122,17 @@ class StageEmitter(KernelEmitter):
             self.declare_scratch(walked)
             self.plan_stream_tiles(walked)
             self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in walked])
+            self.vector_accesses = self.stage_vector_accesses(walked)
+            if self.vectors:
+                self.plan_vectors(self.vector_accesses, VALUES_PER_THREAD)
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             loops = [o for o in self.op.body.ops if isinstance(o, (ReduceOp, ForOp))]
             w.line(f"{loc['n_k']} = {self.points(loops[0].extent_list)}")
-            w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
+            if self.vectors:  # chunks of whole vectors (VECTOR_WIDTH divides n_k: the host)
+                w.line(f"{loc['chunk']} = -(-{loc['n_k']} // ({loc['n_split']} * {VECTOR_WIDTH})) "
+                       f"* {VECTOR_WIDTH}")
+            else:
+                w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
             with w.indented(f"for {loc['flat']} in range(numba.int64(cuda.blockIdx.x), "
                             f"{loc['n_points']} * {loc['n_split']}, cuda.gridDim.x):"):
                 w.line(f"{loc['point']}, {loc['part']} = divmod({loc['flat']}, {loc['n_split']})")
@@ -109,6 +143,73 @@ class StageEmitter(KernelEmitter):
                 self.block(self.op.body, top=True)
         return self.w.text()
 
+    def stage_vector_accesses(self, walked: list[Operation]) -> list[Operation]:
+        """The loads a walked loop issues early and the stores of its body that vectors
+        of neighbouring chunk values may share: a flat row's step along contiguous
+        memory (group norm's rows through the reshape), or a plain row access whose last
+        index is the loop's (``vector.vectorizable``). Also records what the host must
+        check of the flat accesses' row bases (``base_multiples``)."""
+        inside = defined_inside(walked)
+        accesses = []
+        for loop in walked:
+            k = loop.body.args[0]
+            for o in self.fills[id(loop)][1] + [o for o in loop.body.ops if isinstance(o, StoreOp)]:
+                if not isinstance(o, (LoadOp, StoreOp)):
+                    continue
+                buf, idx = access_parts(o)
+                flat = self.flat.get(_key(buf, idx))
+                if flat is not None:
+                    if buf.type.dtype in VECTOR_DTYPES and flat.step is k and flat.axis is None:
+                        accesses.append(o)
+                        self.multiples += self.base_multiples(flat)
+                elif vectorizable(o, k, lambda v: id(v) not in inside):
+                    accesses.append(o)
+        return accesses
+
+    def vector_operand(self, buf: Value, indices: list[Value]) -> str:
+        access = self.flat.get(_key(buf, indices))
+        if access is None:
+            return super().vector_operand(buf, indices)
+        base = self.row_bases[self._base_code(access)]
+        return f"{self.flat_views[id(buf)]}, (numba.uint64({base} + {self.lanes.first}),)"
+
+    @contextmanager
+    def loop(self, op, shared: bool):
+        """The vector twin's walk of a chunk: tiles of a thread's vectors, loads of a
+        tile's vectors first, then the lanes of each vector and its vector stores."""
+        if not (self.vectors and shared):
+            with super().loop(op, shared):
+                yield
+            return
+        w, loc = self.w, self.local
+        k = self.define(op.body.args[0], "k")
+        lo, hi = self.row_span(op)
+        self.lanes = Lanes(op.body.args[0], k, loc["first"], hi)
+        self.chains, self.chain_ops = lane_chains(op, {id(a) for a in self.op.body.args},
+                                                   self.reuse.dead)
+        if self.chains and "agree" not in loc:
+            loc["agree"] = self.namer.fresh("lanes_agree")
+        # the single loads the fill issues at shared divisions' values (gamma[channel])
+        inside = {id(r) for o in op.walk() for r in o.results} | {id(op.body.args[0])}
+        ends = {id(c.end) for c in self.chains}
+        self.chain_loads = [
+            o for o in self.fills[id(op)][1] if isinstance(o, LoadOp) and
+            id(o) not in self.vector_loads and any(id(v) in ends for v in o.operands[1:]) and
+            all(id(v) in ends or id(v) not in inside for v in o.operands[1:])]
+        vectors = f"max(1, {self.stream_tile} // {VECTOR_WIDTH})"
+        span = f"{vectors} * {VECTOR_WIDTH} * {loc['nthreads']}"
+        first = f"{loc['base']} + ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
+        with w.indented(f"for {loc['base']} in range({lo}, {hi}, {span}):"):
+            if self.fills[id(op)][1]:
+                w.line("# this thread's vectors of the tile first: loads with no use between "
+                       "them are in flight at once")
+                with self.each_vector(vectors, first, hi):
+                    self.vector_fill(op)
+            with self.each_vector(vectors, first, hi):
+                with self.each_lane():
+                    yield
+                self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
+
     def row_span(self, op) -> tuple[str, str]:
         return self.local["lo"], self.local["hi"]
 
@@ -116,7 +217,48 @@ class StageEmitter(KernelEmitter):
         """A point's value is stored once: by the first thread of its first chunk's block."""
         return f"{self.local['tid']} == 0 and {self.local['part']} == 0"
 
+    @contextmanager
+    def each_lane(self):
+        """A vector's lanes, after its shared divisions (lane_uniform.py) at its first
+        lane; in the lanes, those divisions again only where the lanes do not agree."""
+        if not self.chains:
+            with super().each_lane():
+                yield
+            return
+        w, loc = self.w, self.local
+        w.line(f"{self.lanes.index} = {self.lanes.first}  # the divisions the lanes share, "
+               "at the first lane")
+        for o in self.chain_ops:
+            super().statement(o, shared=False)
+        tests = [agree_test(c, self.namer) for c in self.chains]
+        w.line(f"{loc['agree']} = {' and '.join(tests)}")
+        if self.filling:  # loads at the shared values: once a vector where the lanes agree
+            for o in self.chain_loads:  # (at the first lane's channel: in bounds either way)
+                self.lane_loads[id(o)] = self.namer.fresh(f"{self.namer(o.operands[0])}_lanes")
+                w.line(f"{self.lane_loads[id(o)]} = {self.load_expression(o)}")
+        self.lane_ops = {id(o) for o in self.chain_ops}
+        with super().each_lane():
+            yield
+        self.lane_ops, self.lane_loads = set(), {}
+
+    def vector_fill(self, owner: Operation) -> None:
+        self.filling = True
+        super().vector_fill(owner)
+        self.filling = False
+
+    def fill_line(self, load: Operation) -> None:
+        if id(load) not in self.lane_loads:
+            return super().fill_line(load)
+        self.w.line(f"{self.held[id(load)]}[{self.local['slot']}] = {self.lane_loads[id(load)]} "
+                    f"if {self.local['agree']} else {self.load_expression(load)}")
+
     def statement(self, op: Operation, shared: bool) -> None:
+        if id(op) in self.lane_ops:  # a shared division's op, in a lane: all of them once
+            if op is self.chain_ops[0]:
+                with self.w.indented(f"if not {self.local['agree']}:  # across a boundary"):
+                    for o in self.chain_ops:
+                        super().statement(o, shared=False)
+            return
         if not shared:
             return super().statement(op, shared)
         if isinstance(op, (ForOp, StoreOp)) and not self.last:
@@ -167,13 +309,25 @@ def partial_dtypes(op) -> list[str]:
     return dtypes
 
 
-def emit_stages(op, name: str, target: str, helpers: set[str], names, hw) -> tuple[list, str]:
-    """The split plan's kernel names, in launch order, and their text."""
+def emit_stages(op, name: str, target: str, helpers: set[str], names, hw) -> tuple[dict, str]:
+    """The split plan's launch entries (``stages``: the kernel names in launch order; with
+    a vector twin, ``stage_vectors``: its names, the buffers it moves whole and what the
+    host checks of its row bases) and the kernels' text."""
     kernels = [names.fresh(f"{name}_stage{level}") for level in range(stage_count(op) - 1)]
     kernels.append(names.fresh(f"{name}_epilogue"))
-    texts = [StageEmitter(op, kname, level, target, helpers, hw, names.taken).emit()
-             for level, kname in enumerate(kernels)]
-    return kernels, "\n\n".join(texts)
+    emitters = [StageEmitter(op, kname, level, target, helpers, hw, names.taken)
+                for level, kname in enumerate(kernels)]
+    texts = [e.emit() for e in emitters]
+    launch = {"stages": kernels}
+    accesses = [o for e in emitters for o in e.vector_accesses]
+    if hw.vector_width > 1 and accesses:
+        twins = [names.fresh(f"{kname}_vector") for kname in kernels]
+        texts += [StageEmitter(op, vname, level, target, helpers, hw, names.taken, vectors=True).emit()
+                  for level, vname in enumerate(twins)]
+        multiples = [m for e in emitters for m in e.multiples]
+        launch["stage_vectors"] = {"names": twins, "buffers": vector_buffers(accesses),
+                                   "multiples": list({repr(m): m for m in multiples}.values())}
+    return launch, "\n\n".join(texts)
 
 
 def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[str]:
@@ -188,9 +342,31 @@ def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[
         lines.append(f"{partials[-1]} = cuda.device_array({points} * {n_split}, dtype=np.{dtype})")
     per_thread = f"-(-({row}) // ({n_split} * VALUES_PER_THREAD))"
     grid = f"_row_blocks({points} * {n_split}), _row_threads({per_thread}, THREADS_PER_BLOCK)"
-    lines += [host.call(name, grid, args + partials + [n_split])
-              for name in kernel.launch["stages"]]
-    return lines
+    calls = [host.call(name, grid, args + partials + [n_split]) for name in kernel.launch["stages"]]
+    twin = kernel.launch.get("stage_vectors")
+    if twin is None:
+        return lines + calls
+    unit = host.w.unit
+    vectors = [host.call(name, grid, args + partials + [n_split]) for name in twin["names"]]
+    return lines + [f"if {' and '.join(vector_tests(host, kernel, twin))}:  # whole vectors, aligned"] + \
+        [unit + c for c in vectors] + ["else:"] + [unit + c for c in calls]
+
+
+def vector_tests(host, kernel, twin: dict) -> list[str]:
+    """The host's conditions for the vector twin: VECTOR_WIDTH divides every row extent
+    (chunks of whole vectors) and every flat row base (each monomial's dims and constants,
+    ``FlatRows.base_multiples``), and each buffer it moves whole starts on a vector."""
+    host.helpers.add("_vector_ready")  # (brings _address)
+    tests = [f"{d} % VECTOR_WIDTH == 0"
+             for d in dict.fromkeys(host.dim(e, kernel.op) for e in kernel.row_extents)]
+    for factors in twin["multiples"]:
+        texts = [host.dim(f, kernel.op) if isinstance(f, str) else str(f) for f in factors]
+        text = " * ".join(t if t.isidentifier() or t.isdigit() else f"({t})" for t in texts) or "1"
+        tests.append(f"{text} % VECTOR_WIDTH == 0")
+    for buf in twin["buffers"]:
+        name = host.namer(buf)
+        tests.append(f"_address({name}) % (VECTOR_WIDTH * {name}.dtype.itemsize) == 0")
+    return list(dict.fromkeys(tests))
 
 
 def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
@@ -198,7 +374,8 @@ def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> Kernel
     choice asked for them (``split_stages``)."""
     code = emit_kernel(op, name, target, helpers, names, hw)
     if op.attributes.get("split_stages"):
-        code.launch["stages"], text = emit_stages(op, name, target, helpers, names, hw)
+        launch, text = emit_stages(op, name, target, helpers, names, hw)
+        code.launch.update(launch)
         code.text += "\n\n" + text
     return code
 
