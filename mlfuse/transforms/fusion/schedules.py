@@ -301,7 +301,8 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     symbols have in ``dims`` (the target's default size where unbound)."""
     choice = _choose_schedule(kernel, dims, target)
     if choice.schedule == "row":  # streaming and split rows: variance in the mean's pass
-        shift_centred_squares(kernel.body, target.row_values_per_thread * target.row_threads)
+        shift_centred_squares(kernel.body, target.row_values_per_thread * target.row_threads,
+                              size=lambda extent: resolve(extent, dims, target))
     if access_layout(kernel) == "rows":
         choice = _with_split_plan(kernel, choice, target)
     return choice
