@@ -39,6 +39,7 @@ from contextlib import contextmanager
 
 
 from mlfuse.codegen.contraction import ContractionEmitter, factory_name
+from mlfuse.dialects.contraction import arg_deps
 from mlfuse.codegen.ptx_mma import MMA_HELPER
 
 PAD = 8  # f32 words after each row of the epilogue's staged half tile
@@ -48,8 +49,8 @@ STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a
 
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
-           "g0",
-           "b_at", "valid")
+           "g0", "b_at", "valid", "rd", "nxt", "jj",
+           *(f"{side}_{n}" for side in "ab" for n in ("src", "dst", "lim", "step")))
 
 
 class MmaContractionEmitter(ContractionEmitter):
@@ -90,6 +91,8 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"THREADS = _mma_threads(BM, BN, {self.WARP_SKIP})")
         w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
         self.stage_constants()
+        w.line("STAGE_SIZE = A_STAGE + B_STAGE  # values of one stage")
+        self.step_constants()
         size = STAGE_BYTES[self.operand]
         w.line(f"STAGES = min(MMA_STAGES, (MMA_SHARED - 4 * {self.EXTRA_WORDS}) // "
                f"({size} * (A_STAGE + B_STAGE)))")
@@ -103,6 +106,7 @@ class MmaContractionEmitter(ContractionEmitter):
                "chunks than threads)")
         w.line("A_COPIES, B_COPIES = -(-A_CHUNKS // THREADS), -(-B_CHUNKS // THREADS)")
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
+        w.line("FILLED = STAGES - 1  # ... when the first is (cp.async.wait_group takes a literal)")
         w.line(f"GATHER = {self.GATHER}  # gathered values a thread loads before it stores them")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
         w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4 + {self.EXTRA_WORDS}, "
@@ -124,6 +128,14 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("A_LINE, B_LINE = max(1, 64 // A_STRIDE), max(1, 64 // B_STRIDE)  # rows a line")
         w.line("A_MASK, B_MASK = min(8, A_STRIDE // 8) - 1, min(8, B_STRIDE // 8) - 1")
         w.line("A_STAGE, B_STAGE = BM * A_STRIDE, STAGE_K * B_STRIDE  # 16-bit values")
+
+    def step_constants(self) -> None:
+        """The K loop is written out per mma step (``tile``): check the stage has them.
+        Two fragment buffers a lane (a local array's size must be a constant)."""
+        self.w.line("A_FRAGS, B_FRAGS = 2 * A_REGS, 2 * B_REGS  # two buffers: one loads while "
+                    "the other multiplies")
+        self.w.line(f"assert STAGE_K == {self.k_steps()} * 16, 'the K loop is written for "
+                    f"{self.k_steps()} mma steps a stage'")
 
     def stage_offset(self, side: str, row: str, chunk: str) -> str:
         """The offset in a side's stage of 16-byte chunk ``chunk`` of row ``row``:
@@ -153,41 +165,94 @@ class MmaContractionEmitter(ContractionEmitter):
     def fragments(self) -> None:
         """A lane's A and B fragment registers."""
         w, L = self.w, self.loc
-        w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # {self.operand} pairs")
-        w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
+        w.line(f"{L['a_frag']} = cuda.local.array(A_FRAGS, numba.uint32)  # {self.operand} pairs")
+        w.line(f"{L['b_frag']} = cuda.local.array(B_FRAGS, numba.uint32)")
 
     def tile(self) -> None:
+        """The K loop, software-pipelined (see ``pipeline_step``): tiles 0 .. STAGES - 1
+        fill the stages first; iteration kt multiplies tile kt in STAGE_K // 16 mma
+        steps, each step's fragments loaded (ldmatrix) during the step before it, so no
+        mma waits on shared memory. The one barrier an iteration sits before the next
+        stage's first fragments; right after it, tile kt + STAGES goes into tile kt's
+        stage (its fragments are all in registers by then): STAGES - 1 tiles stay in
+        flight while the block multiplies. The stage offset is a counter (no 64-bit
+        modulo a stage)."""
         w, L = self.w, self.loc
+        steps = self.k_steps()
         with w.indented(f"for {L['slot']} in range(ACC):"):
             w.line(f"{L['acc']}[{L['slot']}] = np.float32(0)")
-        w.line("# step s copies tile s into its stage (one commit group per step) and multiplies "
-               "tile s - (STAGES - 1): STAGES - 1 tiles stay in flight")
-        with w.indented(f"for {L['ahead']} in range({L['k_tiles']} + STAGES - 1):"):
-            w.line(f"{L['kt']} = {L['ahead']} - (STAGES - 1)")
-            with w.indented(f"if {L['kt']} >= 0:"):
-                w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt landed")
-                w.line("cuda.syncthreads()  # everyone's; and no warp still reads the stage "
-                       "refilled next")
-                self.landed()
-            with w.indented(f"if {L['ahead']} < {L['k_tiles']}:"):
-                self.fetch_stage(L["ahead"])
+        for side in ("a", "b"):
+            if self.vector_side(side) is not None and self.k_stride(side) is not None:
+                with w.indented(f"if VECTOR_{side.upper()}:"):
+                    self.copy_plan(side)
+        w.line("# tiles 0 .. STAGES - 1 into their stages, one commit group each")
+        with w.indented(f"for {L['ahead']} in range(STAGES):"):
+            self.fetch_stage(L["ahead"], f"{L['ahead']} * STAGE_SIZE", branchless=True)
             w.line("_cp_async_commit()")
-            with w.indented(f"if {L['kt']} >= 0:"):
-                self.multiply()
+        w.line(f"{L['rd']} = 0  # the stage of tile kt")
+        w.line("_cp_async_wait(FILLED)  # this thread's copies of tile 0 landed")
+        w.line("cuda.syncthreads()  # and everyone's")
+        self.load_fragments(0, L["rd"], 0)
+        with w.indented(f"for {L['kt']} in range({L['k_tiles']}):"):
+            for step in range(steps):
+                self.pipeline_step(step, steps)
         self.epilogue()
 
-    def landed(self) -> None:
-        """What the block does with stage kt once it has landed, before the next copies
-        (the TF32 kernels convert it)."""
+    def k_steps(self) -> int:
+        """The mma steps (16 K values each) of a stage: MMA_BK // 16 of the target's
+        geometry, written out (each step's fragment buffer and stage are constants)."""
+        from mlfuse.codegen.helpers import mma_geometry
+        return mma_geometry(self.target)["bk"] // 16
+
+    def pipeline_step(self, step: int, steps: int) -> None:
+        """Step ``step`` of ``steps`` of iteration kt, on fragment buffer step % 2. A step
+        but the last loads the next step's fragments into the other buffer, then runs
+        its mma. The last: wait for tile kt + 1 (WAIT groups may stay in flight), the
+        barrier, the next stage's first fragments (buffer 0), the copies of tile kt +
+        STAGES into tile kt's stage (without a branch: ptxas interleaves them with the
+        mma), and its mma. With an odd count of steps the last uses buffer 0 itself:
+        the next stage's fragments load after its mma."""
+        w, L = self.w, self.loc
+        last, odd = step == steps - 1, steps % 2 == 1
+        w.line(f"# k step {step} of {steps}: mma on fragment buffer {step % 2}"
+               + (", with the next stage's first fragments and copies" if last else
+                  f", while buffer {(step + 1) % 2} loads step {step + 1}"))
+        if not last:
+            self.load_fragments((step + 1) % 2, L["rd"], step + 1)
+            self.mma_step(step % 2)
+            return
+        w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt + 1 landed")
+        w.line("cuda.syncthreads()  # everyone's; and every warp has tile kt's fragments")
+        w.line(f"{L['nxt']} = {L['rd']} + STAGE_SIZE if {L['rd']} < (STAGES - 1) * STAGE_SIZE "
+               "else 0  # tile kt + 1's stage")
+        if not odd:
+            self.load_fragments(0, L["nxt"], 0)
+        w.line("# tile kt + STAGES (zeros past K) into tile kt's stage")
+        self.fetch_stage(f"{L['kt']} + STAGES", L["rd"], branchless=True)
+        w.line("_cp_async_commit()  # (a group each iteration: the wait counts groups)")
+        w.line(f"{L['rd']} = {L['nxt']}")
+        self.mma_step(step % 2)
+        if odd:
+            self.load_fragments(0, L["rd"], 0)
 
     # -- operands into a stage ---------------------------------------------------------
-    def fetch_stage(self, k_tile: str) -> None:
+    def fetch_stage(self, k_tile: str, stage: str = "", branchless: bool = False) -> None:
+        """Tile ``k_tile`` of K into its stage (``stage``: its offset; by default
+        k_tile % STAGES). ``branchless``: copies checked against K each (a tile past K
+        fills zeros), in one basic block with the mma around them, which ptxas can then
+        interleave with them."""
         w, L = self.w, self.loc
-        w.line(f"{L['stage']} = ({k_tile} % STAGES) * (A_STAGE + B_STAGE)")
-        w.line(f"{L['k0']} = {L['k_lo']} + {k_tile} * STAGE_K")
+        w.line(f"{L['stage']} = {stage or f'({k_tile} % STAGES) * STAGE_SIZE'}")
+        w.line(f"{L['k0']} = {L['k_lo']} + ({k_tile}) * STAGE_K")
         for side in ("a", "b"):
             if self.vector_side(side) is not None:
                 with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned copies"):
+                    if branchless and self.k_stride(side) is not None:
+                        self.copy_planned(side, k_tile)
+                        continue
+                    if branchless:
+                        self.copy_side(side)
+                        continue
                     # a stage inside K (all but the last): no K bounds, so a copy's source
                     # moves by a constant each stage and its other terms stay in registers
                     with w.indented(f"if {L['k0']} + STAGE_K <= {L['k_size']}:"):
@@ -258,6 +323,79 @@ class MmaContractionEmitter(ContractionEmitter):
             w.line(f"_cp_async({L['tiles']}, {at}, {self.namer(load.operands[0])}, "
                    f"({index},), {L['valid']}, {s}_BYTES)")
 
+    def k_stride(self, side: str) -> str | None:
+        """How far apart (in values) the operand's consecutive K positions lie, when its
+        source offset is linear in K: A's flattened K is its trailing dims (always); B's
+        K one dim indexed by the K index itself (B[.., k, .., n]), no other index
+        depending on it. None: B's K is not (several K dims, or a computed index)."""
+        load = self.vector_side(side)
+        if side == "a":
+            return "1"
+        ks = [r.body.args[0] for r in self.c.reduces]
+        lead = list(load.operands[1:-1])
+        if len(ks) != 1 or sum(v is ks[0] for v in lead) != 1 or any(
+                ks[0] in arg_deps(v) for v in lead if v is not ks[0]):
+            return None
+        pos = next(d for d, v in enumerate(lead) if v is ks[0])
+        array, rank = self.namer(load.operands[0]), len(load.operands) - 1
+        return " * ".join(f"{array}.shape[{d}]" for d in range(pos + 1, rank))
+
+    def copy_plan(self, side: str) -> None:
+        """Once a tile (not a stage): each copy slot's source offset at this block's first
+        K (the flat index of its first value), its offset in a stage, and the K limit
+        below which a stage's relative K (tile * STAGE_K) keeps it inside the sizes (-1
+        where its row or column is past them): a stage's copy is then an add, a compare
+        and the cp.async."""
+        w, L, c, g = self.w, self.loc, self.c, self.group
+        load = self.vector_side(side)
+        s = side.upper()
+        v = f"{s}_VALUES"
+        src, dst, lim = (L[f"{side}_{n}"] for n in ("src", "dst", "lim"))
+        w.line(f"# {s}'s copies: source offsets, stage offsets and K limits, once a tile")
+        w.line(f"{src} = cuda.local.array({s}_COPIES, numba.int64)")
+        w.line(f"{dst} = cuda.local.array({s}_COPIES, numba.int32)  # (32 bits: fewer registers)")
+        w.line(f"{lim} = cuda.local.array({s}_COPIES, numba.int32)")
+        w.line(f"{L[side + '_step']} = STAGE_K * {self.k_stride(side)}  # the source moves this "
+               "far a stage")
+        per_row = f"STAGE_K // {v}" if side == "a" else f"BN // {v}"
+        with w.indented(f"for {L['slot']} in range({s}_COPIES):"):
+            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
+            w.line(f"{L['i']}, {L['j']} = {L['e']} // ({per_row}), {L['e']} % ({per_row})")
+            chunk = f"{L['j']} * {v} // {g}"
+            at = f"{self.stage_offset(side, L['i'], chunk)} + {L['j']} * {v} % {g}"
+            if side == "a":
+                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k_lo']} + {L['j']} * {v}")
+                own, own_size, dims = "m", L["m_size"], c.m_dims
+            else:
+                w.line(f"{L['k']}, {L['n']} = {L['k_lo']} + {L['i']}, {L['n0']} + {L['j']} * {v}")
+                own, own_size, dims = "n", L["n_size"], c.n_dims
+                at = f"A_STAGE + {at}"
+            w.line(f"{dst}[{L['slot']}] = {at}")
+            w.line(f"{lim}[{L['slot']}] = {L['k_size']} - {L['k']} if {L[own]} < {own_size} "
+                   "else -1")
+            self.unravel_into(L[own], *self.dims(dims))
+            self.unravel_into(L["k"], self.k_vals, c.k_extents)
+            self.slice_of(list(load.operands[1:]))
+            array = self.namer(load.operands[0])
+            flat = self.namer(load.operands[1])
+            for d, index in enumerate(load.operands[2:], start=1):
+                flat = f"({flat}) * {array}.shape[{d}] + {self.namer(index)}"
+            w.line(f"{src}[{L['slot']}] = {flat}")
+
+    def copy_planned(self, side: str, k_tile: str) -> None:
+        """The side's copies of tile ``k_tile`` by its plan (``copy_plan``)."""
+        w, L = self.w, self.loc
+        s = side.upper()
+        load = self.vector_side(side)
+        src, dst, lim = (L[f"{side}_{n}"] for n in ("src", "dst", "lim"))
+        w.line(f"{L['kk']} = ({k_tile}) * STAGE_K  # the tile's K, from this block's first")
+        with w.indented(f"for {L['slot']} in range({s}_COPIES):"), \
+                w.indented(f"if {s}_CHUNKS % THREADS == 0 or "
+                           f"{L['tid']} + {L['slot']} * THREADS < {s}_CHUNKS:"):
+            w.line(f"_cp_async_at({L['tiles']}, {L['stage']} + {dst}[{L['slot']}], "
+                   f"{self.namer(load.operands[0])}, {src}[{L['slot']}] + ({k_tile}) * "
+                   f"{L[side + '_step']}, {L['kk']} < {lim}[{L['slot']}], {s}_BYTES)")
+
     def gather_side(self, side: str) -> None:
         """The side's tile value by value (consecutive threads on the tile's fast axis),
         rounded to the operand dtype by the store into the stage; zeros past the sizes."""
@@ -304,30 +442,34 @@ class MmaContractionEmitter(ContractionEmitter):
                             w.line(f"{h} = {self.namer(value)}")
 
     # -- the math --------------------------------------------------------------------
-    def multiply(self) -> None:
-        """The stage kt's STAGE_K // 16 steps: each warp's A fragments (ldmatrix: lane l
-        gives row l % 16, columns (l // 16) * 8 on, of a 16 x 16 tile), B fragments
-        (ldmatrix.trans of 16 K rows, two n8 tiles a load), then MT x NT mma."""
+    def load_fragments(self, buffer: int, stage: str, step: int) -> None:
+        """Fragment buffer ``buffer`` of this warp's tiles for mma step ``step`` of the
+        stage at ``stage``: A by ldmatrix (lane l gives row l % 16, columns (l // 16) * 8
+        on, of a 16 x 16 tile), B by ldmatrix.trans of 16 K rows, two n8 tiles a load."""
         w, L = self.w, self.loc
-        w.line(f"{L['a_base']} = ({L['kt']} % STAGES) * (A_STAGE + B_STAGE)")
-        w.line(f"{L['b_base']} = {L['a_base']} + A_STAGE")
-        w.line(f"{L['row']} = {L['lane']} % 16  # the row this lane addresses")
-        w.line(f"{L['q']} = ({L['lane']} // 16) * 8  # and its column offset")
-        with w.indented(f"for {L['kk']} in range(0, STAGE_K, 16):"):
-            with w.indented(f"for {L['i']} in range(MT):"):
-                a_row = f"({L['wm0']} + {L['i']} * 16 + {L['row']})"
-                a_chunk = f"({L['kk']} + {L['q']}) >> 3"
-                w.line(f"_ldmatrix_x4({L['a_frag']}, {L['i']} * 4, {L['tiles']}, {L['a_base']} + "
-                       f"{self.stage_offset('a', a_row, a_chunk)})")
-            with w.indented(f"for {L['j']} in range(NT // 2):"):
-                b_row = f"({L['kk']} + {L['row']})"
-                b_chunk = f"({L['wn0']} + {L['j']} * 16 + {L['q']}) >> 3"
-                w.line(f"_ldmatrix_x4_trans({L['b_frag']}, {L['j']} * 4, {L['tiles']}, "
-                       f"{L['b_base']} + {self.stage_offset('b', b_row, b_chunk)})")
-            with w.indented(f"for {L['i']} in range(MT):"):
-                with w.indented(f"for {L['j']} in range(NT):"):
-                    w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, "
-                           f"{L['a_frag']}, {L['i']} * 4, {L['b_frag']}, {L['j']} * 2)")
+        kk = step * 16
+        a_at, b_at = ("A_REGS + ", "B_REGS + ") if buffer else ("", "")  # the buffer's start
+        with w.indented(f"for {L['i']} in range(MT):"):
+            a_row = f"({L['wm0']} + {L['i']} * 16 + {L['lane']} % 16)"
+            a_chunk = f"({kk} + ({L['lane']} // 16) * 8) >> 3"
+            w.line(f"_ldmatrix_x4({L['a_frag']}, {a_at}{L['i']} * 4, {L['tiles']}, "
+                   f"{stage} + {self.stage_offset('a', a_row, a_chunk)})")
+        with w.indented(f"for {L['j']} in range(NT // 2):"):
+            b_row = f"({kk} + {L['lane']} % 16)"
+            b_chunk = f"({L['wn0']} + {L['j']} * 16 + ({L['lane']} // 16) * 8) >> 3"
+            w.line(f"_ldmatrix_x4_trans({L['b_frag']}, {b_at}{L['j']} * 4, "
+                   f"{L['tiles']}, {stage} + A_STAGE + {self.stage_offset('b', b_row, b_chunk)})")
+
+    def mma_step(self, buffer: int) -> None:
+        """The warp's MT x NT mma on fragment buffer ``buffer``, serpentine over N (odd
+        rows of tiles run N backwards, so consecutive mma share a B fragment)."""
+        w, L = self.w, self.loc
+        with w.indented(f"for {L['i']} in range(MT):"), \
+                w.indented(f"for {L['jj']} in range(NT):"):
+            w.line(f"{L['j']} = {L['jj']} + ({L['i']} % 2) * (NT - 1 - 2 * {L['jj']})")
+            a_at, b_at = ("A_REGS + ", "B_REGS + ") if buffer else ("", "")
+            w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, {L['a_frag']}, "
+                   f"{a_at}{L['i']} * 4, {L['b_frag']}, {b_at}{L['j']} * 2)")
 
     def staged_accumulator(self) -> str:
         """Half tiles are staged in f32 rows of C_STRIDE (padded): element (i, j)."""

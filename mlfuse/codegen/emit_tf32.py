@@ -80,6 +80,31 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         w.line(f"CV_WORDS = {parts} * (CV_A + CV_B)")
         w.line("CV_LINE, CV_MASK = max(1, 32 // STAGE_K), min(8, STAGE_K // 4) - 1  # swizzle")
 
+    def step_constants(self) -> None:
+        """(The stage-at-a-time K loop below takes any STAGE_K.)"""
+
+    def tile(self) -> None:
+        """The K loop a stage at a time: step s copies tile s into its stage and
+        multiplies tile s - (STAGES - 1), once it has landed and been converted."""
+        w, L = self.w, self.loc
+        with w.indented(f"for {L['slot']} in range(ACC):"):
+            w.line(f"{L['acc']}[{L['slot']}] = np.float32(0)")
+        w.line("# step s copies tile s into its stage (one commit group per step) and multiplies "
+               "tile s - (STAGES - 1): STAGES - 1 tiles stay in flight")
+        with w.indented(f"for {L['ahead']} in range({L['k_tiles']} + STAGES - 1):"):
+            w.line(f"{L['kt']} = {L['ahead']} - (STAGES - 1)")
+            with w.indented(f"if {L['kt']} >= 0:"):
+                w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt landed")
+                w.line("cuda.syncthreads()  # everyone's; and no warp still reads the stage "
+                       "refilled next")
+                self.landed()
+            with w.indented(f"if {L['ahead']} < {L['k_tiles']}:"):
+                self.fetch_stage(L["ahead"])
+            w.line("_cp_async_commit()")
+            with w.indented(f"if {L['kt']} >= 0:"):
+                self.multiply()
+        self.epilogue()
+
     def stage_offset(self, side: str, row: str, chunk: str) -> str:
         """Padded rows, not swizzled: the stage is read by the conversion, value by value."""
         return f"{row} * {side.upper()}_STRIDE + ({chunk}) * 4"

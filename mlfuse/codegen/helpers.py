@@ -308,7 +308,7 @@ MMA_GEOMETRY = {
              "smem": 113 * 1024},
     "simulator": {"tiles": ((16, 16),), "tf32_tiles": ((16, 16),),
                   "tf32_narrow_tiles": ((16, 16),), "warps": ((16, 16),),
-                  "bk": 16, "stages": 4, "smem": 48 * 1024},
+                  "bk": 32, "stages": 4, "smem": 48 * 1024},
 }
 
 
