@@ -50,7 +50,7 @@ STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
            "g0", "b_at", "valid", "rd", "nxt", "jj",
-           *(f"{side}_{n}" for side in "ab" for n in ("src", "dst", "lim", "step")))
+           *(f"{side}_{n}" for side in "ab" for n in ("src", "dst", "lim", "src0", "dst0", "lim0", "step", "jump", "own")))
 
 
 class MmaContractionEmitter(ContractionEmitter):
@@ -92,7 +92,6 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
         self.stage_constants()
         w.line("STAGE_SIZE = A_STAGE + B_STAGE  # values of one stage")
-        self.step_constants()
         size = STAGE_BYTES[self.operand]
         w.line(f"STAGES = min(MMA_STAGES, (MMA_SHARED - 4 * {self.EXTRA_WORDS}) // "
                f"({size} * (A_STAGE + B_STAGE)))")
@@ -115,6 +114,7 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("assert SHARED * 4 <= MMA_SHARED, 'half the tile, for the epilogue, takes too much "
                "shared memory'")
         w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
+        self.step_constants()
 
     def stage_constants(self) -> None:
         """A lane's registers (A_REGS, B_REGS, ACC), the K of a stage (STAGE_K), its rows'
@@ -131,11 +131,24 @@ class MmaContractionEmitter(ContractionEmitter):
 
     def step_constants(self) -> None:
         """The K loop is written out per mma step (``tile``): check the stage has them.
-        Two fragment buffers a lane (a local array's size must be a constant)."""
-        self.w.line("A_FRAGS, B_FRAGS = 2 * A_REGS, 2 * B_REGS  # two buffers: one loads while "
-                    "the other multiplies")
-        self.w.line(f"assert STAGE_K == {self.k_steps()} * 16, 'the K loop is written for "
-                    f"{self.k_steps()} mma steps a stage'")
+        Two fragment buffers a lane (a local array's size must be a constant). And
+        whether a thread's copy slots are evenly spaced (S_EVEN, see ``copy_plan``)."""
+        w = self.w
+        w.line(f"assert STAGE_K == {self.k_steps()} * 16, 'the K loop is written for "
+               f"{self.k_steps()} mma steps a stage'")
+        w.line("A_FRAGS, B_FRAGS = 2 * A_REGS, 2 * B_REGS  # two buffers: one loads while "
+               "the other multiplies")
+        w.line("# a thread's copy slots, where THREADS is a multiple of a row's copies: one "
+               "column, rows S_ROWS apart, one swizzle")
+        w.line("A_ROW_COPIES, B_ROW_COPIES = STAGE_K // A_VALUES, BN // B_VALUES")
+        w.line("A_ROWS, B_ROWS = THREADS // A_ROW_COPIES, THREADS // B_ROW_COPIES")
+        for side in ("a", "b"):
+            s = side.upper()
+            if side == "a" and self.vector_side(side) is not None and self.m_stride() is None:
+                w.line(f"{s}_EVEN = False  # A's rows are not evenly spaced in memory")
+                continue
+            w.line(f"{s}_EVEN = THREADS % {s}_ROW_COPIES == 0 and "
+                   f"{s}_ROWS % ({s}_LINE * ({s}_MASK + 1)) == 0")
 
     def stage_offset(self, side: str, row: str, chunk: str) -> str:
         """The offset in a side's stage of 16-byte chunk ``chunk`` of row ``row``:
@@ -340,47 +353,86 @@ class MmaContractionEmitter(ContractionEmitter):
         array, rank = self.namer(load.operands[0]), len(load.operands) - 1
         return " * ".join(f"{array}.shape[{d}]" for d in range(pos + 1, rank))
 
+    def m_stride(self) -> str | None:
+        """How far apart A's consecutive rows (M positions) lie, when one M dim indexes it
+        directly (A[.., m, .., k]) and no other index depends on it; else None."""
+        load = self.vector_side("a")
+        if len(self.c.m_dims) != 1:
+            return None
+        m = self.dims(self.c.m_dims)[0][0]
+        lead = list(load.operands[1:len(load.operands) - len(self.c.reduces)])
+        if sum(v is m for v in lead) != 1 or any(
+                m in arg_deps(v) for v in lead if v is not m):
+            return None
+        array, rank = self.namer(load.operands[0]), len(load.operands) - 1
+        pos = next(d for d, v in enumerate(lead) if v is m)
+        return " * ".join(f"{array}.shape[{d}]" for d in range(pos + 1, rank))
+
     def copy_plan(self, side: str) -> None:
-        """Once a tile (not a stage): each copy slot's source offset at this block's first
-        K (the flat index of its first value), its offset in a stage, and the K limit
-        below which a stage's relative K (tile * STAGE_K) keeps it inside the sizes (-1
-        where its row or column is past them): a stage's copy is then an add, a compare
-        and the cp.async."""
+        """Once a tile (not a stage), where this thread's copies of the side start. With
+        evenly spaced slots (S_EVEN: one column, rows S_ROWS apart, one swizzle) the
+        first slot's source offset, stage offset and limits, and the source's step from
+        a slot to the next: a stage's copy is then an add, a compare and the cp.async,
+        its stage offset an immediate. Else each slot's (``copy_plan_slots``)."""
+        w, L = self.w, self.loc
+        s = side.upper()
+        name = lambda n: L[f"{side}_{n}"]  # noqa: E731
+        w.line(f"# {s}'s copies: where they start, once a tile")
+        w.line(f"{name('step')} = STAGE_K * {self.k_stride(side)}  # the source's step a stage")
+        with w.indented(f"if {s}_EVEN:"):
+            w.line(f"{L['slot']} = 0")
+            self.plan_slot(side, L["slot"], f"{name('src0')}, {name('dst0')}, {name('lim0')}",
+                           even=True)
+            jump = self.m_stride() if side == "a" else self.k_stride(side)
+            w.line(f"{name('jump')} = {s}_ROWS * {jump}  # the source's step a slot")
+            if side == "a":  # the slots' rows: inside M while slot * A_ROWS < this
+                w.line(f"{name('own')} = {L['m_size']} - {L['m']}")
+        with w.indented("else:"):
+            self.copy_plan_slots(side)
+
+    def plan_slot(self, side: str, slot: str, into: str, even: bool = False) -> None:
+        """Copy slot ``slot``'s source offset (the flat index of its first value at this
+        block's first K), stage offset and K limit (a stage's K from the block's first
+        keeps the copy inside K while below it; -1 where its row or column is past the
+        sizes; A_EVEN: K only) into the three names ``into``."""
         w, L, c, g = self.w, self.loc, self.c, self.group
         load = self.vector_side(side)
         s = side.upper()
         v = f"{s}_VALUES"
+        w.line(f"{L['e']} = {L['tid']} + {slot} * THREADS")
+        w.line(f"{L['i']}, {L['j']} = {L['e']} // {s}_ROW_COPIES, {L['e']} % {s}_ROW_COPIES")
+        chunk = f"{L['j']} * {v} // {g}"
+        at = f"{self.stage_offset(side, L['i'], chunk)} + {L['j']} * {v} % {g}"
+        if side == "a":
+            w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k_lo']} + {L['j']} * {v}")
+            own, own_size, dims = "m", L["m_size"], c.m_dims
+            inside = "True" if even else f"{L['m']} < {own_size}"
+        else:
+            w.line(f"{L['k']}, {L['n']} = {L['k_lo']} + {L['i']}, {L['n0']} + {L['j']} * {v}")
+            own, own_size, dims = "n", L["n_size"], c.n_dims
+            inside = f"{L['n']} < {own_size}"
+            at = f"A_STAGE + {at}"
+        self.unravel_into(L[own], *self.dims(dims))
+        self.unravel_into(L["k"], self.k_vals, c.k_extents)
+        self.slice_of(list(load.operands[1:]))
+        array = self.namer(load.operands[0])
+        flat = self.namer(load.operands[1])
+        for d, index in enumerate(load.operands[2:], start=1):
+            flat = f"({flat}) * {array}.shape[{d}] + {self.namer(index)}"
+        limit = f"{L['k_size']} - {L['k']}" + ("" if inside == "True" else f" if {inside} else -1")
+        w.line(f"{into} = ({flat}, {at}, {limit})")
+
+    def copy_plan_slots(self, side: str) -> None:
+        """Each copy slot's source offset, stage offset and K limit (``plan_slot``), in
+        local arrays (registers: their indices are constants once the loops unroll)."""
+        w, L = self.w, self.loc
+        s = side.upper()
         src, dst, lim = (L[f"{side}_{n}"] for n in ("src", "dst", "lim"))
-        w.line(f"# {s}'s copies: source offsets, stage offsets and K limits, once a tile")
         w.line(f"{src} = cuda.local.array({s}_COPIES, numba.int64)")
         w.line(f"{dst} = cuda.local.array({s}_COPIES, numba.int32)  # (32 bits: fewer registers)")
         w.line(f"{lim} = cuda.local.array({s}_COPIES, numba.int32)")
-        w.line(f"{L[side + '_step']} = STAGE_K * {self.k_stride(side)}  # the source moves this "
-               "far a stage")
-        per_row = f"STAGE_K // {v}" if side == "a" else f"BN // {v}"
         with w.indented(f"for {L['slot']} in range({s}_COPIES):"):
-            w.line(f"{L['e']} = {L['tid']} + {L['slot']} * THREADS")
-            w.line(f"{L['i']}, {L['j']} = {L['e']} // ({per_row}), {L['e']} % ({per_row})")
-            chunk = f"{L['j']} * {v} // {g}"
-            at = f"{self.stage_offset(side, L['i'], chunk)} + {L['j']} * {v} % {g}"
-            if side == "a":
-                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k_lo']} + {L['j']} * {v}")
-                own, own_size, dims = "m", L["m_size"], c.m_dims
-            else:
-                w.line(f"{L['k']}, {L['n']} = {L['k_lo']} + {L['i']}, {L['n0']} + {L['j']} * {v}")
-                own, own_size, dims = "n", L["n_size"], c.n_dims
-                at = f"A_STAGE + {at}"
-            w.line(f"{dst}[{L['slot']}] = {at}")
-            w.line(f"{lim}[{L['slot']}] = {L['k_size']} - {L['k']} if {L[own]} < {own_size} "
-                   "else -1")
-            self.unravel_into(L[own], *self.dims(dims))
-            self.unravel_into(L["k"], self.k_vals, c.k_extents)
-            self.slice_of(list(load.operands[1:]))
-            array = self.namer(load.operands[0])
-            flat = self.namer(load.operands[1])
-            for d, index in enumerate(load.operands[2:], start=1):
-                flat = f"({flat}) * {array}.shape[{d}] + {self.namer(index)}"
-            w.line(f"{src}[{L['slot']}] = {flat}")
+            self.plan_slot(side, L["slot"], ", ".join(f"{a}[{L['slot']}]" for a in (src, dst, lim)))
 
     def copy_planned(self, side: str, k_tile: str) -> None:
         """The side's copies of tile ``k_tile`` by its plan (``copy_plan``)."""
@@ -388,13 +440,24 @@ class MmaContractionEmitter(ContractionEmitter):
         s = side.upper()
         load = self.vector_side(side)
         src, dst, lim = (L[f"{side}_{n}"] for n in ("src", "dst", "lim"))
+        array, slot = self.namer(load.operands[0]), L["slot"]
         w.line(f"{L['kk']} = ({k_tile}) * STAGE_K  # the tile's K, from this block's first")
-        with w.indented(f"for {L['slot']} in range({s}_COPIES):"), \
-                w.indented(f"if {s}_CHUNKS % THREADS == 0 or "
-                           f"{L['tid']} + {L['slot']} * THREADS < {s}_CHUNKS:"):
-            w.line(f"_cp_async_at({L['tiles']}, {L['stage']} + {dst}[{L['slot']}], "
-                   f"{self.namer(load.operands[0])}, {src}[{L['slot']}] + ({k_tile}) * "
-                   f"{L[side + '_step']}, {L['kk']} < {lim}[{L['slot']}], {s}_BYTES)")
+        moved = f"({k_tile}) * {L[side + '_step']}"
+        for even in (True, False):
+            with w.indented("if " + ("" if even else "not ") + f"{s}_EVEN:"), \
+                    w.indented(f"for {slot} in range({s}_COPIES):"), \
+                    w.indented(f"if {s}_CHUNKS % THREADS == 0 or "
+                               f"{L['tid']} + {slot} * THREADS < {s}_CHUNKS:"):
+                if not even:
+                    w.line(f"_cp_async_at({L['tiles']}, {L['stage']} + {dst}[{slot}], {array}, "
+                           f"{src}[{slot}] + {moved}, {L['kk']} < {lim}[{slot}], {s}_BYTES)")
+                    continue
+                src0, dst0, lim0 = (L[f"{side}_{n}0"] for n in ("src", "dst", "lim"))
+                valid = (f"{L['kk']} < {lim0} and {slot} * A_ROWS < {L['a_own']}" if side == "a"
+                         else f"{L['kk']} + {slot} * B_ROWS < {lim0}")
+                w.line(f"_cp_async_at({L['tiles']}, {L['stage']} + {dst0} + {slot} * ({s}_ROWS * "
+                       f"{s}_STRIDE), {array}, {src0} + {slot} * {L[side + '_jump']} + {moved}, "
+                       f"{valid}, {s}_BYTES)")
 
     def gather_side(self, side: str) -> None:
         """The side's tile value by value (consecutive threads on the tile's fast axis),
