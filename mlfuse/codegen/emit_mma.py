@@ -37,10 +37,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-
 from mlfuse.codegen.contraction import ContractionEmitter, factory_name
-from mlfuse.dialects.contraction import arg_deps
 from mlfuse.codegen.ptx_mma import MMA_HELPER
+from mlfuse.dialects.contraction import arg_deps
 
 PAD = 8  # f32 words after each row of the epilogue's staged half tile
 # How a stage's 16-bit values are viewed, per operand dtype: bf16 as its bits.
@@ -376,7 +375,7 @@ class MmaContractionEmitter(ContractionEmitter):
         its stage offset an immediate. Else each slot's (``copy_plan_slots``)."""
         w, L = self.w, self.loc
         s = side.upper()
-        name = lambda n: L[f"{side}_{n}"]  # noqa: E731
+        name = {n: L[f"{side}_{n}"] for n in ("step", "src0", "dst0", "lim0", "jump", "own")}.get
         w.line(f"# {s}'s copies: where they start, once a tile")
         w.line(f"{name('step')} = STAGE_K * {self.k_stride(side)}  # the source's step a stage")
         with w.indented(f"if {s}_EVEN:"):
