@@ -151,17 +151,7 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
                f"{self.k_steps()} mma steps a stage'")
         w.line("A_FRAGS, B_FRAGS = 2 * A_REGS, 2 * B_REGS  # two buffers: one loads while "
                "the other multiplies")
-        w.line("# a thread's copy slots, where THREADS is a multiple of a row's copies: one "
-               "column, rows S_ROWS apart, one swizzle")
-        w.line("A_ROW_COPIES, B_ROW_COPIES = STAGE_K // A_VALUES, BN // B_VALUES")
-        w.line("A_ROWS, B_ROWS = THREADS // A_ROW_COPIES, THREADS // B_ROW_COPIES")
-        for side in ("a", "b"):
-            s = side.upper()
-            if side == "a" and self.vector_side(side) is not None and self.m_stride() is None:
-                w.line(f"{s}_EVEN = False  # A's rows are not evenly spaced in memory")
-                continue
-            w.line(f"{s}_EVEN = THREADS % {s}_ROW_COPIES == 0 and "
-                   f"{s}_ROWS % ({s}_LINE * ({s}_MASK + 1)) == 0")
+        self.copy_constants(swizzled=True)
 
     def stage_offset(self, side: str, row: str, chunk: str) -> str:
         """The offset in a side's stage of 16-byte chunk ``chunk`` of row ``row``:
@@ -207,10 +197,7 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         steps = self.k_steps()
         with w.indented(f"for {L['slot']} in range(ACC):"):
             w.line(f"{L['acc']}[{L['slot']}] = np.float32(0)")
-        for side in ("a", "b"):
-            if self.vector_side(side) is not None and self.k_stride(side) is not None:
-                with w.indented(f"if VECTOR_{side.upper()}:"):
-                    self.copy_plan(side)
+        self.copy_plans()
         w.line("# tiles 0 .. STAGES - 1 into their stages, one commit group each")
         with w.indented(f"for {L['ahead']} in range(STAGES):"):
             self.fetch_stage(L["ahead"], f"{L['ahead']} * STAGE_SIZE", branchless=True)

@@ -81,7 +81,9 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         w.line("CV_LINE, CV_MASK = max(1, 32 // STAGE_K), min(8, STAGE_K // 4) - 1  # swizzle")
 
     def step_constants(self) -> None:
-        """(The stage-at-a-time K loop below takes any STAGE_K.)"""
+        """(The stage-at-a-time K loop below takes any STAGE_K.) Copy slots as
+        emit_mma's, in padded rows (no swizzle)."""
+        self.copy_constants(swizzled=False)
 
     def tile(self) -> None:
         """The K loop a stage at a time: step s copies tile s into its stage and
@@ -89,6 +91,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         w, L = self.w, self.loc
         with w.indented(f"for {L['slot']} in range(ACC):"):
             w.line(f"{L['acc']}[{L['slot']}] = np.float32(0)")
+        self.copy_plans()
         w.line("# step s copies tile s into its stage (one commit group per step) and multiplies "
                "tile s - (STAGES - 1): STAGES - 1 tiles stay in flight")
         with w.indented(f"for {L['ahead']} in range({L['k_tiles']} + STAGES - 1):"):
@@ -99,7 +102,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
                        "refilled next")
                 self.landed()
             with w.indented(f"if {L['ahead']} < {L['k_tiles']}:"):
-                self.fetch_stage(L["ahead"])
+                self.fetch_stage(L["ahead"], branchless=True)
             w.line("_cp_async_commit()")
             with w.indented(f"if {L['kt']} >= 0:"):
                 self.multiply()
@@ -138,14 +141,14 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
             w.line(f"{L['i']}, {L['j']} = {L['e']} // (STAGE_K // 4), {L['e']} % (STAGE_K // 4)"
                    "  # row m, chunk of K")
             at = f"{L['src']} + {L['i']} * A_STRIDE + {L['j']} * 4"
-            for q, x in enumerate(xs):
-                w.line(f"{x} = {L['tiles']}[{at} + {q}]")
+            for q, x in enumerate(xs):  # (unsigned: no negative-index wraparound)
+                w.line(f"{x} = {L['tiles']}[numba.uint32({at} + {q})]")
             self.store_converted(xs, "0", L["i"], L["j"])
         with self.thread_share("BN * STAGE_K // 4", "-(-BN * STAGE_K // 4 // THREADS)"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} % BN, {L['e']} // BN  # column n, chunk of K")
             at = f"{L['src']} + A_STAGE + ({L['j']} * 4 + {{q}}) * B_STRIDE + {L['i']}"
             for q, x in enumerate(xs):
-                w.line(f"{x} = {L['tiles']}[{at.format(q=q)}]")
+                w.line(f"{x} = {L['tiles']}[numba.uint32({at.format(q=q)})]")
             self.store_converted(xs, "CV_A", L["i"], L["j"])
 
     def store_converted(self, xs: list[str], part: str, row: str, chunk: str) -> None:

@@ -113,6 +113,30 @@ class StageCopies:
             w.line(f"_cp_async({L['tiles']}, {at}, {self.namer(load.operands[0])}, "
                    f"({index},), {L['valid']}, {s}_BYTES)")
 
+    def copy_constants(self, swizzled: bool) -> None:
+        """Whether a thread's copy slots are evenly spaced (S_EVEN, see ``copy_plan``):
+        THREADS a multiple of a row's copies, and (``swizzled`` stages) S_ROWS a
+        multiple of the rows one swizzle pattern spans."""
+        w = self.w
+        w.line("# a thread's copy slots, where THREADS is a multiple of a row's copies: one "
+               "column, rows S_ROWS apart" + (", one swizzle" if swizzled else ""))
+        w.line("A_ROW_COPIES, B_ROW_COPIES = STAGE_K // A_VALUES, BN // B_VALUES")
+        w.line("A_ROWS, B_ROWS = THREADS // A_ROW_COPIES, THREADS // B_ROW_COPIES")
+        for side in ("a", "b"):
+            s = side.upper()
+            if side == "a" and self.vector_side(side) is not None and self.m_stride() is None:
+                w.line(f"{s}_EVEN = False  # A's rows are not evenly spaced in memory")
+                continue
+            swizzle = f" and {s}_ROWS % ({s}_LINE * ({s}_MASK + 1)) == 0" if swizzled else ""
+            w.line(f"{s}_EVEN = THREADS % {s}_ROW_COPIES == 0{swizzle}")
+
+    def copy_plans(self) -> None:
+        """The copy plan of each side copied by ``_cp_async_at`` (``copy_plan``)."""
+        for side in ("a", "b"):
+            if self.vector_side(side) is not None and self.k_stride(side) is not None:
+                with self.w.indented(f"if VECTOR_{side.upper()}:"):
+                    self.copy_plan(side)
+
     def k_stride(self, side: str) -> str | None:
         """How far apart (in values) the operand's consecutive K positions lie, when its
         source offset is linear in K: A's flattened K is its trailing dims (always); B's
