@@ -294,15 +294,19 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
             w.line(f"# epilogue, {('first', 'second')[half]} half of the tile's rows: the fused "
                    "ops after the reduction")
             w.line("cuda.syncthreads()  # the block is done with what the tiles held")
-            with w.indented(f"for {L['i']} in range(MT):"):
-                with w.indented(f"for {L['j']} in range(NT):"):
-                    with w.indented(f"for {L['q']} in range(4):"):
-                        w.line(f"{L['row']} = {L['wm0']} + {L['i']} * 16 + {L['lane']} // 4 + "
-                               f"8 * ({L['q']} // 2) - {half} * (BM // 2)")
-                        with w.indented(f"if 0 <= {L['row']} < BM // 2:"):
-                            w.line(f"{L['tiles32']}[{L['row']} * C_STRIDE + {L['wn0']} + "
-                                   f"{L['j']} * 8 + 2 * ({L['lane']} % 4) + {L['q']} % 2] = "
-                                   f"{L['acc']}[({L['i']} * NT + {L['j']}) * 4 + {L['q']}]")
+            w.line("# rows g and g + 8 of each mma tile row (q // 2), each checked once for "
+                   "the whole row of the warp's tiles; unsigned offsets (no wraparound)")
+            with w.indented(f"for {L['i']} in range(MT):"), \
+                    w.indented(f"for {L['q']} in range(2):"):
+                w.line(f"{L['row']} = {L['wm0']} + {L['i']} * 16 + {L['lane']} // 4 + "
+                       f"8 * {L['q']} - {half} * (BM // 2)")
+                with w.indented(f"if 0 <= {L['row']} < BM // 2:"), \
+                        w.indented(f"for {L['j']} in range(NT):"), \
+                        w.indented(f"for {L['slot']} in range(2):"):
+                    w.line(f"{L['tiles32']}[numba.uint32({L['row']} * C_STRIDE + {L['wn0']} + "
+                           f"{L['j']} * 8 + 2 * ({L['lane']} % 4) + {L['slot']})] = "
+                           f"{L['acc']}[({L['i']} * NT + {L['j']}) * 4 + 2 * {L['q']} + "
+                           f"{L['slot']}]")
             w.line("cuda.syncthreads()")
             self.epilogue_half(half)
         w.line("cuda.syncthreads()  # all stores read the tiles before they are refilled")
