@@ -13,8 +13,9 @@ max |exact| must stay within 2x the peer's, or 2 ulps of the output dtype.
 
 Variants (VARIANTS, or a JSON geometry): overrides of mlfuse.codegen.helpers.MMA_GEOMETRY
 ["cuda"] before compiling: "default"; "tBMxBN" forces one block tile; "s2"/"s3" cap the
-stages; "bk64" stages 64 K deep (4 mma steps) in up to 227 KB. The first variant runs every
-case (or --cases), later ones the f16 cases only (f16_4096, f16_8192), unless --cases.
+stages, "s6" allows 6 in up to 227 KB; "bk64" stages 64 K deep (4 mma steps) in up to
+227 KB. The first variant runs every case (or --cases), later ones the f16 cases only
+(f16_4096, f16_8192), unless --cases.
 Each row says the tile, K shares and copies the host picked and the kernel's registers.
 """
 import json
@@ -52,6 +53,7 @@ VARIANTS = {
     **{f"t{bm}x{bn}": {"tiles": ((bm, bn),)} for bm, bn in
        ((128, 256), (256, 128), (128, 128), (128, 64), (64, 128))},
     "s2": {"stages": 2}, "s3": {"stages": 3},
+    "s6": {"stages": 6, "smem": 227 * 1024},  # (one block an SM either way: its registers)
     "bk64": {"bk": 64, "smem": 227 * 1024},
 }
 

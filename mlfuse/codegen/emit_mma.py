@@ -281,7 +281,7 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
     def staged_accumulator(self) -> str:
         """Half tiles are staged in f32 rows of C_STRIDE (padded): element (i, j)."""
         L = self.loc
-        return f"{L['tiles32']}[{L['i']} * C_STRIDE + {L['j']}]"
+        return f"{L['tiles32']}[numba.uint32({L['i']} * C_STRIDE + {L['j']})]"
 
     def epilogue(self) -> None:
         """Half the tile's rows at a time: the accumulators (value q of mma tile (i, j)
