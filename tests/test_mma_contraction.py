@@ -36,6 +36,8 @@ CASES = {
     "narrow_copies": (MATMUL, {"M": 9, "N": 18, "K": 20}),
     # K of 7 stages: the pipeline wraps around its 4 stages (two mma steps a stage)
     "long_k": (MATMUL, {"M": 9, "N": 16, "K": 200}),
+    # 9 rows of tiles: blockIdx.x runs down groups of GROUP_M (8) rows, the last of one
+    "grouped_tiles": (MATMUL, {"M": 137, "N": 16, "K": 16}),
     "batched": ("func f(x: f16[B, M, K], y: f16[B, K, N]) -> f16[B, M, N] {\n"
                 "    return matmul(x, y) * 0.5\n}\n", {"B": 2, "M": 9, "N": 18, "K": 24}),
     "transposed_with_tanh": ("func f(x: f16[K, M], w: f16[N, K]) -> f16[M, N] {\n"
@@ -94,7 +96,7 @@ def test_f16_contractions_on_tensor_cores_agree_with_the_interpreter(name):
     ops, reduced = program_size(func)
     assert_close(got, want, ops, name, reduced)
     # the copies the host chose: values per cp.async of A and B (0: gathered)
-    copies = {"copied": (8, 8), "long_k": (8, 8), "gathered": (0, 0), "narrow_copies": (4, 2), "batched": (8, 2),
+    copies = {"copied": (8, 8), "long_k": (8, 8), "grouped_tiles": (8, 8), "gathered": (0, 0), "narrow_copies": (4, 2), "batched": (8, 2),
               "transposed_with_tanh": (False, False)}
     (config,) = module.python_module.f_0.kernels
     assert config[2:4] == copies[name], config

@@ -269,9 +269,7 @@ class ContractionEmitter(KernelEmitter):
         ``before_tile``, then ``tile()`` once per batch index (blockIdx.z strides)."""
         w, L = self.w, self.loc
         b_vals, b_ext = self.dims(self.c.batch_dims)
-        w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
-        w.line(f"{L['tile_m']}, {L['tile_n']} = divmod(numba.int64(cuda.blockIdx.x), "
-               f"{L['n_tiles']})")
+        self.tile_position()
         w.line(f"{L['m0']}, {L['n0']} = {L['tile_m']} * BM, {L['tile_n']} * BN")
         for line in before_tile:
             w.line(line)
@@ -285,6 +283,13 @@ class ContractionEmitter(KernelEmitter):
                 self.tile()
         else:
             self.tile()
+
+    def tile_position(self) -> None:
+        """This block's tile (tile_m, tile_n): blockIdx.x over the tiles, row by row."""
+        w, L = self.w, self.loc
+        w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
+        w.line(f"{L['tile_m']}, {L['tile_n']} = divmod(numba.int64(cuda.blockIdx.x), "
+               f"{L['n_tiles']})")
 
     def tile(self) -> None:
         w, L = self.w, self.loc

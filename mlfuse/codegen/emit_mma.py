@@ -62,7 +62,7 @@ STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a
 
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
-           "g0", "b_at", "valid", "rd", "nxt", "jj",
+           "g0", "b_at", "valid", "rd", "nxt", "jj", "m_tiles", "group", "in_group", "rows",
            *(f"{side}_{n}" for side in "ab" for n in ("src", "dst", "lim", "src0", "dst0", "lim0", "step", "jump", "own")))
 
 
@@ -127,6 +127,7 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         w.line("assert SHARED * 4 <= MMA_SHARED, 'half the tile, for the epilogue, takes too much "
                "shared memory'")
         w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
+        w.line("GROUP_M = 8  # rows of tiles blockIdx.x runs down before the next column")
         self.step_constants()
 
     def stage_constants(self) -> None:
@@ -177,6 +178,22 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         w.line(f"{L['wn0']} = ({L['warp']} % WARPS_N) * WARP_N")
         self.tiles_and_batches(f"{L['k_tiles']} = max(0, -(-({L['k_size']} - {L['k_lo']}) "
                                "// STAGE_K))  # stages of this block's share of K")
+
+    def tile_position(self) -> None:
+        """This block's tile, in groups of GROUP_M rows of tiles (the last group fewer):
+        blockIdx.x runs down a group's column of tiles, then to its next column. The
+        blocks resident at once then cover a squarer patch of the output, whose operand
+        rows and columns the L2 holds while their K advances together (row by row, a
+        wave of 132 blocks at 8192^3 spans 4 rows of tiles and every column of B)."""
+        w, L = self.w, self.loc
+        w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
+        w.line(f"{L['m_tiles']} = ({L['m_size']} + BM - 1) // BM")
+        w.line(f"{L['group']}, {L['in_group']} = divmod(numba.int64(cuda.blockIdx.x), "
+               f"GROUP_M * {L['n_tiles']})")
+        w.line(f"{L['rows']} = min(GROUP_M, {L['m_tiles']} - {L['group']} * GROUP_M)"
+               "  # rows of tiles in this group")
+        w.line(f"{L['tile_m']} = {L['group']} * GROUP_M + {L['in_group']} % {L['rows']}")
+        w.line(f"{L['tile_n']} = {L['in_group']} // {L['rows']}")
 
     def fragments(self) -> None:
         """A lane's A and B fragment registers."""
