@@ -150,8 +150,8 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         w = self.w
         w.line(f"assert STAGE_K == {self.k_steps()} * 16, 'the K loop is written for "
                f"{self.k_steps()} mma steps a stage'")
-        w.line("A_FRAGS, B_FRAGS = 2 * A_REGS, 2 * B_REGS  # two buffers: one loads while "
-               "the other multiplies")
+        w.line("A_FRAGS, B_FRAGS = A_REGS, 2 * B_REGS  # B: two buffers, one loads while the "
+               "other multiplies; A: a row at a time")
         self.copy_constants(swizzled=True)
 
     def stage_offset(self, side: str, row: str, chunk: str) -> str:
@@ -222,7 +222,7 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         w.line(f"{L['rd']} = 0  # the stage of tile kt")
         w.line("_cp_async_wait(FILLED)  # this thread's copies of tile 0 landed")
         w.line("cuda.syncthreads()  # and everyone's")
-        self.load_fragments(0, L["rd"], 0)
+        self.load_fragments(L["rd"], 0)
         with w.indented(f"for {L['kt']} in range({L['k_tiles']}):"):
             for step in range(steps):
                 self.pipeline_step(step, steps)
@@ -235,65 +235,81 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         return mma_geometry(self.target)["bk"] // 16
 
     def pipeline_step(self, step: int, steps: int) -> None:
-        """Step ``step`` of ``steps`` of iteration kt, on fragment buffer step % 2. A step
-        but the last loads the next step's fragments into the other buffer, then runs
-        its mma. The last: wait for tile kt + 1 (WAIT groups may stay in flight), the
-        barrier, the next stage's first fragments (buffer 0), the copies of tile kt +
-        STAGES into tile kt's stage (without a branch: ptxas interleaves them with the
-        mma), and its mma. With an odd count of steps the last uses buffer 0 itself:
-        the next stage's fragments load after its mma."""
+        """Step ``step`` of ``steps`` of iteration kt: its mma on B fragment buffer
+        step % 2 and the A fragments, each row of A fragments reloaded for the next step
+        as soon as its mma are issued (``mma_step``: one A buffer, the registers two
+        would take are what keeps every tile of 64 x 64 warp tiles from spilling). A
+        step but the last first loads the next step's B fragments into the other buffer.
+        The last: wait for tile kt + 1 (WAIT groups may stay in flight), the barrier,
+        the next stage's first B fragments (buffer 0), the copies of tile kt + STAGES
+        into tile kt's stage (without a branch: ptxas interleaves them with the mma),
+        then its mma. With an odd count of steps the last uses B buffer 0 itself: the
+        next stage's B fragments load after its mma."""
         w, L = self.w, self.loc
         last, odd = step == steps - 1, steps % 2 == 1
-        w.line(f"# k step {step} of {steps}: mma on fragment buffer {step % 2}"
+        w.line(f"# k step {step} of {steps}: mma on B fragment buffer {step % 2}"
                + (", with the next stage's first fragments and copies" if last else
                   f", while buffer {(step + 1) % 2} loads step {step + 1}"))
         if not last:
-            self.load_fragments((step + 1) % 2, L["rd"], step + 1)
-            self.mma_step(step % 2)
+            self.load_b((step + 1) % 2, L["rd"], step + 1)
+            self.mma_step(step % 2, L["rd"], step + 1)
             return
         w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt + 1 landed")
         w.line("cuda.syncthreads()  # everyone's; and every warp has tile kt's fragments")
         w.line(f"{L['nxt']} = {L['rd']} + STAGE_SIZE if {L['rd']} < (STAGES - 1) * STAGE_SIZE "
                "else 0  # tile kt + 1's stage")
         if not odd:
-            self.load_fragments(0, L["nxt"], 0)
+            self.load_b(0, L["nxt"], 0)
         w.line("# tile kt + STAGES (zeros past K) into tile kt's stage")
         self.fetch_stage(f"{L['kt']} + STAGES", L["rd"], branchless=True)
         w.line("_cp_async_commit()  # (a group each iteration: the wait counts groups)")
         w.line(f"{L['rd']} = {L['nxt']}")
-        self.mma_step(step % 2)
+        self.mma_step(step % 2, L["rd"], 0)
         if odd:
-            self.load_fragments(0, L["rd"], 0)
+            self.load_b(0, L["rd"], 0)
 
     # -- the math --------------------------------------------------------------------
-    def load_fragments(self, buffer: int, stage: str, step: int) -> None:
-        """Fragment buffer ``buffer`` of this warp's tiles for mma step ``step`` of the
-        stage at ``stage``: A by ldmatrix (lane l gives row l % 16, columns (l // 16) * 8
-        on, of a 16 x 16 tile), B by ldmatrix.trans of 16 K rows, two n8 tiles a load."""
+    def load_fragments(self, stage: str, step: int) -> None:
+        """All fragments of mma step ``step`` of the stage at ``stage`` (A, and B into
+        buffer 0): the first step, before the K loop."""
+        with self.w.indented(f"for {self.loc['i']} in range(MT):"):
+            self.load_a(stage, step)
+        self.load_b(0, stage, step)
+
+    def load_a(self, stage: str, step: int) -> None:
+        """Row i of this warp's A fragments for mma step ``step`` of the stage at
+        ``stage``: ldmatrix (lane l gives row l % 16, columns (l // 16) * 8 on, of the
+        16 x 16 tile)."""
         w, L = self.w, self.loc
-        kk = step * 16
-        a_at, b_at = ("A_REGS + ", "B_REGS + ") if buffer else ("", "")  # the buffer's start
-        with w.indented(f"for {L['i']} in range(MT):"):
-            a_row = f"({L['wm0']} + {L['i']} * 16 + {L['lane']} % 16)"
-            a_chunk = f"({kk} + ({L['lane']} // 16) * 8) >> 3"
-            w.line(f"_ldmatrix_x4({L['a_frag']}, {a_at}{L['i']} * 4, {L['tiles']}, "
-                   f"{stage} + {self.stage_offset('a', a_row, a_chunk)})")
+        a_row = f"({L['wm0']} + {L['i']} * 16 + {L['lane']} % 16)"
+        a_chunk = f"({step * 16} + ({L['lane']} // 16) * 8) >> 3"
+        w.line(f"_ldmatrix_x4({L['a_frag']}, {L['i']} * 4, {L['tiles']}, "
+               f"{stage} + {self.stage_offset('a', a_row, a_chunk)})")
+
+    def load_b(self, buffer: int, stage: str, step: int) -> None:
+        """B fragment buffer ``buffer`` for mma step ``step`` of the stage at ``stage``:
+        ldmatrix.trans of 16 K rows, two n8 tiles a load."""
+        w, L = self.w, self.loc
+        at = "B_REGS + " if buffer else ""  # the buffer's start
         with w.indented(f"for {L['j']} in range(NT // 2):"):
-            b_row = f"({kk} + {L['lane']} % 16)"
+            b_row = f"({step * 16} + {L['lane']} % 16)"
             b_chunk = f"({L['wn0']} + {L['j']} * 16 + ({L['lane']} // 16) * 8) >> 3"
-            w.line(f"_ldmatrix_x4_trans({L['b_frag']}, {b_at}{L['j']} * 4, "
+            w.line(f"_ldmatrix_x4_trans({L['b_frag']}, {at}{L['j']} * 4, "
                    f"{L['tiles']}, {stage} + A_STAGE + {self.stage_offset('b', b_row, b_chunk)})")
 
-    def mma_step(self, buffer: int) -> None:
-        """The warp's MT x NT mma on fragment buffer ``buffer``, serpentine over N (odd
-        rows of tiles run N backwards, so consecutive mma share a B fragment)."""
+    def mma_step(self, buffer: int, stage: str, step: int) -> None:
+        """The warp's MT x NT mma on the A fragments and B buffer ``buffer``, serpentine
+        over N (odd rows of tiles run N backwards, so consecutive mma share a B
+        fragment); after each row's mma, that row's A fragments for step ``step`` of the
+        stage at ``stage`` (they land while the other rows multiply)."""
         w, L = self.w, self.loc
-        with w.indented(f"for {L['i']} in range(MT):"), \
-                w.indented(f"for {L['jj']} in range(NT):"):
-            w.line(f"{L['j']} = {L['jj']} + ({L['i']} % 2) * (NT - 1 - 2 * {L['jj']})")
-            a_at, b_at = ("A_REGS + ", "B_REGS + ") if buffer else ("", "")
-            w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, {L['a_frag']}, "
-                   f"{a_at}{L['i']} * 4, {L['b_frag']}, {b_at}{L['j']} * 2)")
+        at = "B_REGS + " if buffer else ""
+        with w.indented(f"for {L['i']} in range(MT):"):
+            with w.indented(f"for {L['jj']} in range(NT):"):
+                w.line(f"{L['j']} = {L['jj']} + ({L['i']} % 2) * (NT - 1 - 2 * {L['jj']})")
+                w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, {L['a_frag']}, "
+                       f"{L['i']} * 4, {L['b_frag']}, {at}{L['j']} * 2)")
+            self.load_a(stage, step)
 
     def staged_accumulator(self) -> str:
         """Half tiles are staged in f32 rows of C_STRIDE (padded): element (i, j)."""
