@@ -17,13 +17,16 @@ ldmatrix phase reads, and the 8 chunks a quarter warp copies, fall in distinct b
 **The K loop is software-pipelined** (``tile``, ``pipeline_step``), as CUTLASS's
 multistage main loop: the stages first fill with tiles 0 .. STAGES - 1; iteration kt
 multiplies tile kt in STAGE_K / 16 mma steps, written out one by one, each on one of
-two fragment buffers while the other loads the next step's fragments (the last step
+two B fragment buffers while the other loads the next step's B fragments, and each row
+of A fragments reloaded for the next step as soon as its mma are issued (the last step
 loads the next stage's first ones), so no mma waits on ldmatrix. The iteration's one
 barrier sits before those next-stage loads; right after it, tile kt + STAGES is copied
 into tile kt's stage (its fragments are all in registers by then), in the same basic
 block as the mma (no branch: a copy past K reads nothing and fills zeros), which ptxas
 interleaves with them. The mma run serpentine over N (odd rows of mma tiles backwards:
 consecutive mma share a B fragment). Stage offsets are counters, not a modulo a stage.
+blockIdx.x walks the tiles down groups of GROUP_M rows (``tile_position``), so the
+blocks resident together share operand rows and columns in L2.
 
 **Copies are planned once a tile** (``copy_plan``): each thread makes a constant number
 of copies a stage (A_COPIES, B_COPIES); where THREADS is a multiple of a row's copies
