@@ -543,17 +543,21 @@ class ContractionEmitter(KernelEmitter):
             w.line(f"{L['m']} = {L['m0']}{offset} + {L['i']}")
             w.line(f"{L['n']} = {L['n0']} + {L['j']}")
             with w.indented(f"if {L['m']} < {L['m_size']} and {L['n']} < {L['n_size']}:"):
-                if self.may_split:
-                    with w.indented("if SPLIT:  # a share of K: its partial sum, for the "
-                                    "second kernel"):
-                        row = (f"({L['batch']} * {L['m_size']} + {L['m']})" if c.batch_dims
-                               else L["m"])
-                        w.line(f"{L['partials']}[cuda.blockIdx.y, {row} * {L['n_size']} + "
-                               f"{L['n']}] = {self.staged_accumulator()}")
-                    with w.indented("else:"):
-                        self.finish_point(stores)
-                else:
-                    self.finish_point(stores)
+                self.finish_or_partial(stores)
+
+    def finish_or_partial(self, stores: list) -> None:
+        """The output at (m, n) (inside the sizes): with SPLIT its partial sum, for the
+        second kernel; else the epilogue and the stores (``finish_point``)."""
+        w, L, c = self.w, self.loc, self.c
+        if not self.may_split:
+            self.finish_point(stores)
+            return
+        with w.indented("if SPLIT:  # a share of K: its partial sum, for the second kernel"):
+            row = f"({L['batch']} * {L['m_size']} + {L['m']})" if c.batch_dims else L["m"]
+            w.line(f"{L['partials']}[cuda.blockIdx.y, {row} * {L['n_size']} + "
+                   f"{L['n']}] = {self.staged_accumulator()}")
+        with w.indented("else:"):
+            self.finish_point(stores)
 
     def finish_point(self, stores: list) -> None:
         """The epilogue of the output at (m, n) (and the batch index): the indices, the
