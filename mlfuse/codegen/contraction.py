@@ -535,7 +535,7 @@ class ContractionEmitter(KernelEmitter):
         """Each thread takes elements of the staged ``rows`` rows of the tile in turn
         (coalesced; ``half``: the first or the next ``rows``), runs the epilogue on the
         accumulator and stores."""
-        w, L, c = self.w, self.loc, self.c
+        w, L = self.w, self.loc
         stores = [o for o in self.op.body.ops if isinstance(o, StoreOp)]
         with w.indented(f"for {L['e']} in range({L['tid']}, {rows} * BN, THREADS):"):
             w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, BN)")
