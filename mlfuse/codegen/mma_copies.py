@@ -35,23 +35,22 @@ class StageCopies:
         w.line(f"{L['stage']} = {stage or f'({k_tile} % STAGES) * STAGE_SIZE'}")
         w.line(f"{L['k0']} = {L['k_lo']} + ({k_tile}) * STAGE_K")
         for side in ("a", "b"):
-            if self.vector_side(side) is not None:
-                with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned copies"):
-                    if branchless and self.k_stride(side) is not None:
-                        self.copy_planned(side, k_tile)
-                        continue
-                    if branchless:
-                        self.copy_side(side)
-                        continue
+            if self.vector_side(side) is None:
+                self.gather_side(side)
+                continue
+            with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned copies"):
+                if branchless and self.k_stride(side) is not None:
+                    self.copy_planned(side, k_tile)
+                elif branchless:
+                    self.copy_side(side)
+                else:
                     # a stage inside K (all but the last): no K bounds, so a copy's source
                     # moves by a constant each stage and its other terms stay in registers
                     with w.indented(f"if {L['k0']} + STAGE_K <= {L['k_size']}:"):
                         self.copy_side(side, whole_k=True)
                     with w.indented("else:"):
                         self.copy_side(side)
-                with w.indented("else:"):
-                    self.gather_side(side)
-            else:
+            with w.indented("else:"):
                 self.gather_side(side)
 
     def vector_side(self, side: str):
