@@ -221,7 +221,7 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         self.copy_plans()
         w.line("# tiles 0 .. STAGES - 1 into their stages, one commit group each")
         with w.indented(f"for {L['ahead']} in range(STAGES):"):
-            self.fetch_stage(L["ahead"], f"{L['ahead']} * STAGE_SIZE", branchless=True)
+            self.fetch_stage(L["ahead"], f"{L['ahead']} * STAGE_SIZE")
             w.line("_cp_async_commit()")
         w.line(f"{L['rd']} = 0  # the stage of tile kt")
         w.line("_cp_async_wait(FILLED)  # this thread's copies of tile 0 landed")
@@ -265,7 +265,7 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         if not odd:
             self.load_b(0, L["nxt"], 0)
         w.line("# tile kt + STAGES (zeros past K) into tile kt's stage")
-        self.fetch_stage(f"{L['kt']} + STAGES", L["rd"], branchless=True)
+        self.fetch_stage(f"{L['kt']} + STAGES", L["rd"])
         w.line("_cp_async_commit()  # (a group each iteration: the wait counts groups)")
         w.line(f"{L['rd']} = {L['nxt']}")
         self.mma_step(step % 2, L["rd"], 0)

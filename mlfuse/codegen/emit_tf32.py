@@ -103,7 +103,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         self.copy_plans()
         w.line("# tiles 0 .. STAGES - 1 into their stages, one commit group each")
         with w.indented(f"for {L['ahead']} in range(STAGES):"):
-            self.fetch_stage(L["ahead"], f"{L['ahead']} * STAGE_SIZE", branchless=True)
+            self.fetch_stage(L["ahead"], f"{L['ahead']} * STAGE_SIZE")
             w.line("_cp_async_commit()")
         w.line("_cp_async_wait(FILLED)  # this thread's copies of tile 0 landed")
         w.line("cuda.syncthreads()  # and everyone's")
@@ -116,7 +116,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
             w.line(f"{L['nxt']} = {L['rd']} + STAGE_SIZE if {L['rd']} < (STAGES - 1) * "
                    "STAGE_SIZE else 0  # tile kt + 1's raw stage")
             w.line("# tile kt + STAGES (zeros past K) into tile kt's raw stage")
-            self.fetch_stage(f"{L['kt']} + STAGES", L["rd"], branchless=True)
+            self.fetch_stage(f"{L['kt']} + STAGES", L["rd"])
             w.line("_cp_async_commit()  # (a group each iteration: the wait counts groups)")
             self.landed(L["nxt"], f"CV_BASE + (({L['kt']} + 1) & 1) * CV_WORDS")
             self.multiply(f"CV_BASE + ({L['kt']} & 1) * CV_WORDS")

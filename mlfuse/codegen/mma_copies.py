@@ -26,30 +26,22 @@ class StageCopies:
     """The operand copies of a tensor-core contraction emitter (a mixin of
     MmaContractionEmitter: it uses its writer, names and constants)."""
 
-    def fetch_stage(self, k_tile: str, stage: str = "", branchless: bool = False) -> None:
-        """Tile ``k_tile`` of K into its stage (``stage``: its offset; by default
-        k_tile % STAGES). ``branchless``: copies checked against K each (a tile past K
-        fills zeros), in one basic block with the mma around them, which ptxas can then
-        interleave with them."""
+    def fetch_stage(self, k_tile: str, stage: str) -> None:
+        """Tile ``k_tile`` of K into the stage at ``stage``: every copy checked against K
+        (a tile past K fills zeros; no branch: in one basic block with the mma around
+        them, which ptxas can then interleave with them)."""
         w, L = self.w, self.loc
-        w.line(f"{L['stage']} = {stage or f'({k_tile} % STAGES) * STAGE_SIZE'}")
+        w.line(f"{L['stage']} = {stage}")
         w.line(f"{L['k0']} = {L['k_lo']} + ({k_tile}) * STAGE_K")
         for side in ("a", "b"):
             if self.vector_side(side) is None:
                 self.gather_side(side)
                 continue
             with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned copies"):
-                if branchless and self.k_stride(side) is not None:
+                if self.k_stride(side) is not None:
                     self.copy_planned(side, k_tile)
-                elif branchless:
-                    self.copy_side(side)
                 else:
-                    # a stage inside K (all but the last): no K bounds, so a copy's source
-                    # moves by a constant each stage and its other terms stay in registers
-                    with w.indented(f"if {L['k0']} + STAGE_K <= {L['k_size']}:"):
-                        self.copy_side(side, whole_k=True)
-                    with w.indented("else:"):
-                        self.copy_side(side)
+                    self.copy_side(side)
             with w.indented("else:"):
                 self.gather_side(side)
 
@@ -75,11 +67,11 @@ class StageCopies:
             w.line(f"{L['e']} = {L['tid']} + {at} * THREADS")
             yield
 
-    def copy_side(self, side: str, whole_k: bool = False) -> None:
+    def copy_side(self, side: str) -> None:
         """The side's tile as cp.async copies of S_VALUES values (S_BYTES bytes: 16, or 8
         or 4 where the rows allow no more); a copy past the sizes fills zeros (and
-        _cp_async points it at the buffer's start: nothing is read). ``whole_k``: the
-        stage's K is inside the sizes (no K checks)."""
+        _cp_async points it at the buffer's start: nothing is read). For a B whose
+        source is not linear in K (no copy plan): each copy's index tuple a stage."""
         w, L, c, g = self.w, self.loc, self.c, self.group
         load = self.vector_side(side)
         s = side.upper()
@@ -96,14 +88,12 @@ class StageCopies:
             if side == "a":
                 w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {v}")
                 at = f"{L['stage']} + {at}"
-                k_valid = "" if whole_k else f" and {L['k']} < {L['k_size']}"
-                w.line(f"{L['valid']} = {L['m']} < {own_size}{k_valid}")
+                w.line(f"{L['valid']} = {L['m']} < {own_size} and {L['k']} < {L['k_size']}")
 
             else:
                 w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * {v}")
                 at = f"{L['stage']} + A_STAGE + {at}"
-                k_valid = "" if whole_k else f" and {L['k']} < {L['k_size']}"
-                w.line(f"{L['valid']} = {L['n']} < {own_size}{k_valid}")
+                w.line(f"{L['valid']} = {L['n']} < {own_size} and {L['k']} < {L['k_size']}")
 
             self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
             self.unravel_into(L["k"], self.k_vals, c.k_extents)
