@@ -84,8 +84,8 @@ def module_for(dtype, precision, batch, geometry_key):
     key = (dtype, precision, bool(batch), geometry_key)
     if key not in _MODULES:
         source = BATCHED if batch else MATMUL.format(t=dtype)
-        _MODULES[key] = mlfuse.compile_source(source, f"probe_gemm16_{dtype}{'_batched' if batch else ''}.fuse",
-                                              matmul_precision=precision)
+        name = f"probe_gemm16_{dtype}{'_batched' if batch else ''}.fuse"
+        _MODULES[key] = mlfuse.compile_source(source, name, matmul_precision=precision)
     return _MODULES[key]
 
 
