@@ -174,7 +174,8 @@ def main(argv):
           "mlfuse TFLOP/s | torch TFLOP/s | max rel err | torch err | ok |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['case']} | {r['variant']} | {r['pick']} | {r['ms']:.3f} | {r['peer_ms']:.3f} | "
+        print(f"| {r['case']} | {r['variant']} | {r['pick']} | {r['ms']:.3f} | "
+              f"{r['peer_ms']:.3f} | "
               f"{r['ratio']:.2f} | {r['tflops']:.0f} | {r['peer_tflops']:.0f} | {r['err']:.1e} | "
               f"{r['peer_err']:.1e} | {'ok' if r['ok'] else 'FAIL'} |")
     return 0 if all(r["ok"] for r in rows) else 1

@@ -67,7 +67,8 @@ STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
            "g0", "b_at", "valid", "rd", "nxt", "jj", "m_tiles", "group", "in_group", "rows",
-           *(f"{side}_{n}" for side in "ab" for n in ("src", "dst", "lim", "src0", "dst0", "lim0", "step", "jump", "own")))
+           *(f"{side}_{n}" for side in "ab"
+             for n in ("src", "dst", "lim", "src0", "dst0", "lim0", "step", "jump", "own")))
 
 
 class MmaContractionEmitter(StageCopies, ContractionEmitter):
