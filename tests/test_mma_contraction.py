@@ -34,6 +34,10 @@ CASES = {
     "gathered": (MATMUL, {"M": 17, "N": 21, "K": 13}),
     # K a multiple of 4, N of 2: 8-byte copies of A, 4-byte copies of B
     "narrow_copies": (MATMUL, {"M": 9, "N": 18, "K": 20}),
+    # K of 7 stages: the pipeline wraps around its 4 stages (two mma steps a stage)
+    "long_k": (MATMUL, {"M": 9, "N": 16, "K": 200}),
+    # 9 rows of tiles: blockIdx.x runs down groups of GROUP_M (8) rows, the last of one
+    "grouped_tiles": (MATMUL, {"M": 137, "N": 16, "K": 16}),
     "batched": ("func f(x: f16[B, M, K], y: f16[B, K, N]) -> f16[B, M, N] {\n"
                 "    return matmul(x, y) * 0.5\n}\n", {"B": 2, "M": 9, "N": 18, "K": 24}),
     "transposed_with_tanh": ("func f(x: f16[K, M], w: f16[N, K]) -> f16[M, N] {\n"
@@ -56,10 +60,28 @@ def test_a_thin_tile_with_fewer_chunks_than_threads_copies_each_chunk_once(monke
     module = mlfuse.compile_source(source, "thin.fuse", target="simulator")
     assert "MMA_WARPS = ((16, 16),)" in module.source
     func = parse_program(source).funcs[0]
-    args = random_inputs(func, {"M": 5, "N": 40, "K": 24}, seed=6)
+    dims = {"M": 5, "N": 40, "K": 24}
+    args = random_inputs(func, dims, seed=6)
     (want,) = run_tensor(func, args)
-    ops, reduced = program_size(func)
+    ops, reduced = program_size(func, dims=dims)
     assert_close(module.thin(*args), want, ops, "thin", reduced)
+
+
+def test_one_mma_step_a_stage_and_two_stages_pipeline_the_same(monkeypatch):
+    """Stages of 16 K values (one mma step: its fragments buffer 0 alone) and only two of
+    them (each iteration refills the stage the last one read) over a K of 6 stages."""
+    from mlfuse.codegen import helpers
+    monkeypatch.setitem(helpers.MMA_GEOMETRY, "simulator",
+                        {"tiles": ((16, 16),), "warps": ((16, 16),), "bk": 16, "stages": 2})
+    source = MATMUL.replace("func f(", "func two(")  # a program of its own
+    module = mlfuse.compile_source(source, "two.fuse", target="simulator")
+    assert "MMA_BK = 16" in module.source and "MMA_STAGES = 2" in module.source
+    func = parse_program(source).funcs[0]
+    dims = {"M": 7, "N": 16, "K": 88}
+    args = random_inputs(func, dims, seed=7)
+    (want,) = run_tensor(func, args)
+    ops, reduced = program_size(func, dims=dims)
+    assert_close(module.two(*args), want, ops, "two", reduced)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -73,10 +95,10 @@ def test_f16_contractions_on_tensor_cores_agree_with_the_interpreter(name):
     (want,) = run_tensor(func, args)
     got = module.f(*args)
     assert got.dtype == np.float16
-    ops, reduced = program_size(func)
+    ops, reduced = program_size(func, dims=dims)  # (its real K: the tolerance grows with it)
     assert_close(got, want, ops, name, reduced)
     # the copies the host chose: values per cp.async of A and B (0: gathered)
-    copies = {"copied": (8, 8), "gathered": (0, 0), "narrow_copies": (4, 2), "batched": (8, 2),
+    copies = {"copied": (8, 8), "long_k": (8, 8), "grouped_tiles": (8, 8), "gathered": (0, 0), "narrow_copies": (4, 2), "batched": (8, 2),
               "transposed_with_tanh": (False, False)}
     (config,) = module.python_module.f_0.kernels
     assert config[2:4] == copies[name], config
@@ -89,11 +111,12 @@ def test_bf16_contractions_on_tensor_cores_agree_with_the_interpreter():
     module = mlfuse.compile_source(source, "bf16.fuse", target="simulator")
     assert [k["variant"] for k in module.kernels("f")] == ["mma-bf16"]
     func = parse_program(source).funcs[0]
-    args = random_inputs(func, {"M": 9, "N": 18, "K": 20}, seed=5)
+    dims = {"M": 9, "N": 18, "K": 20}
+    args = random_inputs(func, dims, seed=5)
     (want,) = run_tensor(func, args)
     got = module.f(*args)
     assert got.dtype == want.dtype
-    ops, reduced = program_size(func)
+    ops, reduced = program_size(func, dims=dims)
     assert_close(got, want, ops, "bf16", reduced)
     (config,) = module.python_module.f_0.kernels
     assert config[2:4] == (4, 2), config

@@ -270,9 +270,7 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
         ``before_tile``, then ``tile()`` once per batch index (blockIdx.z strides)."""
         w, L = self.w, self.loc
         b_vals, b_ext = self.dims(self.c.batch_dims)
-        w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
-        w.line(f"{L['tile_m']}, {L['tile_n']} = divmod(numba.int64(cuda.blockIdx.x), "
-               f"{L['n_tiles']})")
+        self.tile_position()
         w.line(f"{L['m0']}, {L['n0']} = {L['tile_m']} * BM, {L['tile_n']} * BN")
         for line in before_tile:
             w.line(line)
@@ -286,6 +284,13 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
                 self.tile()
         else:
             self.tile()
+
+    def tile_position(self) -> None:
+        """This block's tile (tile_m, tile_n): blockIdx.x over the tiles, row by row."""
+        w, L = self.w, self.loc
+        w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
+        w.line(f"{L['tile_m']}, {L['tile_n']} = divmod(numba.int64(cuda.blockIdx.x), "
+               f"{L['n_tiles']})")
 
     def tile(self) -> None:
         w, L = self.w, self.loc
@@ -550,7 +555,7 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
         """Each thread takes elements of the staged ``rows`` rows of the tile in turn
         (coalesced; ``half``: the first or the next ``rows``), runs the epilogue on the
         accumulator and stores."""
-        w, L, c = self.w, self.loc, self.c
+        w, L = self.w, self.loc
         stores = [o for o in self.op.body.ops if isinstance(o, StoreOp)]
         with w.indented(f"for {L['e']} in range({L['tid']}, {rows} * BN, THREADS):"):
             w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, BN)")
@@ -558,17 +563,21 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
             w.line(f"{L['m']} = {L['m0']}{offset} + {L['i']}")
             w.line(f"{L['n']} = {L['n0']} + {L['j']}")
             with w.indented(f"if {L['m']} < {L['m_size']} and {L['n']} < {L['n_size']}:"):
-                if self.may_split:
-                    with w.indented("if SPLIT:  # a share of K: its partial sum, for the "
-                                    "second kernel"):
-                        row = (f"({L['batch']} * {L['m_size']} + {L['m']})" if c.batch_dims
-                               else L["m"])
-                        w.line(f"{L['partials']}[cuda.blockIdx.y, {row} * {L['n_size']} + "
-                               f"{L['n']}] = {self.staged_accumulator()}")
-                    with w.indented("else:"):
-                        self.finish_point(stores)
-                else:
-                    self.finish_point(stores)
+                self.finish_or_partial(stores)
+
+    def finish_or_partial(self, stores: list) -> None:
+        """The output at (m, n) (inside the sizes): with SPLIT its partial sum, for the
+        second kernel; else the epilogue and the stores (``finish_point``)."""
+        w, L, c = self.w, self.loc, self.c
+        if not self.may_split:
+            self.finish_point(stores)
+            return
+        with w.indented("if SPLIT:  # a share of K: its partial sum, for the second kernel"):
+            row = f"({L['batch']} * {L['m_size']} + {L['m']})" if c.batch_dims else L["m"]
+            w.line(f"{L['partials']}[cuda.blockIdx.y, {row} * {L['n_size']} + "
+                   f"{L['n']}] = {self.staged_accumulator()}")
+        with w.indented("else:"):
+            self.finish_point(stores)
 
     def finish_point(self, stores: list) -> None:
         """The epilogue of the output at (m, n) (and the batch index): the indices, the

@@ -7,16 +7,35 @@ their own fragments and multiply.
 
 A block computes a BM x BN tile; its warps each a WARP_M x WARP_N part of it, as
 MT x NT mma tiles of 16 x 8 (MT * NT * 4 f32 accumulators a lane). K runs STAGE_K
-(MMA_BK) at a time through STAGES shared-memory stages (as many as fit in 48 KB, at
-most 4): while the warps multiply one stage, the copies of the next STAGES - 1 are in
-flight. A stage holds A as BM rows of K (K contiguous) and B as STAGE_K rows of N (N
-contiguous), unpadded (a 128 x 128 x 32 tile then has 3 stages in 48 KB, not 2) but
-swizzled: the 16-byte chunk c of row r sits at chunk c ^ (the row's 128-byte line
-number mod 8), so the 8 rows one ldmatrix phase reads, and the 8 chunks a quarter warp
-copies, fall in distinct banks (``stage_offset``); ``ldmatrix`` (A) and
-``ldmatrix.trans`` (B) load the fragments. Each thread makes a constant number of
-copies a stage (A_COPIES, B_COPIES), so the loops unroll and every position but K's is
-computed once, outside the K loop.
+(MMA_BK) at a time through STAGES shared-memory stages (dynamic shared memory, up to
+MMA_SHARED bytes, at most MMA_STAGES). A stage holds A as BM rows of K (K contiguous)
+and B as STAGE_K rows of N (N contiguous), unpadded but swizzled: the 16-byte chunk c
+of row r sits at chunk c ^ (the row's 128-byte line number mod 8), so the 8 rows one
+ldmatrix phase reads, and the 8 chunks a quarter warp copies, fall in distinct banks
+(``stage_offset``); ``ldmatrix`` (A) and ``ldmatrix.trans`` (B) load the fragments.
+
+**The K loop is software-pipelined** (``tile``, ``pipeline_step``), as CUTLASS's
+multistage main loop: the stages first fill with tiles 0 .. STAGES - 1; iteration kt
+multiplies tile kt in STAGE_K / 16 mma steps, written out one by one, each on one of
+two B fragment buffers while the other loads the next step's B fragments, and each row
+of A fragments reloaded for the next step as soon as its mma are issued (the last step
+loads the next stage's first ones), so no mma waits on ldmatrix. The iteration's one
+barrier sits before those next-stage loads; right after it, tile kt + STAGES is copied
+into tile kt's stage (its fragments are all in registers by then), in the same basic
+block as the mma (no branch: a copy past K reads nothing and fills zeros), which ptxas
+interleaves with them. The mma run serpentine over N (odd rows of mma tiles backwards:
+consecutive mma share a B fragment). Stage offsets are counters, not a modulo a stage.
+blockIdx.x walks the tiles down groups of GROUP_M rows (``tile_position``), so the
+blocks resident together share operand rows and columns in L2.
+
+**Copies are planned once a tile** (``copy_plan``): each thread makes a constant number
+of copies a stage (A_COPIES, B_COPIES); where THREADS is a multiple of a row's copies
+(S_EVEN) a thread's copies share one column and lie S_ROWS rows apart with one swizzle,
+so a copy's source is the first one's flat offset + slot * a step + tile * a stage's
+step, its stage offset an immediate and its bounds two compares (``_cp_async_at``: a
+flat source offset, no index arithmetic a stage). Else each slot's offsets are kept in
+registers. (Before: the positions were recomputed each stage in 64-bit, ~400
+instructions per 64 mma a warp and stage; now ~210, 64 of them the mma.)
 
 The stages hold 16-bit values: f16, or bf16 as its bits (uint16, mlfuse/codegen/bf16.py).
 An operand that is one plain load of its dtype contiguous along the tile's fast axis (K
@@ -35,11 +54,10 @@ writes f32 partial sums; the second kernel adds them and runs the epilogue.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
-
 from mlfuse.codegen.contraction import ContractionEmitter, factory_name
+from mlfuse.codegen.mma_copies import StageCopies
 from mlfuse.codegen.ptx_mma import MMA_HELPER
+from mlfuse.dialects.loops import StoreOp
 
 PAD = 8  # f32 words after each row of the epilogue's staged half tile
 # How a stage's 16-bit values are viewed, per operand dtype: bf16 as its bits.
@@ -48,11 +66,12 @@ STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a
 
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
-           "g0",
-           "b_at", "valid")
+           "g0", "b_at", "valid", "rd", "nxt", "jj", "m_tiles", "group", "in_group", "rows",
+           *(f"{side}_{n}" for side in "ab"
+             for n in ("src", "dst", "lim", "src0", "dst0", "lim0", "step", "jump", "own")))
 
 
-class MmaContractionEmitter(ContractionEmitter):
+class MmaContractionEmitter(StageCopies, ContractionEmitter):
     """The factory of one tensor-core contraction kernel (see the module doc)."""
 
     WARP_SKIP = 0  # the warp tiles it may take: MMA_WARPS from this one (helpers._mma_warp)
@@ -90,6 +109,7 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line(f"THREADS = _mma_threads(BM, BN, {self.WARP_SKIP})")
         w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
         self.stage_constants()
+        w.line("STAGE_SIZE = A_STAGE + B_STAGE  # values of one stage")
         size = STAGE_BYTES[self.operand]
         w.line(f"STAGES = min(MMA_STAGES, (MMA_SHARED - 4 * {self.EXTRA_WORDS}) // "
                f"({size} * (A_STAGE + B_STAGE)))")
@@ -103,6 +123,7 @@ class MmaContractionEmitter(ContractionEmitter):
                "chunks than threads)")
         w.line("A_COPIES, B_COPIES = -(-A_CHUNKS // THREADS), -(-B_CHUNKS // THREADS)")
         w.line("WAIT = STAGES - 2  # copy groups still in flight when a stage is used")
+        w.line("FILLED = STAGES - 1  # ... when the first is (cp.async.wait_group takes a literal)")
         w.line(f"GATHER = {self.GATHER}  # gathered values a thread loads before it stores them")
         w.line(f"C_STRIDE = BN + {PAD}  # f32 rows of half the tile, for the epilogue")
         w.line(f"SHARED = max(STAGES * (A_STAGE + B_STAGE) * {size} // 4 + {self.EXTRA_WORDS}, "
@@ -111,6 +132,8 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("assert SHARED * 4 <= MMA_SHARED, 'half the tile, for the epilogue, takes too much "
                "shared memory'")
         w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
+        w.line("GROUP_M = 8  # rows of tiles blockIdx.x runs down before the next column")
+        self.step_constants()
 
     def stage_constants(self) -> None:
         """A lane's registers (A_REGS, B_REGS, ACC), the K of a stage (STAGE_K), its rows'
@@ -124,6 +147,17 @@ class MmaContractionEmitter(ContractionEmitter):
         w.line("A_LINE, B_LINE = max(1, 64 // A_STRIDE), max(1, 64 // B_STRIDE)  # rows a line")
         w.line("A_MASK, B_MASK = min(8, A_STRIDE // 8) - 1, min(8, B_STRIDE // 8) - 1")
         w.line("A_STAGE, B_STAGE = BM * A_STRIDE, STAGE_K * B_STRIDE  # 16-bit values")
+
+    def step_constants(self) -> None:
+        """The K loop is written out per mma step (``tile``): check the stage has them.
+        Two fragment buffers a lane (a local array's size must be a constant). And
+        whether a thread's copy slots are evenly spaced (S_EVEN, see ``copy_plan``)."""
+        w = self.w
+        w.line(f"assert STAGE_K == {self.k_steps()} * 16, 'the K loop is written for "
+               f"{self.k_steps()} mma steps a stage'")
+        w.line("A_FRAGS, B_FRAGS = A_REGS, 2 * B_REGS  # B: two buffers, one loads while the "
+               "other multiplies; A: a row at a time")
+        self.copy_constants(swizzled=True)
 
     def stage_offset(self, side: str, row: str, chunk: str) -> str:
         """The offset in a side's stage of 16-byte chunk ``chunk`` of row ``row``:
@@ -150,189 +184,142 @@ class MmaContractionEmitter(ContractionEmitter):
         self.tiles_and_batches(f"{L['k_tiles']} = max(0, -(-({L['k_size']} - {L['k_lo']}) "
                                "// STAGE_K))  # stages of this block's share of K")
 
+    def tile_position(self) -> None:
+        """This block's tile, in groups of GROUP_M rows of tiles (the last group fewer):
+        blockIdx.x runs down a group's column of tiles, then to its next column. The
+        blocks resident at once then cover a squarer patch of the output, whose operand
+        rows and columns the L2 holds while their K advances together (row by row, a
+        wave of 132 blocks at 8192^3 spans 4 rows of tiles and every column of B)."""
+        w, L = self.w, self.loc
+        w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
+        w.line(f"{L['m_tiles']} = ({L['m_size']} + BM - 1) // BM")
+        w.line(f"{L['group']}, {L['in_group']} = divmod(numba.int64(cuda.blockIdx.x), "
+               f"GROUP_M * {L['n_tiles']})")
+        w.line(f"{L['rows']} = min(GROUP_M, {L['m_tiles']} - {L['group']} * GROUP_M)"
+               "  # rows of tiles in this group")
+        w.line(f"{L['tile_m']} = {L['group']} * GROUP_M + {L['in_group']} % {L['rows']}")
+        w.line(f"{L['tile_n']} = {L['in_group']} // {L['rows']}")
+
     def fragments(self) -> None:
         """A lane's A and B fragment registers."""
         w, L = self.w, self.loc
-        w.line(f"{L['a_frag']} = cuda.local.array(A_REGS, numba.uint32)  # {self.operand} pairs")
-        w.line(f"{L['b_frag']} = cuda.local.array(B_REGS, numba.uint32)")
+        w.line(f"{L['a_frag']} = cuda.local.array(A_FRAGS, numba.uint32)  # {self.operand} pairs")
+        w.line(f"{L['b_frag']} = cuda.local.array(B_FRAGS, numba.uint32)")
 
     def tile(self) -> None:
+        """The K loop, software-pipelined (see ``pipeline_step``): tiles 0 .. STAGES - 1
+        fill the stages first; iteration kt multiplies tile kt in STAGE_K // 16 mma
+        steps, each step's fragments loaded (ldmatrix) during the step before it, so no
+        mma waits on shared memory. The one barrier an iteration sits before the next
+        stage's first fragments; right after it, tile kt + STAGES goes into tile kt's
+        stage (its fragments are all in registers by then): STAGES - 1 tiles stay in
+        flight while the block multiplies. The stage offset is a counter (no 64-bit
+        modulo a stage)."""
         w, L = self.w, self.loc
+        steps = self.k_steps()
         with w.indented(f"for {L['slot']} in range(ACC):"):
             w.line(f"{L['acc']}[{L['slot']}] = np.float32(0)")
-        w.line("# step s copies tile s into its stage (one commit group per step) and multiplies "
-               "tile s - (STAGES - 1): STAGES - 1 tiles stay in flight")
-        with w.indented(f"for {L['ahead']} in range({L['k_tiles']} + STAGES - 1):"):
-            w.line(f"{L['kt']} = {L['ahead']} - (STAGES - 1)")
-            with w.indented(f"if {L['kt']} >= 0:"):
-                w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt landed")
-                w.line("cuda.syncthreads()  # everyone's; and no warp still reads the stage "
-                       "refilled next")
-                self.landed()
-            with w.indented(f"if {L['ahead']} < {L['k_tiles']}:"):
-                self.fetch_stage(L["ahead"])
+        self.copy_plans()
+        w.line("# tiles 0 .. STAGES - 1 into their stages, one commit group each")
+        with w.indented(f"for {L['ahead']} in range(STAGES):"):
+            self.fetch_stage(L["ahead"], f"{L['ahead']} * STAGE_SIZE")
             w.line("_cp_async_commit()")
-            with w.indented(f"if {L['kt']} >= 0:"):
-                self.multiply()
+        w.line(f"{L['rd']} = 0  # the stage of tile kt")
+        w.line("_cp_async_wait(FILLED)  # this thread's copies of tile 0 landed")
+        w.line("cuda.syncthreads()  # and everyone's")
+        self.load_fragments(L["rd"], 0)
+        with w.indented(f"for {L['kt']} in range({L['k_tiles']}):"):
+            for step in range(steps):
+                self.pipeline_step(step, steps)
         self.epilogue()
 
-    def landed(self) -> None:
-        """What the block does with stage kt once it has landed, before the next copies
-        (the TF32 kernels convert it)."""
+    def k_steps(self) -> int:
+        """The mma steps (16 K values each) of a stage: MMA_BK // 16 of the target's
+        geometry, written out (each step's fragment buffer and stage are constants)."""
+        from mlfuse.codegen.helpers import mma_geometry
+        return mma_geometry(self.target)["bk"] // 16
 
-    # -- operands into a stage ---------------------------------------------------------
-    def fetch_stage(self, k_tile: str) -> None:
+    def pipeline_step(self, step: int, steps: int) -> None:
+        """Step ``step`` of ``steps`` of iteration kt: its mma on B fragment buffer
+        step % 2 and the A fragments, each row of A fragments reloaded for the next step
+        as soon as its mma are issued (``mma_step``: one A buffer, the registers two
+        would take are what keeps every tile of 64 x 64 warp tiles from spilling). A
+        step but the last first loads the next step's B fragments into the other buffer.
+        The last: wait for tile kt + 1 (WAIT groups may stay in flight), the barrier,
+        the next stage's first B fragments (buffer 0), the copies of tile kt + STAGES
+        into tile kt's stage (without a branch: ptxas interleaves them with the mma),
+        then its mma. With an odd count of steps the last uses B buffer 0 itself: the
+        next stage's B fragments load after its mma."""
         w, L = self.w, self.loc
-        w.line(f"{L['stage']} = ({k_tile} % STAGES) * (A_STAGE + B_STAGE)")
-        w.line(f"{L['k0']} = {L['k_lo']} + {k_tile} * STAGE_K")
-        for side in ("a", "b"):
-            if self.vector_side(side) is not None:
-                with w.indented(f"if VECTOR_{side.upper()}:  # rows of whole, aligned copies"):
-                    # a stage inside K (all but the last): no K bounds, so a copy's source
-                    # moves by a constant each stage and its other terms stay in registers
-                    with w.indented(f"if {L['k0']} + STAGE_K <= {L['k_size']}:"):
-                        self.copy_side(side, whole_k=True)
-                    with w.indented("else:"):
-                        self.copy_side(side)
-                with w.indented("else:"):
-                    self.gather_side(side)
-            else:
-                self.gather_side(side)
-
-    def vector_side(self, side: str):
-        """The operand's plain load of its own dtype (16-bit), which cp.async can copy 16
-        bytes at a time (both targets: the simulator's twin checks the alignment the
-        host promised)."""
-        load = self.c.direct_load(side)
-        return load if load is not None and load.operands[0].type.dtype == self.operand else None
-
-    @contextmanager
-    def thread_share(self, count: str, per_thread: str, first: str = ""):
-        """A loop over this thread's items ``e`` = tid + slot * THREADS of the block's
-        ``count``, at most ``per_thread`` of them: a constant trip count, so the loop
-        unrolls and what does not depend on K is computed once; items past ``count`` (a
-        thin tile has fewer than threads) are skipped. ``first``: the slots start there
-        (``slot`` counts from 0 all the same)."""
-        w, L = self.w, self.loc
-        at = f"({first} + {L['slot']})" if first else L["slot"]
-        with w.indented(f"for {L['slot']} in range({per_thread}):"), \
-                w.indented(f"if {count} % THREADS == 0 or "
-                           f"{L['tid']} + {at} * THREADS < {count}:"):
-            w.line(f"{L['e']} = {L['tid']} + {at} * THREADS")
-            yield
-
-    def copy_side(self, side: str, whole_k: bool = False) -> None:
-        """The side's tile as cp.async copies of S_VALUES values (S_BYTES bytes: 16, or 8
-        or 4 where the rows allow no more); a copy past the sizes fills zeros (and
-        _cp_async points it at the buffer's start: nothing is read). ``whole_k``: the
-        stage's K is inside the sizes (no K checks)."""
-        w, L, c, g = self.w, self.loc, self.c, self.group
-        load = self.vector_side(side)
-        s = side.upper()
-        v = f"{s}_VALUES"
-        if side == "a":  # BM rows of STAGE_K: groups along K
-            per_row, own, own_size = f"STAGE_K // {v}", "m", L["m_size"]
-        else:  # STAGE_K rows of BN: groups along N
-            per_row, own, own_size = f"BN // {v}", "n", L["n_size"]
-        with self.thread_share(f"{s}_CHUNKS", f"{s}_COPIES"):
-            w.line(f"{L['i']}, {L['j']} = {L['e']} // ({per_row}), {L['e']} % ({per_row})")
-            # the copy's first value along the row, in its 16-byte chunk of the stage
-            chunk = f"{L['j']} * {v} // {g}"
-            at = f"{self.stage_offset(side, L['i'], chunk)} + {L['j']} * {v} % {g}"
-            if side == "a":
-                w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, {L['k0']} + {L['j']} * {v}")
-                at = f"{L['stage']} + {at}"
-                k_valid = "" if whole_k else f" and {L['k']} < {L['k_size']}"
-                w.line(f"{L['valid']} = {L['m']} < {own_size}{k_valid}")
-
-            else:
-                w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, {L['n0']} + {L['j']} * {v}")
-                at = f"{L['stage']} + A_STAGE + {at}"
-                k_valid = "" if whole_k else f" and {L['k']} < {L['k_size']}"
-                w.line(f"{L['valid']} = {L['n']} < {own_size}{k_valid}")
-
-            self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
-            self.unravel_into(L["k"], self.k_vals, c.k_extents)
-            self.slice_of(list(load.operands[1:]))
-            index = ", ".join(self.namer(v) for v in load.operands[1:])
-            w.line(f"_cp_async({L['tiles']}, {at}, {self.namer(load.operands[0])}, "
-                   f"({index},), {L['valid']}, {s}_BYTES)")
-
-    def gather_side(self, side: str) -> None:
-        """The side's tile value by value (consecutive threads on the tile's fast axis),
-        rounded to the operand dtype by the store into the stage; zeros past the sizes."""
-        w, L, c = self.w, self.loc, self.c
-        value = c.a if side == "a" else c.b
-        if side == "a":
-            count, fast = "BM * STAGE_K", "STAGE_K"
-        else:
-            count, fast = "STAGE_K * BN", "BN"
-        g = self.group
-        base = f"{L['stage']}" if side == "a" else f"{L['stage']} + A_STAGE"
-        at = (f"{base} + {self.stage_offset(side, L['i'], L['j'] + ' // ' + str(g))}"
-              f" + {L['j']} % {g}")
-        own = "m" if side == "a" else "n"
-        per = f"-(-{count} // THREADS)"
-        held = [self.namer.fresh(f"held{q}") for q in range(self.GATHER)]
-        w.line("# GATHER values at a time, in registers: their loads all in flight before "
-               "the first store")
-        with w.indented(f"for {L['g0']} in range(0, {per}, GATHER):"):
-            for phase in ("load", "store"):
-                for q, h in enumerate(held):
-                    slot = f"{L['g0']} + {q}"
-                    if phase == "load":
-                        w.line(f"{h} = {self.zero}")
-                    with w.indented(f"if {slot} < {per} and ({count} % THREADS == 0 or "
-                                    f"{L['tid']} + ({slot}) * THREADS < {count}):"):
-                        w.line(f"{L['e']} = {L['tid']} + ({slot}) * THREADS")
-                        w.line(f"{L['i']}, {L['j']} = {L['e']} // {fast}, {L['e']} % {fast}")
-                        if phase == "store":
-                            w.line(f"{L['tiles']}[{at}] = {self.stored(h, self.operand)}")
-                            continue
-                        if side == "a":
-                            w.line(f"{L['m']}, {L['k']} = {L['m0']} + {L['i']}, "
-                                   f"{L['k0']} + {L['j']}")
-                        else:
-                            w.line(f"{L['k']}, {L['n']} = {L['k0']} + {L['i']}, "
-                                   f"{L['n0']} + {L['j']}")
-                        with w.indented(f"if {L[own]} < {L[own + '_size']} and "
-                                        f"{L['k']} < {L['k_size']}:"):
-                            self.unravel_into(L[own], *self.dims(c.m_dims if side == "a"
-                                                                 else c.n_dims))
-                            self.unravel_into(L["k"], self.k_vals, c.k_extents)
-                            self.slice_of([value])
-                            w.line(f"{h} = {self.namer(value)}")
+        last, odd = step == steps - 1, steps % 2 == 1
+        w.line(f"# k step {step} of {steps}: mma on B fragment buffer {step % 2}"
+               + (", with the next stage's first fragments and copies" if last else
+                  f", while buffer {(step + 1) % 2} loads step {step + 1}"))
+        if not last:
+            self.load_b((step + 1) % 2, L["rd"], step + 1)
+            self.mma_step(step % 2, L["rd"], step + 1)
+            return
+        w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt + 1 landed")
+        w.line("cuda.syncthreads()  # everyone's; and every warp has tile kt's fragments")
+        w.line(f"{L['nxt']} = {L['rd']} + STAGE_SIZE if {L['rd']} < (STAGES - 1) * STAGE_SIZE "
+               "else 0  # tile kt + 1's stage")
+        if not odd:
+            self.load_b(0, L["nxt"], 0)
+        w.line("# tile kt + STAGES (zeros past K) into tile kt's stage")
+        self.fetch_stage(f"{L['kt']} + STAGES", L["rd"])
+        w.line("_cp_async_commit()  # (a group each iteration: the wait counts groups)")
+        w.line(f"{L['rd']} = {L['nxt']}")
+        self.mma_step(step % 2, L["rd"], 0)
+        if odd:
+            self.load_b(0, L["rd"], 0)
 
     # -- the math --------------------------------------------------------------------
-    def multiply(self) -> None:
-        """The stage kt's STAGE_K // 16 steps: each warp's A fragments (ldmatrix: lane l
-        gives row l % 16, columns (l // 16) * 8 on, of a 16 x 16 tile), B fragments
-        (ldmatrix.trans of 16 K rows, two n8 tiles a load), then MT x NT mma."""
+    def load_fragments(self, stage: str, step: int) -> None:
+        """All fragments of mma step ``step`` of the stage at ``stage`` (A, and B into
+        buffer 0): the first step, before the K loop."""
+        with self.w.indented(f"for {self.loc['i']} in range(MT):"):
+            self.load_a(stage, step)
+        self.load_b(0, stage, step)
+
+    def load_a(self, stage: str, step: int) -> None:
+        """Row i of this warp's A fragments for mma step ``step`` of the stage at
+        ``stage``: ldmatrix (lane l gives row l % 16, columns (l // 16) * 8 on, of the
+        16 x 16 tile)."""
         w, L = self.w, self.loc
-        w.line(f"{L['a_base']} = ({L['kt']} % STAGES) * (A_STAGE + B_STAGE)")
-        w.line(f"{L['b_base']} = {L['a_base']} + A_STAGE")
-        w.line(f"{L['row']} = {L['lane']} % 16  # the row this lane addresses")
-        w.line(f"{L['q']} = ({L['lane']} // 16) * 8  # and its column offset")
-        with w.indented(f"for {L['kk']} in range(0, STAGE_K, 16):"):
-            with w.indented(f"for {L['i']} in range(MT):"):
-                a_row = f"({L['wm0']} + {L['i']} * 16 + {L['row']})"
-                a_chunk = f"({L['kk']} + {L['q']}) >> 3"
-                w.line(f"_ldmatrix_x4({L['a_frag']}, {L['i']} * 4, {L['tiles']}, {L['a_base']} + "
-                       f"{self.stage_offset('a', a_row, a_chunk)})")
-            with w.indented(f"for {L['j']} in range(NT // 2):"):
-                b_row = f"({L['kk']} + {L['row']})"
-                b_chunk = f"({L['wn0']} + {L['j']} * 16 + {L['q']}) >> 3"
-                w.line(f"_ldmatrix_x4_trans({L['b_frag']}, {L['j']} * 4, {L['tiles']}, "
-                       f"{L['b_base']} + {self.stage_offset('b', b_row, b_chunk)})")
-            with w.indented(f"for {L['i']} in range(MT):"):
-                with w.indented(f"for {L['j']} in range(NT):"):
-                    w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, "
-                           f"{L['a_frag']}, {L['i']} * 4, {L['b_frag']}, {L['j']} * 2)")
+        a_row = f"({L['wm0']} + {L['i']} * 16 + {L['lane']} % 16)"
+        a_chunk = f"({step * 16} + ({L['lane']} // 16) * 8) >> 3"
+        w.line(f"_ldmatrix_x4({L['a_frag']}, {L['i']} * 4, {L['tiles']}, "
+               f"{stage} + {self.stage_offset('a', a_row, a_chunk)})")
+
+    def load_b(self, buffer: int, stage: str, step: int) -> None:
+        """B fragment buffer ``buffer`` for mma step ``step`` of the stage at ``stage``:
+        ldmatrix.trans of 16 K rows, two n8 tiles a load."""
+        w, L = self.w, self.loc
+        at = "B_REGS + " if buffer else ""  # the buffer's start
+        with w.indented(f"for {L['j']} in range(NT // 2):"):
+            b_row = f"({step * 16} + {L['lane']} % 16)"
+            b_chunk = f"({L['wn0']} + {L['j']} * 16 + ({L['lane']} // 16) * 8) >> 3"
+            w.line(f"_ldmatrix_x4_trans({L['b_frag']}, {at}{L['j']} * 4, "
+                   f"{L['tiles']}, {stage} + A_STAGE + {self.stage_offset('b', b_row, b_chunk)})")
+
+    def mma_step(self, buffer: int, stage: str, step: int) -> None:
+        """The warp's MT x NT mma on the A fragments and B buffer ``buffer``, serpentine
+        over N (odd rows of tiles run N backwards, so consecutive mma share a B
+        fragment); after each row's mma, that row's A fragments for step ``step`` of the
+        stage at ``stage`` (they land while the other rows multiply)."""
+        w, L = self.w, self.loc
+        at = "B_REGS + " if buffer else ""
+        with w.indented(f"for {L['i']} in range(MT):"):
+            with w.indented(f"for {L['jj']} in range(NT):"):
+                w.line(f"{L['j']} = {L['jj']} + ({L['i']} % 2) * (NT - 1 - 2 * {L['jj']})")
+                w.line(f"{self.mma}({L['acc']}, ({L['i']} * NT + {L['j']}) * 4, {L['a_frag']}, "
+                       f"{L['i']} * 4, {L['b_frag']}, {at}{L['j']} * 2)")
+            self.load_a(stage, step)
 
     def staged_accumulator(self) -> str:
         """Half tiles are staged in f32 rows of C_STRIDE (padded): element (i, j)."""
         L = self.loc
-        return f"{L['tiles32']}[{L['i']} * C_STRIDE + {L['j']}]"
+        return f"{L['tiles32']}[numba.uint32({L['i']} * C_STRIDE + {L['j']})]"
 
     def epilogue(self) -> None:
         """Half the tile's rows at a time: the accumulators (value q of mma tile (i, j)
@@ -345,18 +332,44 @@ class MmaContractionEmitter(ContractionEmitter):
             w.line(f"# epilogue, {('first', 'second')[half]} half of the tile's rows: the fused "
                    "ops after the reduction")
             w.line("cuda.syncthreads()  # the block is done with what the tiles held")
-            with w.indented(f"for {L['i']} in range(MT):"):
-                with w.indented(f"for {L['j']} in range(NT):"):
-                    with w.indented(f"for {L['q']} in range(4):"):
-                        w.line(f"{L['row']} = {L['wm0']} + {L['i']} * 16 + {L['lane']} // 4 + "
-                               f"8 * ({L['q']} // 2) - {half} * (BM // 2)")
-                        with w.indented(f"if 0 <= {L['row']} < BM // 2:"):
-                            w.line(f"{L['tiles32']}[{L['row']} * C_STRIDE + {L['wn0']} + "
-                                   f"{L['j']} * 8 + 2 * ({L['lane']} % 4) + {L['q']} % 2] = "
-                                   f"{L['acc']}[({L['i']} * NT + {L['j']}) * 4 + {L['q']}]")
+            w.line("# rows g and g + 8 of each mma tile row (q // 2), each checked once for "
+                   "the whole row of the warp's tiles; unsigned offsets (no wraparound)")
+            with w.indented(f"for {L['i']} in range(MT):"), \
+                    w.indented(f"for {L['q']} in range(2):"):
+                w.line(f"{L['row']} = {L['wm0']} + {L['i']} * 16 + {L['lane']} // 4 + "
+                       f"8 * {L['q']} - {half} * (BM // 2)")
+                with w.indented(f"if 0 <= {L['row']} < BM // 2:"), \
+                        w.indented(f"for {L['j']} in range(NT):"), \
+                        w.indented(f"for {L['slot']} in range(2):"):
+                    w.line(f"{L['tiles32']}[numba.uint32({L['row']} * C_STRIDE + {L['wn0']} + "
+                           f"{L['j']} * 8 + 2 * ({L['lane']} % 4) + {L['slot']})] = "
+                           f"{L['acc']}[({L['i']} * NT + {L['j']}) * 4 + 2 * {L['q']} + "
+                           f"{L['slot']}]")
             w.line("cuda.syncthreads()")
             self.epilogue_half(half)
         w.line("cuda.syncthreads()  # all stores read the tiles before they are refilled")
+
+
+    def epilogue_half(self, half: int, rows: str = "BM // 2") -> None:
+        """The staged rows' outputs: where THREADS is a multiple of BN, each thread keeps
+        one column (consecutive threads on consecutive N: coalesced) and steps down the
+        rows, so nothing of N is recomputed an element (the generic loop divides each
+        element's position by BN: ~70 SASS instructions an element, a fifth of a
+        4096^3 block's time with the mma done); else the generic loop."""
+        w, L = self.w, self.loc
+        stores = [o for o in self.op.body.ops if isinstance(o, StoreOp)]
+        offset = f" + {rows}" if half else ""
+        with w.indented("if THREADS % BN == 0:  # one column a thread"):
+            w.line(f"{L['j']} = {L['tid']} % BN")
+            w.line(f"{L['n']} = {L['n0']} + {L['j']}")
+            with w.indented(f"if {L['n']} < {L['n_size']}:"), \
+                    w.indented(f"for {L['slot']} in range({rows} * BN // THREADS):"):
+                w.line(f"{L['i']} = {L['tid']} // BN + {L['slot']} * (THREADS // BN)")
+                w.line(f"{L['m']} = {L['m0']}{offset} + {L['i']}")
+                with w.indented(f"if {L['m']} < {L['m_size']}:"):
+                    self.finish_or_partial(stores)
+        with w.indented("else:"):
+            super().epilogue_half(half, rows)
 
 
 def emit_mma_contraction(op, name: str, target: str, helpers: set[str], hw, taken,

@@ -34,7 +34,7 @@ from mlfuse.codegen.ptx_tf32 import TF32_HELPER
 
 A_PAD, B_PAD = 4, 8  # f32 values after each row of a stage: conflict-free conversion reads
 
-_LOCALS = ("a_lo", "b_lo", "part", "cv", "cv16", "src", "b_row", "b_k",
+_LOCALS = ("a_lo", "b_lo", "part", "cv", "cv16", "src", "b_row", "b_k", "cvat",
            *(f"{v}{q}" for v in ("x", "h", "l") for q in range(4)))
 
 
@@ -44,7 +44,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
     WARP_SKIP = 1  # 64 x 64 warp tiles would spill (3xTF32 holds two fragments a value)
     HOST_K_STEP = "MMA_BK // 2"  # STAGE_K (below) as the host module names it
     TILES = "MMA_TF32_TILES"  # no wide tiles: their 512 threads would not fit the registers
-    EXTRA_WORDS = "CV_WORDS"  # the converted area, after the stages
+    EXTRA_WORDS = "2 * CV_WORDS"  # two converted areas, after the stages
     NARROW_TILES = "MMA_TF32_NARROW_TILES"  # 128 x 128 spills with 4x the copies a thread
     GATHER = 2  # 4 spills at 64 x 64 (ptxas)
 
@@ -77,8 +77,56 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         w.line("# the converted stage: A's rows of K, B's rows of N (transposed), "
                + ("high parts then residuals" if self.split else "TF32 values"))
         w.line("CV_A, CV_B = BM * STAGE_K, BN * STAGE_K  # words of one part")
-        w.line(f"CV_WORDS = {parts} * (CV_A + CV_B)")
+        w.line(f"CV_WORDS = {parts} * (CV_A + CV_B)  # a converted area (two: one converts "
+               "while the other multiplies)")
         w.line("CV_LINE, CV_MASK = max(1, 32 // STAGE_K), min(8, STAGE_K // 4) - 1  # swizzle")
+
+    def step_constants(self) -> None:
+        """(The stage-at-a-time K loop below takes any STAGE_K.) Copy slots as
+        emit_mma's, in padded rows (no swizzle)."""
+        self.w.line("CV_BASE = STAGES * STAGE_SIZE  # the first converted area, after the stages")
+        self.w.line(f"assert STAGE_K == {self.k_steps()} * 8, 'the multiply is written for "
+                    f"{self.k_steps()} k8 steps a stage'")
+        self.copy_constants(swizzled=False)
+
+    def tile(self) -> None:
+        """The K loop, pipelined a stage deep: the stages first fill with tiles 0 ..
+        STAGES - 1 and tile 0 is converted; iteration kt waits for tile kt + 1, then
+        (one barrier) copies tile kt + STAGES into tile kt's raw stage (converted the
+        iteration before), converts tile kt + 1 into the other converted area and
+        multiplies tile kt from its own: the conversion and the mma share a basic block,
+        which ptxas interleaves (before: barrier, convert, barrier, multiply, the tensor
+        pipe idle while every warp converted)."""
+        w, L = self.w, self.loc
+        with w.indented(f"for {L['slot']} in range(ACC):"):
+            w.line(f"{L['acc']}[{L['slot']}] = np.float32(0)")
+        self.copy_plans()
+        w.line("# tiles 0 .. STAGES - 1 into their stages, one commit group each")
+        with w.indented(f"for {L['ahead']} in range(STAGES):"):
+            self.fetch_stage(L["ahead"], f"{L['ahead']} * STAGE_SIZE")
+            w.line("_cp_async_commit()")
+        w.line("_cp_async_wait(FILLED)  # this thread's copies of tile 0 landed")
+        w.line("cuda.syncthreads()  # and everyone's")
+        w.line(f"{L['rd']} = 0  # the raw stage of tile kt")
+        self.landed("0", "CV_BASE")
+        with w.indented(f"for {L['kt']} in range({L['k_tiles']}):"):
+            w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt + 1 landed")
+            w.line("cuda.syncthreads()  # everyone's; tile kt converted; tile kt - 1's "
+                   "converted area and tile kt's raw stage read by every warp")
+            w.line(f"{L['nxt']} = {L['rd']} + STAGE_SIZE if {L['rd']} < (STAGES - 1) * "
+                   "STAGE_SIZE else 0  # tile kt + 1's raw stage")
+            w.line("# tile kt + STAGES (zeros past K) into tile kt's raw stage")
+            self.fetch_stage(f"{L['kt']} + STAGES", L["rd"])
+            w.line("_cp_async_commit()  # (a group each iteration: the wait counts groups)")
+            self.landed(L["nxt"], f"CV_BASE + (({L['kt']} + 1) & 1) * CV_WORDS")
+            self.multiply(f"CV_BASE + ({L['kt']} & 1) * CV_WORDS")
+            w.line(f"{L['rd']} = {L['nxt']}")
+        self.epilogue()
+
+    def k_steps(self) -> int:
+        """The k8 mma steps of a stage: STAGE_K (MMA_BK // 2) // 8, written out."""
+        from mlfuse.codegen.helpers import mma_geometry
+        return mma_geometry(self.target)["bk"] // 16
 
     def stage_offset(self, side: str, row: str, chunk: str) -> str:
         """Padded rows, not swizzled: the stage is read by the conversion, value by value."""
@@ -101,34 +149,33 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
             w.line(f"{L['b_lo']} = cuda.local.array(B_REGS, numba.uint32)")
             w.line(f"{L['part']} = cuda.local.array(ACC, numba.float32)  # a stage's sums")
 
-    def landed(self) -> None:
-        """Stage kt converted once into the converted area: A chunk by chunk (4 K values
-        of a row, one 16-byte read), B chunk by chunk of its transpose (4 K values of a
-        column, consecutive threads on consecutive columns)."""
+    def landed(self, stage: str, area: str) -> None:
+        """The raw stage at ``stage`` converted once into the converted area at ``area``:
+        A chunk by chunk (4 K values of a row), B chunk by chunk of its transpose (4 K
+        values of a column, consecutive threads on consecutive columns)."""
         w, L = self.w, self.loc
         xs = [L[f"x{q}"] for q in range(4)]
-        w.line(f"# convert stage kt once: {self.convert} of each value, into the converted area")
-        w.line(f"{L['src']} = ({L['kt']} % STAGES) * (A_STAGE + B_STAGE)")
+        w.line(f"# convert a stage once: {self.convert} of each value, into a converted area")
+        w.line(f"{L['src']}, {L['cvat']} = {stage}, {area}")
         with self.thread_share("BM * STAGE_K // 4", "-(-BM * STAGE_K // 4 // THREADS)"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} // (STAGE_K // 4), {L['e']} % (STAGE_K // 4)"
                    "  # row m, chunk of K")
             at = f"{L['src']} + {L['i']} * A_STRIDE + {L['j']} * 4"
-            for q, x in enumerate(xs):
-                w.line(f"{x} = {L['tiles']}[{at} + {q}]")
-            self.store_converted(xs, "0", L["i"], L["j"])
+            for q, x in enumerate(xs):  # (unsigned: no negative-index wraparound)
+                w.line(f"{x} = {L['tiles']}[numba.uint32({at} + {q})]")
+            self.store_converted(xs, L["cvat"], L["i"], L["j"])
         with self.thread_share("BN * STAGE_K // 4", "-(-BN * STAGE_K // 4 // THREADS)"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} % BN, {L['e']} // BN  # column n, chunk of K")
             at = f"{L['src']} + A_STAGE + ({L['j']} * 4 + {{q}}) * B_STRIDE + {L['i']}"
             for q, x in enumerate(xs):
-                w.line(f"{x} = {L['tiles']}[{at.format(q=q)}]")
-            self.store_converted(xs, "CV_A", L["i"], L["j"])
+                w.line(f"{x} = {L['tiles']}[numba.uint32({at.format(q=q)})]")
+            self.store_converted(xs, f"{L['cvat']} + CV_A", L["i"], L["j"])
 
     def store_converted(self, xs: list[str], part: str, row: str, chunk: str) -> None:
         """The four values ``xs`` converted, into row ``row``'s chunk ``chunk`` of the
-        part at ``part`` (A: 0, B: CV_A), and their residuals one part further on."""
+        part at ``part`` (A: the area, B: CV_A on), and their residuals one part on."""
         w, L = self.w, self.loc
-        part = "" if part == "0" else f"{part} + "
-        at = f"STAGES * (A_STAGE + B_STAGE) + {part}{self.converted_offset(row, chunk)}"
+        at = f"{part} + {self.converted_offset(row, chunk)}"
         if self.split:
             his, los = [L[f"h{q}"] for q in range(4)], [L[f"l{q}"] for q in range(4)]
             for x, hi, lo in zip(xs, his, los):
@@ -139,14 +186,14 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
             values = ", ".join(f"_tf32_round({x})" for x in xs)
             w.line(f"_st_shared_v4({L['cv']}, {at}, {values})")
 
-    def multiply(self) -> None:
-        """The stage kt's STAGE_K // 8 steps: each warp's fragments by ldmatrix from the
-        converted area (A: lane l gives row l % 16, K from (l // 16) * 4; B: row
-        (l // 16) * 8 + l % 8 of N, K from ((l // 8) % 2) * 4: two n8 tiles a load), then
-        the MT x NT mma (three passes for 3xTF32, into the stage's own sums)."""
+    def multiply(self, area: str) -> None:
+        """A converted stage's STAGE_K // 8 steps: each warp's fragments by ldmatrix from
+        the converted area at ``area`` (A: lane l gives row l % 16, K from (l // 16) * 4;
+        B: row (l // 16) * 8 + l % 8 of N, K from ((l // 8) % 2) * 4: two n8 tiles a
+        load), then the MT x NT mma (three passes for 3xTF32, into the stage's own sums)."""
         w, L = self.w, self.loc
-        w.line("cuda.syncthreads()  # the converted stage is complete")
-        base = "STAGES * (A_STAGE + B_STAGE)"
+        w.line(f"{L['cvat']} = {area}")
+        base = L["cvat"]
         w.line(f"{L['row']} = {L['lane']} % 16  # the A row this lane addresses")
         w.line(f"{L['q']} = ({L['lane']} // 16) * 4  # and its K offset")
         w.line(f"{L['b_row']} = ({L['lane']} // 16) * 8 + {L['lane']} % 8  # the B row (an N)")
@@ -161,7 +208,10 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         parts = [(L["a_frag"], L["b_frag"], "")]
         if self.split:
             parts.append((L["a_lo"], L["b_lo"], "CV_A + CV_B + "))
-        with w.indented(f"for {L['kk']} in range(0, STAGE_K, 8):"):
+        # the k8 steps written out (constant K offsets: one basic block with the
+        # conversion of the next stage, which ptxas interleaves with the mma)
+        for step in range(self.k_steps()):
+            w.line(f"{L['kk']} = {8 * step}  # k8 step {step}")
             for a, b, part in parts:
                 with w.indented(f"for {L['i']} in range(MT):"):
                     a_row = f"({L['wm0']} + {L['i']} * 16 + {L['row']})"

@@ -312,8 +312,10 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size, copies=Non
 # or 32 rows) are for few rows (decode), with split-K filling the GPU.
 #
 # Stages live in dynamic shared memory, up to "smem" bytes a block (over the 48 KB a
-# static array may take; 113 KB lets two blocks share an H100 SM's 228 KB) and at most
-# "stages" of them. The wide tiles (128 x 256, 256 x 128: 8 warps of 64 x 64) are for
+# static array may take; an H100 block may have 227 KB) and at most "stages" of them:
+# the 16-bit tiles take at most 96 KB (4 stages), the TF32 ones their stages and two
+# converted areas (128 x 128: 4 stages, 138 KB; at 113 KB they had 2). Every tile that
+# takes more than 113 KB holds one block an SM anyway (its registers). The wide tiles (128 x 256, 256 x 128: 8 warps of 64 x 64) are for
 # 16-bit operands only ("tf32_tiles": the TF32 kernels hold two fragments a value and
 # would need 512 threads of smaller warp tiles, more registers than an SM has).
 MMA_GEOMETRY = {
@@ -324,10 +326,10 @@ MMA_GEOMETRY = {
              # 64 x 32 warp tiles spill (ptxas: 48-556 B); those of 32 x 32 ones do not
              "tf32_narrow_tiles": ((64, 64), (32, 128), (16, 128)),
              "warps": ((64, 64), (64, 32), (32, 32)), "bk": 32, "stages": 4,
-             "smem": 113 * 1024},
+             "smem": 227 * 1024},
     "simulator": {"tiles": ((16, 16),), "tf32_tiles": ((16, 16),),
                   "tf32_narrow_tiles": ((16, 16),), "warps": ((16, 16),),
-                  "bk": 16, "stages": 4, "smem": 48 * 1024},
+                  "bk": 32, "stages": 4, "smem": 48 * 1024},
 }
 
 

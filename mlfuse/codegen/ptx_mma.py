@@ -20,6 +20,8 @@ Numba has no MMA API, so on the "cuda" target a generated module defines these a
   t = lane % 4): A register r holds row g + 8 (r % 2), columns 2t + 8 (r // 2) + {0, 1};
   B register r holds rows 2t + 8r + {0, 1} of column g; C/D value q is row
   g + 8 (q // 2), column 2t + q % 2.
+- ``_cp_async_at(tiles, index, array, offset, valid, size)``: ``_cp_async`` (below) from
+  ``offset`` values past the start of a C-contiguous ``array`` (its flat index).
 - ``_cp_async(tiles, index, array, at, valid, size)``: ``cp.async.cg.shared.global``
   (``size`` 16) or ``cp.async.ca.shared.global`` (8 or 4; ``size`` a literal): ``size``
   bytes from array[at] on (along the last axis) to tiles[index] on, asynchronously;
@@ -148,6 +150,34 @@ def _cp_async(typingctx, tiles, index, array, at, valid, size):
             "r,l,r,~{memory}")
         builder.call(copy, [target, source, read])
     return types.void(tiles, index, array, at, valid, size), codegen
+
+
+@intrinsic
+def _cp_async_at(typingctx, tiles, index, array, offset, valid, size):
+    """_cp_async with its source given as a flat offset (in values) from the start of a
+    C-contiguous ``array``: one 64-bit add a copy, where an index tuple costs a
+    multiply per dimension."""
+    if tiles.dtype != array.dtype or not isinstance(offset, types.Integer) or \
+            not isinstance(size, types.IntegerLiteral) or size.literal_value not in (4, 8, 16):
+        return None
+    nbytes = size.literal_value
+    cache = "cg" if nbytes == 16 else "ca"
+
+    def codegen(context, builder, sig, args):
+        tiles_v, index_v, array_v, offset_v, valid_v, _ = args
+        target = _shared_address(context, builder, sig.args[0], tiles_v, index_v, sig.args[1])
+        start = context.make_array(sig.args[2])(context, builder, array_v).data
+        offset = context.cast(builder, offset_v, sig.args[3], types.intp)
+        valid = context.cast(builder, valid_v, sig.args[4], types.boolean)
+        source = builder.select(valid, builder.gep(start, [offset]), start)
+        i32 = ir.IntType(32)
+        read = builder.select(valid, ir.Constant(i32, nbytes), ir.Constant(i32, 0))
+        copy = ir.InlineAsm(
+            ir.FunctionType(ir.VoidType(), [target.type, source.type, read.type]),
+            f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;",
+            "r,l,r,~{memory}")
+        builder.call(copy, [target, source, read])
+    return types.void(tiles, index, array, offset, valid, size), codegen
 
 
 @intrinsic
@@ -301,6 +331,26 @@ def _cp_async(tiles, index, array, at, valid, size):
 
 
 @cuda.jit(device=True)
+def _cp_async_at(tiles, index, array, offset, valid, size):
+    """cp.async of ``size`` bytes from a flat offset of a C-contiguous array (see
+    ptx_mma), done at once."""
+    count = size // tiles.dtype.itemsize
+    if index % count:
+        raise RuntimeError("misaligned cp.async: shared address not aligned to its size")
+    if not valid:
+        for q in range(count):
+            tiles[index + q] = 0
+        return
+    if not array.flags.c_contiguous:
+        raise RuntimeError("cp.async from a flat offset of an array that is not C-contiguous")
+    flat = array.reshape(array.size)
+    if flat[offset:].__array_interface__["data"][0] % size or not 0 <= offset <= flat.size - count:
+        raise RuntimeError("cp.async source not aligned contiguous bytes inside the buffer")
+    for q in range(count):
+        tiles[index + q] = flat[offset + q]
+
+
+@cuda.jit(device=True)
 def _cp_async_commit():
     """cp.async.commit_group: nothing to do, the twin copied at once."""
 
@@ -368,7 +418,7 @@ TWIN_LANES = {lanes}  # threads of a block the twins exchange among
 
 # Module-level names the helpers define: generated names avoid them.
 MMA_NAMES = ("_item_pointer", "_shared_address", "_slots", "_ldmatrix_intrinsic", "_mma_intrinsic", "_cp_async",
-             "_cp_async_commit", "_cp_async_wait", "_ldmatrix_x4", "_ldmatrix_x4_trans",
+             "_cp_async_at", "_cp_async_commit", "_cp_async_wait", "_ldmatrix_x4", "_ldmatrix_x4_trans",
              "_mma_f16", "_mma_bf16", "_bits16", "_pack", "_unpack", "_ldmatrix_twin",
              "_mma_twin", "_warp_registers", "TWIN_LANES", "STATIC_SHARED_LIMIT", "_DynamicShared",
              "_allow_shared")
