@@ -161,3 +161,15 @@ def test_layernorm_f16_split():
 def test_a_statistic_also_returned_is_stored_once_per_row():
     got, launched, _ = _run_split(L2NORM_BOTH, {"R": 3, "C": 1300})
     assert launched == ["f_0_stage0_vector", "f_0_epilogue_vector"]
+
+
+def test_a_stage_without_whole_vectors_keeps_its_scalar_kernel_in_the_vector_plan():
+    """The sum over bf16 values moves no vector (bf16 has none), the epilogue's f32
+    stores do: the vector plan runs the scalar stage 0, then the epilogue's twin (its
+    chunks cut at whole vectors: the partials still cover each row once)."""
+    source = ("func f(x: bf16[R, C]) -> f32[R, C] {\n"
+              "    y = cast(x, dtype=f32)\n"
+              "    return y * sum(y, axis=1, keepdims=true)\n}\n")
+    _, launched, module = _run_split(source, {"R": 2, "C": 1100})
+    assert launched == ["f_0_stage0", "f_0_epilogue_vector"]
+    assert not hasattr(module.python_module, "f_0_stage0_vector")

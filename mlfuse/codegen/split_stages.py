@@ -321,9 +321,12 @@ def emit_stages(op, name: str, target: str, helpers: set[str], names, hw) -> tup
     launch = {"stages": kernels}
     accesses = [o for e in emitters for o in e.vector_accesses]
     if hw.vector_width > 1 and accesses:
-        twins = [names.fresh(f"{kname}_vector") for kname in kernels]
+        # a stage moving no whole vectors (its rows' dtypes have no vector: bf16, i64)
+        # keeps its scalar kernel in the vector plan: a twin would only stage scalars
+        twins = [names.fresh(f"{kname}_vector") if e.vector_accesses else kname
+                 for kname, e in zip(kernels, emitters)]
         texts += [StageEmitter(op, vname, level, target, helpers, hw, names.taken, vectors=True).emit()
-                  for level, vname in enumerate(twins)]
+                  for level, (vname, e) in enumerate(zip(twins, emitters)) if e.vector_accesses]
         multiples = [m for e in emitters for m in e.multiples]
         launch["stage_vectors"] = {"names": twins, "buffers": vector_buffers(accesses),
                                    "multiples": list({repr(m): m for m in multiples}.values())}
