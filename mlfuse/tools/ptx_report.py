@@ -3,7 +3,7 @@ H100 (sm_90) by Numba and assembled by ptxas, with what they report.
 
     CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json]
         [--matmul-precision=highest|high|medium] [--first-tile] [--sass=DIR]
-        [--copies=A,B] [--tile=BMxBN] FILE.fuse...
+        [--copies=A,B] [--tile=BMxBN] [--split-first] FILE.fuse...
 
 ``--sass=DIR`` also writes each kernel's machine code (nvdisasm of ptxas's cubin) to
 DIR/KERNEL.sass and counts its instructions: what an instruction-bound kernel runs.
@@ -11,6 +11,7 @@ DIR/KERNEL.sass and counts its instructions: what an instruction-bound kernel ru
 (its VECTOR_A, VECTOR_B: 0 gathers) instead of 16 bytes, and only the tiles its host
 would pick then (a TF32 kernel's narrow tiles where a copy is under 16 bytes).
 ``--tile=BMxBN``: a contraction's kernels of that tile shape only (its SASS in seconds).
+``--split-first``: the split-K form of the first tile shape only (the others unsplit).
 
 Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
 supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
@@ -159,11 +160,14 @@ def _integer_counts(code: list[str]) -> dict:
                                    for op in ints)}
 
 
-def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=None):
+def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=None,
+                split_all: bool = True):
     """(label, dispatcher, signature) of every kernel the module has for ``op``: its
     variants, or every tile shape (with 16-byte operand reads where it has them) of a
     contraction, unsplit and, where K may be split, split (and the second kernel);
-    ``all_tiles`` False: the first (largest) tile shape only; ``only``: that (BM, BN)."""
+    ``all_tiles`` False: the first (largest) tile shape only; ``only``: that (BM, BN);
+    ``split_all`` False: the split form of the first tile only (a split tile differs from
+    its unsplit one in where the accumulator goes, not in its main loop)."""
     name = op["kernel_name"] if op.name == "fused.kernel" else None
     for attr, value in vars(python_module).items():
         if name is None or not (attr == name or attr.startswith(name + "_")):
@@ -175,11 +179,11 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
             tiles = value.tiles
             if (a, b) != (16 // value.value_bytes,) * 2 and value.narrow_tiles is not None:
                 tiles = value.narrow_tiles
-            for bm, bn in tiles if all_tiles else tiles[:1]:
+            for n, (bm, bn) in enumerate(tiles if all_tiles else tiles[:1]):
                 if only is not None and (bm, bn) != only:
                     continue
                 yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, a, b, False), signature(op)
-                if value.max_split > 1:
+                if value.max_split > 1 and (split_all or n == 0):
                     yield (f"{attr}[{bm}x{bn} split]", value.factory(bm, bn, a, b, True),
                            signature(op, "split"))
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
@@ -189,7 +193,8 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
 
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,
-           all_tiles: bool = True, sass_dir: str | None = None, copies=None, only=None):
+           all_tiles: bool = True, sass_dir: str | None = None, copies=None, only=None,
+           split_all: bool = True):
     """Yield one dict per kernel of the program at ``path`` (f32 contractions at
     ``matmul_precision``; a contraction's first tile shape only unless ``all_tiles``;
     ``copies``: a tensor-core contraction's (VECTOR_A, VECTOR_B), else 16 bytes)."""
@@ -203,7 +208,8 @@ def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None
         for op in func.body.ops:
             if op.name not in ("fused.kernel", "loops.parallel"):
                 continue
-            for label, kernel, sig in _kernels_of(op, python_module, all_tiles, copies, only):
+            for label, kernel, sig in _kernels_of(op, python_module, all_tiles, copies, only,
+                                                  split_all):
                 yield {"file": path, "func": func.sym_name, "kernel": label,
                        "schedule": op.attributes.get("schedule", "pointwise"),
                        "variant": op.attributes.get("variant", ""),
@@ -226,7 +232,7 @@ def main(argv: list[str]) -> int:
         with open(path, encoding="utf-8") as f:
             text = f.read()
         for r in report(path, text, fuse, precision, "--first-tile" not in argv, sass_dir, copies,
-                        only):
+                        only, "--split-first" not in argv):
             if as_json:
                 print(json.dumps(r), flush=True)
             else:
