@@ -66,14 +66,14 @@ def kernels(*argv) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-@pytest.fixture(scope="module", params=["fused", "unfused"])
-def example_kernels(request):
+@pytest.fixture(scope="module")
+def example_kernels():
     if toolchain_problem():
         pytest.skip(toolchain_problem())
-    # unfused: a contraction's largest tile only (the fused run compiles every tile shape;
-    # all of them twice took ~3 of the suite's minutes)
-    return kernels(*EXAMPLES, *(["--no-fuse", "--first-tile"] if request.param == "unfused"
-                                else []))
+    # fused: every tile shape of a contraction unsplit, the first also split (a split
+    # tile's main loop is its unsplit one's). The unfused kernels (one op each, checked on
+    # the simulator) are no longer assembled here: with them the suite passed 20 minutes
+    return kernels(*EXAMPLES, "--split-first")
 
 
 def test_every_example_compiles_for_sm90_in_f32_without_spills(example_kernels):
@@ -113,20 +113,20 @@ def test_half_matmul_runs_on_tensor_cores_without_spills(tmp_path, dtype):
     path = tmp_path / f"matmul_{dtype}.fuse"
     path.write_text(f"func f(x: {dtype}[M, K], w: {dtype}[K, N], b: {dtype}[N]) -> {dtype}[M, N] {{\n"
                     "    return relu(matmul(x, w) + b)\n}\n")
-    found = kernels(str(path))
+    found = kernels("--split-first", str(path))
     tiled = [k for k in found if not k["kernel"].endswith("_finish")]
-    # every tile shape of the tensor-core variant, unsplit and with split-K, and split-K's
-    # second kernel (f32 partial sums, no products)
+    # every tile shape of the tensor-core variant unsplit, the first (128 x 256) also with
+    # split-K, and split-K's second kernel (f32 partial sums, no products)
     tiles = MMA_GEOMETRY["cuda"]["tiles"]
-    assert len(tiled) == 2 * len(tiles) and len(found) == len(tiled) + 1
-    assert sum(k["kernel"].endswith(" split]") for k in tiled) == len(tiles)
+    assert len(tiled) == len(tiles) + 1 and len(found) == len(tiled) + 1
+    assert [k["kernel"] for k in tiled if k["kernel"].endswith(" split]")] == ["f_0[128x256 split]"]
     for k in found:
         assert k["mma"] > 0 or k not in tiled, k
         assert k["fma"] == 0 and k["f64"] == [], k
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
     # the stages are dynamic shared memory: the wide tiles take 4 of them, past 48 KB
     wide = [k for k in tiled if k["kernel"].startswith(("f_0[128x256", "f_0[256x128"))]
-    assert len(wide) == 4 and all(48 * 1024 < k["shared_bytes"] <= 113 * 1024 for k in wide)
+    assert len(wide) == 3 and all(48 * 1024 < k["shared_bytes"] <= 113 * 1024 for k in wide)
 
 
 def test_f64_matmul_tiles_fit_shared_memory_without_spills(tmp_path):
