@@ -129,7 +129,6 @@ def _cp_async(typingctx, tiles, index, array, at, valid, size):
             not isinstance(size, types.IntegerLiteral) or size.literal_value not in (4, 8, 16):
         return None
     nbytes = size.literal_value
-    cache = "cg" if nbytes == 16 else "ca"  # .cg takes 16 bytes only
 
     def codegen(context, builder, sig, args):
         tiles_v, index_v, array_v, at_v, valid_v, _ = args
@@ -141,15 +140,22 @@ def _cp_async(typingctx, tiles, index, array, at, valid, size):
         # (src-size 0 reads nothing, but the address stays one the buffer owns)
         start = context.make_array(sig.args[2])(context, builder, array_v).data
         valid = context.cast(builder, valid_v, sig.args[4], types.boolean)
-        source = builder.select(valid, source, start)
-        i32 = ir.IntType(32)
-        read = builder.select(valid, ir.Constant(i32, nbytes), ir.Constant(i32, 0))
-        copy = ir.InlineAsm(
-            ir.FunctionType(ir.VoidType(), [target.type, source.type, read.type]),
-            f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;",
-            "r,l,r,~{memory}")
-        builder.call(copy, [target, source, read])
+        _issue_cp_async(builder, target, builder.select(valid, source, start), valid, nbytes)
     return types.void(tiles, index, array, at, valid, size), codegen
+
+
+def _issue_cp_async(builder, target, source, valid, nbytes: int) -> None:
+    """The cp.async of ``nbytes`` from ``source`` to the shared ``target``, reading
+    nothing (src-size 0: the destination zero-filled) unless ``valid``; 16 bytes go
+    through L2 only (.cg takes 16 bytes only), 8 and 4 through L1 (.ca)."""
+    cache = "cg" if nbytes == 16 else "ca"
+    i32 = ir.IntType(32)
+    read = builder.select(valid, ir.Constant(i32, nbytes), ir.Constant(i32, 0))
+    copy = ir.InlineAsm(
+        ir.FunctionType(ir.VoidType(), [target.type, source.type, read.type]),
+        f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;",
+        "r,l,r,~{memory}")
+    builder.call(copy, [target, source, read])
 
 
 @intrinsic
@@ -161,7 +167,6 @@ def _cp_async_at(typingctx, tiles, index, array, offset, valid, size):
             not isinstance(size, types.IntegerLiteral) or size.literal_value not in (4, 8, 16):
         return None
     nbytes = size.literal_value
-    cache = "cg" if nbytes == 16 else "ca"
 
     def codegen(context, builder, sig, args):
         tiles_v, index_v, array_v, offset_v, valid_v, _ = args
@@ -170,13 +175,7 @@ def _cp_async_at(typingctx, tiles, index, array, offset, valid, size):
         offset = context.cast(builder, offset_v, sig.args[3], types.intp)
         valid = context.cast(builder, valid_v, sig.args[4], types.boolean)
         source = builder.select(valid, builder.gep(start, [offset]), start)
-        i32 = ir.IntType(32)
-        read = builder.select(valid, ir.Constant(i32, nbytes), ir.Constant(i32, 0))
-        copy = ir.InlineAsm(
-            ir.FunctionType(ir.VoidType(), [target.type, source.type, read.type]),
-            f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;",
-            "r,l,r,~{memory}")
-        builder.call(copy, [target, source, read])
+        _issue_cp_async(builder, target, source, valid, nbytes)
     return types.void(tiles, index, array, offset, valid, size), codegen
 
 
