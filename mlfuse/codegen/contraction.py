@@ -160,7 +160,7 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
         sources = list(self.op["sources"])
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
-        with w.indented(f"def {factory_name(self.name)}(BM, BN, VECTOR_A, VECTOR_B, SPLIT):"):
+        with w.indented(f"def {self.factory_name()}(BM, BN, VECTOR_A, VECTOR_B, SPLIT):"):
             self.docstring()
             self.factory_constants()
             bounds = "(launch_bounds=(THREADS, MIN_BLOCKS))" if self.target == "cuda" else ""
@@ -171,6 +171,10 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
                 self.body()
             w.line(f"return {self.factory_result()}")
         return w.text()
+
+    def factory_name(self) -> str:
+        """The factory's name (emit_wgmma's has its own beside mma.sync's)."""
+        return factory_name(self.name)
 
     def factory_result(self) -> str:
         """What the factory returns: the kernel (a tensor-core one wraps it)."""
