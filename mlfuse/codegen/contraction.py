@@ -601,7 +601,8 @@ def tile_model_inputs(op) -> dict:
     sizes, as the "cuda" target's module has them: its tiles, K step, most K shares, the
     kernel kind's FMA rate, the operands' bytes per value and (SIMT) its tiles' thread
     shapes and the instructions a gathered value of A and of B costs (an operand that is
-    not one plain load: conv's im2col, a prologue)."""
+    not one plain load: conv's im2col, a prologue), and the rates of the tiles another
+    kernel runs (a 16-bit contraction's wgmma tiles)."""
     from mlfuse.codegen.helpers import mma_geometry
     c = contraction_of(op)
     dtype = c.a.type.dtype
@@ -610,8 +611,13 @@ def tile_model_inputs(op) -> dict:
     kind = (op["variant"] if tf32 else "mma" if mma else "simt-f64" if dtype == "f64"
             else "simt")
     geometry = mma_geometry("cuda")
-    return {"tiles": (geometry["tf32_tiles" if tf32 else "tiles"] if mma else
-                      F64_TILES if kind == "simt-f64" else CUDA_TILES),
+    # a 16-bit contraction's wgmma tiles (emit_wgmma.py: the module's MMA16_TILES) at
+    # their own rate
+    wgmma = geometry["wgmma_tiles"] if mma and not tf32 else ()
+    tiles = (geometry["tf32_tiles" if tf32 else "tiles"] if mma else
+             F64_TILES if kind == "simt-f64" else CUDA_TILES)
+    return {"tiles": wgmma + tuple(t for t in tiles if t not in wgmma),
+            "tile_rates": {t: FMA_PER_US["wgmma"] for t in wgmma},
             "k_step": (geometry["bk"] // (2 if tf32 else 1)) if mma else BK,
             "max_split": op["split_k"], "fma_per_us": FMA_PER_US[kind],
             "step_us": STEP_US[kind],
