@@ -6,16 +6,14 @@ of stages, split-K, batches, bf16. A stage layout that disagrees with the descri
 fails (``test_a_stage_layout_the_descriptors_do_not_name_fails``). The simulator's
 geometry here has one wgmma tile, 64 x 64 (a warpgroup); the GPU's are 128 x 256 and
 128 x 128 (tests/test_ptx.py assembles them for sm_90a)."""
-import numpy as np
 import pytest
+from helpers import assert_close
 
 import mlfuse
 from mlfuse.codegen import emit_wgmma, helpers
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import parse_program
 from mlfuse.tools.checking import program_size, random_inputs
-
-from helpers import assert_close
 
 MATMUL = ("func {name}(x: {t}[M, K], w: {t}[K, N], b: {t}[N]) -> {t}[M, N] {{\n"
           "    return relu(matmul(x, w) + b)\n}}\n")
@@ -100,9 +98,9 @@ def test_the_tile_model_prefers_wgmma_tiles_for_large_16_bit_products():
         tiles, 4096, 4096, 4096, 1, 132, 64, cuda["bk"], FMA_PER_US["mma"], 2, 0.35,
         tile_rates={t: FMA_PER_US["wgmma"] for t in wgmma})
     assert (bm, bn) in wgmma and splits == 1
+    from mlfuse.hardware import get_target
     from mlfuse.pipeline import compile_text
     from mlfuse.tools.explain import contraction_reason
-    from mlfuse.hardware import get_target
     module = compile_text(MATMUL.format(name="f", t="f16"), "f.fuse")
     (kernel,) = [op for op in module.funcs[0].body.ops if op.name == "fused.kernel"]
     text = contraction_reason(kernel, {"M": 4096, "N": 4096, "K": 4096}, get_target())

@@ -92,7 +92,7 @@ class WgmmaContractionEmitter(MmaContractionEmitter):
         w.line("A_STAGE, B_STAGE = BM * STAGE_K, STAGE_K * BN  # 16-bit values")
         w.line("B_BLOCK = STAGE_K * 64  # values of a 64-column block of B")
         w.line(f"A_SBO, B_SBO = {SWIZZLE_BYTES}, {SWIZZLE_BYTES}  # bytes between 8-row groups")
-        w.line(f"A_LBO, B_LBO = 16, B_BLOCK * 2  # bytes: A's unused (swizzled K-major), B's "
+        w.line("A_LBO, B_LBO = 16, B_BLOCK * 2  # bytes: A's unused (swizzled K-major), B's "
                "between 64-column blocks")
 
     def step_constants(self) -> None:
