@@ -121,7 +121,10 @@ def picked(module, args):
 def registers(module):
     regs = []
     for value in vars(module.python_module).values():
-        for config, kernel in getattr(value, "kernels", {}).items():
+        kernels = getattr(value, "kernels", None)
+        if not isinstance(kernels, dict):  # e.g. the module's `cuda` (numba.cuda.kernels)
+            continue
+        for config, kernel in kernels.items():
             try:
                 regs.append(f"{list(config)[:2]}:{kernel.get_regs_per_thread()}r/"
                             f"{kernel.get_local_mem_per_thread()}B")

@@ -1,5 +1,5 @@
 """What the GPU would run, checked without a GPU: every kernel of every example compiled
-for the H100 (sm_90) by Numba and assembled by ptxas (mlfuse.tools.ptx_report). f32 programs
+for the H100 (sm_90a, as Numba compiles for it) by Numba and assembled by ptxas (mlfuse.tools.ptx_report). f32 programs
 have no f64 instruction (no silent promotion), no kernel spills or keeps a stack frame,
 and row kernels combine partial results with warp shuffles. Needs the CUDA toolkit
 (NVVM, NVRTC and ptxas; CUDA_HOME or /usr/local/cuda*): skipped, with the reason,
@@ -120,13 +120,20 @@ def test_half_matmul_runs_on_tensor_cores_without_spills(tmp_path, dtype):
     tiles = MMA_GEOMETRY["cuda"]["tiles"]
     assert len(tiled) == len(tiles) + 1 and len(found) == len(tiled) + 1
     assert [k["kernel"] for k in tiled if k["kernel"].endswith(" split]")] == ["f_0[128x256 split]"]
+    wgmma = [k for k in tiled if tuple(map(int, re.search(r"\[(\d+)x(\d+)", k["kernel"])
+                                                  .groups())) in MMA_GEOMETRY["cuda"]["wgmma_tiles"]]
     for k in found:
-        assert k["mma"] > 0 or k not in tiled, k
-        assert k["fma"] == 0 and k["f64"] == [], k
+        # the wgmma tiles (emit_wgmma.py) on warpgroup MMA, the others on mma.sync
+        assert (k["wgmma"] > 0 and k["mma"] == 0 if k in wgmma else k["mma"] > 0 or
+                k not in tiled), k
+        assert k["fma"] == 0 and k["f64"] == [] and k["warnings"] == [], k
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
     # the stages are dynamic shared memory: the wide tiles take 4 of them, past 48 KB
+    # (mma.sync's 32 K deep, wgmma's 64)
     wide = [k for k in tiled if k["kernel"].startswith(("f_0[128x256", "f_0[256x128"))]
-    assert len(wide) == 3 and all(48 * 1024 < k["shared_bytes"] <= 113 * 1024 for k in wide)
+    assert len(wide) == 3 and all(48 * 1024 < k["shared_bytes"] <= 227 * 1024 for k in wide)
+    assert all(k["shared_bytes"] <= 113 * 1024 for k in wide if k not in wgmma)
+    assert len(wgmma) == len(MMA_GEOMETRY["cuda"]["wgmma_tiles"]) + 1  # 128 x 256 split too
 
 
 def test_f64_matmul_tiles_fit_shared_memory_without_spills(tmp_path):
@@ -171,7 +178,9 @@ def test_narrow_and_gathered_tensor_core_operands_compile_without_spills(tmp_pat
                     "    return relu(matmul(x, w) + b)\n}\n")
     found = kernels(*([f"--matmul-precision={precision}"] if precision else []),
                     f"--copies={copies}", "--split-first", str(path))
-    tiles = MMA_GEOMETRY["cuda"]["tf32_narrow_tiles" if precision else "tiles"]
+    # (16-bit: mma.sync's tiles, the wgmma ones not: mlfuse/codegen/emit_wgmma.py)
+    tiles = (MMA_GEOMETRY["cuda"]["tf32_narrow_tiles"] if precision else
+             [t for t in MMA_GEOMETRY["cuda"]["tiles"] if t not in MMA_GEOMETRY["cuda"]["wgmma_tiles"]])
     assert len(found) == len(tiles) + 2  # each unsplit, the first split, the second kernel
     for k in found:
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k

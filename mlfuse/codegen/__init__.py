@@ -17,8 +17,9 @@ from mlfuse.codegen.contraction import (BK, CUDA_TILES, F64_TILES, SIMULATOR_THR
                                        SIMULATOR_TILES, emit_contraction, factory_name,
                                        tile_model_inputs, tiled_kernel_plan)
 from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel, kernel_interface
-from mlfuse.codegen.emit_mma import MmaContractionEmitter, emit_mma_contraction
+from mlfuse.codegen.emit_mma import emit_mma_contraction
 from mlfuse.codegen.emit_tf32 import Tf32ContractionEmitter
+from mlfuse.codegen.emit_wgmma import emit_16bit_contraction
 from mlfuse.codegen.host import emit_host
 from mlfuse.codegen.tile_model import SIMT_THREADS
 from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
@@ -33,6 +34,7 @@ from mlfuse.codegen.schedule_strips import emit_strips, strip_geometry
 from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
 from mlfuse.codegen.ptx_mma import MMA_NAMES
 from mlfuse.codegen.ptx_tf32 import TF32_NAMES
+from mlfuse.codegen.ptx_wgmma import WGMMA_NAMES
 from mlfuse.codegen.vector import CUDA_IMPORTS, VECTOR_NAMES
 from mlfuse.dialects.contraction import TF32_VARIANTS
 from mlfuse.dialects.fused import KernelOp
@@ -109,10 +111,12 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
     (``emit_mma``) or SIMT (``contraction``) as the kernel's ``variant`` says."""
     helpers.add("_TiledKernel")
     plan = tiled_kernel_plan(op)
-    if op["variant"].startswith("mma"):  # tensor cores: their own tiles and threads
-        kind = Tf32ContractionEmitter if op["variant"] in TF32_VARIANTS else MmaContractionEmitter
-        text, vector_sides = emit_mma_contraction(op, name, target, helpers, hw, names.taken, kind,
-                                                  plan)
+    if op["variant"] in TF32_VARIANTS:  # tensor cores: their own tiles and threads
+        text, vector_sides = emit_mma_contraction(op, name, target, helpers, hw, names.taken,
+                                                  Tf32ContractionEmitter, plan)
+    elif op["variant"].startswith("mma"):  # 16-bit: mma.sync, and wgmma where it has tiles
+        text, vector_sides = emit_16bit_contraction(op, name, target, helpers, hw, names.taken,
+                                                    plan)
     else:
         text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
         f64 = target == "cuda" and tile_model_inputs(op)["tiles"] == F64_TILES
@@ -147,7 +151,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
         raise MlfuseError(f"unknown codegen target {target!r}; choose one of {', '.join(TARGETS)}")
     hw = hw or get_target()
     names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES)
-                  + list(MMA_NAMES) + list(TF32_NAMES) + list(MMA_GEOMETRY_NAMES)
+                  + list(MMA_NAMES) + list(TF32_NAMES) + list(WGMMA_NAMES) + list(MMA_GEOMETRY_NAMES)
                   + list(BF16_NAMES) + list(ADDRESSING_NAMES))
     host_names = {f.sym_name: names.fresh(f.sym_name) for f in module.funcs}
     helpers: set[str] = set()

@@ -160,7 +160,7 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
         sources = list(self.op["sources"])
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
-        with w.indented(f"def {factory_name(self.name)}(BM, BN, VECTOR_A, VECTOR_B, SPLIT):"):
+        with w.indented(f"def {self.factory_name()}(BM, BN, VECTOR_A, VECTOR_B, SPLIT):"):
             self.docstring()
             self.factory_constants()
             bounds = "(launch_bounds=(THREADS, MIN_BLOCKS))" if self.target == "cuda" else ""
@@ -171,6 +171,10 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
                 self.body()
             w.line(f"return {self.factory_result()}")
         return w.text()
+
+    def factory_name(self) -> str:
+        """The factory's name (emit_wgmma's has its own beside mma.sync's)."""
+        return factory_name(self.name)
 
     def factory_result(self) -> str:
         """What the factory returns: the kernel (a tensor-core one wraps it)."""
@@ -597,7 +601,8 @@ def tile_model_inputs(op) -> dict:
     sizes, as the "cuda" target's module has them: its tiles, K step, most K shares, the
     kernel kind's FMA rate, the operands' bytes per value and (SIMT) its tiles' thread
     shapes and the instructions a gathered value of A and of B costs (an operand that is
-    not one plain load: conv's im2col, a prologue)."""
+    not one plain load: conv's im2col, a prologue), and the rates of the tiles another
+    kernel runs (a 16-bit contraction's wgmma tiles)."""
     from mlfuse.codegen.helpers import mma_geometry
     c = contraction_of(op)
     dtype = c.a.type.dtype
@@ -606,8 +611,13 @@ def tile_model_inputs(op) -> dict:
     kind = (op["variant"] if tf32 else "mma" if mma else "simt-f64" if dtype == "f64"
             else "simt")
     geometry = mma_geometry("cuda")
-    return {"tiles": (geometry["tf32_tiles" if tf32 else "tiles"] if mma else
-                      F64_TILES if kind == "simt-f64" else CUDA_TILES),
+    # a 16-bit contraction's wgmma tiles (emit_wgmma.py: the module's MMA16_TILES) at
+    # their own rate
+    wgmma = geometry["wgmma_tiles"] if mma and not tf32 else ()
+    tiles = (geometry["tf32_tiles" if tf32 else "tiles"] if mma else
+             F64_TILES if kind == "simt-f64" else CUDA_TILES)
+    return {"tiles": wgmma + tuple(t for t in tiles if t not in wgmma),
+            "tile_rates": {t: FMA_PER_US["wgmma"] for t in wgmma},
             "k_step": (geometry["bk"] // (2 if tf32 else 1)) if mma else BK,
             "max_split": op["split_k"], "fma_per_us": FMA_PER_US[kind],
             "step_us": STEP_US[kind],

@@ -83,6 +83,8 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
     # alias); 8 spills (ptxas, sm_90)
     GATHER = 4
     HOST_K_STEP = "MMA_BK"  # STAGE_K as the host module names it (split-K shares)
+    MOST_STAGES = "MMA_STAGES"  # the module's most stages of this kernel
+    ALIGN = 16  # bytes the stages' shared memory is aligned to (cp.async, ldmatrix)
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)
@@ -104,14 +106,11 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
 
     def factory_constants(self) -> None:
         w = self.w
-        w.line(f"WARP_M, WARP_N = _mma_warp(BM, BN, {self.WARP_SKIP})")
-        w.line("WARPS_N = BN // WARP_N")
-        w.line(f"THREADS = _mma_threads(BM, BN, {self.WARP_SKIP})")
-        w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
+        self.warp_constants()
         self.stage_constants()
         w.line("STAGE_SIZE = A_STAGE + B_STAGE  # values of one stage")
         size = STAGE_BYTES[self.operand]
-        w.line(f"STAGES = min(MMA_STAGES, (MMA_SHARED - 4 * {self.EXTRA_WORDS}) // "
+        w.line(f"STAGES = min({self.MOST_STAGES}, (MMA_SHARED - 4 * {self.EXTRA_WORDS}) // "
                f"({size} * (A_STAGE + B_STAGE)))")
         w.line("assert STAGES >= 2, 'a tile too large for two stages in shared memory'")
         w.line("# values a cp.async copies (VECTOR_A / VECTOR_B: 16, 8 or 4 bytes; 0: gathered)")
@@ -134,6 +133,15 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         w.line("MIN_BLOCKS = 1  # the accumulators and fragments need more than 128 registers")
         w.line("GROUP_M = 8  # rows of tiles blockIdx.x runs down before the next column")
         self.step_constants()
+
+    def warp_constants(self) -> None:
+        """A warp's part of the tile (WARP_M x WARP_N, WARPS_N of them across), THREADS,
+        and its 16 x 8 mma tiles (MT x NT)."""
+        w = self.w
+        w.line(f"WARP_M, WARP_N = _mma_warp(BM, BN, {self.WARP_SKIP})")
+        w.line("WARPS_N = BN // WARP_N")
+        w.line(f"THREADS = _mma_threads(BM, BN, {self.WARP_SKIP})")
+        w.line("MT, NT = WARP_M // 16, WARP_N // 8  # 16 x 8 mma tiles of a warp")
 
     def stage_constants(self) -> None:
         """A lane's registers (A_REGS, B_REGS, ACC), the K of a stage (STAGE_K), its rows'
@@ -167,7 +175,7 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
 
     def body(self) -> None:
         w, L = self.w, self.loc
-        align = ", alignment=16" if self.target == "cuda" else ""
+        align = f", alignment={self.ALIGN}" if self.target == "cuda" else ""
         w.line(f"{L['tiles32']} = cuda.shared.array(0, numba.float32{align})  # dynamic: "
                "SHARED words, given at launch")
         if self.operand in STAGE_VIEW:

@@ -10,6 +10,7 @@ from mlfuse.codegen.addressing import addressing_helper_sources
 from mlfuse.codegen.bf16 import bf16_helper_source
 from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.ptx_mma import mma_helper_source
+from mlfuse.codegen.ptx_wgmma import wgmma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.tile_model import source as tile_model_source
 from mlfuse.strip_plan import source as strip_plan_source
@@ -238,11 +239,12 @@ class _TiledKernel:
     SM of a full GPU), ``value_bytes`` (of an operand value), ``step_us`` (a K step's
     exposed latency) and ``gather`` (instructions a gathered value of A, of B costs).
     ``narrow_tiles``: the tiles it may take when an operand's copies are narrower than
-    16 bytes (None: the same)."""
+    16 bytes (None: the same); ``tile_rates``: (BM, BN) -> FMA rate of the tiles run by
+    another kernel (a 16-bit contraction's wgmma tiles)."""
 
     def __init__(self, factory, tiles=None, threads=None, k_step=8, max_split=1,
                  fma_per_us=1.4e5, value_bytes=4, step_us=0.7, shape=None, narrow_tiles=None,
-                 gather=(0, 0)):
+                 gather=(0, 0), tile_rates=None):
         self.factory, self.kernels = factory, {}
         self.tuned, self.last_shape = {}, None
         self._tiles, self._threads, self.shape = tiles, threads, shape
@@ -251,13 +253,14 @@ class _TiledKernel:
         self.k_step, self.max_split = k_step, max_split
         self.fma_per_us, self.value_bytes, self.step_us = fma_per_us, value_bytes, step_us
         self.gather = gather
+        self.tile_rates = tile_rates  # (BM, BN) -> the FMA rate of tiles another kernel runs
 
     def plan(self, tiles, m_size, n_size, k_size, batch_size, sm_count):
         """The tile model's ((BM, BN, splits), us, why) among ``tiles`` for these sizes."""
         return _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count,
                                  self.max_split, self.k_step, self.fma_per_us,
                                  self.value_bytes, self.step_us, shape=self.shape,
-                                 gather=self.gather)
+                                 gather=self.gather, tile_rates=self.tile_rates)
 
     @property
     def tiles(self):
@@ -326,7 +329,11 @@ MMA_GEOMETRY = {
              # 64 x 32 warp tiles spill (ptxas: 48-556 B); those of 32 x 32 ones do not
              "tf32_narrow_tiles": ((64, 64), (32, 128), (16, 128)),
              "warps": ((64, 64), (64, 32), (32, 32)), "bk": 32, "stages": 4,
-             "smem": 227 * 1024},
+             "smem": 227 * 1024,
+             # 16-bit operands on warpgroup MMA (emit_wgmma.py): a warpgroup per 64 rows
+             "wgmma_tiles": ((128, 256), (128, 128)), "wgmma_stages": 4, "wgmma_n": 256},
+    # (the simulator's wgmma tiles: none by default, its 128 threads a warpgroup are slow
+    # in Python; tests/test_wgmma.py sets one)
     "simulator": {"tiles": ((16, 16),), "tf32_tiles": ((16, 16),),
                   "tf32_narrow_tiles": ((16, 16),), "warps": ((16, 16),),
                   "bk": 32, "stages": 4, "smem": 48 * 1024},
@@ -336,8 +343,9 @@ MMA_GEOMETRY = {
 def mma_geometry(target: str) -> dict:
     """MMA_GEOMETRY[target] with what it leaves out filled in (a probe or a test may give
     only tiles, warps and bk): TF32 tiles the tiles of at most 128 x 128, 4 stages in
-    48 KB."""
-    geometry = {"stages": 4, "smem": 48 * 1024, **MMA_GEOMETRY[target]}
+    48 KB, no warpgroup MMA tiles."""
+    geometry = {"stages": 4, "smem": 48 * 1024, "wgmma_tiles": (), "wgmma_stages": 4,
+                "wgmma_n": 256, **MMA_GEOMETRY[target]}
     geometry.setdefault("tf32_tiles", tuple(t for t in geometry["tiles"] if t[0] * t[1] <= 16384))
     geometry.setdefault("tf32_narrow_tiles",
                         tuple(t for t in geometry["tf32_tiles"] if t[0] * t[1] <= 8192))
@@ -352,6 +360,15 @@ MMA_TF32_NARROW_TILES = {tf32_narrow_tiles}  # ... whose operands are not all 16
 MMA_BK = {bk}  # K values per shared-memory stage of a tensor-core contraction
 MMA_STAGES = {stages}  # shared-memory stages at most
 MMA_SHARED = {smem}  # bytes of dynamic shared memory a block may take
+# 16-bit contractions on warpgroup MMA (wgmma, Hopper; emit_wgmma.py): their (BM, BN), which
+# the other tensor-core kernel then does not take, its stages at most, its widest wgmma N
+WGMMA_TILES = {wgmma_tiles}
+WGMMA_STAGES = {wgmma_stages}
+WGMMA_N = {wgmma_n}
+MMA16_TILES = WGMMA_TILES + tuple(t for t in MMA_TILES if t not in WGMMA_TILES)
+# ... where an operand is not copied 16 bytes at a time (the wgmma kernel's copy plan
+# would hold more registers than its accumulators leave): mma.sync's own tiles
+MMA16_NARROW_TILES = tuple(t for t in MMA_TILES if t not in WGMMA_TILES)
 
 
 def _mma_warp(bm, bn, skip=0):
@@ -368,9 +385,26 @@ def _mma_threads(bm, bn, skip=0):
     """Threads of a tensor-core contraction's block: one warp per warp tile."""
     wm, wn = _mma_warp(bm, bn, skip)
     return (bm // wm) * (bn // wn) * 32
+
+
+def _mma16_threads(bm, bn):
+    """Threads of a 16-bit contraction's block: a warpgroup (128) per 64 rows of a wgmma
+    tile, else one warp per warp tile."""
+    return bm // 64 * 128 if (bm, bn) in WGMMA_TILES else _mma_threads(bm, bn)
+
+
+def _mma_or_wgmma(mma, wgmma):
+    """A 16-bit contraction's factory: ``wgmma``'s kernel for the WGMMA_TILES, else
+    ``mma``'s (mma.sync)."""
+    def factory(BM, BN, VECTOR_A, VECTOR_B, SPLIT):
+        chosen = wgmma if (BM, BN) in WGMMA_TILES else mma
+        return chosen(BM, BN, VECTOR_A, VECTOR_B, SPLIT)
+    return factory
 '''
 MMA_GEOMETRY_NAMES = ("MMA_TILES", "MMA_TF32_TILES", "MMA_TF32_NARROW_TILES", "MMA_WARPS", "MMA_BK", "MMA_STAGES",
-                      "MMA_SHARED", "_mma_warp", "_mma_threads")
+                      "MMA_SHARED", "_mma_warp", "_mma_threads", "WGMMA_TILES", "WGMMA_STAGES",
+                      "WGMMA_N", "MMA16_TILES", "MMA16_NARROW_TILES", "_mma16_threads",
+                      "_mma_or_wgmma")
 
 
 def block_reduce_name(combiner: str) -> str:
@@ -422,8 +456,8 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
 ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_divmod_wide"] + [
     f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name)
     for c in ("add", "max", "min")] + [
-    "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
-    "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_strip_threads", "_strip_columns",
+    "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_wgmma_intrinsics", "_mma_geometry",
+    "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_strip_threads", "_strip_columns",
     "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 
@@ -441,6 +475,7 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     fixed = {**_FIXED, **vector_helper_sources(target), **addressing_helper_sources(target),
              "_mma_intrinsics": mma_helper_source(target), "_bf16": bf16_helper_source(target),
              "_tf32_intrinsics": tf32_helper_source(target),
+             "_wgmma_intrinsics": wgmma_helper_source(target),
              "_mma_geometry": _MMA_GEOMETRY.format(**mma_geometry(target))}
     for name in used:
         if name in fixed:

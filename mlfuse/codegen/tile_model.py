@@ -68,12 +68,15 @@ import inspect
 # at half that (the H100's f64 rate); tensor cores (mma.sync, f16/bf16) calibrated on
 # f16 4096^3 (0.733 ms: 0.71e6); 3xTF32 on its 4096^3 (4.64 ms: 1.1e5), TF32 three times
 # that (one mma pass, not three: an estimate).
+# wgmma (warpgroup MMA, Hopper): an estimate until measured, between mma.sync's and
+# cuBLAS's 4096^3 f16 (0.275 ms: 1.9e6).
 FMA_PER_US = {"simt": 1.4e5, "simt-f64": 0.7e5, "mma": 0.71e6, "mma-tf32x3": 1.1e5,
-              "mma-tf32": 3.3e5}
+              "mma-tf32": 3.3e5, "wgmma": 1.5e6}
 # The exposed latency of one K step: SIMT kernels double-buffer (one step's loads in
 # flight: about a global load's latency a step), tensor-core kernels keep STAGES - 1 = 2
 # stages in flight (half that).
-STEP_US = {"simt": 0.7, "simt-f64": 0.7, "mma": 0.35, "mma-tf32x3": 0.35, "mma-tf32": 0.35}
+STEP_US = {"simt": 0.7, "simt-f64": 0.7, "mma": 0.35, "mma-tf32x3": 0.35, "mma-tf32": 0.35,
+           "wgmma": 0.35}
 # SASS instructions a gathered operand value costs a SIMT tile's K step (conv's im2col:
 # the tap's indices counted up, padding checks, the flat offset; the pixel's part once per
 # tile: codegen/gather.py): resnet18's 3x3 conv at 64 x 128 runs 869 instructions a K step
@@ -113,13 +116,15 @@ def _simt_overhead(tm, tn, bk, gather=(0, 0), tile=(128, 128)):
 def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_split=1,
                       k_step=8, fma_per_us=1.4e5, value_bytes=4, step_us=0.7,
                       bytes_per_us=2.8e6, launch_us=3.0, shape=None, gather=(0, 0),
-                      finish_bytes_per_us=1.0e6):
+                      finish_bytes_per_us=1.0e6, tile_rates=None):
     """((BM, BN, splits), estimated us, why) for a contraction of m_size x n_size outputs
     per batch over k_size: the cheapest tile of ``tiles`` and power-of-two split of K up
     to ``max_split`` by the model of mlfuse/codegen/tile_model.py. ``shape``: a SIMT
     kernel's ``_simt_shape`` (None: a tensor-core kernel: 32768 // (BM * BN) blocks an
     SM, K steps of ``k_step``, the rate as calibrated whatever its warps); ``gather``:
-    the SASS instructions a gathered value of A and of B costs (0: a plain load)."""
+    the SASS instructions a gathered value of A and of B costs (0: a plain load);
+    ``tile_rates``: the FMA rate of the tiles another kernel runs ((BM, BN) -> FMAs per us
+    per SM: a 16-bit contraction's wgmma tiles), ``fma_per_us`` for the rest."""
     best, best_key, why = None, None, ""
     k_size = max(k_size, 1)
     operand_bytes = (m_size + n_size) * k_size * batch_size * value_bytes
@@ -139,7 +144,8 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
             per_sm = -(-tile_count * shares // sm_count)
             latency = -(-per_sm // resident) * -(-share // step) * step_us
             warps = min(per_sm, resident) * threads // 32  # on the busiest SM at once
-            rate = fma_per_us * (min(1, max(1, warps) / FULL_WARPS) if threads else 1)
+            rate = (tile_rates or {}).get((bm, bn), fma_per_us) * (
+                min(1, max(1, warps) / FULL_WARPS) if threads else 1)
             compute = (per_sm * bm * bn * share / rate * (1 + 8 * (bm + bn) / (bm * bn))
                        * overhead)
             # the first kernel writes every share's partial sums (or the output once)

@@ -108,10 +108,11 @@ def contraction_reason(kernel: KernelOp, dims, target) -> str:
     (bm, bn, splits), us, why = _contraction_plan(
         model["tiles"], m, n, k, batch, target.sm_count, model["max_split"], model["k_step"],
         model["fma_per_us"], model["value_bytes"], model["step_us"], shape=model["shape"],
-        gather=model["gather"])
+        gather=model["gather"], tile_rates=model["tile_rates"])
     split = (f"K split into {splits} shares (a second kernel adds them and runs the "
              "epilogue)" if splits > 1 else "K not split")
-    variant = "tensor cores" if c.variant.startswith("mma") else "SIMT"
+    variant = ("warpgroup MMA (wgmma)" if (bm, bn) in model["tile_rates"] else
+               "tensor cores" if c.variant.startswith("mma") else "SIMT")
     return (f"{variant} tiles of {bm}x{bn}, {split}, for (m, n, k, batch) = "
             f"({m}, {n}, {k}, {batch}): about {us:.1f} us; {why}")
 

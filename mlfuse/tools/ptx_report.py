@@ -1,5 +1,5 @@
 """What the GPU would run, without a GPU: every kernel of a program compiled for the
-H100 (sm_90) by Numba and assembled by ptxas, with what they report.
+H100 (sm_90a, as Numba compiles for it) by Numba and assembled by ptxas, with what they report.
 
     CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json]
         [--matmul-precision=highest|high|medium] [--first-tile] [--sass=DIR]
@@ -89,12 +89,14 @@ def compile_kernel(kernel, sig, sass: str | None = None) -> dict:
     machine code too, disassembled by nvdisasm ($NVDISASM or on the PATH) into that file."""
     from numba import cuda
     options = {k: v for k, v in kernel.targetoptions.items() if k in _OPTIONS}
-    ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0), **options)
+    # sm_90a, as Numba compiles for an H100 (numba/cuda/codegen.py, _ensure_cc): the
+    # arch-specific target that warpgroup MMA (wgmma) needs
+    ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0, "a"), **options)
     with tempfile.TemporaryDirectory() as tmp:
         source, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
         with open(source, "w", encoding="utf-8") as f:
             f.write(ptx)
-        info = subprocess.run(["ptxas", "-arch=sm_90", "-v", source, "-o", cubin],
+        info = subprocess.run(["ptxas", "-arch=sm_90a", "-v", source, "-o", cubin],
                               capture_output=True, text=True, check=True).stderr
         machine = _disassemble(cubin, sass) if sass else {}
 
@@ -114,7 +116,12 @@ def compile_kernel(kernel, sig, sass: str | None = None) -> dict:
             "shuffles": any(op.startswith("shfl.sync") for op in code),
             **_memory_counts(code), **_integer_counts(code),
             "fma": sum(op.startswith("fma.") for op in code),
-            "mma": sum(op.startswith("mma.sync") for op in code), **machine}
+            "mma": sum(op.startswith("mma.sync") for op in code),
+            # (inside the braces of its inline asm: counted in the text)
+            "wgmma": ptx.count("wgmma.mma_async"),
+            # ptxas's warnings (a wgmma pipeline it serialized says so here)
+            "warnings": [line.strip() for line in info.splitlines() if "warning" in line.lower()],
+            **machine}
 
 
 def _disassemble(cubin: str, path: str) -> dict:
@@ -239,9 +246,11 @@ def main(argv: list[str]) -> int:
                 print(f"{r['kernel']}: {r['registers']} registers, {r['spill_bytes']} B spilled, "
                       f"{r['stack_bytes']} B stack, {r['shared_bytes']} B shared; "
                       f"{r['v4_loads']} 16-byte loads, {r['fma']} fma, {r['mma']} mma, "
+                      f"{r['wgmma']} wgmma, "
                       f"shuffles {r['shuffles']}, "
                       f"f64 {r['f64'] or 'none'}"
-                      + (f"; {r['sass']} SASS instructions {r['sass_counts']}" if sass_dir else ""),
+                      + (f"; {r['sass']} SASS instructions {r['sass_counts']}" if sass_dir else "")
+                      + "".join(f"\n  ptxas: {line}" for line in r["warnings"]),
                       flush=True)
     return 0
 
