@@ -66,7 +66,7 @@ STAGE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}  # bytes of one operand value in a
 
 
 _LOCALS = ("tiles32", "lane", "warp", "wm0", "wn0", "k_tiles", "kt", "ahead", "row", "a_at",
-           "g0", "b_at", "valid", "rd", "nxt", "jj", "m_tiles", "group", "in_group", "rows",
+           "g0", "b_at", "valid", "rd", "nxt", "jj", "group", "in_group", "rows",
            *(f"{side}_{n}" for side in "ab"
              for n in ("src", "dst", "lim", "src0", "dst0", "lim0", "step", "jump", "own")))
 
@@ -199,10 +199,7 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         rows and columns the L2 holds while their K advances together (row by row, a
         wave of 132 blocks at 8192^3 spans 4 rows of tiles and every column of B)."""
         w, L = self.w, self.loc
-        w.line(f"{L['n_tiles']} = ({L['n_size']} + BN - 1) // BN")
-        w.line(f"{L['m_tiles']} = ({L['m_size']} + BM - 1) // BM")
-        w.line(f"{L['group']}, {L['in_group']} = divmod(numba.int64(cuda.blockIdx.x), "
-               f"GROUP_M * {L['n_tiles']})")
+        w.line(f"{L['group']}, {L['in_group']} = divmod({L['block']}, GROUP_M * {L['n_tiles']})")
         w.line(f"{L['rows']} = min(GROUP_M, {L['m_tiles']} - {L['group']} * GROUP_M)"
                "  # rows of tiles in this group")
         w.line(f"{L['tile_m']} = {L['group']} * GROUP_M + {L['in_group']} % {L['rows']}")

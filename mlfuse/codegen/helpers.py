@@ -302,7 +302,10 @@ def _contraction_geometry(kernel, m_size, n_size, k_size, batch_size, copies=Non
     if best is None:
         best = kernel.plan(tiles, m_size, n_size, k_size, batch_size, SM_COUNT)[0]
     bm, bn, splits = tuple(best) + (1,) * (3 - len(best))  # a (BM, BN) choice: no split
-    grid = (-(-m_size // bm) * -(-n_size // bn), splits, min(batch_size, 65535))
+    # blockIdx.x: the tiles of each batch index in turn (the kernel divides it out)
+    grid = (-(-m_size // bm) * -(-n_size // bn) * batch_size, splits, 1)
+    if grid[0] >= 2 ** 31:
+        raise ValueError(f"a contraction of {grid[0]} tiles: more blocks than a grid holds")
     return (bm, bn, splits), grid, kernel.threads(bm, bn)
 '''
 
