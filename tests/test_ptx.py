@@ -136,6 +136,24 @@ def test_half_matmul_runs_on_tensor_cores_without_spills(tmp_path, dtype):
     assert len(wgmma) == len(MMA_GEOMETRY["cuda"]["wgmma_tiles"]) + 1  # 128 x 256 split too
 
 
+def test_batched_half_matmul_wgmma_tiles_do_not_spill(tmp_path):
+    """A batched f16 product (attention's q @ k, scaled) on every wgmma tile the tuner may
+    pick, the first also split: no spills (its batch index comes from blockIdx.x; a loop
+    over batch indices kept their invariants live through the tile: 255 registers and
+    464 bytes spilled on 128 x 256)."""
+    path = tmp_path / "batched_f16.fuse"
+    path.write_text("func f(q: f16[B, M, K], k: f16[B, K, N]) -> f16[B, M, N] {\n"
+                    "    return matmul(q, k) * 0.125\n}\n")
+    wgmma_tiles = MMA_GEOMETRY["cuda"]["wgmma_tiles"]
+    found = kernels("--split-first", "--tile=" + ",".join(f"{bm}x{bn}" for bm, bn in wgmma_tiles),
+                    str(path))
+    tiled = [k for k in found if not k["kernel"].endswith("_finish")]
+    assert len(tiled) == len(wgmma_tiles) + 1  # each unsplit, the first split
+    for k in found:
+        assert (k["wgmma"] > 0) == (k in tiled), k
+        assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
 def test_f64_matmul_tiles_fit_shared_memory_without_spills(tmp_path):
     """f64 SIMT tiles (F64_TILES: no 128 x 128 or 64 x 128, whose staged outputs would
     take 64 KB) assemble with 8-byte shared reads and no spills."""

@@ -3,14 +3,15 @@ H100 (sm_90a, as Numba compiles for it) by Numba and assembled by ptxas, with wh
 
     CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json]
         [--matmul-precision=highest|high|medium] [--first-tile] [--sass=DIR]
-        [--copies=A,B] [--tile=BMxBN] [--split-first] FILE.fuse...
+        [--copies=A,B] [--tile=BMxBN[,BMxBN...]] [--split-first] FILE.fuse...
 
 ``--sass=DIR`` also writes each kernel's machine code (nvdisasm of ptxas's cubin) to
 DIR/KERNEL.sass and counts its instructions: what an instruction-bound kernel runs.
 ``--copies=A,B``: a tensor-core contraction's operands copied A and B values at a time
 (its VECTOR_A, VECTOR_B: 0 gathers) instead of 16 bytes, and only the tiles its host
 would pick then (a TF32 kernel's narrow tiles where a copy is under 16 bytes).
-``--tile=BMxBN``: a contraction's kernels of that tile shape only (its SASS in seconds).
+``--tile=BMxBN``: a contraction's kernels of that tile shape only (its SASS in seconds);
+several, comma-separated: those.
 ``--split-first``: the split-K form of the first tile shape only (the others unsplit).
 
 Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
@@ -172,7 +173,7 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
     """(label, dispatcher, signature) of every kernel the module has for ``op``: its
     variants, or every tile shape (with 16-byte operand reads where it has them) of a
     contraction, unsplit and, where K may be split, split (and the second kernel);
-    ``all_tiles`` False: the first (largest) tile shape only; ``only``: that (BM, BN);
+    ``all_tiles`` False: the first (largest) tile shape only; ``only``: those (BM, BN);
     ``split_all`` False: the split form of the first tile only (a split tile differs from
     its unsplit one in where the accumulator goes, not in its main loop)."""
     name = op["kernel_name"] if op.name == "fused.kernel" else None
@@ -187,7 +188,7 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
             if (a, b) != (16 // value.value_bytes,) * 2 and value.narrow_tiles is not None:
                 tiles = value.narrow_tiles
             for n, (bm, bn) in enumerate(tiles if all_tiles else tiles[:1]):
-                if only is not None and (bm, bn) != only:
+                if only is not None and (bm, bn) not in only:
                     continue
                 yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, a, b, False), signature(op)
                 if value.max_split > 1 and (split_all or n == 0):
@@ -231,8 +232,8 @@ def main(argv: list[str]) -> int:
     sass_dir = next((a.split("=", 1)[1] for a in argv if a.startswith("--sass=")), None)
     copies = next((tuple(int(c) for c in a.split("=", 1)[1].split(",")) for a in argv
                    if a.startswith("--copies=")), None)
-    only = next((tuple(int(v) for v in a.split("=", 1)[1].split("x")) for a in argv
-                 if a.startswith("--tile=")), None)
+    only = next((tuple(tuple(int(v) for v in t.split("x")) for t in a.split("=", 1)[1].split(","))
+                 for a in argv if a.startswith("--tile=")), None)
     if sass_dir:
         os.makedirs(sass_dir, exist_ok=True)
     for path in (a for a in argv if not a.startswith("--")):
