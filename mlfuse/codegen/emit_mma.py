@@ -321,6 +321,18 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
                        f"{L['i']} * 4, {L['b_frag']}, {at}{L['j']} * 2)")
             self.load_a(stage, step)
 
+    def subscript(self, buf, indices) -> str:
+        """An access at the kernel's own indices (the output point's batch, m and n; a
+        gathered operand's K) indexes with them unsigned: they are never negative, and
+        Numba checks a signed index for wraparound (a shift, an and and an add each, in
+        every element of the epilogue)."""
+        own = {id(v) for v in (*self.args, *self.k_vals)}
+        if not any(id(v) in own for v in indices):
+            return super().subscript(buf, indices)
+        index = ", ".join(f"numba.uint64({self.namer(v)})" if id(v) in own else self.namer(v)
+                          for v in indices)
+        return f"{self.namer(buf)}[{index}]"
+
     def staged_accumulator(self) -> str:
         """Half tiles are staged in f32 rows of C_STRIDE (padded): element (i, j)."""
         L = self.loc
