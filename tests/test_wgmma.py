@@ -90,13 +90,13 @@ def test_a_stage_layout_the_descriptors_do_not_name_fails(monkeypatch):
 def test_the_tile_model_prefers_wgmma_tiles_for_large_16_bit_products():
     """On the GPU's geometry a 4096^3 f16 product takes a wgmma tile (its own FMA rate),
     and explain names warpgroup MMA; decode's few rows take mma.sync's thin tiles."""
-    from mlfuse.codegen.tile_model import FMA_PER_US, _contraction_plan
+    from mlfuse.codegen.tile_model import FMA_PER_US, _contraction_plan, wgmma_tile_rates
     cuda = helpers.mma_geometry("cuda")
     wgmma = cuda["wgmma_tiles"]
     tiles = wgmma + tuple(t for t in cuda["tiles"] if t not in wgmma)
     (bm, bn, splits), _, _ = _contraction_plan(
         tiles, 4096, 4096, 4096, 1, 132, 64, cuda["bk"], FMA_PER_US["mma"], 2, 0.35,
-        tile_rates={t: FMA_PER_US["wgmma"] for t in wgmma})
+        tile_rates=wgmma_tile_rates(wgmma))
     assert (bm, bn) in wgmma and splits == 1
     from mlfuse.hardware import get_target
     from mlfuse.pipeline import compile_text

@@ -55,7 +55,8 @@ from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; cal
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.gather import GatheredOperands
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
-from mlfuse.codegen.tile_model import FMA_PER_US, GATHER_INSTRUCTIONS, STEP_US, _simt_shape
+from mlfuse.codegen.tile_model import (FMA_PER_US, GATHER_INSTRUCTIONS, STEP_US, _simt_shape,
+                                       wgmma_tile_rates)
 
 BK = 8  # a share of K (split-K) is whole multiples of this: every tile's K step is one
 # Tile shapes (BM, BN) the host chooses from (each thread's TM x TN from _simt_shape). The
@@ -619,7 +620,7 @@ def tile_model_inputs(op) -> dict:
     tiles = (geometry["tf32_tiles" if tf32 else "tiles"] if mma else
              F64_TILES if kind == "simt-f64" else CUDA_TILES)
     return {"tiles": wgmma + tuple(t for t in tiles if t not in wgmma),
-            "tile_rates": {t: FMA_PER_US["wgmma"] for t in wgmma},
+            "tile_rates": wgmma_tile_rates(wgmma),
             "k_step": (geometry["bk"] // (2 if tf32 else 1)) if mma else BK,
             "max_split": op["split_k"], "fma_per_us": FMA_PER_US[kind],
             "step_us": STEP_US[kind],

@@ -165,7 +165,7 @@ def emit_16bit_contraction(op, name: str, target: str, helpers: set[str], hw, ta
     narrow tiles (copies under 16 bytes) mma.sync's own. Returns (source, vector sides)
     as emit_mma_contraction."""
     from mlfuse.codegen.helpers import mma_geometry
-    from mlfuse.codegen.tile_model import FMA_PER_US
+    from mlfuse.codegen.tile_model import wgmma_tile_rates
     if not mma_geometry(target)["wgmma_tiles"]:
         return emit_mma_contraction(op, name, target, helpers, hw, taken, plan=plan)
     mma = MmaContractionEmitter(op, name, target, helpers, hw, taken)
@@ -174,7 +174,8 @@ def emit_16bit_contraction(op, name: str, target: str, helpers: set[str], hw, ta
              if (load := mma.vector_side(side)) is not None}
     wgmma = WgmmaContractionEmitter(op, name, target, helpers, hw, taken)
     text += "\n\n" + wgmma.emit()
-    rates = f"{{t: {FMA_PER_US['wgmma']:g} for t in WGMMA_TILES}}"
+    # (the target's wgmma tiles are the module's WGMMA_TILES)
+    rates = wgmma_tile_rates(mma_geometry(target)["wgmma_tiles"])
     text += (f"\n\n{name} = _TiledKernel(_mma_or_wgmma({mma.factory_name()}, "
              f"{wgmma.factory_name()}), MMA16_TILES, _mma16_threads, k_step=MMA_BK, {plan}, "
              f"narrow_tiles=MMA16_NARROW_TILES, tile_rates={rates})\n")

@@ -66,12 +66,17 @@ import inspect
 # FMAs per microsecond per SM that each kind of tiled kernel reaches when the GPU is full:
 # SIMT f32 calibrated on the 4096^3 matmul (4.16 ms: 1.4e5, 55% of the 2.5e5 peak); f64
 # at half that (the H100's f64 rate); tensor cores (mma.sync, f16/bf16) calibrated on
-# f16 4096^3 (0.733 ms: 0.71e6); 3xTF32 on its 4096^3 (4.64 ms: 1.1e5), TF32 three times
-# that (one mma pass, not three: an estimate).
-# wgmma (warpgroup MMA, Hopper): an estimate until measured, between mma.sync's and
-# cuBLAS's 4096^3 f16 (0.275 ms: 1.9e6).
-FMA_PER_US = {"simt": 1.4e5, "simt-f64": 0.7e5, "mma": 0.71e6, "mma-tf32x3": 1.1e5,
-              "mma-tf32": 3.3e5, "wgmma": 1.5e6}
+# f16 4096^3 + bias + relu at 128 x 256 (0.378 ms: 4 blocks an SM of 128 x 256 x 4096
+# FMAs, x 1.09 for the operands, in 378 us: 1.55e6); 3xTF32 on its 4096^3 (4.64 ms:
+# 1.1e5), TF32 three times that (one mma pass, not three: an estimate).
+# wgmma (warpgroup MMA, Hopper, emit_wgmma.py) alike, per tile (WGMMA_TILE_RATES: f16
+# 4096^3 at 128 x 256 in 0.246 ms, at 128 x 128 in 0.302 ms: 8 blocks an SM x 1.125);
+# "wgmma" is the rate of a wgmma tile not measured.
+FMA_PER_US = {"simt": 1.4e5, "simt-f64": 0.7e5, "mma": 1.55e6, "mma-tf32x3": 1.1e5,
+              "mma-tf32": 3.3e5, "wgmma": 2.0e6}
+# 128 x 128 reads 1.5x the shared memory per FMA of 128 x 256 (each warpgroup's wgmma
+# read all of B's stage): its rate is lower though two of its blocks fit an SM
+WGMMA_TILE_RATES = {(128, 256): 2.4e6, (128, 128): 2.0e6}
 # The exposed latency of one K step: SIMT kernels double-buffer (one step's loads in
 # flight: about a global load's latency a step), tensor-core kernels keep STAGES - 1 = 2
 # stages in flight (half that).
@@ -85,6 +90,12 @@ GATHER_INSTRUCTIONS = 24
 SIMT_THREADS = 256  # a SIMT block's threads where its tile allows (a generated module
                     # sets its own: 4 under the simulator, which runs threads in Python)
 FULL_WARPS = 16  # warps an SM needs resident for the FMA rate above (8 per block x 2)
+
+
+def wgmma_tile_rates(tiles) -> dict:
+    """(BM, BN) -> FMA rate of each wgmma tile of ``tiles`` (a _TiledKernel's
+    ``tile_rates``)."""
+    return {tuple(t): WGMMA_TILE_RATES.get(tuple(t), FMA_PER_US["wgmma"]) for t in tiles}
 
 
 def _simt_shape(bm, bn):
@@ -182,4 +193,5 @@ def source() -> str:
                 _simt_shape, _simt_overhead, _contraction_plan)))
 
 
-__all__ = ["FMA_PER_US", "GATHER_INSTRUCTIONS", "SIMT_THREADS", "STEP_US", "source"]
+__all__ = ["FMA_PER_US", "GATHER_INSTRUCTIONS", "SIMT_THREADS", "STEP_US", "WGMMA_TILE_RATES",
+           "source", "wgmma_tile_rates"]
