@@ -66,13 +66,16 @@ import inspect
 # FMAs per microsecond per SM that each kind of tiled kernel reaches when the GPU is full:
 # SIMT f32 calibrated on the 4096^3 matmul (4.16 ms: 1.4e5, 55% of the 2.5e5 peak); f64
 # at half that (the H100's f64 rate); tensor cores (mma.sync, f16/bf16) calibrated on
-# f16 4096^3 + bias + relu at 128 x 256 (0.378 ms: 4 blocks an SM of 128 x 256 x 4096
-# FMAs, x 1.09 for the operands, in 378 us: 1.55e6); 3xTF32 on its 4096^3 (4.64 ms:
-# 1.1e5), TF32 three times that (one mma pass, not three: an estimate).
+# f16 4096^3 (0.733 ms: 0.71e6; its 128 x 256 now takes 0.378 ms, 1.55e6, but at that rate
+# the model's latency bound, which counts a wgmma tile's 64-deep stages as two 32-deep
+# K steps, hands 256x4096x1024 from wgmma's 128 x 128 (measured 1.37x cuBLAS) to
+# mma.sync's 128 x 64: kept until the latency bound takes each kernel's own K step);
+# 3xTF32 on its 4096^3 (4.64 ms: 1.1e5), TF32 three times that (one mma pass, not three:
+# an estimate).
 # wgmma (warpgroup MMA, Hopper, emit_wgmma.py) alike, per tile (WGMMA_TILE_RATES: f16
 # 4096^3 at 128 x 256 in 0.246 ms, at 128 x 128 in 0.302 ms: 8 blocks an SM x 1.125);
 # "wgmma" is the rate of a wgmma tile not measured.
-FMA_PER_US = {"simt": 1.4e5, "simt-f64": 0.7e5, "mma": 1.55e6, "mma-tf32x3": 1.1e5,
+FMA_PER_US = {"simt": 1.4e5, "simt-f64": 0.7e5, "mma": 0.71e6, "mma-tf32x3": 1.1e5,
               "mma-tf32": 3.3e5, "wgmma": 2.0e6}
 # 128 x 128 reads 1.5x the shared memory per FMA of 128 x 256 (each warpgroup's wgmma
 # read all of B's stage): its rate is lower though two of its blocks fit an SM
