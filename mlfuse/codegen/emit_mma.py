@@ -325,8 +325,10 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         """An access at the kernel's own indices (the output point's batch, m and n; a
         gathered operand's K) indexes with them unsigned: they are never negative, and
         Numba checks a signed index for wraparound (a shift, an and and an add each, in
-        every element of the epilogue)."""
-        own = {id(v) for v in (*self.args, *self.k_vals)}
+        every element of the epilogue). The 16-bit kernels only: the TF32 ones (emit_tf32,
+        f32 operands) sit at the register limit, and ptxas scheduled 3xTF32's 128 x 64
+        into a 20-byte spill with them."""
+        own = {id(v) for v in (*self.args, *self.k_vals)} if self.operand != "f32" else set()
         if not any(id(v) in own for v in indices):
             return super().subscript(buf, indices)
         index = ", ".join(f"numba.uint64({self.namer(v)})" if id(v) in own else self.namer(v)
