@@ -93,6 +93,12 @@ class Target:
     strip_vector_values: int = 16  # its values a thread has in flight a tile: 4 f32 / 2 f16
                                 # vectors (a multiple of 2 * vector_width; 32 spilled 500 B
                                 # in middle softmax at the 128-register cap)
+    strip_shared_bytes: int = 40 * 1024  # strips over columns in vectors: the most bytes of
+                                # shared memory a block holds its strip's values in (read
+                                # from DRAM once, codegen/strips_shared.py); 0: never. Under
+                                # 48 KB with the reductions' scratch: no opt-in per kernel
+    strip_shared_threads: int = 128  # its block's threads (each combines its point's
+                                # partials itself: fewer threads a point, a shorter combine)
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
     walker_bytes_per_s: float = 6e12  # values a kernel's threads load inside loops, every
                                 # lane's load counted (once a warp where its lanes share the

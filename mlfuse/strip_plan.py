@@ -86,7 +86,40 @@ def line_points(itemsize: int, widest: int, line_bytes: int = 128) -> int:
     return narrowest_points(itemsize, widest, line_bytes)
 
 
+def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, budget, sms,
+                  per_sm):
+    """(width, per, bytes) of the shared-memory strips kernel (codegen/strips_shared.py),
+    or None where even its narrowest strip's values pass ``budget`` bytes.
+
+    ``points`` counts vectors of ``lanes`` values (a thread's points); ``planes`` values
+    a point and reduced index are held (one per buffer read again), 4 bytes each. A
+    block of ``threads`` (a power of two): ``width`` threads across the strip, ``per``
+    down the reduced axis, each holding ceil(extent / per) vectors a plane in shared
+    memory. The widest strip (a 128-byte line a row: coalesced reads) whose values fit
+    ``budget``, then narrower (down to ``narrowest``) while the grid has fewer than
+    ``sms * per_sm`` blocks. Fewer threads a point than ``threads // width`` where the
+    extent is shorter (no idle threads). Each thread combines its point's ``per``
+    partials itself (codegen's _strip_reduce): a small ``per`` keeps that short, and the
+    values a thread holds cost shared memory, not registers."""
+    def plan(width):
+        per = max(1, threads // width)
+        while per > 1 and per // 2 >= extent:
+            per //= 2
+        return per, -(-extent // per) * per * width * lanes * planes * 4
+
+    width = widest
+    while width > narrowest and plan(width)[1] > budget:
+        width //= 2
+    if plan(width)[1] > budget or extent < 1:
+        return None
+    while width > narrowest and -(-points // width) < sms * per_sm:
+        width //= 2
+    per, size = plan(width)
+    return width, per, size
+
+
 strip_columns = _strip_columns  # the name the cost model and codegen import
+strip_shared = _strip_shared
 
 
 def source() -> str:
@@ -94,4 +127,10 @@ def source() -> str:
     return inspect.getsource(_strip_columns)
 
 
-__all__ = ["strip_columns", "most_slots", "narrowest_points", "line_points", "source"]
+def shared_source() -> str:
+    """``_strip_shared``'s source, for a generated module."""
+    return inspect.getsource(_strip_shared)
+
+
+__all__ = ["strip_columns", "strip_shared", "most_slots", "narrowest_points", "line_points",
+           "source", "shared_source"]

@@ -12,7 +12,7 @@ from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.tile_model import source as tile_model_source
-from mlfuse.strip_plan import source as strip_plan_source
+from mlfuse.strip_plan import shared_source as strip_shared_source, source as strip_plan_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -416,6 +416,7 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
           "_strip_threads": _STRIP_THREADS, "_strip_columns": strip_plan_source(),
+          "_strip_shared": strip_shared_source(),
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
           "_contraction_plan": tile_model_source()}
 # The order helpers appear in a module: device helpers before those that call them.
@@ -424,7 +425,7 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_di
     for c in ("add", "max", "min")] + [
     "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
     "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_strip_threads", "_strip_columns",
-    "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
+    "_strip_shared", "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:

@@ -43,6 +43,7 @@ from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
 from mlfuse.codegen.vector import vector_buffers
 from mlfuse.codegen.strips_vector import VectorStrips, vector_lanes, vector_strip_accesses
+from mlfuse.codegen.strips_shared import SharedStrips, held_planes, shared_launch, shared_widths
 from mlfuse.ir.types import itemsize
 from mlfuse.strip_plan import line_points, most_slots, narrowest_points
 
@@ -54,6 +55,9 @@ _DOC = {
     "strips-vector": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
                      "a thread's points a 16-byte vector, its threads also split the reduced "
                      "values, a tile at a time.",
+    "strips-shared": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
+                     "a thread's points a 16-byte vector, its threads also split the reduced "
+                     "values and hold those read again in shared memory.",
 }
 
 
@@ -131,10 +135,12 @@ def strip_variants(op, hw=None) -> list[str]:
     kinds = ["strips-registers", "strips-streaming"]
     if hw is not None and hw.strip_vectors and vector_strip_accesses(op, top_loops(op)):
         kinds.append("strips-vector")
+        if hw.strip_shared_bytes > 0 and held_planes(top_loops(op))[2]:
+            kinds.append("strips-shared")  # (strips_shared.py: some loop reads a value again)
     return kinds
 
 
-class StripsEmitter(VectorStrips, KernelEmitter):
+class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
     def __init__(self, op, name, variant, target, helpers, hw, taken=()):
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.schedule = "strips"
@@ -155,10 +161,14 @@ class StripsEmitter(VectorStrips, KernelEmitter):
         slots = _constant_slots(op, target, hw) if self.registers else None
         if slots is not None and slots < hw.row_values_per_thread:
             self.tile = str(slots)  # the host's threads for this constant extent need no more
-        self.vectors = variant == "strips-vector"
+        self.vectors = variant in ("strips-vector", "strips-shared")
+        self.held_shared = variant == "strips-shared"
         self.vec, self.vec_held, self.vlane = 1, {}, None
         if self.vectors:
             self.setup_vectors(vector_strip_accesses(op, self.tops))
+        if self.held_shared:
+            self.launch_bound = "(STRIP_SHARED_THREADS, 1)"
+            self.setup_shared(self.tops, vector_strip_accesses(op, self.tops))
 
     def emit(self) -> str:
         w, loc = self.w, self.local
@@ -174,7 +184,8 @@ class StripsEmitter(VectorStrips, KernelEmitter):
                 w.line(f"{loc['lane']} = 0")
                 w.line(f"{loc['nthreads']} = {loc['tid']}")
                 w.line(f"{loc['per']} = cuda.blockDim.x")
-            self.declare_scratch(self.tops, "1024" if self.columns else None)
+            self.declare_scratch(self.tops, "STRIP_SHARED_THREADS" if self.held_shared else
+                                 "1024" if self.columns else None)
             if not self.vectors:  # (the vector loops hold their own vectors)
                 self.plan()
             # a point's values contiguous in a buffer: one range from a row base (flat_rows.py)
@@ -189,6 +200,8 @@ class StripsEmitter(VectorStrips, KernelEmitter):
             self.steps = self.digits_of(loc["per"], extents) if any(self.flat_digits.values()) else []
             span = self.width if not self.vectors else f"{self.width} * {self.vec_name}"
             w.line(f"{loc['n_strips']} = ({loc['n_points']} + {span} - 1) // ({span})")
+            if self.held_shared:
+                self.shared_preamble()
             self.mine = ""
             if self.registers and self.columns:
                 # this thread's values of a point (the same for every point): its slots
@@ -455,6 +468,9 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
         # a vector strip's narrowest: a 128-byte line a row of 16-byte vectors, f16 too
         # (the simulator: a thread)
         launch["vector_line"] = max(1, hw.strip_line_bytes // 16) if target == "cuda" else 1
+    if "strips-shared" in kinds:
+        launch["shared_widths"] = shared_widths(target, hw)
+        launch["planes"] = held_planes(top_loops(op))[2]
     return code
 
 
@@ -477,9 +493,13 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
                  "STRIP_BLOCK_THREADS, STRIP_STREAM_THREADS, VALUES_PER_THREAD, "
                  "SM_COUNT, STRIP_BLOCKS_PER_SM)",
                  f"{threads} = ({width}, {per})",
-                 f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})",
-                 f"if {n_red} <= {per} * VALUES_PER_THREAD and {width} * {per} <= "
-                 "min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS):  # values fit in registers"]
+                 f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})"]
+        shared = kernel.variants.get("strips-shared")
+        if shared is not None:  # first choice where a strip's values fit shared memory
+            lines += shared_launch(host, kernel, shared, points, n_red, args)
+        lines += [f"{'elif' if shared else 'if'} {n_red} <= {per} * VALUES_PER_THREAD and "
+                  f"{width} * {per} <= min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS):  "
+                  "# values fit in registers"]
     else:
         host.helpers.add("_strip_threads")
         lines = [f"{threads} = _strip_threads(1, {n_red})",
@@ -487,7 +507,7 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
                  f"if {n_red} <= {threads} * VALUES_PER_THREAD and "
                  f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers"]
     lines += [unit + host.call(first, grid, args)]
-    if len(kernel.variants) > 2:
+    if "strips-vector" in kernel.variants:
         # the vector kernel has only a streaming form: it stands in for the scalar
         # streaming kernel where VEC divides the points and the buffers are aligned; a
         # strip whose values registers hold keeps the held kernel (one read of x, where
@@ -508,7 +528,7 @@ def _vector_launch(host, kernel, points: str, n_red: str, args: list[str]) -> tu
     host.helpers.add("_vector_ready")
     buffers = ", ".join(host.namer(b) for b in kernel.vector_buffers)
     lanes = "" if vec == "VECTOR_WIDTH" else f", width={vec}"
-    vector = list(kernel.variants.values())[2]
+    vector = kernel.variants["strips-vector"]
     condition = f"{points} % {vec} == 0 and _vector_ready({buffers}{lanes})"
     return condition, [
         f"{width}, {per} = _strip_columns({points} // {vec}, {n_red}, "

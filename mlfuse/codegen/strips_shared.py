@@ -1,0 +1,201 @@
+"""Strips over columns held in shared memory ("strips-shared"): the vector strips kernel
+(strips_vector.py: a thread's points a 16-byte vector) whose values read again by a
+later loop are kept on chip, so the inputs are read from DRAM once and the output
+written once, whatever the reduced extent, up to the shared-memory budget.
+
+Why shared memory and not registers: the registers variant (schedule_strips.py) holds a
+thread's values in local arrays; softmax over a middle axis of 256 needed 100 registers a
+thread for 16 values (one block an SM: its load, reduce and store phases never overlap,
+49% of copy bandwidth on the H100), and a vector thread holds 4-8 times as many. Here
+the first loop that loads a value also stores it into the block's dynamic shared array;
+the later loops (the other reductions, the broadcast-back epilogue) read it there.
+
+Layout: one plane per held load (a buffer at its indices, read in several loops), each
+``n_slots x VEC x block threads`` values of the compute type: a thread's ``s``-th
+vector's lane ``v`` at ``(s * VEC + v) * block_threads + tid``. A warp's accesses to
+one lane are 32 neighbouring words (no bank conflicts, any VEC), and a thread reads
+back only what it wrote itself, so no barrier guards the planes: the block's threads
+meet only in the reductions' combine (the strips kernel's shared scratch).
+
+The host launches it where the vector kernel may run (VEC divides the points, aligned
+buffers) and the planes of a strip fit ``STRIP_SHARED_BYTES`` (mlfuse/strip_plan.py
+picks the strip's width and threads, and the bytes the launch gives), the register,
+vector and streaming kernels elsewhere.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from mlfuse.codegen.addressing import access_parts
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
+from mlfuse.dialects.loops import LoadOp, StoreOp
+
+# the simulator's shared blocks: 16 threads, strips up to 2 vectors wide
+SIMULATOR_SHARED = (16, 2)
+
+
+def shared_threads(target: str, hw) -> int:
+    """STRIP_SHARED_THREADS of a module for ``target``."""
+    return hw.strip_shared_threads if target == "cuda" else SIMULATOR_SHARED[0]
+
+
+def shared_widths(target: str, hw) -> tuple[int, int]:
+    """(widest, narrowest) strip of the shared kernel in threads of a vector each: a
+    128-byte line a row down to a 32-byte sector (the simulator: 2 down to 1)."""
+    if target != "cuda":
+        return SIMULATOR_SHARED[1], 1
+    return max(1, hw.strip_line_bytes // 16), max(1, 32 // 16)
+
+
+def _hold_key(load, tops_k) -> tuple:
+    """What a load reads, the same in every loop: its buffer and, per index, the point
+    axis or the loop's reduced index."""
+    buf, indices = access_parts(load)
+    return (id(buf), tuple("k" if id(v) in tops_k else id(v) for v in indices))
+
+
+def held_planes(tops) -> tuple[dict, dict, int]:
+    """({load id: plane} of the loads that store their value, the same of those that read
+    it back, planes): a load is held where a later top-level loop loads the same value."""
+    tops_k = {id(t.body.args[0]) for t in tops}
+    uses: dict[tuple, list] = {}
+    for n, top in enumerate(tops):
+        for o in top.body.ops:
+            if isinstance(o, LoadOp):
+                uses.setdefault(_hold_key(o, tops_k), []).append((n, o))
+    writes, reads, planes = {}, {}, 0
+    for members in uses.values():
+        if len({n for n, _ in members}) < 2:
+            continue  # read in one loop only: nothing to keep
+        first = members[0][0]
+        for n, o in members:
+            (writes if n == first else reads)[id(o)] = planes
+        planes += 1
+    return writes, reads, planes
+
+
+class SharedStrips:
+    """A mixin of schedule_strips.StripsEmitter (before VectorStrips) for its
+    "strips-shared" variant; the other variants pass through to VectorStrips."""
+
+    def setup_shared(self, tops, accesses) -> None:
+        self.vec_dtype = access_parts(accesses[0])[0].type.dtype
+        self.hold_writes, self.hold_reads, self.planes = held_planes(tops)
+        self.hold_cursor: dict[int, str] = {}
+
+    def shared_preamble(self) -> None:
+        """The dynamic shared array and this thread's place in its planes."""
+        w, loc = self.w, self.local
+        names = {n: self.namer.fresh(n) for n in ("held", "block_threads", "me", "plane",
+                                                 "vector_step")}
+        self.hold_names = names
+        ctype = SHARED_TYPE[COMPUTE_TYPE[self.vec_dtype]]
+        w.line(f"{names['held']} = cuda.shared.array(0, {ctype})  # dynamic: "
+               f"{self.planes} plane(s) of held values, the host gives their bytes")
+        w.line(f"{names['block_threads']} = {self.width} * {loc['per']}")
+        w.line(f"{names['me']} = {loc['nthreads']} * {self.width} + {loc['lane']}")
+        # a plane: every thread's ceil(n_red / per) vectors
+        w.line(f"{names['plane']} = ({loc['n_red']} + {loc['per']} - 1) // {loc['per']} * "
+               f"{self.vec_name} * {names['block_threads']}")
+        w.line(f"{names['vector_step']} = {self.vec_name} * {names['block_threads']}")
+
+    def vector_loop(self, top):
+        if not self.held_shared:
+            return super().vector_loop(top)
+        return self._shared_loop(top)
+
+    @contextmanager
+    def _shared_loop(self, top):
+        """As VectorStrips.vector_loop, the held loads read from (or also written to)
+        their planes: a tile's vectors from global memory first, then each value."""
+        w, loc, names = self.w, self.local, self.hold_names
+        k = self.define(top.body.args[0], "k")
+        loads = [o for o in top.body.ops if isinstance(o, LoadOp) and id(o) not in self.hold_reads]
+        stores = [o for o in top.body.ops if isinstance(o, StoreOp)]
+        for o in loads + stores:
+            if id(o) not in self.vec_held:
+                buf = access_parts(o)[0]
+                self.vec_held[id(o)] = self.local_array(
+                    f"{self.namer(buf)}_vecs", COMPUTE_TYPE[buf.type.dtype],
+                    "STRIP_VECTOR_VALUES" if isinstance(o, LoadOp) else self.vec_name)
+        planes = sorted({p for o in top.body.ops for p in
+                         (self.hold_writes.get(id(o)), self.hold_reads.get(id(o))) if p is not None})
+        self.hold_cursor = {}
+        for p in planes:  # this thread's first vector of plane p
+            self.hold_cursor[p] = self.namer.fresh(f"hold{p}")
+            offset = f" + {p} * {names['plane']}" if p else ""
+            w.line(f"{self.hold_cursor[p]} = {names['me']}{offset}")
+
+        @contextmanager
+        def slots(advance: bool):
+            self.start_cursors(top)
+            with w.indented(f"for {loc['slot']} in range({self.tile}):"):
+                w.line(f"{loc['r']} = {loc['tile']} + {loc['nthreads']} + {loc['slot']} * {loc['per']}")
+                with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
+                    yield
+                for key, cursor in self.cursors.items():
+                    w.line(f"{cursor} += {self.slot_strides[key[1]]}")
+                if advance:
+                    for cursor in self.hold_cursor.values():
+                        w.line(f"{cursor} += {names['vector_step']}")
+
+        # (forward: the values come from DRAM once, no L2 re-read to line up)
+        with w.indented(f"for {loc['tile']} in range(0, {loc['n_red']}, {loc['per']} * {self.tile}):"):
+            if loads:
+                w.line("# this thread's vectors first: loads with no use between them "
+                       "are in flight at once")
+                with slots(advance=False):
+                    for o in loads:
+                        view, cursor = self.vector_place(o)
+                        w.line(f"{self.load_move}({view}, (numba.uint64({cursor}),), "
+                               f"{self.vec_held[id(o)]}, {loc['slot']} * {self.vec_name})")
+            with slots(advance=True):
+                w.line(f"{k} = {loc['r']}")
+                yield
+                for o in stores:
+                    view, cursor = self.vector_place(o)
+                    w.line(f"{self.store_move}({view}, (numba.uint64({cursor}),), "
+                           f"{self.vec_held[id(o)]}, 0)")
+
+    def _held_at(self, op) -> str:
+        plane = self.hold_writes.get(id(op), self.hold_reads.get(id(op)))
+        lane = f" + {self.vlane} * {self.hold_names['block_threads']}" if self.vlane else ""
+        return f"{self.hold_names['held']}[{self.hold_cursor[plane]}{lane}]"
+
+    def vector_statement(self, op) -> bool:
+        if not self.held_shared or self.vlane is None or id(op) not in self.vec_accesses \
+                or not isinstance(op, LoadOp):
+            return super().vector_statement(op)
+        if id(op) in self.hold_reads:  # a value an earlier loop kept
+            name = self.define(op.result, self.namer(op.operands[0]) + "_v")
+            self.w.line(f"{name} = {self._held_at(op)}")
+            return True
+        super().vector_statement(op)
+        if id(op) in self.hold_writes:  # kept for the later loops
+            self.w.line(f"{self._held_at(op)} = {self.namer(op.result)}")
+        return True
+
+
+def shared_launch(host, kernel, name: str, points: str, n_red: str, args: list[str]) -> list[str]:
+    """The host's lines that launch the shared kernel ``name`` where it may run (whole
+    vectors, aligned buffers, a strip's planes within STRIP_SHARED_BYTES: the geometry
+    of mlfuse/strip_plan.py, whose bytes the launch gives), opening an if chain."""
+    vec = kernel.vector_lanes
+    plan, width, per, size = (host.namer.fresh(n) for n in ("shared", "width", "per", "held_bytes"))
+    host.helpers.update({"_vector_ready", "_strip_shared"})
+    buffers = ", ".join(host.namer(b) for b in kernel.vector_buffers)
+    lanes = "" if vec == "VECTOR_WIDTH" else f", width={vec}"
+    widest, narrowest = kernel.launch["shared_widths"]
+    return [
+        f"{plan} = None",
+        f"if {points} % {vec} == 0 and _vector_ready({buffers}{lanes}):",
+        f"{host.w.unit}{plan} = _strip_shared({points} // {vec}, {n_red}, {widest}, {narrowest}, "
+        f"STRIP_SHARED_THREADS, {vec}, {kernel.launch['planes']}, STRIP_SHARED_BYTES, "
+        "SM_COUNT, STRIP_BLOCKS_PER_SM)",
+        f"if {plan} is not None:  # a strip's values fit in shared memory: inputs read once",
+        f"{host.w.unit}{width}, {per}, {size} = {plan}",
+        host.w.unit + host.call(name, f"_row_blocks(({points} // {vec} + {width} - 1) // {width}), "
+                                f"({width}, {per}), 0, {size}", args)]
+
+
+__all__ = ["SharedStrips", "held_planes", "shared_launch", "shared_threads", "shared_widths"]
