@@ -93,9 +93,9 @@ def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, bud
 
     ``points`` counts vectors of ``lanes`` values (a thread's points); ``planes`` values
     a point and reduced index are held (one per buffer read again), 4 bytes each. A
-    block of ``threads`` (a power of two): ``width`` threads across the strip, ``per``
-    down the reduced axis, each holding ceil(extent / per) vectors a plane in shared
-    memory. The widest strip (a 128-byte line a row: coalesced reads) whose values fit
+    block of at most ``threads`` (a power of two): ``width`` threads across the strip,
+    ``per`` down the reduced axis, each holding ceil(extent / per) vectors a plane in
+    shared memory, a plane's rows ``threads`` wide. The widest strip (a 128-byte line a row: coalesced reads) whose values fit
     ``budget``, then narrower (down to ``narrowest``) while the grid has fewer than
     ``sms * per_sm`` blocks. Fewer threads a point than ``threads // width`` where the
     extent is shorter (no idle threads). Each thread combines its point's ``per``
@@ -105,7 +105,7 @@ def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, bud
         per = max(1, threads // width)
         while per > 1 and per // 2 >= extent:
             per //= 2
-        return per, -(-extent // per) * per * width * lanes * planes * 4
+        return per, -(-extent // per) * threads * lanes * planes * 4
 
     width = widest
     while width > narrowest and plan(width)[1] > budget:

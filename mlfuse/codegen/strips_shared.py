@@ -11,8 +11,9 @@ the first loop that loads a value also stores it into the block's dynamic shared
 the later loops (the other reductions, the broadcast-back epilogue) read it there.
 
 Layout: one plane per held load (a buffer at its indices, read in several loops), each
-``n_slots x VEC x block threads`` values of the compute type: a thread's ``s``-th
-vector's lane ``v`` at ``(s * VEC + v) * block_threads + tid``. A warp's accesses to
+``n_slots x VEC x STRIP_SHARED_THREADS`` values of the compute type: a thread's ``s``-th
+vector's lane ``v`` at ``(s * VEC + v) * STRIP_SHARED_THREADS + tid`` (a block of fewer
+threads, a short extent's, leaves part of each row unused). A warp's accesses to
 one lane are 32 neighbouring words (no bank conflicts, any VEC), and a thread reads
 back only what it wrote itself, so no barrier guards the planes: the block's threads
 meet only in the reductions' combine (the strips kernel's shared scratch).
@@ -84,20 +85,21 @@ class SharedStrips:
         self.hold_cursor: dict[int, str] = {}
 
     def shared_preamble(self) -> None:
-        """The dynamic shared array and this thread's place in its planes."""
+        """The dynamic shared array and this thread's place in its planes. Indices are
+        unsigned 32-bit (no wraparound check, 32-bit adds), and a lane's offset in a
+        plane is a constant (STRIP_SHARED_THREADS apart, whatever the block's threads):
+        folded into the shared load's address."""
         w, loc = self.w, self.local
-        names = {n: self.namer.fresh(n) for n in ("held", "block_threads", "me", "plane",
-                                                 "vector_step")}
+        names = {n: self.namer.fresh(n) for n in ("held", "me", "plane", "vector_step")}
         self.hold_names = names
         ctype = SHARED_TYPE[COMPUTE_TYPE[self.vec_dtype]]
         w.line(f"{names['held']} = cuda.shared.array(0, {ctype})  # dynamic: "
                f"{self.planes} plane(s) of held values, the host gives their bytes")
-        w.line(f"{names['block_threads']} = {self.width} * {loc['per']}")
-        w.line(f"{names['me']} = {loc['nthreads']} * {self.width} + {loc['lane']}")
-        # a plane: every thread's ceil(n_red / per) vectors
-        w.line(f"{names['plane']} = ({loc['n_red']} + {loc['per']} - 1) // {loc['per']} * "
-               f"{self.vec_name} * {names['block_threads']}")
-        w.line(f"{names['vector_step']} = {self.vec_name} * {names['block_threads']}")
+        w.line(f"{names['me']} = numba.uint32({loc['nthreads']} * {self.width} + {loc['lane']})")
+        # a plane: ceil(n_red / per) vectors of STRIP_SHARED_THREADS threads' lanes
+        w.line(f"{names['plane']} = numba.uint32(({loc['n_red']} + {loc['per']} - 1) // "
+               f"{loc['per']} * {self.vec_name} * STRIP_SHARED_THREADS)")
+        w.line(f"{names['vector_step']} = numba.uint32({self.vec_name} * STRIP_SHARED_THREADS)")
 
     def vector_loop(self, top):
         if not self.held_shared:
@@ -123,8 +125,9 @@ class SharedStrips:
         self.hold_cursor = {}
         for p in planes:  # this thread's first vector of plane p
             self.hold_cursor[p] = self.namer.fresh(f"hold{p}")
-            offset = f" + {p} * {names['plane']}" if p else ""
-            w.line(f"{self.hold_cursor[p]} = {names['me']}{offset}")
+            offset = f"numba.uint32({names['me']} + numba.uint32({p}) * {names['plane']})" \
+                if p else names["me"]
+            w.line(f"{self.hold_cursor[p]} = {offset}")
 
         @contextmanager
         def slots(advance: bool):
@@ -137,7 +140,7 @@ class SharedStrips:
                     w.line(f"{cursor} += {self.slot_strides[key[1]]}")
                 if advance:
                     for cursor in self.hold_cursor.values():
-                        w.line(f"{cursor} += {names['vector_step']}")
+                        w.line(f"{cursor} = numba.uint32({cursor} + {names['vector_step']})")
 
         # (forward: the values come from DRAM once, no L2 re-read to line up)
         with w.indented(f"for {loc['tile']} in range(0, {loc['n_red']}, {loc['per']} * {self.tile}):"):
@@ -159,7 +162,7 @@ class SharedStrips:
 
     def _held_at(self, op) -> str:
         plane = self.hold_writes.get(id(op), self.hold_reads.get(id(op)))
-        lane = f" + {self.vlane} * {self.hold_names['block_threads']}" if self.vlane else ""
+        lane = f" + numba.uint32({self.vlane} * STRIP_SHARED_THREADS)" if self.vlane else ""
         return f"{self.hold_names['held']}[{self.hold_cursor[plane]}{lane}]"
 
     def vector_statement(self, op) -> bool:
