@@ -100,10 +100,10 @@ def test_geometry():
     # softmax over 256 of [64, 256, 2048] f32 (H100 knobs): 128-byte rows, 32 KB, 16 threads a point
     assert strip_shared(64 * 2048 // 4, 256, 8, 2, 128, 4, 1, 40 * 1024, 132, 4) == \
         (8, 16, 256 * 32 * 4)
-    # 512 values of f16 vectors (8 lanes, widened): narrower until 64 points fit 40 KB... 
+    # 512 values of f16 vectors (8 lanes, widened): 16 points fit 40 KB (32 do not)
     assert strip_shared(16 * 1024 // 8, 512, 8, 2, 128, 8, 1, 40 * 1024, 132, 4) == \
         (2, 64, 512 * 16 * 4)
-    # short extents take fewer threads a point, none idle
-    assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 40 * 1024, 132, 4) == (8, 4, 4 * 32 * 4)
+    # short extents take fewer threads a point, none idle (a plane's rows stay 128 wide)
+    assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 40 * 1024, 132, 4) == (8, 4, 128 * 4 * 4)
     # too long for the narrowest strip: none
     assert strip_shared(1 << 20, 16384, 8, 2, 128, 4, 1, 40 * 1024, 132, 4) is None
