@@ -99,6 +99,8 @@ class Target:
                                 # 48 KB with the reductions' scratch: no opt-in per kernel
     strip_shared_threads: int = 128  # its block's threads (each combines its point's
                                 # partials itself: fewer threads a point, a shorter combine)
+    strip_shared_min_blocks: int = 4  # its launch_bounds' resident blocks per SM (caps
+                                # registers at 65536 / (this * strip_shared_threads))
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
     walker_bytes_per_s: float = 6e12  # values a kernel's threads load inside loops, every
                                 # lane's load counted (once a warp where its lanes share the

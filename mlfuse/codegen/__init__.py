@@ -49,7 +49,7 @@ _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THRE
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
                    "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "L2_BYTES", "STRIP_BLOCK_THREADS",
-                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "SIMT_THREADS", "FULL_WARPS",
+                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "SIMT_THREADS", "FULL_WARPS",
                    "_simt_shape", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
@@ -95,6 +95,7 @@ STRIP_STREAM_THREADS = {strip_stream}  # the most threads of a streaming strips 
 STRIP_VECTOR_VALUES = {strip_vector_values}  # a vector strips thread's values a tile (its vectors' lanes)
 STRIP_SHARED_BYTES = {strip_shared_bytes}  # the most shared memory a strips block holds its values in
 STRIP_SHARED_THREADS = {strip_shared_threads}  # the threads of such a block
+STRIP_SHARED_MIN_BLOCKS = {strip_shared_min_blocks}  # resident per SM, asked of such a kernel
 '''
 
 _SIMULATOR_NOTE = ("\nRun it with NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported; "
@@ -192,6 +193,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             strip_vector_values=hw.strip_vector_values,
                             strip_shared_bytes=hw.strip_shared_bytes,
                             strip_shared_threads=shared_threads(target, hw),
+                            strip_shared_min_blocks=hw.strip_shared_min_blocks,
                             contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,
                             simt_threads=SIMT_THREADS if target == "cuda" else SIMULATOR_THREADS,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]

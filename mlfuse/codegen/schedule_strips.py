@@ -167,7 +167,7 @@ class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
         if self.vectors:
             self.setup_vectors(vector_strip_accesses(op, self.tops))
         if self.held_shared:
-            self.launch_bound = "(STRIP_SHARED_THREADS, 1)"
+            self.launch_bound = "(STRIP_SHARED_THREADS, STRIP_SHARED_MIN_BLOCKS)"
             self.setup_shared(self.tops, vector_strip_accesses(op, self.tops))
 
     def emit(self) -> str:
