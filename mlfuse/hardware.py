@@ -118,6 +118,12 @@ class Target:
                                 # reduction (no epilogue) may take strips or split-columns
                                 # (H100: column sums of 16384 x 4096 0.137 ms against 0.0995
                                 # modelled; split-columns ran them in 0.104 ms, as modelled)
+    strips_stream_slowdown: float = 1.09  # a streaming strips kernel over columns with
+                                # later loops (their values not held on chip): measured time
+                                # over the model's (H100: column centring 16384 x 4096 0.306
+                                # ms against 0.280 modelled, one 512-thread block an SM whose
+                                # walk, combine and second walk do not overlap; its unfused
+                                # plan, modelled 0.295, measured 0.281)
 
     def __post_init__(self):
         for knob in ("pointwise_per_thread", "row_values_per_thread", "short_row_values"):

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import inspect
 
+from mlfuse.dialects.loops import LoadOp
+
 
 def _strip_columns(points, extent, widest, narrowest, line, least, most, deepest, values,
                    sms, per_sm):
@@ -118,6 +120,35 @@ def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, bud
     return width, per, size
 
 
+def _hold_key(load, loop_indices) -> tuple:
+    """What a load reads, the same in every loop: its buffer and, per index, the point
+    axis or the loop's reduced index."""
+    return (id(load.operands[0]),
+            tuple("k" if id(v) in loop_indices else id(v) for v in load.operands[1:]))
+
+
+def held_planes(tops) -> tuple[dict, dict, int]:
+    """The shared strips kernel's planes over a kernel's top-level loops ``tops`` (each
+    one axis): ({load id: plane} of the loads that store their value, the same of those
+    that read it back, planes). A load is held where a later loop loads the same value;
+    one read in one loop only keeps nothing."""
+    loop_indices = {id(t.body.args[0]) for t in tops}
+    uses: dict[tuple, list] = {}
+    for n, top in enumerate(tops):
+        for o in top.body.ops:
+            if isinstance(o, LoadOp):
+                uses.setdefault(_hold_key(o, loop_indices), []).append((n, o))
+    writes, reads, planes = {}, {}, 0
+    for members in uses.values():
+        if len({n for n, _ in members}) < 2:
+            continue
+        first = members[0][0]
+        for n, o in members:
+            (writes if n == first else reads)[id(o)] = planes
+        planes += 1
+    return writes, reads, planes
+
+
 strip_columns = _strip_columns  # the name the cost model and codegen import
 strip_shared = _strip_shared
 
@@ -132,5 +163,5 @@ def shared_source() -> str:
     return inspect.getsource(_strip_shared)
 
 
-__all__ = ["strip_columns", "strip_shared", "most_slots", "narrowest_points", "line_points",
+__all__ = ["strip_columns", "strip_shared", "held_planes", "most_slots", "narrowest_points", "line_points",
            "source", "shared_source"]

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.dialects.loops import LoadOp, StoreOp
+from mlfuse.strip_plan import held_planes
 
 # the simulator's shared blocks: 16 threads, strips up to 2 vectors wide
 SIMULATOR_SHARED = (16, 2)
@@ -46,33 +47,6 @@ def shared_widths(target: str, hw) -> tuple[int, int]:
     if target != "cuda":
         return SIMULATOR_SHARED[1], 1
     return max(1, hw.strip_line_bytes // 16), max(1, 32 // 16)
-
-
-def _hold_key(load, tops_k) -> tuple:
-    """What a load reads, the same in every loop: its buffer and, per index, the point
-    axis or the loop's reduced index."""
-    buf, indices = access_parts(load)
-    return (id(buf), tuple("k" if id(v) in tops_k else id(v) for v in indices))
-
-
-def held_planes(tops) -> tuple[dict, dict, int]:
-    """({load id: plane} of the loads that store their value, the same of those that read
-    it back, planes): a load is held where a later top-level loop loads the same value."""
-    tops_k = {id(t.body.args[0]) for t in tops}
-    uses: dict[tuple, list] = {}
-    for n, top in enumerate(tops):
-        for o in top.body.ops:
-            if isinstance(o, LoadOp):
-                uses.setdefault(_hold_key(o, tops_k), []).append((n, o))
-    writes, reads, planes = {}, {}, 0
-    for members in uses.values():
-        if len({n for n, _ in members}) < 2:
-            continue  # read in one loop only: nothing to keep
-        first = members[0][0]
-        for n, o in members:
-            (writes if n == first else reads)[id(o)] = planes
-        planes += 1
-    return writes, reads, planes
 
 
 class SharedStrips:
