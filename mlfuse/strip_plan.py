@@ -88,13 +88,13 @@ def line_points(itemsize: int, widest: int, line_bytes: int = 128) -> int:
     return narrowest_points(itemsize, widest, line_bytes)
 
 
-def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, budget, sms,
-                  per_sm):
+def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, value_bytes,
+                  budget, sms, per_sm):
     """(width, per, bytes) of the shared-memory strips kernel (codegen/strips_shared.py),
     or None where even its narrowest strip's values pass ``budget`` bytes.
 
     ``points`` counts vectors of ``lanes`` values (a thread's points); ``planes`` values
-    a point and reduced index are held (one per buffer read again), 4 bytes each. A
+    a point and reduced index are held (one per buffer read again), ``value_bytes`` each. A
     block of at most ``threads`` (a power of two): ``width`` threads across the strip,
     ``per`` down the reduced axis, each holding ceil(extent / per) vectors a plane in
     shared memory, a plane's rows ``threads`` wide. The widest strip (a 128-byte line a row: coalesced reads) whose values fit
@@ -107,7 +107,7 @@ def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, bud
         per = max(1, threads // width)
         while per > 1 and per // 2 >= extent:
             per //= 2
-        return per, -(-extent // per) * threads * lanes * planes * 4
+        return per, -(-extent // per) * threads * lanes * planes * value_bytes
 
     width = widest
     while width > narrowest and plan(width)[1] > budget:

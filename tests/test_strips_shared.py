@@ -75,8 +75,8 @@ def test_a_small_budget_narrows_the_strip_then_gives_up():
     # 9 values a point (simulator: 16 threads a block): a strip of 2 vectors takes 8
     # threads a point, 2 vectors each (2 x 8 x 2 x 4 floats, 512 bytes); a strip of 1 vector
     # 16 threads, 1 vector each (256 bytes)
-    assert strip_shared(4, 9, 2, 1, 16, 4, 1, 512, 0, 0) == (2, 8, 512)
-    assert strip_shared(4, 9, 2, 1, 16, 4, 1, 511, 0, 0) == (1, 16, 256)
+    assert strip_shared(4, 9, 2, 1, 16, 4, 1, 4, 512, 0, 0) == (2, 8, 512)
+    assert strip_shared(4, 9, 2, 1, 16, 4, 1, 4, 511, 0, 0) == (1, 16, 256)
     assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=256) == "_shared"
     assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=255) == "_registers"
 
@@ -101,12 +101,15 @@ def test_loops_reading_nothing_again_have_no_shared_variant():
 
 def test_geometry():
     # softmax over 256 of [64, 256, 2048] f32 (H100 knobs): 128-byte rows, 32 KB, 16 threads a point
-    assert strip_shared(64 * 2048 // 4, 256, 8, 2, 128, 4, 1, 40 * 1024, 132, 4) == \
+    assert strip_shared(64 * 2048 // 4, 256, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == \
         (8, 16, 256 * 32 * 4)
-    # 512 values of f16 vectors (8 lanes, widened): 16 points fit 40 KB (32 do not)
-    assert strip_shared(16 * 1024 // 8, 512, 8, 2, 128, 8, 1, 40 * 1024, 132, 4) == \
-        (2, 64, 512 * 16 * 4)
+    # 512 values of f16 vectors (8 lanes, held in 16 bits): 32 points fit 40 KB (64 do
+    # not), 16 points give the grid its 4 blocks an SM
+    assert strip_shared(16 * 1024 // 8, 512, 8, 2, 128, 8, 1, 2, 40 * 1024, 0, 0) == \
+        (4, 32, 512 * 32 * 2)
+    assert strip_shared(16 * 1024 // 8, 512, 8, 2, 128, 8, 1, 2, 40 * 1024, 132, 4) == \
+        (2, 64, 512 * 16 * 2)
     # short extents take fewer threads a point, none idle (a plane's rows stay 128 wide)
-    assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 40 * 1024, 132, 4) == (8, 4, 128 * 4 * 4)
+    assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == (8, 4, 128 * 4 * 4)
     # too long for the narrowest strip: none
-    assert strip_shared(1 << 20, 16384, 8, 2, 128, 4, 1, 40 * 1024, 132, 4) is None
+    assert strip_shared(1 << 20, 16384, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) is None

@@ -43,7 +43,8 @@ from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
 from mlfuse.codegen.vector import vector_buffers
 from mlfuse.codegen.strips_vector import VectorStrips, vector_lanes, vector_strip_accesses
-from mlfuse.codegen.strips_shared import SharedStrips, held_planes, shared_launch, shared_widths
+from mlfuse.codegen.strips_shared import (SharedStrips, held_bytes, held_planes, shared_launch,
+                                          shared_widths)
 from mlfuse.ir.types import itemsize
 from mlfuse.strip_plan import line_points, most_slots, narrowest_points
 
@@ -471,6 +472,7 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
     if "strips-shared" in kinds:
         launch["shared_widths"] = shared_widths(target, hw)
         launch["planes"] = held_planes(top_loops(op))[2]
+        launch["held_bytes"] = held_bytes(access_parts(accesses[0])[0].type.dtype)
     return code
 
 

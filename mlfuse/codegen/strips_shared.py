@@ -11,7 +11,7 @@ the first loop that loads a value also stores it into the block's dynamic shared
 the later loops (the other reductions, the broadcast-back epilogue) read it there.
 
 Layout: one plane per held load (a buffer at its indices, read in several loops), each
-``n_slots x VEC x STRIP_SHARED_THREADS`` values of the compute type: a thread's ``s``-th
+``n_slots x VEC x STRIP_SHARED_THREADS`` values (f32, or f16 in 16 bits): a thread's ``s``-th
 vector's lane ``v`` at ``(s * VEC + v) * STRIP_SHARED_THREADS + tid`` (a block of fewer
 threads, a short extent's, leaves part of each row unused). A warp's accesses to
 one lane are 32 neighbouring words (no bank conflicts, any VEC), and a thread reads
@@ -31,6 +31,10 @@ from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.dialects.loops import LoadOp, StoreOp
 from mlfuse.strip_plan import held_planes
+
+# values held in their own 16 bits (exact: each came from such a buffer), half the bytes
+# of their compute type: twice the strip in the same shared memory
+_HELD_VIEW = {"f16": "np.float16"}
 
 # the simulator's shared blocks: 16 threads, strips up to 2 vectors wide
 SIMULATOR_SHARED = (16, 2)
@@ -67,7 +71,9 @@ class SharedStrips:
         names = {n: self.namer.fresh(n) for n in ("held", "me", "plane", "vector_step")}
         self.hold_names = names
         ctype = SHARED_TYPE[COMPUTE_TYPE[self.vec_dtype]]
-        w.line(f"{names['held']} = cuda.shared.array(0, {ctype})  # dynamic: "
+        view = _HELD_VIEW.get(self.vec_dtype)
+        w.line(f"{names['held']} = cuda.shared.array(0, {ctype})"
+               + (f".view({view})" if view else "") + "  # dynamic: "
                f"{self.planes} plane(s) of held values, the host gives their bytes")
         w.line(f"{names['me']} = numba.uint32({loc['nthreads']} * {self.width} + {loc['lane']})")
         # a plane: ceil(n_red / per) vectors of STRIP_SHARED_THREADS threads' lanes
@@ -143,13 +149,16 @@ class SharedStrips:
         if not self.held_shared or self.vlane is None or id(op) not in self.vec_accesses \
                 or not isinstance(op, LoadOp):
             return super().vector_statement(op)
+        view = _HELD_VIEW.get(self.vec_dtype)
         if id(op) in self.hold_reads:  # a value an earlier loop kept
             name = self.define(op.result, self.namer(op.operands[0]) + "_v")
-            self.w.line(f"{name} = {self._held_at(op)}")
+            held = self._held_at(op)
+            self.w.line(f"{name} = " + (f"np.float32({held})" if view else held))
             return True
         super().vector_statement(op)
         if id(op) in self.hold_writes:  # kept for the later loops
-            self.w.line(f"{self._held_at(op)} = {self.namer(op.result)}")
+            value = self.namer(op.result)
+            self.w.line(f"{self._held_at(op)} = " + (f"{view}({value})" if view else value))
         return True
 
 
@@ -167,7 +176,8 @@ def shared_launch(host, kernel, name: str, points: str, n_red: str, args: list[s
         f"{plan} = None",
         f"if {points} % {vec} == 0 and _vector_ready({buffers}{lanes}):",
         f"{host.w.unit}{plan} = _strip_shared({points} // {vec}, {n_red}, {widest}, {narrowest}, "
-        f"STRIP_SHARED_THREADS, {vec}, {kernel.launch['planes']}, STRIP_SHARED_BYTES, "
+        f"STRIP_SHARED_THREADS, {vec}, {kernel.launch['planes']}, "
+        f"{kernel.launch['held_bytes']}, STRIP_SHARED_BYTES, "
         "SM_COUNT, STRIP_BLOCKS_PER_SM)",
         f"if {plan} is not None:  # a strip's values fit in shared memory: inputs read once",
         f"{host.w.unit}{width}, {per}, {size} = {plan}",
@@ -175,4 +185,10 @@ def shared_launch(host, kernel, name: str, points: str, n_red: str, args: list[s
                                 f"({width}, {per}), 0, {size}", args)]
 
 
-__all__ = ["SharedStrips", "held_planes", "shared_launch", "shared_threads", "shared_widths"]
+__all__ = ["SharedStrips", "held_bytes", "held_planes", "shared_launch", "shared_threads",
+           "shared_widths"]
+
+
+def held_bytes(dtype: str) -> int:
+    """Bytes of shared memory a held value of ``dtype`` takes."""
+    return 2 if dtype in _HELD_VIEW else 4

@@ -199,13 +199,14 @@ def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
     planes = held_planes(tops)[2]
     if len(sizes) != 1 or not planes:
         return None
-    lanes = 16 // sizes.pop()
+    size = sizes.pop()
+    lanes = 16 // size
     points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
     if resolve(kernel["extents"][-1], dims, target) % lanes:
         return None
     plan = strip_shared(points // lanes, _reduced_extent(kernel, dims, target),
                         max(1, target.strip_line_bytes // 16), 2, target.strip_shared_threads,
-                        lanes, planes, target.strip_shared_bytes, target.sm_count,
+                        lanes, planes, size, target.strip_shared_bytes, target.sm_count,
                         target.strip_blocks_per_sm)
     return None if plan is None else (*plan, lanes)
 
