@@ -5,6 +5,7 @@ NaN and inf per lane, a budget too small for the widest strip (narrower strips) 
 any (the other kernels), and the geometry of mlfuse/strip_plan.py."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import mlfuse
 from mlfuse.interp import run_tensor
@@ -113,3 +114,15 @@ def test_geometry():
     assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == (8, 4, 128 * 4 * 4)
     # too long for the narrowest strip: none
     assert strip_shared(1 << 20, 16384, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) is None
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.sampled_from([MIDDLE_SOFTMAX, CENTRING, F16_SOFTMAX]), st.integers(1, 20),
+       st.sampled_from([8, 16]), st.sampled_from([64, 256, 1 << 20]), st.integers(0, 99))
+def test_any_extent_and_budget_agree(source, reduced, columns, budget, seed):
+    """Whichever kernel the budget leaves (shared at some width, or another), the result
+    is NumPy's: the reduced extent below, at or past a tile, the strip part-way."""
+    dims = {"R": reduced, "C": columns} if source is CENTRING else \
+        {"A": 2, "B": reduced, "C": columns}
+    func = parse_program(source, "t.fuse").funcs[0]
+    _run(source, dims, random_inputs(func, dims, seed=seed), budget=budget)
