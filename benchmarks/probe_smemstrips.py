@@ -17,7 +17,10 @@ NumPy interpreter, time the replay with CUDA events, median):
   blocks of STRIP_SHARED_THREADS (128), launch_bounds asking 4 resident an SM;
 - "no shared": strip_shared_bytes 0 (main's kernels: registers, vector or streaming);
 - "shared 256 thr": blocks of 256 threads (more threads a point, each fewer values);
-- "shared min6": launch_bounds asking 6 blocks an SM (at most 85 registers).
+- "shared min6": launch_bounds asking 6 blocks an SM (at most 85 registers);
+- "shared 32 in flight": the first loop's tile 32 values (8 f32 / 4 f16 vectors a thread);
+- "shared lane combine": the reductions combine a lane at a time (main's vector kernel's
+  way: two barriers and `per` reads a lane) instead of all lanes at once.
 
 The last lines are a table: ms, % of the copy bandwidth's time for the bytes a perfect
 fused kernel moves, ok (checked), and the grids launched (a shared launch's config ends
@@ -67,7 +70,9 @@ SHAPES = {
 DEFAULT = {"default": {}, "no shared": {"strip_shared_bytes": 0}}
 SWEEP = {**DEFAULT,
          "shared 256 thr": {"strip_shared_threads": 256},
-         "shared min6": {"strip_shared_min_blocks": 6}}
+         "shared min6": {"strip_shared_min_blocks": 6},
+         "shared 32 in flight": {"strip_vector_values": 32},
+         "shared lane combine": {"strip_lanes_combine": False}}
 SWEPT = ("softmax_mid 64x256x2048", "softmax_mid f16 16x512x1024")
 
 

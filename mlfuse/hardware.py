@@ -101,6 +101,9 @@ class Target:
                                 # partials itself: fewer threads a point, a shorter combine)
     strip_shared_min_blocks: int = 4  # its launch_bounds' resident blocks per SM (caps
                                 # registers at 65536 / (this * strip_shared_threads))
+    strip_lanes_combine: bool = True  # its reductions combine a thread's lanes at once
+                                # (two barriers a reduce) rather than a lane at a time (two a
+                                # lane; f16 middle softmax at 64 threads a point: 1024 reads)
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
     walker_bytes_per_s: float = 6e12  # values a kernel's threads load inside loops, every
                                 # lane's load counted (once a warp where its lanes share the

@@ -28,7 +28,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from mlfuse.codegen.addressing import access_parts
-from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
+from mlfuse.codegen.helpers import strip_lanes_reduce_name
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.dialects.loops import LoadOp, StoreOp
 from mlfuse.strip_plan import held_planes
 
@@ -68,7 +69,8 @@ class SharedStrips:
         plane is a constant (STRIP_SHARED_THREADS apart, whatever the block's threads):
         folded into the shared load's address."""
         w, loc = self.w, self.local
-        names = {n: self.namer.fresh(n) for n in ("held", "me", "plane", "vector_step")}
+        names = {n: self.namer.fresh(n) for n in ("held", "me", "plane", "vector_step",
+                                                 "lanes", "lanes_scratch")}
         self.hold_names = names
         ctype = SHARED_TYPE[COMPUTE_TYPE[self.vec_dtype]]
         view = _HELD_VIEW.get(self.vec_dtype)
@@ -80,6 +82,31 @@ class SharedStrips:
         w.line(f"{names['plane']} = numba.uint32(({loc['n_red']} + {loc['per']} - 1) // "
                f"{loc['per']} * {self.vec_name} * STRIP_SHARED_THREADS)")
         w.line(f"{names['vector_step']} = numba.uint32({self.vec_name} * STRIP_SHARED_THREADS)")
+        # the reductions' lanes, combined at once: per lane (per + 1) x width partials
+        # and width totals, at most (threads + 2 x the widest strip) values
+        threads = shared_threads(self.target, self.hw)
+        w.line(f"{names['lanes']} = cuda.local.array({self.vec_name}, numba.float32)")
+        w.line(f"{names['lanes_scratch']} = cuda.shared.array("
+               f"{self.vec * (threads + 2 * shared_widths(self.target, self.hw)[0])}, numba.float32)")
+
+    def combine_lanes(self, op, parts: list[str]) -> None:
+        """All lanes' partials of reduce ``op`` combined at once (helpers'
+        _strip_lanes_reduce: two barriers, where a lane at a time takes two a lane)."""
+        dtype, combiner = op.result.type.dtype, op["combiner"]
+        if not (self.held_shared and self.hw.strip_lanes_combine) or \
+                COMPUTE_TYPE[dtype] != "float32":
+            return super().combine_lanes(op, parts)
+        w, names = self.w, self.hold_names
+        for v, part in enumerate(parts):
+            w.line(f"{names['lanes']}[{v}] = {part}")
+        helper = strip_lanes_reduce_name(combiner)
+        self.helpers.add(helper)
+        w.line(f"{helper}({names['lanes']}, {self.vec_name}, {names['lanes_scratch']})")
+        for v in range(self.vec):
+            with self.in_lane(v):
+                w.line(f"{self.namer(op.result)} = " + combine(
+                    combiner, self.namer(op.operands[0]), f"{names['lanes']}[{v}]",
+                    self.helpers, dtype))
 
     def vector_loop(self, top):
         if not self.held_shared:

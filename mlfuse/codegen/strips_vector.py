@@ -177,6 +177,16 @@ class VectorStrips:
             self.w.line(f"{self.vec_held[id(op)]}[{v}] = {self.namer(op.operands[0])}")
         return True
 
+    def combine_lanes(self, op, parts: list[str]) -> None:
+        """Each lane's result of reduce ``op`` from its thread's partials ``parts``,
+        combined over the block's threads of the point (a lane at a time)."""
+        dtype, combiner = op.result.type.dtype, op["combiner"]
+        for v in range(self.vec):
+            with self.in_lane(v):
+                total = self.shared_combine(combiner, parts[v], dtype)
+                self.w.line(f"{self.namer(op.result)} = "
+                            f"{combine(combiner, self.namer(op.operands[0]), total, self.helpers, dtype)}")
+
     def vector_top(self, op) -> None:
         """One top-level op of the vector kernel, for every lane."""
         w = self.w
@@ -196,11 +206,7 @@ class VectorStrips:
                         yielded = self.namer(op.body.ops[-1].operands[0])
                         w.line(f"{parts[v]} = "
                                f"{combine(combiner, parts[v], yielded, self.helpers, dtype)}")
-            for v in range(self.vec):
-                with self.in_lane(v):
-                    total = self.shared_combine(combiner, parts[v], dtype)
-                    w.line(f"{self.namer(op.result)} = "
-                           f"{combine(combiner, self.namer(op.operands[0]), total, self.helpers, dtype)}")
+            self.combine_lanes(op, parts)
         elif isinstance(op, ForOp):
             with w.indented(f"if {self.local['valid']}:"):
                 with self.vector_loop(op):
