@@ -52,6 +52,8 @@ def _run(source, dims, inputs=None, budget=None):
     (F16_SOFTMAX, {"A": 2, "B": 7, "C": 16}),  # 8 halves a vector
     (NCHW_SOFTMAX, {"N": 2, "C": 3, "H": 2, "W": 8}),  # channels: points H*W a batch
     (TWO_INPUTS, {"R": 11, "C": 8}),  # two planes
+    (MIDDLE_SOFTMAX, {"A": 2, "B": 2, "C": 8}),  # 2 threads a point combine 4 lanes
+    (F16_SOFTMAX, {"A": 1, "B": 3, "C": 16}),  # 4 threads a point, 8 lanes
 ])
 def test_shared_strips_agree_with_numpy(source, dims):
     assert _run(source, dims) == "_shared"
