@@ -16,7 +16,8 @@ NumPy interpreter, time the replay with CUDA events, median):
   STRIP_SHARED_BYTES (40 KB): x read from DRAM once, the later loops read shared memory;
   blocks of STRIP_SHARED_THREADS (128), launch_bounds asking 4 resident an SM;
 - "no shared": strip_shared_bytes 0 (main's kernels: registers, vector or streaming);
-- "shared 256 thr": blocks of 256 threads (more threads a point, each fewer values);
+- "shared 256 thr": blocks of 256 threads (more threads a point, each fewer values), 2
+  asked resident (the same 128-register cap);
 - "shared min6": launch_bounds asking 6 blocks an SM (at most 85 registers);
 - "shared 32 in flight": the first loop's tile 32 values (8 f32 / 4 f16 vectors a thread);
 - "shared lane combine": the reductions combine a lane at a time (main's vector kernel's
@@ -69,7 +70,7 @@ SHAPES = {
 }
 DEFAULT = {"default": {}, "no shared": {"strip_shared_bytes": 0}}
 SWEEP = {**DEFAULT,
-         "shared 256 thr": {"strip_shared_threads": 256},
+         "shared 256 thr": {"strip_shared_threads": 256, "strip_shared_min_blocks": 2},
          "shared min6": {"strip_shared_min_blocks": 6},
          "shared 32 in flight": {"strip_vector_values": 32},
          "shared lane combine": {"strip_lanes_combine": False}}

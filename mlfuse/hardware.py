@@ -129,6 +129,9 @@ class Target:
                                 # plan, modelled 0.295, measured 0.281)
 
     def __post_init__(self):
+        if self.strip_shared_bytes > 40 * 1024:  # (plus its static scratch, under 48 KB)
+            raise ValueError("strip_shared_bytes over 40 KB would need a kernel's opt-in to more "
+                             "than 48 KB of shared memory, which strips kernels do not ask")
         for knob in ("pointwise_per_thread", "row_values_per_thread", "short_row_values"):
             if getattr(self, knob) % self.vector_width:
                 raise ValueError(f"{knob} must be a multiple of vector_width "
