@@ -271,3 +271,6 @@ def test_vector_strips_move_16_byte_vectors_without_spills(tmp_path, dtype):
     assert shared["spill_bytes"] == 0 and shared["stack_bytes"] == 0 and shared["f64"] == [], shared
     assert shared["global_v4_loads"] > 0 and shared["v4_stores"] > 0, shared
     assert shared["loads"] == shared["stores"] == 0 and shared["registers"] <= 128, shared
+    scalar = found["centring_0_shared_scalar"]  # (a point a thread: where vectors do not fit)
+    assert scalar["spill_bytes"] == 0 and scalar["stack_bytes"] == 0 and scalar["f64"] == [], scalar
+    assert scalar["registers"] <= 128, scalar

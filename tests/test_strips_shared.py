@@ -2,7 +2,8 @@
 vector strips kernel whose values read again by a later loop stay on chip, under the
 simulator against the NumPy interpreter: strips ending part-way, several tiles, f16,
 NaN and inf per lane, a budget too small for the widest strip (narrower strips) or for
-any (the other kernels), and the geometry of mlfuse/strip_plan.py."""
+any (the other kernels), points that whole vectors do not cover (the scalar shared
+kernel), and the geometry of mlfuse/strip_plan.py."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -40,7 +41,8 @@ def _run(source, dims, inputs=None, budget=None):
         py.STRIP_SHARED_BYTES = budget
     name = kernel["kernel_name"]
     launched = record_launches(py, [n for n in (name, f"{name}_streaming", f"{name}_vector",
-                                                f"{name}_shared") if hasattr(py, n)])
+                                                f"{name}_shared", f"{name}_shared_scalar")
+                                    if hasattr(py, n)])
     assert_results_close(func, expected, module["f"](*inputs))
     assert len(launched) == 1
     return launched[0].removeprefix(name) or "_registers"
@@ -70,8 +72,8 @@ def test_shared_strips_take_several_tiles():
     (NCHW_SOFTMAX, {"N": 2, "C": 3, "H": 2, "W": 6}),  # rows of 24 bytes: unaligned vectors
     (F16_SOFTMAX, {"A": 2, "B": 3, "C": 4}),  # 4 halves: not a whole 8-half vector
 ])
-def test_ragged_points_take_another_kernel(source, dims):
-    assert _run(source, dims) not in ("_shared", "_vector")
+def test_ragged_points_take_the_scalar_shared_kernel(source, dims):
+    assert _run(source, dims) == "_shared_scalar"
 
 
 def test_a_small_budget_narrows_the_strip_then_gives_up():
@@ -81,7 +83,11 @@ def test_a_small_budget_narrows_the_strip_then_gives_up():
     assert strip_shared(4, 9, 2, 1, 16, 4, 1, 4, 512, 0, 0) == (2, 8, 512)
     assert strip_shared(4, 9, 2, 1, 16, 4, 1, 4, 511, 0, 0) == (1, 16, 256)
     assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=256) == "_shared"
-    assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=255) == "_registers"
+    # the scalar kernel: a point a thread, 2 points x 8 threads, 2 values each (128 bytes),
+    # 1 point x 16 threads (64)
+    assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=255) == "_shared_scalar"
+    assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=64) == "_shared_scalar"
+    assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=63) == "_registers"
 
 
 def test_nan_and_inf_stay_in_their_lane():

@@ -59,6 +59,9 @@ _DOC = {
     "strips-shared": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
                      "a thread's points a 16-byte vector, its threads also split the reduced "
                      "values and hold those read again in shared memory.",
+    "strips-shared-scalar": "Strips schedule over [{space}] ({strip}): a block per strip of "
+                            "points, its threads also split the reduced values and hold those "
+                            "read again in shared memory.",
 }
 
 
@@ -134,10 +137,13 @@ def strip_variants(op, hw=None) -> list[str]:
     """Both variants (the host picks one from the reduced extent of the call), and the
     vector one where the kernel qualifies and ``hw.strip_vectors`` (strips_vector.py)."""
     kinds = ["strips-registers", "strips-streaming"]
-    if hw is not None and hw.strip_vectors and vector_strip_accesses(op, top_loops(op)):
+    accesses = hw is not None and vector_strip_accesses(op, top_loops(op))
+    if accesses and hw.strip_vectors:
         kinds.append("strips-vector")
-        if hw.strip_shared_bytes > 0 and held_planes(top_loops(op))[2]:
-            kinds.append("strips-shared")  # (strips_shared.py: some loop reads a value again)
+    if accesses and hw.strip_shared_bytes > 0 and held_planes(top_loops(op))[2]:
+        # (strips_shared.py: some loop reads a value again; a vector a thread, or a point
+        # where the vectors do not fit the call)
+        kinds += (["strips-shared"] if hw.strip_vectors else []) + ["strips-shared-scalar"]
     return kinds
 
 
@@ -162,11 +168,13 @@ class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
         slots = _constant_slots(op, target, hw) if self.registers else None
         if slots is not None and slots < hw.row_values_per_thread:
             self.tile = str(slots)  # the host's threads for this constant extent need no more
-        self.vectors = variant in ("strips-vector", "strips-shared")
-        self.held_shared = variant == "strips-shared"
+        self.vectors = variant in ("strips-vector", "strips-shared", "strips-shared-scalar")
+        self.held_shared = variant.startswith("strips-shared")
         self.vec, self.vec_held, self.vlane = 1, {}, None
         if self.vectors:
             self.setup_vectors(vector_strip_accesses(op, self.tops))
+        if variant == "strips-shared-scalar":
+            self.setup_scalar()
         if self.held_shared:
             self.launch_bound = "(STRIP_SHARED_THREADS, STRIP_SHARED_MIN_BLOCKS)"
             self.setup_shared(self.tops, vector_strip_accesses(op, self.tops))
@@ -199,7 +207,8 @@ class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
             w.line(f"{loc['n_red']} = {self.points(extents)}")
             # a thread's step in the nest's digits (where some nest still counts them)
             self.steps = self.digits_of(loc["per"], extents) if any(self.flat_digits.values()) else []
-            span = self.width if not self.vectors else f"{self.width} * {self.vec_name}"
+            vectors = self.vectors and self.vec > 1  # (the scalar shared kernel: a point a thread)
+            span = self.width if not vectors else f"{self.width} * {self.vec_name}"
             w.line(f"{loc['n_strips']} = ({loc['n_points']} + {span} - 1) // ({span})")
             if self.held_shared:
                 self.shared_preamble()
@@ -213,13 +222,13 @@ class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
                        f"// {loc['per']}")
             with w.indented(f"for {loc['strip']} in range(numba.int64(cuda.blockIdx.x), "
                             f"{loc['n_strips']}, cuda.gridDim.x):"):
-                if self.vectors:  # this thread's first point (the host: VEC divides them)
+                if vectors:  # this thread's first point (the host: VEC divides them)
                     w.line(f"{loc['point']} = ({loc['strip']} * {self.width} + {loc['lane']}) "
                            f"* {self.vec_name}")
                 else:
                     w.line(f"{loc['point']} = {loc['strip']} * {self.width} + {loc['lane']}")
                 w.line(f"{loc['valid']} = {loc['point']} < {loc['n_points']}")
-                last = f"{loc['n_points']} - {self.vec_name if self.vectors else 1}"
+                last = f"{loc['n_points']} - {self.vec_name if vectors else 1}"
                 w.line(f"{loc['point']} = min({loc['point']}, {last})  "
                        "# past the end: the last point again, not stored")
                 self.unravel(loc["point"])
@@ -267,6 +276,8 @@ class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
         self.cursors = {}
         used = set()
         for o in top.walk():
+            if id(o) in getattr(self, "hold_reads", ()):
+                continue  # read from shared memory (strips_shared.py): no cursor
             if isinstance(o, (LoadOp, MaskedLoadOp, StoreOp)):
                 access = self.flat.get(flat_key(*access_parts(o)))
                 if access is not None and self._stepped(access):
@@ -453,8 +464,8 @@ class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
 
 def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
     kinds = strip_variants(op, hw)
-    variants = {kind: name if n == 0 else names.fresh(f"{name}_{kind.split('-')[-1]}")
-                for n, kind in enumerate(kinds)}
+    variants = {kind: name if n == 0 else names.fresh(
+        f"{name}_{kind.removeprefix('strips-').replace('-', '_')}") for n, kind in enumerate(kinds)}
     texts = [StripsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     extents = [lvl["extent"] for lvl in loop_levels(top_loops(op)[0])]
@@ -469,10 +480,15 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
         # a vector strip's narrowest: a 128-byte line a row of 16-byte vectors, f16 too
         # (the simulator: a thread)
         launch["vector_line"] = max(1, hw.strip_line_bytes // 16) if target == "cuda" else 1
-    if "strips-shared" in kinds:
+    if "strips-shared-scalar" in kinds:
+        accesses = vector_strip_accesses(op, top_loops(op))
+        dtype = access_parts(accesses[0])[0].type.dtype
+        code.vector_lanes = vector_lanes(accesses)[0]
+        code.vector_buffers = vector_buffers(accesses)
         launch["shared_widths"] = shared_widths(target, hw)
+        launch["scalar_widths"] = shared_widths(target, hw, itemsize(dtype))
         launch["planes"] = held_planes(top_loops(op))[2]
-        launch["held_bytes"] = held_bytes(access_parts(accesses[0])[0].type.dtype)
+        launch["held_bytes"] = held_bytes(dtype)
     return code
 
 
@@ -496,9 +512,9 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
                  "SM_COUNT, STRIP_BLOCKS_PER_SM)",
                  f"{threads} = ({width}, {per})",
                  f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})"]
-        shared = kernel.variants.get("strips-shared")
-        if shared is not None:  # first choice where a strip's values fit shared memory
-            lines += shared_launch(host, kernel, shared, points, n_red, args)
+        shared = "strips-shared-scalar" in kernel.variants
+        if shared:  # first choice where a strip's values fit shared memory
+            lines += shared_launch(host, kernel, points, n_red, args)
         lines += [f"{'elif' if shared else 'if'} {n_red} <= {per} * VALUES_PER_THREAD and "
                   f"{width} * {per} <= min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS):  "
                   "# values fit in registers"]

@@ -31,7 +31,7 @@ from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.helpers import strip_lanes_reduce_name
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.dialects.loops import LoadOp, StoreOp
-from mlfuse.strip_plan import held_planes
+from mlfuse.strip_plan import held_planes, narrowest_points
 
 # values held in their own 16 bits (exact: each came from such a buffer), half the bytes
 # of their compute type: twice the strip in the same shared memory
@@ -46,17 +46,28 @@ def shared_threads(target: str, hw) -> int:
     return hw.strip_shared_threads if target == "cuda" else SIMULATOR_SHARED[0]
 
 
-def shared_widths(target: str, hw) -> tuple[int, int]:
+def shared_widths(target: str, hw, size: int | None = None) -> tuple[int, int]:
     """(widest, narrowest) strip of the shared kernel in threads of a vector each: a
-    128-byte line a row down to a 32-byte sector (the simulator: 2 down to 1)."""
+    128-byte line a row down to a 32-byte sector (the simulator: 2 down to 1); with
+    ``size``, the scalar kernel's, a value of ``size`` bytes a thread (up to STRIP_POINTS
+    values a row)."""
     if target != "cuda":
         return SIMULATOR_SHARED[1], 1
+    if size is not None:
+        return hw.strip_points, narrowest_points(size, hw.strip_points)
     return max(1, hw.strip_line_bytes // 16), max(1, 32 // 16)
 
 
 class SharedStrips:
     """A mixin of schedule_strips.StripsEmitter (before VectorStrips) for its
     "strips-shared" variant; the other variants pass through to VectorStrips."""
+
+    def setup_scalar(self) -> None:
+        """The scalar shared kernel: the same loops, a point a thread (lane 0 only), its
+        loads and stores a value at a time (any alignment, any count of points)."""
+        self.vec, self.vec_name = 1, "1"
+        self.lane_names = [{}]
+        self.tile = "STRIP_VECTOR_VALUES"
 
     def setup_shared(self, tops, accesses) -> None:
         self.vec_dtype = access_parts(accesses[0])[0].type.dtype
@@ -79,15 +90,17 @@ class SharedStrips:
                f"{self.planes} plane(s) of held values, the host gives their bytes")
         w.line(f"{names['me']} = numba.uint32({loc['nthreads']} * {self.width} + {loc['lane']})")
         # a plane: ceil(n_red / per) vectors of STRIP_SHARED_THREADS threads' lanes
+        lanes = f"{self.vec_name} * " if self.vec > 1 else ""
         w.line(f"{names['plane']} = numba.uint32(({loc['n_red']} + {loc['per']} - 1) // "
-               f"{loc['per']} * {self.vec_name} * STRIP_SHARED_THREADS)")
-        w.line(f"{names['vector_step']} = numba.uint32({self.vec_name} * STRIP_SHARED_THREADS)")
+               f"{loc['per']} * {lanes}STRIP_SHARED_THREADS)")
+        w.line(f"{names['vector_step']} = numba.uint32({lanes}STRIP_SHARED_THREADS)")
         # the reductions' lanes, combined at once: per lane (per + 1) x width partials
         # and width totals, at most (threads + 2 x the widest strip) values
         threads = shared_threads(self.target, self.hw)
+        widest = shared_widths(self.target, self.hw, 4 if self.vec == 1 else None)[0]
         w.line(f"{names['lanes']} = cuda.local.array({self.vec_name}, numba.float32)")
         w.line(f"{names['lanes_scratch']} = cuda.shared.array("
-               f"{self.vec * (threads + 2 * shared_widths(self.target, self.hw)[0])}, numba.float32)")
+               f"{self.vec * (threads + 2 * widest)}, numba.float32)")
 
     def combine_lanes(self, op, parts: list[str]) -> None:
         """All lanes' partials of reduce ``op`` combined at once (helpers'
@@ -157,15 +170,22 @@ class SharedStrips:
                 with slots(advance=False):
                     for o in loads:
                         view, cursor = self.vector_place(o)
-                        w.line(f"{self.load_move}({view}, (numba.uint64({cursor}),), "
-                               f"{self.vec_held[id(o)]}, {loc['slot']} * {self.vec_name})")
+                        if self.vec == 1:
+                            w.line(f"{self.vec_held[id(o)]}[{loc['slot']}] = "
+                                   f"{view}[numba.uint64({cursor})]")
+                        else:
+                            w.line(f"{self.load_move}({view}, (numba.uint64({cursor}),), "
+                                   f"{self.vec_held[id(o)]}, {loc['slot']} * {self.vec_name})")
             with slots(advance=True):
                 w.line(f"{k} = {loc['r']}")
                 yield
                 for o in stores:
                     view, cursor = self.vector_place(o)
-                    w.line(f"{self.store_move}({view}, (numba.uint64({cursor}),), "
-                           f"{self.vec_held[id(o)]}, 0)")
+                    if self.vec == 1:
+                        w.line(f"{view}[numba.uint64({cursor})] = {self.vec_held[id(o)]}[0]")
+                    else:
+                        w.line(f"{self.store_move}({view}, (numba.uint64({cursor}),), "
+                               f"{self.vec_held[id(o)]}, 0)")
 
     def _held_at(self, op) -> str:
         plane = self.hold_writes.get(id(op), self.hold_reads.get(id(op)))
@@ -173,47 +193,69 @@ class SharedStrips:
         return f"{self.hold_names['held']}[{self.hold_cursor[plane]}{lane}]"
 
     def vector_statement(self, op) -> bool:
-        if not self.held_shared or self.vlane is None or id(op) not in self.vec_accesses \
-                or not isinstance(op, LoadOp):
+        if not self.held_shared or self.vlane is None or id(op) not in self.vec_accesses:
             return super().vector_statement(op)
+        if isinstance(op, StoreOp):
+            if self.vec > 1:
+                return super().vector_statement(op)
+            self.w.line(f"{self.vec_held[id(op)]}[0] = {self.namer(op.operands[0])}")
+            return True
         view = _HELD_VIEW.get(self.vec_dtype)
         if id(op) in self.hold_reads:  # a value an earlier loop kept
             name = self.define(op.result, self.namer(op.operands[0]) + "_v")
             held = self._held_at(op)
             self.w.line(f"{name} = " + (f"np.float32({held})" if view else held))
             return True
-        super().vector_statement(op)
+        if self.vec > 1:
+            super().vector_statement(op)
+        else:
+            name = self.define(op.result, self.namer(op.operands[0]) + "_v")
+            self.w.line(f"{name} = {self.vec_held[id(op)]}[{self.local['slot']}]")
         if id(op) in self.hold_writes:  # kept for the later loops
             value = self.namer(op.result)
             self.w.line(f"{self._held_at(op)} = " + (f"{view}({value})" if view else value))
         return True
 
 
-def shared_launch(host, kernel, name: str, points: str, n_red: str, args: list[str]) -> list[str]:
-    """The host's lines that launch the shared kernel ``name`` where it may run (whole
-    vectors, aligned buffers, a strip's planes within STRIP_SHARED_BYTES: the geometry
-    of mlfuse/strip_plan.py, whose bytes the launch gives), opening an if chain."""
-    vec = kernel.vector_lanes
-    plan, width, per, size = (host.namer.fresh(n) for n in ("shared", "width", "per", "held_bytes"))
-    host.helpers.update({"_vector_ready", "_strip_shared"})
-    buffers = ", ".join(host.namer(b) for b in kernel.vector_buffers)
-    lanes = "" if vec == "VECTOR_WIDTH" else f", width={vec}"
-    widest, narrowest = kernel.launch["shared_widths"]
-    return [
-        f"{plan} = None",
-        f"if {points} % {vec} == 0 and _vector_ready({buffers}{lanes}):",
-        f"{host.w.unit}{plan} = _strip_shared({points} // {vec}, {n_red}, {widest}, {narrowest}, "
-        f"STRIP_SHARED_THREADS, {vec}, {kernel.launch['planes']}, "
-        f"{kernel.launch['held_bytes']}, STRIP_SHARED_BYTES, "
-        "SM_COUNT, STRIP_BLOCKS_PER_SM)",
-        f"if {plan} is not None:  # a strip's values fit in shared memory: inputs read once",
-        f"{host.w.unit}{width}, {per}, {size} = {plan}",
-        host.w.unit + host.call(name, f"_row_blocks(({points} // {vec} + {width} - 1) // {width}), "
-                                f"({width}, {per}), 0, {size}", args)]
+def shared_launch(host, kernel, points: str, n_red: str, args: list[str]) -> list[str]:
+    """The host's lines that launch a shared kernel where one may run, opening an if
+    chain: the vector one (whole vectors, aligned buffers) whose planes fit
+    STRIP_SHARED_BYTES, else the scalar one where its planes fit (the geometry of
+    mlfuse/strip_plan.py, whose bytes the launch gives)."""
+    vec, unit = kernel.vector_lanes, host.w.unit
+    planes, size = kernel.launch["planes"], kernel.launch["held_bytes"]
+    vector = kernel.variants.get("strips-shared")
+    lines, plan, held = [], host.namer.fresh("shared"), host.namer.fresh("held")
+    width, per, nbytes = (host.namer.fresh(n) for n in ("width", "per", "held_bytes"))
+    host.helpers.add("_strip_shared")
 
+    def geometry(count: str, lanes: str, widths) -> str:
+        return (f"_strip_shared({count}, {n_red}, {widths[0]}, {widths[1]}, STRIP_SHARED_THREADS, "
+                f"{lanes}, {planes}, {size}, STRIP_SHARED_BYTES, SM_COUNT, STRIP_BLOCKS_PER_SM)")
 
-__all__ = ["SharedStrips", "held_bytes", "held_planes", "shared_launch", "shared_threads",
-           "shared_widths"]
+    def launch(name: str, count: str) -> str:
+        return unit + host.call(name, f"_row_blocks(({count} + {width} - 1) // {width}), "
+                                f"({width}, {per}), 0, {nbytes}", args)
+
+    lines = [f"{plan}, {held} = None, None"]
+    if vector is not None:
+        host.helpers.add("_vector_ready")
+        buffers = ", ".join(host.namer(b) for b in kernel.vector_buffers)
+        lanes = "" if vec == "VECTOR_WIDTH" else f", width={vec}"
+        lines += [f"if {points} % {vec} == 0 and _vector_ready({buffers}{lanes}):",
+                  f"{unit}{plan} = {geometry(f'{points} // {vec}', vec, kernel.launch['shared_widths'])}",
+                  f"if {plan} is None:  # no whole vectors, or they do not fit: a point a thread"]
+    lines += [(unit if vector is not None else "") +
+              f"{held} = {geometry(points, '1', kernel.launch['scalar_widths'])}"]
+    if vector is not None:
+        lines += [f"if {plan} is not None:  # a strip's values fit in shared memory: inputs read once",
+                  f"{unit}{width}, {per}, {nbytes} = {plan}",
+                  launch(vector, f"{points} // {vec}")]
+    lines += [f"{'elif' if vector is not None else 'if'} {held} is not None:  "
+              "# a strip's values fit in shared memory: inputs read once",
+              f"{unit}{width}, {per}, {nbytes} = {held}",
+              launch(kernel.variants["strips-shared-scalar"], points)]
+    return lines
 
 
 def held_bytes(dtype: str) -> int:

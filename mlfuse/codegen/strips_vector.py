@@ -197,8 +197,9 @@ class VectorStrips:
                 with self.in_lane(v):
                     parts.append(self.namer.fresh(f"{self.define(op.result, 'acc')}_part"))
                     w.line(f"{parts[-1]} = {identity(combiner, dtype)}")
+            mine = f"its {self.vec} points'" if self.vec > 1 else "its point's"
             w.line(f"# {combiner} over {op['extent']}: each thread takes a strided part of "
-                   f"its {self.vec} points' values, then the block combines each point's parts")
+                   f"{mine} values, then the block combines each point's parts")
             with self.vector_loop(op):
                 for v in range(self.vec):
                     with self.in_lane(v):

@@ -175,13 +175,14 @@ def shared_held(kernel: Operation, dims: dict, target: Target, strip: str) -> bo
 
 def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
     """(width in vectors, threads a point, bytes, lanes) of the shared-memory strips
-    kernel (codegen/strips_shared.py) where the host would launch it
+    kernel (codegen/strips_shared.py, lanes 1: its scalar form) where the host would
+    launch it
     (codegen/strips_shared.py), as far as the IR tells (the buffers' alignment is the
     call's): over columns, every top-level loop one axis, every access of f32 or f16
-    values of one size along the points' last axis, whose extent whole 16-byte vectors
-    divide, some value read again by a later loop, and a strip's planes within
+    values of one size along the points' last axis (16-byte vectors where they divide its
+    extent), some value read again by a later loop, and a strip's planes within
     strip_shared_bytes (mlfuse/strip_plan.py)."""
-    if strip != "columns" or not target.strip_vectors or target.strip_shared_bytes <= 0:
+    if strip != "columns" or target.strip_shared_bytes <= 0:
         return None
     tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
     if not tops or any(len(loop_levels(o)) != 1 for o in tops):
@@ -200,14 +201,14 @@ def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
     if len(sizes) != 1 or not planes:
         return None
     size = sizes.pop()
-    lanes = 16 // size
+    lanes, widths = 16 // size, (max(1, target.strip_line_bytes // 16), 2)
     points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
-    if resolve(kernel["extents"][-1], dims, target) % lanes:
-        return None
-    plan = strip_shared(points // lanes, _reduced_extent(kernel, dims, target),
-                        max(1, target.strip_line_bytes // 16), 2, target.strip_shared_threads,
-                        lanes, planes, size, target.strip_shared_bytes, target.sm_count,
-                        target.strip_blocks_per_sm)
+    if resolve(kernel["extents"][-1], dims, target) % lanes or not target.strip_vectors:
+        # the scalar shared kernel: a point a thread
+        lanes, widths = 1, (target.strip_points, narrowest_points(size, target.strip_points))
+    plan = strip_shared(points // lanes, _reduced_extent(kernel, dims, target), *widths,
+                        target.strip_shared_threads, lanes, planes, size,
+                        target.strip_shared_bytes, target.sm_count, target.strip_blocks_per_sm)
     return None if plan is None else (*plan, lanes)
 
 

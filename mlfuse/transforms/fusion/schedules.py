@@ -203,14 +203,14 @@ def strip_values(kernel, dims, target, strip: str, has_for: bool) -> str:
         if shared is not None:  # (width in vectors of `lanes` points)
             width, per, size, lanes = shared
             width *= lanes
-            tail = f" in 16-byte vectors, {size // 1024} KB of shared memory a block" + tail
+            tail = (" in 16-byte vectors" if lanes > 1 else "") + \
+                f", {size // 1024} KB of shared memory a block" + tail
         tail = (f"; strips of {width} points x {per} threads each "
                 f"({-(-points // width)} blocks)") + tail
     if loops < 2:
         return tail
     if shared is not None:
-        return tail + ("; its values are held in shared memory where the buffers allow "
-                       "16-byte vectors (inputs read once)")
+        return tail + "; its values are held in shared memory (inputs read once)"
     if strip_held(kernel, dims, target, strip):
         return tail + "; each thread holds its values in registers (inputs read once)"
     return tail + "; later loops read the inputs again (from L2 where the strips fit)"
