@@ -14,10 +14,9 @@ NumPy interpreter, time the replay with CUDA events, median):
 - default: this branch: "strips-shared" (codegen/strips_shared.py) where VECTOR_WIDTH
   (f16: 2x) divides the points, the buffers are aligned and a strip's values fit
   STRIP_SHARED_BYTES (40 KB): x read from DRAM once, the later loops read shared memory;
-  blocks of STRIP_SHARED_THREADS (128), launch_bounds asking 4 resident an SM;
+  blocks of STRIP_SHARED_THREADS (128), launch_bounds asking 4 resident an SM; where
+  vectors do not fit (D = 2047), "strips-shared-scalar": the same, a point a thread;
 - "no shared": strip_shared_bytes 0 (main's kernels: registers, vector or streaming);
-- "shared 256 thr": blocks of 256 threads (more threads a point, each fewer values), 2
-  asked resident (the same 128-register cap);
 - "shared min6": launch_bounds asking 6 blocks an SM (at most 85 registers);
 - "shared 32 in flight": the first loop's tile 32 values (8 f32 / 4 f16 vectors a thread);
 - "shared lane combine": the reductions combine a lane at a time (main's vector kernel's
@@ -61,6 +60,9 @@ SHAPES = {
     "channel softmax 32x64x56x56": ("softmax_middle", {"N": 32, "K": 64, "H": 56, "W": 56},
                                     ("channel_softmax", CHANNEL_SOFTMAX),
                                     {"N": 2, "K": 3, "H": 2, "W": 8}),
+    # D not a multiple of 4: no 16-byte vectors, the scalar shared kernel (a point a thread)
+    "softmax_mid 64x256x2047": ("softmax_middle", {"B": 64, "S": 256, "D": 2047}, None,
+                                {"B": 2, "S": 9, "D": 7}),
     "centring 16384x4096": ("column_centring", {"R": 16384, "C": 4096}, None,
                             {"R": 13, "C": 16}),
     "centring 1024x65536": ("column_centring", {"R": 1024, "C": 65536}, None,
@@ -70,7 +72,6 @@ SHAPES = {
 }
 DEFAULT = {"default": {}, "no shared": {"strip_shared_bytes": 0}}
 SWEEP = {**DEFAULT,
-         "shared 256 thr": {"strip_shared_threads": 256, "strip_shared_min_blocks": 2},
          "shared min6": {"strip_shared_min_blocks": 6},
          "shared 32 in flight": {"strip_vector_values": 32},
          "shared lane combine": {"strip_lanes_combine": False}}
@@ -115,9 +116,9 @@ def main() -> None:
             for peer, r in run_peers(p, log).items():
                 rows.append((label, peer, r["ms"], p.floor_ms, r["ok"], ""))
         del p
-    log(f"\n{'shape':28} {'variant':15} {'ms':>8} {'%copy':>6} ok   grids  (copy {gbs:.0f} GB/s)")
+    log(f"\n{'shape':28} {'variant':20} {'ms':>8} {'%copy':>6} ok   grids  (copy {gbs:.0f} GB/s)")
     for label, variant, ms, floor, ok, grids in rows:
-        log(f"{label:28} {variant:15} {ms:8.4f} {100 * floor / ms:5.0f}% "
+        log(f"{label:28} {variant:20} {ms:8.4f} {100 * floor / ms:5.0f}% "
             f"{'ok' if ok else 'BAD'}  {grids[:70]}")
 
 
