@@ -16,12 +16,15 @@ vector's lane ``v`` at ``(s * VEC + v) * STRIP_SHARED_THREADS + tid`` (a block o
 threads, a short extent's, leaves part of each row unused). A warp's accesses to
 one lane are 32 neighbouring words (no bank conflicts, any VEC), and a thread reads
 back only what it wrote itself, so no barrier guards the planes: the block's threads
-meet only in the reductions' combine (the strips kernel's shared scratch).
+meet only in the reductions' combine, which takes a thread's lanes at once (helpers'
+_strip_lanes_reduce: two barriers a reduce, not two a lane).
 
-The host launches it where the vector kernel may run (VEC divides the points, aligned
-buffers) and the planes of a strip fit ``STRIP_SHARED_BYTES`` (mlfuse/strip_plan.py
-picks the strip's width and threads, and the bytes the launch gives), the register,
-vector and streaming kernels elsewhere.
+"strips-shared-scalar" is the same kernel a point a thread (VEC 1, plain loads and
+stores): where whole vectors do not cover the points or the buffers are not aligned.
+The host launches the vector kernel where it may run (VEC divides the points, aligned
+buffers) and a strip's planes fit ``STRIP_SHARED_BYTES``, else the scalar one where its
+planes fit (mlfuse/strip_plan.py picks the strip's width and threads, and the bytes the
+launch gives), else the register, vector and streaming kernels.
 """
 from __future__ import annotations
 
