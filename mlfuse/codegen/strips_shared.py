@@ -254,8 +254,7 @@ def shared_launch(host, kernel, points: str, n_red: str, args: list[str]) -> lis
         lines += [f"if {plan} is not None:  # a strip's values fit in shared memory: inputs read once",
                   f"{unit}{width}, {per}, {nbytes} = {plan}",
                   launch(vector, f"{points} // {vec}")]
-    lines += [f"{'elif' if vector is not None else 'if'} {held} is not None:  "
-              "# a strip's values fit in shared memory: inputs read once",
+    lines += [f"{'elif' if vector is not None else 'if'} {held} is not None:  # a point a thread",
               f"{unit}{width}, {per}, {nbytes} = {held}",
               launch(kernel.variants["strips-shared-scalar"], points)]
     return lines
