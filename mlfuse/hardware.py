@@ -93,6 +93,17 @@ class Target:
     strip_vector_values: int = 16  # its values a thread has in flight a tile: 4 f32 / 2 f16
                                 # vectors (a multiple of 2 * vector_width; 32 spilled 500 B
                                 # in middle softmax at the 128-register cap)
+    strip_shared_bytes: int = 40 * 1024  # strips over columns in vectors: the most bytes of
+                                # shared memory a block holds its strip's values in (read
+                                # from DRAM once, codegen/strips_shared.py); 0: never. Under
+                                # 48 KB with the reductions' scratch: no opt-in per kernel
+    strip_shared_threads: int = 128  # its block's threads (each combines its point's
+                                # partials itself: fewer threads a point, a shorter combine)
+    strip_shared_min_blocks: int = 4  # its launch_bounds' resident blocks per SM (caps
+                                # registers at 65536 / (this * strip_shared_threads))
+    strip_lanes_combine: bool = True  # its reductions combine a thread's lanes at once
+                                # (two barriers a reduce) rather than a lane at a time (two a
+                                # lane; f16 middle softmax at 64 threads a point: 1024 reads)
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
     walker_bytes_per_s: float = 6e12  # values a kernel's threads load inside loops, every
                                 # lane's load counted (once a warp where its lanes share the
@@ -110,8 +121,17 @@ class Target:
                                 # reduction (no epilogue) may take strips or split-columns
                                 # (H100: column sums of 16384 x 4096 0.137 ms against 0.0995
                                 # modelled; split-columns ran them in 0.104 ms, as modelled)
+    strips_stream_slowdown: float = 1.09  # a streaming strips kernel over columns with
+                                # later loops (their values not held on chip): measured time
+                                # over the model's (H100: column centring 16384 x 4096 0.306
+                                # ms against 0.280 modelled, one 512-thread block an SM whose
+                                # walk, combine and second walk do not overlap; its unfused
+                                # plan, modelled 0.295, measured 0.281)
 
     def __post_init__(self):
+        if self.strip_shared_bytes > 40 * 1024:  # (plus its static scratch, under 48 KB)
+            raise ValueError("strip_shared_bytes over 40 KB would need a kernel's opt-in to more "
+                             "than 48 KB of shared memory, which strips kernels do not ask")
         for knob in ("pointwise_per_thread", "row_values_per_thread", "short_row_values"):
             if getattr(self, knob) % self.vector_width:
                 raise ValueError(f"{knob} must be a multiple of vector_width "

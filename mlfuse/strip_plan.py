@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import inspect
 
+from mlfuse.dialects.loops import LoadOp
+
 
 def _strip_columns(points, extent, widest, narrowest, line, least, most, deepest, values,
                    sms, per_sm):
@@ -86,7 +88,69 @@ def line_points(itemsize: int, widest: int, line_bytes: int = 128) -> int:
     return narrowest_points(itemsize, widest, line_bytes)
 
 
+def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, value_bytes,
+                  budget, sms, per_sm):
+    """(width, per, bytes) of the shared-memory strips kernel (codegen/strips_shared.py),
+    or None where even its narrowest strip's values pass ``budget`` bytes.
+
+    ``points`` counts vectors of ``lanes`` values (a thread's points); ``planes`` values
+    a point and reduced index are held (one per buffer read again), ``value_bytes`` each. A
+    block of at most ``threads`` (a power of two): ``width`` threads across the strip,
+    ``per`` down the reduced axis, each holding ceil(extent / per) vectors a plane in
+    shared memory, a plane's rows ``threads`` wide. The widest strip (a 128-byte line a row: coalesced reads) whose values fit
+    ``budget``, then narrower (down to ``narrowest``) while the grid has fewer than
+    ``sms * per_sm`` blocks. Fewer threads a point than ``threads // width`` where the
+    extent is shorter (no idle threads). Each thread combines its point's ``per``
+    partials itself (codegen's _strip_reduce): a small ``per`` keeps that short, and the
+    values a thread holds cost shared memory, not registers."""
+    def plan(width):
+        per = max(1, threads // width)
+        while per > 1 and per // 2 >= extent:
+            per //= 2
+        return per, -(-extent // per) * threads * lanes * planes * value_bytes
+
+    width = widest
+    while width > narrowest and plan(width)[1] > budget:
+        width //= 2
+    if plan(width)[1] > budget or extent < 1:
+        return None
+    while width > narrowest and -(-points // width) < sms * per_sm:
+        width //= 2
+    per, size = plan(width)
+    return width, per, size
+
+
+def _hold_key(load, loop_indices) -> tuple:
+    """What a load reads, the same in every loop: its buffer and, per index, the point
+    axis or the loop's reduced index."""
+    return (id(load.operands[0]),
+            tuple("k" if id(v) in loop_indices else id(v) for v in load.operands[1:]))
+
+
+def held_planes(tops) -> tuple[dict, dict, int]:
+    """The shared strips kernel's planes over a kernel's top-level loops ``tops`` (each
+    one axis): ({load id: plane} of the loads that store their value, the same of those
+    that read it back, planes). A load is held where a later loop loads the same value;
+    one read in one loop only keeps nothing."""
+    loop_indices = {id(t.body.args[0]) for t in tops}
+    uses: dict[tuple, list] = {}
+    for n, top in enumerate(tops):
+        for o in top.body.ops:
+            if isinstance(o, LoadOp):
+                uses.setdefault(_hold_key(o, loop_indices), []).append((n, o))
+    writes, reads, planes = {}, {}, 0
+    for members in uses.values():
+        if len({n for n, _ in members}) < 2:
+            continue
+        first = members[0][0]
+        for n, o in members:
+            (writes if n == first else reads)[id(o)] = planes
+        planes += 1
+    return writes, reads, planes
+
+
 strip_columns = _strip_columns  # the name the cost model and codegen import
+strip_shared = _strip_shared
 
 
 def source() -> str:
@@ -94,4 +158,10 @@ def source() -> str:
     return inspect.getsource(_strip_columns)
 
 
-__all__ = ["strip_columns", "most_slots", "narrowest_points", "line_points", "source"]
+def shared_source() -> str:
+    """``_strip_shared``'s source, for a generated module."""
+    return inspect.getsource(_strip_shared)
+
+
+__all__ = ["strip_columns", "strip_shared", "held_planes", "most_slots", "narrowest_points", "line_points",
+           "source", "shared_source"]

@@ -53,6 +53,7 @@ def _run(source, dims, inputs=None, streaming=False):
     (kernel,) = _strips(module)  # one kernel, and it is a strips kernel
     assert sum(isinstance(k, KernelOp) for k in module.ir.funcs[0].body.ops) == 1
     py = module.python_module
+    py.STRIP_SHARED_BYTES = 0  # the scalar kernels (test_strips_shared.py: the shared one)
     if streaming:
         py.STRIP_HELD_THREADS = 0  # the host then launches the streaming variant
     launched = record_launches(py, list(kernel_names(py, kernel)))

@@ -29,6 +29,7 @@ def _run(source, dims, inputs=None, held=False):
     module = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=PLAN)
     (kernel,) = _strips(module)
     py = module.python_module
+    py.STRIP_SHARED_BYTES = 0  # none in shared memory (test_strips_shared.py)
     if not held:
         py.STRIP_HELD_THREADS = 0  # no block holds its strip's values: stream them
     name = kernel["kernel_name"]

@@ -31,6 +31,7 @@ from mlfuse.codegen.shared_code import share_identical
 from mlfuse.codegen.transpose_tiles import emit_tiles
 from mlfuse.codegen.split_k import emit_finish, finish_name
 from mlfuse.codegen.schedule_strips import emit_strips, strip_geometry
+from mlfuse.codegen.strips_shared import shared_threads
 from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
 from mlfuse.codegen.ptx_mma import MMA_NAMES
 from mlfuse.codegen.ptx_tf32 import TF32_NAMES
@@ -50,7 +51,7 @@ _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THRE
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
                    "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "L2_BYTES", "STRIP_BLOCK_THREADS",
-                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "SIMT_THREADS", "FULL_WARPS",
+                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "SIMT_THREADS", "FULL_WARPS",
                    "_simt_shape", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
@@ -94,6 +95,9 @@ STRIP_BLOCKS_PER_SM = {strip_fill}  # strips over columns narrow until the grid 
 STRIP_MIN_BLOCKS = {strip_min_blocks}  # resident per SM, asked of a strips kernel over columns
 STRIP_STREAM_THREADS = {strip_stream}  # the most threads of a streaming strips block over columns
 STRIP_VECTOR_VALUES = {strip_vector_values}  # a vector strips thread's values a tile (its vectors' lanes)
+STRIP_SHARED_BYTES = {strip_shared_bytes}  # the most shared memory a strips block holds its values in
+STRIP_SHARED_THREADS = {strip_shared_threads}  # the threads of such a block
+STRIP_SHARED_MIN_BLOCKS = {strip_shared_min_blocks}  # resident per SM, asked of such a kernel
 '''
 
 _SIMULATOR_NOTE = ("\nRun it with NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported; "
@@ -191,6 +195,9 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             strip_stream=strip_geometry(target, hw)[3],
                             strip_held=hw.strip_held_threads,
                             strip_vector_values=hw.strip_vector_values,
+                            strip_shared_bytes=hw.strip_shared_bytes,
+                            strip_shared_threads=shared_threads(target, hw),
+                            strip_shared_min_blocks=hw.strip_shared_min_blocks,
                             contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,
                             simt_threads=SIMT_THREADS if target == "cuda" else SIMULATOR_THREADS,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]

@@ -13,7 +13,7 @@ from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.ptx_wgmma import wgmma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.tile_model import source as tile_model_source
-from mlfuse.strip_plan import source as strip_plan_source
+from mlfuse.strip_plan import shared_source as strip_shared_source, source as strip_plan_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -145,6 +145,36 @@ def {name}(value, scratch):
         value = {combine_scratch}
     cuda.syncthreads()  # every thread has read the partials before scratch is reused
     return value
+'''
+
+# The same for a thread's ``count`` lanes at once (a vector strips kernel's points):
+# every lane's partials written, one barrier, then thread y of each point combines lane y
+# alone (in thread order: the bits of _strip_reduce) and writes it back, one barrier,
+# every thread reads its lanes' totals. Two barriers and per + count reads a thread for
+# all lanes, where a lane at a time costs 2 * count barriers and count * per reads.
+# Lane v's partials are a padded block of (per + 1) rows of the strip's width: thread y
+# reading lane y sees banks (y * width + t * width + x) mod 32, distinct in a warp.
+_STRIP_LANES_REDUCE = '''\
+@cuda.jit(device=True)
+def {name}(parts, count, scratch):
+    """{combiner} of each of ``parts[:count]`` over the block's threads that share a
+    point (those with the same ``cuda.threadIdx.x``), returned in ``parts`` to each."""
+    lane, width, per = cuda.threadIdx.x, cuda.blockDim.x, cuda.blockDim.y
+    me = cuda.threadIdx.y
+    block = (per + 1) * width  # a lane's partials, padded by a row
+    totals = count * block  # then the lanes' totals
+    for v in range(count):
+        scratch[v * block + me * width + lane] = parts[v]
+    cuda.syncthreads()
+    for v in range(me, count, per):  # (fewer threads a point than lanes: several each)
+        value = scratch[v * block + lane]
+        for other in range(v * block + width + lane, v * block + per * width, width):
+            value = {combine_scratch}
+        scratch[totals + v * width + lane] = value
+    cuda.syncthreads()
+    for v in range(count):
+        parts[v] = scratch[totals + v * width + lane]
+    cuda.syncthreads()  # every thread has read the totals before scratch is reused
 '''
 
 _STRIP_THREADS = '''\
@@ -422,6 +452,16 @@ def strip_reduce_name(combiner: str) -> str:
     return f"_strip_reduce_{combiner}"
 
 
+def strip_lanes_reduce_name(combiner: str) -> str:
+    return f"_strip_lanes_reduce_{combiner}"
+
+
+def _strip_lanes_reduce(combiner: str, target: str, used: set[str]) -> str:
+    return _STRIP_LANES_REDUCE.format(name=strip_lanes_reduce_name(combiner), combiner=combiner,
+                                      combine_scratch=combine(combiner, "value",
+                                                              "scratch[other]", used))
+
+
 def _strip_reduce(combiner: str, target: str, used: set[str]) -> str:
     return _STRIP_REDUCE.format(name=strip_reduce_name(combiner), combiner=combiner,
                                 combine_scratch=combine(combiner, "value", "scratch[other]", used))
@@ -453,15 +493,18 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
           "_strip_threads": _STRIP_THREADS, "_strip_columns": strip_plan_source(),
+          "_strip_shared": strip_shared_source(),
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
           "_contraction_plan": tile_model_source()}
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_divmod_wide"] + [
-    f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name)
+    f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name,
+                   strip_lanes_reduce_name)
     for c in ("add", "max", "min")] + [
     "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_wgmma_intrinsics", "_mma_geometry",
-    "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_strip_threads", "_strip_columns",
-    "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
+    "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group",
+    "_strip_threads", "_strip_columns", "_strip_shared", "_address", "_vector_ready", "_copy_values", "_TiledKernel",
+    "_contraction_plan", "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:
@@ -473,6 +516,8 @@ def helper_sources(used: set[str], target: str) -> list[str]:
         texts[name] = _block_reduce(name.removeprefix("_block_reduce_"), target, used)
     for name in [n for n in ORDER if n.startswith("_strip_reduce_") and n in used]:
         texts[name] = _strip_reduce(name.removeprefix("_strip_reduce_"), target, used)
+    for name in [n for n in ORDER if n.startswith("_strip_lanes_reduce_") and n in used]:
+        texts[name] = _strip_lanes_reduce(name.removeprefix("_strip_lanes_reduce_"), target, used)
     for name in [n for n in ORDER if n.startswith("_group_reduce_") and n in used]:
         texts[name] = _group_reduce(name.removeprefix("_group_reduce_"), target, used)
     fixed = {**_FIXED, **vector_helper_sources(target), **addressing_helper_sources(target),

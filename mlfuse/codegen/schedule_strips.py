@@ -43,6 +43,8 @@ from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
 from mlfuse.codegen.vector import vector_buffers
 from mlfuse.codegen.strips_vector import VectorStrips, vector_lanes, vector_strip_accesses
+from mlfuse.codegen.strips_shared import (SharedStrips, held_bytes, held_planes, shared_launch,
+                                          shared_widths)
 from mlfuse.ir.types import itemsize
 from mlfuse.strip_plan import line_points, most_slots, narrowest_points
 
@@ -54,6 +56,12 @@ _DOC = {
     "strips-vector": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
                      "a thread's points a 16-byte vector, its threads also split the reduced "
                      "values, a tile at a time.",
+    "strips-shared": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
+                     "a thread's points a 16-byte vector, its threads also split the reduced "
+                     "values and hold those read again in shared memory.",
+    "strips-shared-scalar": "Strips schedule over [{space}] ({strip}): a block per strip of "
+                            "points, its threads also split the reduced values and hold those "
+                            "read again in shared memory.",
 }
 
 
@@ -129,12 +137,17 @@ def strip_variants(op, hw=None) -> list[str]:
     """Both variants (the host picks one from the reduced extent of the call), and the
     vector one where the kernel qualifies and ``hw.strip_vectors`` (strips_vector.py)."""
     kinds = ["strips-registers", "strips-streaming"]
-    if hw is not None and hw.strip_vectors and vector_strip_accesses(op, top_loops(op)):
+    accesses = hw is not None and vector_strip_accesses(op, top_loops(op))
+    if accesses and hw.strip_vectors:
         kinds.append("strips-vector")
+    if accesses and hw.strip_shared_bytes > 0 and held_planes(top_loops(op))[2]:
+        # (strips_shared.py: some loop reads a value again; a vector a thread, or a point
+        # where the vectors do not fit the call)
+        kinds += (["strips-shared"] if hw.strip_vectors else []) + ["strips-shared-scalar"]
     return kinds
 
 
-class StripsEmitter(VectorStrips, KernelEmitter):
+class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
     def __init__(self, op, name, variant, target, helpers, hw, taken=()):
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.schedule = "strips"
@@ -155,10 +168,16 @@ class StripsEmitter(VectorStrips, KernelEmitter):
         slots = _constant_slots(op, target, hw) if self.registers else None
         if slots is not None and slots < hw.row_values_per_thread:
             self.tile = str(slots)  # the host's threads for this constant extent need no more
-        self.vectors = variant == "strips-vector"
+        self.vectors = variant in ("strips-vector", "strips-shared", "strips-shared-scalar")
+        self.held_shared = variant.startswith("strips-shared")
         self.vec, self.vec_held, self.vlane = 1, {}, None
         if self.vectors:
             self.setup_vectors(vector_strip_accesses(op, self.tops))
+        if variant == "strips-shared-scalar":
+            self.setup_scalar()
+        if self.held_shared:
+            self.launch_bound = "(STRIP_SHARED_THREADS, STRIP_SHARED_MIN_BLOCKS)"
+            self.setup_shared(self.tops, vector_strip_accesses(op, self.tops))
 
     def emit(self) -> str:
         w, loc = self.w, self.local
@@ -174,7 +193,8 @@ class StripsEmitter(VectorStrips, KernelEmitter):
                 w.line(f"{loc['lane']} = 0")
                 w.line(f"{loc['nthreads']} = {loc['tid']}")
                 w.line(f"{loc['per']} = cuda.blockDim.x")
-            self.declare_scratch(self.tops, "1024" if self.columns else None)
+            self.declare_scratch(self.tops, "STRIP_SHARED_THREADS" if self.held_shared else
+                                 "1024" if self.columns else None)
             if not self.vectors:  # (the vector loops hold their own vectors)
                 self.plan()
             # a point's values contiguous in a buffer: one range from a row base (flat_rows.py)
@@ -187,8 +207,11 @@ class StripsEmitter(VectorStrips, KernelEmitter):
             w.line(f"{loc['n_red']} = {self.points(extents)}")
             # a thread's step in the nest's digits (where some nest still counts them)
             self.steps = self.digits_of(loc["per"], extents) if any(self.flat_digits.values()) else []
-            span = self.width if not self.vectors else f"{self.width} * {self.vec_name}"
+            vectors = self.vectors and self.vec > 1  # (the scalar shared kernel: a point a thread)
+            span = self.width if not vectors else f"{self.width} * {self.vec_name}"
             w.line(f"{loc['n_strips']} = ({loc['n_points']} + {span} - 1) // ({span})")
+            if self.held_shared:
+                self.shared_preamble()
             self.mine = ""
             if self.registers and self.columns:
                 # this thread's values of a point (the same for every point): its slots
@@ -199,13 +222,13 @@ class StripsEmitter(VectorStrips, KernelEmitter):
                        f"// {loc['per']}")
             with w.indented(f"for {loc['strip']} in range(numba.int64(cuda.blockIdx.x), "
                             f"{loc['n_strips']}, cuda.gridDim.x):"):
-                if self.vectors:  # this thread's first point (the host: VEC divides them)
+                if vectors:  # this thread's first point (the host: VEC divides them)
                     w.line(f"{loc['point']} = ({loc['strip']} * {self.width} + {loc['lane']}) "
                            f"* {self.vec_name}")
                 else:
                     w.line(f"{loc['point']} = {loc['strip']} * {self.width} + {loc['lane']}")
                 w.line(f"{loc['valid']} = {loc['point']} < {loc['n_points']}")
-                last = f"{loc['n_points']} - {self.vec_name if self.vectors else 1}"
+                last = f"{loc['n_points']} - {self.vec_name if vectors else 1}"
                 w.line(f"{loc['point']} = min({loc['point']}, {last})  "
                        "# past the end: the last point again, not stored")
                 self.unravel(loc["point"])
@@ -253,6 +276,8 @@ class StripsEmitter(VectorStrips, KernelEmitter):
         self.cursors = {}
         used = set()
         for o in top.walk():
+            if id(o) in getattr(self, "hold_reads", ()):
+                continue  # read from shared memory (strips_shared.py): no cursor
             if isinstance(o, (LoadOp, MaskedLoadOp, StoreOp)):
                 access = self.flat.get(flat_key(*access_parts(o)))
                 if access is not None and self._stepped(access):
@@ -439,8 +464,8 @@ class StripsEmitter(VectorStrips, KernelEmitter):
 
 def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
     kinds = strip_variants(op, hw)
-    variants = {kind: name if n == 0 else names.fresh(f"{name}_{kind.split('-')[-1]}")
-                for n, kind in enumerate(kinds)}
+    variants = {kind: name if n == 0 else names.fresh(
+        f"{name}_{kind.removeprefix('strips-').replace('-', '_')}") for n, kind in enumerate(kinds)}
     texts = [StripsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     extents = [lvl["extent"] for lvl in loop_levels(top_loops(op)[0])]
@@ -455,6 +480,15 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
         # a vector strip's narrowest: a 128-byte line a row of 16-byte vectors, f16 too
         # (the simulator: a thread)
         launch["vector_line"] = max(1, hw.strip_line_bytes // 16) if target == "cuda" else 1
+    if "strips-shared-scalar" in kinds:
+        accesses = vector_strip_accesses(op, top_loops(op))
+        dtype = access_parts(accesses[0])[0].type.dtype
+        code.vector_lanes = vector_lanes(accesses)[0]
+        code.vector_buffers = vector_buffers(accesses)
+        launch["shared_widths"] = shared_widths(target, hw)
+        launch["scalar_widths"] = shared_widths(target, hw, itemsize(dtype))
+        launch["planes"] = held_planes(top_loops(op))[2]
+        launch["held_bytes"] = held_bytes(dtype)
     return code
 
 
@@ -477,9 +511,13 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
                  "STRIP_BLOCK_THREADS, STRIP_STREAM_THREADS, VALUES_PER_THREAD, "
                  "SM_COUNT, STRIP_BLOCKS_PER_SM)",
                  f"{threads} = ({width}, {per})",
-                 f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})",
-                 f"if {n_red} <= {per} * VALUES_PER_THREAD and {width} * {per} <= "
-                 "min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS):  # values fit in registers"]
+                 f"{blocks} = _row_blocks(({points} + {width} - 1) // {width})"]
+        shared = "strips-shared-scalar" in kernel.variants
+        if shared:  # first choice where a strip's values fit shared memory
+            lines += shared_launch(host, kernel, points, n_red, args)
+        lines += [f"{'elif' if shared else 'if'} {n_red} <= {per} * VALUES_PER_THREAD and "
+                  f"{width} * {per} <= min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS):  "
+                  "# values fit in registers"]
     else:
         host.helpers.add("_strip_threads")
         lines = [f"{threads} = _strip_threads(1, {n_red})",
@@ -487,7 +525,7 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
                  f"if {n_red} <= {threads} * VALUES_PER_THREAD and "
                  f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers"]
     lines += [unit + host.call(first, grid, args)]
-    if len(kernel.variants) > 2:
+    if "strips-vector" in kernel.variants:
         # the vector kernel has only a streaming form: it stands in for the scalar
         # streaming kernel where VEC divides the points and the buffers are aligned; a
         # strip whose values registers hold keeps the held kernel (one read of x, where
@@ -508,7 +546,7 @@ def _vector_launch(host, kernel, points: str, n_red: str, args: list[str]) -> tu
     host.helpers.add("_vector_ready")
     buffers = ", ".join(host.namer(b) for b in kernel.vector_buffers)
     lanes = "" if vec == "VECTOR_WIDTH" else f", width={vec}"
-    vector = list(kernel.variants.values())[2]
+    vector = kernel.variants["strips-vector"]
     condition = f"{points} % {vec} == 0 and _vector_ready({buffers}{lanes})"
     return condition, [
         f"{width}, {per} = _strip_columns({points} // {vec}, {n_red}, "

@@ -177,6 +177,16 @@ class VectorStrips:
             self.w.line(f"{self.vec_held[id(op)]}[{v}] = {self.namer(op.operands[0])}")
         return True
 
+    def combine_lanes(self, op, parts: list[str]) -> None:
+        """Each lane's result of reduce ``op`` from its thread's partials ``parts``,
+        combined over the block's threads of the point (a lane at a time)."""
+        dtype, combiner = op.result.type.dtype, op["combiner"]
+        for v in range(self.vec):
+            with self.in_lane(v):
+                total = self.shared_combine(combiner, parts[v], dtype)
+                self.w.line(f"{self.namer(op.result)} = "
+                            f"{combine(combiner, self.namer(op.operands[0]), total, self.helpers, dtype)}")
+
     def vector_top(self, op) -> None:
         """One top-level op of the vector kernel, for every lane."""
         w = self.w
@@ -187,8 +197,9 @@ class VectorStrips:
                 with self.in_lane(v):
                     parts.append(self.namer.fresh(f"{self.define(op.result, 'acc')}_part"))
                     w.line(f"{parts[-1]} = {identity(combiner, dtype)}")
+            mine = f"its {self.vec} points'" if self.vec > 1 else "its point's"
             w.line(f"# {combiner} over {op['extent']}: each thread takes a strided part of "
-                   f"its {self.vec} points' values, then the block combines each point's parts")
+                   f"{mine} values, then the block combines each point's parts")
             with self.vector_loop(op):
                 for v in range(self.vec):
                     with self.in_lane(v):
@@ -196,11 +207,7 @@ class VectorStrips:
                         yielded = self.namer(op.body.ops[-1].operands[0])
                         w.line(f"{parts[v]} = "
                                f"{combine(combiner, parts[v], yielded, self.helpers, dtype)}")
-            for v in range(self.vec):
-                with self.in_lane(v):
-                    total = self.shared_combine(combiner, parts[v], dtype)
-                    w.line(f"{self.namer(op.result)} = "
-                           f"{combine(combiner, self.namer(op.operands[0]), total, self.helpers, dtype)}")
+            self.combine_lanes(op, parts)
         elif isinstance(op, ForOp):
             with w.indented(f"if {self.local['valid']}:"):
                 with self.vector_loop(op):

@@ -23,7 +23,7 @@ from mlfuse.dialects.reductions import loop_levels, reread_value_bytes, sibling_
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
-from mlfuse.strip_plan import line_points, narrowest_points, strip_columns
+from mlfuse.strip_plan import held_planes, line_points, narrowest_points, strip_columns, strip_shared
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
@@ -160,12 +160,56 @@ def _reduced_extent(kernel: Operation, dims: dict, target: Target) -> int:
 
 
 def strip_held(kernel: Operation, dims: dict, target: Target, strip: str) -> bool:
-    """Whether a strips kernel's threads hold all their reduced values in registers (one
-    read of its inputs) rather than re-reading them in each loop."""
+    """Whether a strips kernel's threads hold all their reduced values on chip (one read
+    of its inputs), in registers or in shared memory, rather than re-reading them in
+    each loop."""
     reduced = _reduced_extent(kernel, dims, target)
     width, per = strip_shape(kernel, dims, target, strip)
     return reduced <= per * target.row_values_per_thread and \
-        per * width <= target.strip_held_threads
+        per * width <= target.strip_held_threads or shared_held(kernel, dims, target, strip)
+
+
+def shared_held(kernel: Operation, dims: dict, target: Target, strip: str) -> bool:
+    return shared_geometry(kernel, dims, target, strip) is not None
+
+
+def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
+    """(width in vectors, threads a point, bytes, lanes) of the shared-memory strips
+    kernel (codegen/strips_shared.py, lanes 1: its scalar form) where the host would
+    launch it
+    (codegen/strips_shared.py), as far as the IR tells (the buffers' alignment is the
+    call's): over columns, every top-level loop one axis, every access of f32 or f16
+    values of one size along the points' last axis (16-byte vectors where they divide its
+    extent), some value read again by a later loop, and a strip's planes within
+    strip_shared_bytes (mlfuse/strip_plan.py)."""
+    if strip != "columns" or target.strip_shared_bytes <= 0:
+        return None
+    tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
+    if not tops or any(len(loop_levels(o)) != 1 for o in tops):
+        return None
+    last = kernel.body.args[-1]
+    sizes = set()
+    for o in (o for top in tops for o in top.walk()):
+        if isinstance(o, MaskedLoadOp):
+            return None
+        if isinstance(o, (LoadOp, StoreOp)):
+            buf = o.operands[0 if isinstance(o, LoadOp) else 1]
+            if buf.type.dtype not in ("f32", "f16") or o.operands[-1] is not last:
+                return None
+            sizes.add(itemsize(buf.type.dtype))
+    planes = held_planes(tops)[2]
+    if len(sizes) != 1 or not planes:
+        return None
+    size = sizes.pop()
+    lanes, widths = 16 // size, (max(1, target.strip_line_bytes // 16), 2)
+    points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
+    if resolve(kernel["extents"][-1], dims, target) % lanes or not target.strip_vectors:
+        # the scalar shared kernel: a point a thread
+        lanes, widths = 1, (target.strip_points, narrowest_points(size, target.strip_points))
+    plan = strip_shared(points // lanes, _reduced_extent(kernel, dims, target), *widths,
+                        target.strip_shared_threads, lanes, planes, size,
+                        target.strip_shared_bytes, target.sm_count, target.strip_blocks_per_sm)
+    return None if plan is None else (*plan, lanes)
 
 
 def _strip_blocks(kernel: Operation, dims: dict, target: Target, strip: str) -> tuple[int, int]:
@@ -330,6 +374,8 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
                 sum(isinstance(o, (ForOp, ReduceOp)) for o in kernel.body.ops) > 1:
             threads = min(threads, target.sm_count * 2048 * blocks
                           // (target.sm_count * _strip_asked(width, per, target)))
+            if not strip_held(kernel, dims, target, strip):  # streamed: as measured
+                threads = int(min(threads, target.sm_count * 2048) / target.strips_stream_slowdown)
         rereads = _strip_rereads(kernel, read, dims, target)
     flops, walked, tiled = _flops(kernel.body, points, dims, target), 0, 0.0
     contraction = tiled_contraction(kernel, dims, target)

@@ -52,7 +52,7 @@ from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
 from mlfuse.row_groups import WARP, kernel_row_group
 
-from mlfuse.transforms.fusion.cost import kernel_cost, resolve, strip_held, strip_shape
+from mlfuse.transforms.fusion.cost import kernel_cost, resolve, shared_geometry, strip_held, strip_shape
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
 from mlfuse.transforms.fusion.moments import shift_centred_squares
 from mlfuse.transforms.fusion.tiles import choose_tiles
@@ -196,13 +196,21 @@ def strip_values(kernel, dims, target, strip: str, has_for: bool) -> str:
     hold their values in registers or read them again."""
     loops = sum(isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops)
     tail = "; the epilogue over the reduced axes runs in the same kernel" if has_for else ""
+    shared = shared_geometry(kernel, dims, target, strip) if loops > 1 else None
     if strip == "columns":  # the host's pick at these sizes (mlfuse/strip_plan.py)
         width, per = strip_shape(kernel, dims, target, strip)
         points = math.prod(resolve(e, dims, target) for e in kernel.extent_list)
+        if shared is not None:  # (width in vectors of `lanes` points)
+            width, per, size, lanes = shared
+            width *= lanes
+            tail = (" in 16-byte vectors" if lanes > 1 else "") + \
+                f", {size // 1024} KB of shared memory a block" + tail
         tail = (f"; strips of {width} points x {per} threads each "
                 f"({-(-points // width)} blocks)") + tail
     if loops < 2:
         return tail
+    if shared is not None:
+        return tail + "; its values are held in shared memory (inputs read once)"
     if strip_held(kernel, dims, target, strip):
         return tail + "; each thread holds its values in registers (inputs read once)"
     return tail + "; later loops read the inputs again (from L2 where the strips fit)"

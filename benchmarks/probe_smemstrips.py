@@ -1,0 +1,128 @@
+"""Probe: strips held in shared memory (branch smemstrips, issue 13) at several shapes.
+Run on the GPU from the repository root (one process, under 3 minutes on an H100):
+
+    python benchmarks/probe_smemstrips.py [--case LABEL ...] [--no-peers] [--no-sweep] [--dry-run]
+
+Reductions over a non-last axis with their broadcast-back epilogue in one kernel:
+softmax over axis 1 of [B, S, D] (f32 and f16), over the channels of NCHW, column
+centring ``x - mean(x, axis=0)``; and instance norm (a strips kernel over rows, which
+the shared variant does not take: its numbers for comparison). Each variant is a set of
+``mlfuse.hardware`` knobs (probe_memkern.py's machinery: generate with them, run once
+recording the launches, poison the outputs, replay the launches alone, check against the
+NumPy interpreter, time the replay with CUDA events, median):
+
+- default: this branch: "strips-shared" (codegen/strips_shared.py) where VECTOR_WIDTH
+  (f16: 2x) divides the points, the buffers are aligned and a strip's values fit
+  STRIP_SHARED_BYTES (40 KB): x read from DRAM once, the later loops read shared memory;
+  blocks of STRIP_SHARED_THREADS (128), launch_bounds asking 4 resident an SM; where
+  vectors do not fit (D = 2047), "strips-shared-scalar": the same, a point a thread;
+- "no shared": strip_shared_bytes 0 (main's kernels: registers, vector or streaming);
+- "shared min6": launch_bounds asking 6 blocks an SM (at most 85 registers);
+- "shared 32 in flight": the first loop's tile 32 values (8 f32 / 4 f16 vectors a thread);
+- "shared lane combine": the reductions combine a lane at a time (main's vector kernel's
+  way: two barriers and `per` reads a lane) instead of all lanes at once.
+
+The last lines are a table: ms, % of the copy bandwidth's time for the bytes a perfect
+fused kernel moves, ok (checked), and the grids launched (a shared launch's config ends
+with its dynamic shared bytes).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SOFTMAX_F16 = """
+func softmax_middle_f16(x: f16[B, S, D]) -> f16[B, S, D] {
+    return softmax(x, axis=1)
+}
+"""
+CHANNEL_SOFTMAX = """
+func channel_softmax(x: f32[N, K, H, W]) -> f32[N, K, H, W] {
+    return softmax(x, axis=1)
+}
+"""
+
+# label -> (case in cases.py, dims, (name, source) override or None, dry-run dims)
+SHAPES = {
+    "softmax_mid 64x256x2048": ("softmax_middle", {"B": 64, "S": 256, "D": 2048}, None,
+                                {"B": 2, "S": 9, "D": 16}),
+    "softmax_mid 32x128x4096": ("softmax_middle", {"B": 32, "S": 128, "D": 4096}, None,
+                                {"B": 2, "S": 5, "D": 8}),
+    "softmax_mid f16 16x512x1024": ("softmax_middle", {"B": 16, "S": 512, "D": 1024},
+                                    ("softmax_middle_f16", SOFTMAX_F16), {"B": 2, "S": 7, "D": 16}),
+    "channel softmax 32x64x56x56": ("softmax_middle", {"N": 32, "K": 64, "H": 56, "W": 56},
+                                    ("channel_softmax", CHANNEL_SOFTMAX),
+                                    {"N": 2, "K": 3, "H": 2, "W": 8}),
+    # D not a multiple of 4: no 16-byte vectors, the scalar shared kernel (a point a thread)
+    "softmax_mid 64x256x2047": ("softmax_middle", {"B": 64, "S": 256, "D": 2047}, None,
+                                {"B": 2, "S": 9, "D": 7}),
+    "centring 16384x4096": ("column_centring", {"R": 16384, "C": 4096}, None,
+                            {"R": 13, "C": 16}),
+    "centring 1024x65536": ("column_centring", {"R": 1024, "C": 65536}, None,
+                            {"R": 9, "C": 32}),
+    "instance_norm 128x128x64x64": ("instance_norm", {"N": 128, "C": 128, "H": 64, "W": 64},
+                                    None, {"N": 2, "C": 3, "H": 5, "W": 7}),
+}
+DEFAULT = {"default": {}, "no shared": {"strip_shared_bytes": 0}}
+SWEEP = {**DEFAULT,
+         "shared min6": {"strip_shared_min_blocks": 6},
+         "shared 32 in flight": {"strip_vector_values": 32},
+         "shared lane combine": {"strip_lanes_combine": False}}
+SWEPT = ("softmax_mid 64x256x2048", "softmax_mid f16 16x512x1024")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", action="append", help="only these labels (see SHAPES)")
+    parser.add_argument("--no-peers", action="store_true", help="skip torch and torch.compile")
+    parser.add_argument("--no-sweep", action="store_true", help="default and no-shared only")
+    parser.add_argument("--dry-run", action="store_true", help="check the script on the simulator")
+    opts = parser.parse_args()
+    if opts.dry_run:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is imported
+    from cases import CASES
+    from probe_codegen import copy_bandwidth
+    from probe_memkern import Device, Log, prepare, run_peers, run_variant
+
+    from mlfuse.runtime.memory import install
+    install()
+    log, device = Log(), Device(opts.dry_run)
+    gbs = 1.0 if opts.dry_run else copy_bandwidth()
+    rows = []
+    for label in opts.case or list(SHAPES):
+        name, dims, override, dry = SHAPES[label]
+        base = next(c for c in CASES if c.name == name)
+        name, source = override or (base.name, base.source)
+        case = dataclasses.replace(base, name=name, source=source, dims=dims, dry_dims=dry)
+        p = prepare(case, device, 7, gbs)
+        variants = SWEEP if label in SWEPT and not opts.no_sweep else DEFAULT
+        for variant, knobs in variants.items():
+            try:
+                r = run_variant(p, knobs)
+            except Exception as e:  # one failing variant must not lose the others
+                log(f"{label:28} [{variant}] FAILED: {type(e).__name__}: {e}"[:600])
+                continue
+            log(f"{label:28} [{variant}] ok={r['ok']} err={r['err']:.2g} {r['ms']:.4f} ms "
+                f"kernels={r['kernels']} grids={r['grids']} {'; '.join(r['resources'])}")
+            rows.append((label, variant, r["ms"], p.floor_ms, r["ok"], " ".join(r["grids"])))
+        if not opts.no_peers:
+            for peer, r in run_peers(p, log).items():
+                rows.append((label, peer, r["ms"], p.floor_ms, r["ok"], ""))
+        del p
+    log(f"\n{'shape':28} {'variant':20} {'ms':>8} {'%copy':>6} ok   grids  (copy {gbs:.0f} GB/s)")
+    for label, variant, ms, floor, ok, grids in rows:
+        log(f"{label:28} {variant:20} {ms:8.4f} {100 * floor / ms:5.0f}% "
+            f"{'ok' if ok else 'BAD'}  {grids[:70]}")
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    main()
+    print(f"total {time.perf_counter() - t0:.0f} s")

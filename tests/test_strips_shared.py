@@ -1,0 +1,136 @@
+"""Strips over columns held in shared memory (mlfuse/codegen/strips_shared.py): the
+vector strips kernel whose values read again by a later loop stay on chip, under the
+simulator against the NumPy interpreter: strips ending part-way, several tiles, f16,
+NaN and inf per lane, a budget too small for the widest strip (narrower strips) or for
+any (the other kernels), points that whole vectors do not cover (the scalar shared
+kernel), and the geometry of mlfuse/strip_plan.py."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import mlfuse
+from mlfuse.interp import run_tensor
+from mlfuse.pipeline import parse_program
+from mlfuse.strip_plan import strip_shared
+from mlfuse.tools.checking import random_inputs
+
+from helpers import assert_results_close, record_launches
+from test_strips import MIDDLE_SOFTMAX, PLAN, _strips
+
+CENTRING = "func f(x: f32[R, C]) -> f32[R, C] { return x - mean(x, axis=0, keepdims=true) }"
+F16_SOFTMAX = "func f(x: f16[A, B, C]) -> f16[A, B, C] { return softmax(x, axis=1) }"
+NCHW_SOFTMAX = "func f(x: f32[N, C, H, W]) -> f32[N, C, H, W] { return softmax(x, axis=1) }"
+# planned at 512 rows: a strip's values (two planes of them too) fit the 40 KB budget at the
+# planned sizes, so the model keeps one kernel
+PLAN_SHARED = {"dims": {**PLAN["dims"], "R": 512}}
+# two buffers read again (two planes), and a reduction of their product
+TWO_INPUTS = ("func f(x: f32[R, C], y: f32[R, C]) -> f32[R, C] {\n"
+              " s = sum(x * y, axis=0, keepdims=true)\n return x * s - y }")
+
+
+def _run(source, dims, inputs=None, budget=None):
+    """The launched kernel's variant, having checked the results."""
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = inputs or random_inputs(func, dims, seed=8)
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = run_tensor(func, inputs)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=PLAN_SHARED)
+    (kernel,) = _strips(module)
+    py = module.python_module
+    if budget is not None:
+        py.STRIP_SHARED_BYTES = budget
+    name = kernel["kernel_name"]
+    launched = record_launches(py, [n for n in (name, f"{name}_streaming", f"{name}_vector",
+                                                f"{name}_shared", f"{name}_shared_scalar")
+                                    if hasattr(py, n)])
+    assert_results_close(func, expected, module["f"](*inputs))
+    assert len(launched) == 1
+    return launched[0].removeprefix(name) or "_registers"
+
+
+@pytest.mark.parametrize("source, dims", [
+    (MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}),  # 16 points: 2 strips of 2 vectors
+    (CENTRING, {"R": 13, "C": 12}),  # 3 vectors: the last strip ends part-way
+    (F16_SOFTMAX, {"A": 2, "B": 7, "C": 16}),  # 8 halves a vector
+    (NCHW_SOFTMAX, {"N": 2, "C": 3, "H": 2, "W": 8}),  # channels: points H*W a batch
+    (TWO_INPUTS, {"R": 11, "C": 8}),  # two planes
+    (MIDDLE_SOFTMAX, {"A": 2, "B": 2, "C": 8}),  # 2 threads a point combine 4 lanes
+    (F16_SOFTMAX, {"A": 1, "B": 3, "C": 16}),  # 4 threads a point, 8 lanes
+])
+def test_shared_strips_agree_with_numpy(source, dims):
+    assert _run(source, dims) == "_shared"
+
+
+def test_shared_strips_take_several_tiles():
+    # 70 reduced values over 8 threads a point (simulator: 16 threads, strips of 2
+    # vectors): 9 values a thread, tiles of 4, the last part-way
+    assert _run(CENTRING, {"R": 70, "C": 8}) == "_shared"
+
+
+@pytest.mark.parametrize("source, dims", [
+    (CENTRING, {"R": 5, "C": 6}),  # 6 points: VECTOR_WIDTH does not divide them
+    (NCHW_SOFTMAX, {"N": 2, "C": 3, "H": 2, "W": 6}),  # rows of 24 bytes: unaligned vectors
+    (F16_SOFTMAX, {"A": 2, "B": 3, "C": 4}),  # 4 halves: not a whole 8-half vector
+])
+def test_ragged_points_take_the_scalar_shared_kernel(source, dims):
+    assert _run(source, dims) == "_shared_scalar"
+
+
+def test_a_small_budget_narrows_the_strip_then_gives_up():
+    # 9 values a point (simulator: 16 threads a block): a strip of 2 vectors takes 8
+    # threads a point, 2 vectors each (2 x 8 x 2 x 4 floats, 512 bytes); a strip of 1 vector
+    # 16 threads, 1 vector each (256 bytes)
+    assert strip_shared(4, 9, 2, 1, 16, 4, 1, 4, 512, 0, 0) == (2, 8, 512)
+    assert strip_shared(4, 9, 2, 1, 16, 4, 1, 4, 511, 0, 0) == (1, 16, 256)
+    assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=256) == "_shared"
+    # the scalar kernel: a point a thread, 2 points x 8 threads, 2 values each (128 bytes),
+    # 1 point x 16 threads (64)
+    assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=255) == "_shared_scalar"
+    assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=64) == "_shared_scalar"
+    assert _run(MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, budget=63) == "_registers"
+
+
+def test_nan_and_inf_stay_in_their_lane():
+    func = parse_program(MIDDLE_SOFTMAX, "t.fuse").funcs[0]
+    (x,) = random_inputs(func, {"A": 2, "B": 5, "C": 8}, seed=7)
+    x[0, 3, 1] = np.nan
+    x[1, 2, 2], x[1, 4, 7] = np.inf, -np.inf
+    with np.errstate(invalid="ignore"):
+        assert _run(MIDDLE_SOFTMAX, {}, [x]) == "_shared"
+
+
+def test_loops_reading_nothing_again_have_no_shared_variant():
+    # a plain column sum: one loop, nothing read twice
+    module = mlfuse.compile_source(
+        "func f(x: f32[R, C]) -> f32[C] { return sum(x, axis=0) }", "t.fuse",
+        target="simulator", fuse_options=PLAN)
+    for kernel in _strips(module):
+        assert not hasattr(module.python_module, f"{kernel['kernel_name']}_shared")
+
+
+def test_geometry():
+    # softmax over 256 of [64, 256, 2048] f32 (H100 knobs): 128-byte rows, 32 KB, 16 threads a point
+    assert strip_shared(64 * 2048 // 4, 256, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == \
+        (8, 16, 256 * 32 * 4)
+    # 512 values of f16 vectors (8 lanes, held in 16 bits): 32 points fit 40 KB (64 do
+    # not), 16 points give the grid its 4 blocks an SM
+    assert strip_shared(16 * 1024 // 8, 512, 8, 2, 128, 8, 1, 2, 40 * 1024, 0, 0) == \
+        (4, 32, 512 * 32 * 2)
+    assert strip_shared(16 * 1024 // 8, 512, 8, 2, 128, 8, 1, 2, 40 * 1024, 132, 4) == \
+        (2, 64, 512 * 16 * 2)
+    # short extents take fewer threads a point, none idle (a plane's rows stay 128 wide)
+    assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == (8, 4, 128 * 4 * 4)
+    # too long for the narrowest strip: none
+    assert strip_shared(1 << 20, 16384, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) is None
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.sampled_from([MIDDLE_SOFTMAX, CENTRING, F16_SOFTMAX]), st.integers(1, 20),
+       st.sampled_from([8, 16]), st.sampled_from([64, 256, 1 << 20]), st.integers(0, 99))
+def test_any_extent_and_budget_agree(source, reduced, columns, budget, seed):
+    """Whichever kernel the budget leaves (shared at some width, or another), the result
+    is NumPy's: the reduced extent below, at or past a tile, the strip part-way."""
+    dims = {"R": reduced, "C": columns} if source is CENTRING else \
+        {"A": 2, "B": reduced, "C": columns}
+    func = parse_program(source, "t.fuse").funcs[0]
+    _run(source, dims, random_inputs(func, dims, seed=seed), budget=budget)
