@@ -13,6 +13,7 @@ from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.tile_model import source as tile_model_source
 from mlfuse.strip_plan import source as strip_plan_source
+from mlfuse.row_groups import group_width_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -414,7 +415,8 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
 _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_INDEX,
           "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
-          "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
+          "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP,
+          "_short_row_width": group_width_source(), "_split_columns": _SPLIT_COLUMNS,
           "_strip_threads": _STRIP_THREADS, "_strip_columns": strip_plan_source(),
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
           "_contraction_plan": tile_model_source()}
@@ -423,7 +425,7 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_di
     f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name)
     for c in ("add", "max", "min")] + [
     "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
-    "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_strip_threads", "_strip_columns",
+    "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_short_row_width", "_strip_threads", "_strip_columns",
     "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 
