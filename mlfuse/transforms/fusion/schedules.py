@@ -50,8 +50,8 @@ from mlfuse.dialects.reductions import ReduceNest, loop_levels, reduce_nest, red
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
-from mlfuse.row_groups import (WARP, kernel_row_group, kernel_runtime_group, scalar_values,
-                               why_no_short_rows)
+from mlfuse.row_groups import (WARP, kernel_row_group, kernel_runtime_group, row_access_dtypes,
+                               scalar_values, why_no_short_rows)
 
 from mlfuse.transforms.fusion.cost import kernel_cost, resolve, strip_held, strip_shape
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
@@ -285,8 +285,9 @@ def _with_short_plan(kernel: KernelOp, choice: ScheduleChoice, dims: dict,
     loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
     row = resolve(loops[0]["extent"], dims, target)
     group = kernel_runtime_group(kernel, row, target)
-    most = (f"{WARP * target.short_row_values} values in whole 16-byte vectors, "
-            f"{WARP * scalar_values(target.short_row_values)} otherwise")
+    most = f"{WARP * scalar_values(target.short_row_values)} values"
+    if row_access_dtypes(loops) and target.vector_width > 1:
+        most = f"{WARP * target.short_row_values} values in whole 16-byte vectors, {most} otherwise"
     choice.short_rows = True
     if group is None:
         choice.reason += (f"; a call with rows of at most {most} runs them as warp-rows (a "
@@ -383,6 +384,10 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
         return ScheduleChoice("warp-rows", f"{points} rows of {row} values: {short}")
     if layout == "rows" and has_for and row >= target.row_min_extent and \
             len({repr(e) for e in extents}) == 1:
+        return ScheduleChoice("row", f"{points} rows of {row}: one block per row")
+    if layout == "rows" and row < target.row_min_extent and points > 1 and \
+            why_no_short_rows(kernel) is None:  # rows whose length is a symbol: a row
+        # kernel, whose short-row plan holds them in registers at this length and others
         return ScheduleChoice("row", f"{points} rows of {row}: one block per row")
     if layout == "rows" and row < target.row_min_extent and points > 1:
         return ScheduleChoice("warp-rows", f"rows of {row} values: a group of threads per row, "
