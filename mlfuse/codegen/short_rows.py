@@ -24,7 +24,7 @@ longer rows keep the block-per-row kernels.
 from __future__ import annotations
 
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp
-from mlfuse.row_groups import WARP, scalar_values, vector_lanes
+from mlfuse.row_groups import WARP, vector_lanes
 
 from mlfuse.codegen.schedule_warp_rows import WarpRowsEmitter
 from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
@@ -58,7 +58,8 @@ class ShortRowsEmitter(WarpRowsEmitter):
 
     def plan_group(self, op, hw) -> None:
         self.held_rows, self.constant_width = True, None
-        self.row_slots = hw.short_row_values if self.vector else scalar_values(hw.short_row_values)
+        # (module constants: hw.short_row_values, row_groups.scalar_values of it)
+        self.row_slots = "SHORT_ROW_VALUES" if self.vector else "SHORT_ROW_SCALARS"
         if self.vector and vector_lanes(_vector_dtypes(row_vector_accesses(_row_loops(op))),
                                         hw.vector_width) != hw.vector_width:
             self.vector_lanes = "VECTOR_WIDTH_16"  # 16 bytes of 16-bit values a vector
@@ -76,8 +77,7 @@ def emit_short_rows(op, name: str, target: str, helpers: set[str], names, hw) ->
     texts = [ShortRowsEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     lanes = vector_lanes(_vector_dtypes(accesses), hw.vector_width)
-    launch = {"short": variants, "short_values": hw.short_row_values,
-              "short_min_lanes": hw.short_row_lanes,
+    launch = {"short": variants, "short_min_lanes": hw.short_row_lanes,
               "short_lanes": "VECTOR_WIDTH" if lanes == hw.vector_width else "VECTOR_WIDTH_16",
               "short_buffers": vector_buffers(accesses)}
     return launch, "\n\n".join(texts)
@@ -93,14 +93,14 @@ def short_rows_launch(host, kernel, points: str, row: str, args: list[str],
     vectors) or of its values (at least a warp where it has that many: a warp's load
     reads whole lines)."""
     launch, unit = kernel.launch, host.w.unit
-    variants, values = launch["short"], launch["short_values"]
+    variants = launch["short"]
     host.helpers.update({"_short_row_width", "_pointwise_blocks"})
     width = host.namer.fresh("width")
 
     def call(kind: str) -> str:
         return host.call(variants[kind], f"_pointwise_blocks({points} * {width}, 1), "
                          "THREADS_PER_BLOCK", args + [width])
-    scalar = scalar_values(values)
+    values, scalar = "SHORT_ROW_VALUES", "SHORT_ROW_SCALARS"
     branches = []
     if "short-vector" in variants:
         host.helpers.add("_vector_ready")
@@ -108,11 +108,12 @@ def short_rows_launch(host, kernel, points: str, row: str, args: list[str],
         buffers = ", ".join(host.namer(b) for b in launch["short_buffers"])
         aligned = f"_vector_ready({buffers}" + ("" if lanes == "VECTOR_WIDTH" else
                                                 f", width={lanes}") + ")"
-        branches.append((f"{row} <= {WARP * values} and {row} % {lanes} == 0 and {aligned}",
+        group = (f"{width} = _short_row_width({row} // {lanes}, {values} // {lanes}, "
+                 f"{launch['short_min_lanes']})")
+        branches.append((f"{row} <= {WARP} * {values} and {row} % {lanes} == 0 and {aligned}",
                          "short rows of whole vectors, aligned: a group of lanes per row",
-                         [f"{width} = _short_row_width({row} // {lanes}, {values} // {lanes}, "
-                          f"{launch['short_min_lanes']})", call("short-vector")]))
-    branches.append((f"{row} <= {WARP * scalar}", "short rows: a group of lanes per row",
+                         [group, call("short-vector")]))
+    branches.append((f"{row} <= {WARP} * {scalar}", "short rows: a group of lanes per row",
                      [f"{width} = _short_row_width({row}, {scalar}, {WARP})", call("short")]))
     out = []
     for n, (test, why, body) in enumerate(branches):
