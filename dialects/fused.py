@@ -60,7 +60,10 @@ class KernelOp(LoopOp):
              "strip": Attr("str", ""),
              # a row kernel's twin for calls with few long rows: its rows split across
              # blocks in stages (codegen/split_stages.py), the host choosing per call
-             "split_stages": Attr("int", 0)}
+             "split_stages": Attr("int", 0),
+             # a row kernel's twin for calls with short rows (a length known per call):
+             # a group of lanes per row (codegen/short_rows.py), the host choosing per call
+             "warp_rows": Attr("int", 0)}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

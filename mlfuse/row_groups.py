@@ -25,17 +25,32 @@ reduces by ``log2(width)`` xor-shuffle steps (codegen/helpers.py ``_group_reduce
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
+from mlfuse.dialects.reductions import loop_levels
 
 WARP = 32
 VECTOR_DTYPES = ("f32", "i32", "f16")  # what a vector access may move (codegen/vector.py)
 HALF_DTYPES = ("f16",)  # of those, the 16-bit ones: 8 to a 16-byte vector
 
 
-def _ceil_pow2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
+def group_width(units, per_thread, fewest):
+    """Threads sharing a row of ``units`` (vectors, or values) when each thread holds at
+    most ``per_thread`` of them and a group has at least ``fewest`` threads where the row
+    has that many: the least power of two both allow; 0 where a warp cannot hold the row.
+    The generated host calls this very function (its source is copied into the module,
+    ``_short_row_width``) to pick a group per call for rows whose length it learns then."""
+    width = 1
+    while width * per_thread < units or (width < fewest and width < units):
+        width *= 2
+    return width if width <= 32 else 0
+
+
+def group_width_source() -> str:
+    """``group_width`` as the generated module's ``_short_row_width``."""
+    return inspect.getsource(group_width).replace("def group_width(", "def _short_row_width(", 1)
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,10 @@ class RowGroup:
 
     def describe(self) -> str:
         """What explain says of the group."""
+        if self.lanes == 1:  # values one at a time (no whole 16-byte vectors)
+            return (f"{self.width} threads per row, each holding up to {self.vectors} of its "
+                    f"{self.row} values (no whole 16-byte vectors: loaded one at a time); a "
+                    f"reduction takes {self.shuffle_steps} shuffle step(s)")
         n = self.row // self.lanes
         ragged = "" if n % self.width == 0 else f", the last {self.width * self.vectors - n} " \
             "vector slot(s) masked"
@@ -88,9 +107,8 @@ def row_group(row: int, lanes: int, most_values: int, fewest_lanes: int) -> RowG
     if lanes < 1 or row < 1 or row % lanes:
         return None
     n = row // lanes
-    per_thread = max(1, most_values // lanes)
-    width = max(_ceil_pow2(-(-n // per_thread)), min(_ceil_pow2(n), _ceil_pow2(fewest_lanes)))
-    if width > WARP:
+    width = group_width(n, max(1, most_values // lanes), fewest_lanes)
+    if not width:
         return None
     return RowGroup(row, lanes, width, -(-n // width))
 
@@ -138,5 +156,52 @@ def kernel_row_group(kernel, hw) -> RowGroup | None:
     return target_row_group(loops[0]["extent"], dtypes, hw)
 
 
-__all__ = ["HALF_DTYPES", "VECTOR_DTYPES", "RowGroup", "kernel_row_group", "row_access_dtypes",
+def scalar_values(values: int) -> int:
+    """Values a thread of a short-row plan's scalar kernel holds, of the ``values`` its
+    vector kernel does: half (each held value keeps an address besides: at 16, layernorm's
+    x, gamma and beta spilled at the 128 registers a block of 512 threads allows)."""
+    return max(1, values // 2)
+
+
+def runtime_row_group(row: int, dtypes, hw) -> RowGroup | None:
+    """The group the generated host picks for a call whose rows have ``row`` values (a
+    row length known only then; "short rows" of a row kernel, codegen/short_rows.py):
+    16-byte vectors where they fill the row (16-bit values 8 a vector where every vector
+    access moves them), else a value at a time with at least a warp per row where the row
+    has that many values (a warp's load reads 32 neighbouring values of a row, or whole
+    neighbouring rows), each thread holding half as many (``scalar_values``); None
+    where a warp cannot hold the row (the block-per-row kernels take it)."""
+    lanes = vector_lanes(dtypes, hw.vector_width) if hw.vector_width > 1 and dtypes else 1
+    if lanes > 1 and row % lanes == 0:
+        return row_group(row, lanes, hw.short_row_values, hw.short_row_lanes)
+    return row_group(row, 1, scalar_values(hw.short_row_values), WARP)
+
+
+def kernel_runtime_group(kernel, row: int, hw) -> RowGroup | None:
+    """The group of a row kernel's short-row plan for a call with rows of ``row`` values
+    (None: the call runs the block-per-row kernels)."""
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    return runtime_row_group(row, row_access_dtypes(loops), hw)
+
+
+def why_no_short_rows(kernel) -> str | None:
+    """Why a row kernel gets no short-row plan (a group of lanes per row, picked per call;
+    codegen/short_rows.py), None where it does: every top-level loop walks one axis, all
+    of the same extent, a symbol (a constant short row takes warp-rows outright)."""
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    if not loops:
+        return "no row loop"
+    if any(len(loop_levels(o)) > 1 for o in loops):
+        return "a loop over several axes"
+    extents = {repr(o["extent"]) for o in loops}
+    if len(extents) != 1:
+        return "loops of different extents"
+    if isinstance(loops[0]["extent"], int):
+        return "its rows have a constant length"
+    return None
+
+
+__all__ = ["group_width", "group_width_source", "kernel_runtime_group", "runtime_row_group",
+           "scalar_values", "why_no_short_rows",
+           "HALF_DTYPES", "VECTOR_DTYPES", "RowGroup", "kernel_row_group", "row_access_dtypes",
            "row_group", "target_row_group", "vector_lanes"]

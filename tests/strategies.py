@@ -582,16 +582,20 @@ def permuted_programs(draw):
 
 
 @st.composite
-def short_row_programs(draw):
+def short_row_programs(draw, symbolic: bool = False):
     """A reduction over the last axis of rows of one constant length a warp holds (the
     warp-rows vector groups of mlfuse/row_groups.py: 1 to 32 lanes a row, rows that the
     lanes' vectors fill raggedly, rows with no whole vectors), with an elementwise
     prologue and maybe a broadcast-back epilogue: softmax, layernorm, rmsnorm, or
     sum/max/mean of a product, in f32 or f16. Concrete sizes: the simulator runs the
-    schedule the fuse pass picks."""
+    schedule the fuse pass picks. ``symbolic``: the shapes are [R, C] with the sizes
+    bound per call (a row kernel's short-row plan, codegen/short_rows.py); returns the
+    program and those sizes."""
     dtype = draw(st.sampled_from(["f32", "f16"]))
     cols = draw(st.sampled_from([4, 8, 12, 16, 20, 24, 36, 64, 100, 130]))
     rows = draw(st.integers(1, 4))
+    if symbolic:
+        sizes, (rows, cols) = {"R": rows, "C": cols}, ("R", "C")
     p = Program()
     x = p.param((rows, cols), dtype)
     pre = x.name
@@ -611,4 +615,4 @@ def short_row_programs(draw):
     p.lines.append(f"v0 = {expr}")
     p.values.append(Value("v0", shape, dtype))
     p.results = [p.values[-1]]
-    return p
+    return (p, sizes) if symbolic else p

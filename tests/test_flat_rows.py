@@ -55,6 +55,7 @@ def _run(source: str, name: str, dims: dict, streaming: bool, poison=None, plan_
     py = module.python_module
     kernel = f"{name}_0"
     launched = record_launches(py, [k for k in (kernel, f"{kernel}_streaming") if hasattr(py, k)])
+    py.SHORT_ROW_VALUES = py.SHORT_ROW_SCALARS = 0  # a block per row (no short-row plan)
     if streaming:
         py.REGISTER_ROW_THREADS = py.STRIP_HELD_THREADS = 0  # the host picks streaming
         py._split_stages = lambda points, extent, reread: False  # (few rows: else split)
@@ -124,6 +125,7 @@ def test_streaming_passes_alternate_direction_over_several_tiles():
     assert kernel.count(", -1, -(") == 1  # the second of two passes runs backwards
     launched = record_launches(py, ["group_norm_0", "group_norm_0_streaming"])
     py.REGISTER_ROW_THREADS, py.VALUES_PER_THREAD = 0, 2  # streaming, tiles of 1 value
+    py.SHORT_ROW_VALUES = py.SHORT_ROW_SCALARS = 0  # (no short-row plan)
     py._row_threads = lambda extent, most=1024: 32
     py._split_stages = lambda points, extent, reread: False  # (one row: else split)
     got = module["group_norm"](*inputs)

@@ -54,7 +54,8 @@ def device(*shape, seed=0, offset=0):
     return array
 
 
-def small_rows_module(values_per_thread: int, row_threads: int, split_stage_rows: int = 0):
+def small_rows_module(values_per_thread: int, row_threads: int, split_stage_rows: int = 0,
+                      short_rows: int = 0):
     """The softmax module with launch constants small enough that a 50-value row takes
     the registers variant (2 x 32) or the streaming one (1 x 32) on the simulator; with
     ``split_stage_rows`` above the call's rows, a row too long for registers takes the
@@ -66,6 +67,9 @@ def small_rows_module(values_per_thread: int, row_threads: int, split_stage_rows
                     source, flags=re.M)
     source = re.sub(r"^SPLIT_STAGE_ROWS = \d+", f"SPLIT_STAGE_ROWS = {split_stage_rows}",
                     source, flags=re.M)
+    if short_rows == 0:  # no short-row plan (codegen/short_rows.py): a block per row
+        source = re.sub(r"^SHORT_ROW_(VALUES|SCALARS) = \d+", r"SHORT_ROW_\1 = 0", source,
+                        flags=re.M)
     return load_source(source, "softmax_rows")
 
 
@@ -118,12 +122,13 @@ def _plan_launches(plan):
 
 @pytest.mark.parametrize("case,columns", [("pointwise", 0), ("unfused", 0), ("registers", 50),
                                           ("registers", 20), ("streaming", 70), ("split", 70),
-                                          ("two", 0)])
+                                          ("short", 70), ("two", 0)])
 def test_a_plan_launches_what_the_host_function_launches(case, columns):
     """Launches, grids, blocks and arguments as the host function makes them; the row
     constants are small so that 50 values fit in registers (2 x 32) and 70 do not."""
-    if case in ("registers", "streaming", "split"):
-        python_module = small_rows_module(2, 32, split_stage_rows=8 if case == "split" else 0)
+    if case in ("registers", "streaming", "split", "short"):
+        python_module = small_rows_module(2, 32, split_stage_rows=8 if case == "split" else 0,
+                                          short_rows=int(case == "short"))
         name, args = "softmax", [device(3, columns)]
     elif case == "two":
         python_module = mlfuse.compile_source(TWO_RESULTS, "two.fuse", fuse=False).python_module
@@ -139,11 +144,13 @@ def test_a_plan_launches_what_the_host_function_launches(case, columns):
     assert _plan_launches(trace.plan) == expected
     kernels = [la.kernel for la in trace.plan.launches]
     assert len(kernels) == {"pointwise": 1, "unfused": 5, "registers": 1, "streaming": 1,
-                            "split": 3, "two": 2}[case]  # two: y = x * b, then sum(y)
+                            "split": 3, "short": 1, "two": 2}[case]  # two: y = x * b, then sum(y)
     if case == "split":  # max's partials, then the sum's, then the epilogue over each chunk
         assert kernels == ["softmax_0_stage0", "softmax_0_stage1", "softmax_0_epilogue"]
     if case in ("registers", "streaming"):
         assert ("streaming" in kernels[0]) == (case == "streaming")
+    if case == "short":  # rows of 70: a group of lanes per row, the module's own limits
+        assert kernels == ["softmax_0_short"]
     if case == "two":
         assert [s.kind for s in trace.plan.results] == ["buffer", "buffer"]
 

@@ -14,6 +14,7 @@ from mlfuse.codegen.ptx_wgmma import wgmma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.tile_model import source as tile_model_source
 from mlfuse.strip_plan import shared_source as strip_shared_source, source as strip_plan_source
+from mlfuse.row_groups import group_width_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -491,7 +492,8 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
 _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_INDEX,
           "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
-          "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
+          "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP,
+          "_short_row_width": group_width_source(), "_split_columns": _SPLIT_COLUMNS,
           "_strip_threads": _STRIP_THREADS, "_strip_columns": strip_plan_source(),
           "_strip_shared": strip_shared_source(),
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
@@ -502,9 +504,9 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_di
                    strip_lanes_reduce_name)
     for c in ("add", "max", "min")] + [
     "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_wgmma_intrinsics", "_mma_geometry",
-    "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group",
-    "_strip_threads", "_strip_columns", "_strip_shared", "_address", "_vector_ready", "_copy_values", "_TiledKernel",
-    "_contraction_plan", "_contraction_geometry"]
+    "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns",
+    "_short_row_width", "_row_group", "_strip_threads", "_strip_columns", "_strip_shared", "_address", "_vector_ready",
+    "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:

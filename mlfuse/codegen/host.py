@@ -207,6 +207,9 @@ class HostEmitter:
                 lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "
                          "registers"] + [unit + line for line in lines] + [
                          "else:", unit + calls["streaming"]]
+        if "short" in kernel.launch:  # short rows at this call: a group of lanes per row
+            from mlfuse.codegen.short_rows import short_rows_launch
+            lines = short_rows_launch(self, kernel, points, row, args, lines)
         if "stages" in kernel.launch:  # few long rows: each split across blocks
             self.helpers.add("_split_stages")
             unit = self.w.unit

@@ -85,9 +85,21 @@ def _held(op, hw) -> bool:
 
 
 class WarpRowsEmitter(KernelEmitter):
+    DOC = _DOC  # each variant's docstring
+    flat_rows = False  # whether the scalar kernel reads a row at row_base + k (flat_rows.py)
+
     def __init__(self, op, name, variant, target, helpers, hw, taken=()):
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.schedule = "row"  # top-level reduces and fors are shared (by the group)
+        self.batch = 1  # rows a group takes a step (the vector variant may take several)
+        self.plan_group(op, hw)
+        for n in ("width", "group", "row", "valid", "row_base", "rows_per_block", "group_rows"):
+            self.local[n] = self.namer.fresh(n)
+
+    def plan_group(self, op, hw) -> None:
+        """The group's geometry known at compile time: whether rows are held, the
+        group's width where constant, a thread's slots, the vector lanes (short_rows.py:
+        rows whose length the host learns per call)."""
         self.held_rows = _held(op, hw)
         row = _constant_rows(op)
         # rows of a constant length: the group's width is known here, so `%` and `//` by
@@ -95,7 +107,6 @@ class WarpRowsEmitter(KernelEmitter):
         self.constant_width = group_width(row) if row is not None else None
         if self.constant_width is not None:
             self.row_slots = -(-row // self.constant_width)
-        self.batch = 1  # rows a group takes a step (the vector variant may take several)
         if self.vector:
             group = vector_rows(op, hw)
             self.constant_width, self.row_slots = group.width, group.slots
@@ -103,12 +114,10 @@ class WarpRowsEmitter(KernelEmitter):
             if group.lanes != hw.vector_width:  # 16 bytes of 16-bit values a vector
                 self.vector_lanes = "VECTOR_WIDTH_16"
                 self.vector_moves = ("_load_halves", "_store_halves")
-        for n in ("width", "group", "row", "valid", "row_base", "rows_per_block", "group_rows"):
-            self.local[n] = self.namer.fresh(n)
 
     def emit(self) -> str:
         w, loc = self.w, self.local
-        with self.kernel_def([loc["width"]], _DOC[self.variant]):
+        with self.kernel_def([loc["width"]], self.DOC[self.variant]):
             if self.constant_width is not None:
                 w.line(f"{loc['width']} = {self.constant_width}  # rows of constant length: the "
                        "host passes the same")
@@ -132,6 +141,8 @@ class WarpRowsEmitter(KernelEmitter):
                 self.plan_held_rows(row_loops)
             if self.vector:
                 self.plan_vectors(row_vector_accesses(row_loops), self.row_slots)
+            elif self.flat_rows:  # a value at row_base + k (flat_rows.py)
+                self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in row_loops])
             self.row_slots = slots
             if self.batch > 1:
                 w.line(f"{loc['group_rows']} = {loc['rows_per_block']}")
@@ -159,6 +170,8 @@ class WarpRowsEmitter(KernelEmitter):
         w.line(f"{loc['point']} = min({loc['row']}, {loc['n_points']} - 1)  "
                "# past the end: the last row again, not stored")
         self.unravel(loc["point"])
+        if self.flat_rows and not self.vector:
+            self.row_base_lines()
 
     def batched_rows(self, first_loop) -> None:
         """``batch`` rows a step (rows ``group_rows`` apart): the first row loop's vector

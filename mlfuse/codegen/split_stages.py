@@ -374,10 +374,15 @@ def vector_tests(host, kernel, twin: dict) -> list[str]:
 
 def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
     """A row kernel's KernelCode, with the split plan's kernels where the schedule
-    choice asked for them (``split_stages``)."""
+    choice asked for them (``split_stages``), and the short-row plan's (``warp_rows``)."""
     code = emit_kernel(op, name, target, helpers, names, hw)
     if op.attributes.get("split_stages"):
         launch, text = emit_stages(op, name, target, helpers, names, hw)
+        code.launch.update(launch)
+        code.text += "\n\n" + text
+    if op.attributes.get("warp_rows"):  # calls with short rows: a group of lanes per row
+        from mlfuse.codegen.short_rows import emit_short_rows
+        launch, text = emit_short_rows(op, name, target, helpers, names, hw)
         code.launch.update(launch)
         code.text += "\n\n" + text
     return code

@@ -74,7 +74,7 @@ def signature(op, kernel: str = ""):
         partial_dtypes = (split_stages if kernel == "stages" else schedule_split).partial_dtypes
         args += [types.Array(getattr(types, d), 1, "C") for d in partial_dtypes(op)]
         args.append(types.int64)
-    elif schedule == "warp-rows":  # the threads per row
+    elif schedule == "warp-rows" or kernel == "short":  # the threads per row
         args.append(types.int64)
     elif schedule == "contraction":  # the partial sums (split-K), and the second kernel's
         from mlfuse.codegen.split_k import partial_dtype  # number of shares
@@ -197,7 +197,9 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
             finish = op.attributes.get("schedule") == "contraction"
             staged = re.search(r"(_stage\d+|_epilogue)(_vector)?$", attr) and op.attributes.get("split_stages")
-            yield attr, value, signature(op, "finish" if finish else "stages" if staged else "")
+            short = re.search(r"_short(_vector)?$", attr) and op.attributes.get("warp_rows")
+            yield attr, value, signature(op, "finish" if finish else "stages" if staged else
+                                         "short" if short else "")
 
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,

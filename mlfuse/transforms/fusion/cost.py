@@ -25,7 +25,7 @@ from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
 from mlfuse.strip_plan import held_planes, line_points, narrowest_points, strip_columns, strip_shared
 from mlfuse.ir.traits import SCALAR_COMPUTE
-from mlfuse.row_groups import WARP
+from mlfuse.row_groups import WARP, kernel_runtime_group
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
 
 
@@ -337,7 +337,11 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
                  if isinstance(op, (ForOp, ReduceOp))), default=1)
     if schedule == "row":
         threads = points * min(inner, 1024)
-        if row_split(kernel, dims, target):
+        if kernel.attributes.get("warp_rows") and \
+                kernel_runtime_group(kernel, inner, target) is not None:
+            # the short-row plan (codegen/short_rows.py): warp-rows, as priced below
+            threads = points * inner
+        elif row_split(kernel, dims, target):
             # codegen/split_stages.py: every block busy, the input read once per stage
             threads, launches = target.sm_count * 2048, stage_count(kernel)
             rereads = _rereads(kernel, read, dims, target, points)

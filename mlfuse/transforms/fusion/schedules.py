@@ -50,7 +50,8 @@ from mlfuse.dialects.reductions import ReduceNest, loop_levels, reduce_nest, red
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
-from mlfuse.row_groups import WARP, kernel_row_group
+from mlfuse.row_groups import (WARP, kernel_row_group, kernel_runtime_group, row_access_dtypes,
+                               scalar_values, why_no_short_rows)
 
 from mlfuse.transforms.fusion.cost import kernel_cost, resolve, shared_geometry, strip_held, strip_shape
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
@@ -166,6 +167,7 @@ class ScheduleChoice:
     tile_axes: list | None = None  # transpose-tiles: the tiled axes
     strip: str = ""   # a strips schedule's "columns" or "rows"
     split_stages: bool = False  # a row kernel's split plan for calls with few long rows
+    short_rows: bool = False  # a row kernel's plan for calls with short rows (warp-rows)
 
 
 def _loop_extents(kernel: Operation) -> list[list]:
@@ -281,6 +283,30 @@ def _with_split_plan(kernel: KernelOp, choice: ScheduleChoice, target: Target) -
     return choice
 
 
+def _with_short_plan(kernel: KernelOp, choice: ScheduleChoice, dims: dict,
+                     target: Target) -> ScheduleChoice:
+    """A row kernel's choice with its short-row plan where it has one (its rows' length
+    a symbol: codegen/short_rows.py): the host runs calls whose rows a warp holds as
+    warp-rows, with the group row_groups.py picks from the call's row length and dtype."""
+    if choice.schedule != "row" or why_no_short_rows(kernel) is not None:
+        return choice
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    row = resolve(loops[0]["extent"], dims, target)
+    group = kernel_runtime_group(kernel, row, target)
+    most = f"{WARP * scalar_values(target.short_row_values)} values"
+    if row_access_dtypes(loops) and target.vector_width > 1:
+        most = f"{WARP * target.short_row_values} values in whole 16-byte vectors, {most} otherwise"
+    choice.short_rows = True
+    if group is None:
+        choice.reason += (f"; a call with rows of at most {most} runs them as warp-rows (a "
+                          "group of lanes per row, picked per call)")
+    else:
+        choice.reason = (f"{row} values a row at these sizes, a length known per call: "
+                         f"warp-rows, {group.describe()} (the host picks the group per call "
+                         f"for rows of at most {most}); longer rows: " + choice.reason)
+    return choice
+
+
 def _short_rows(kernel: KernelOp, extents: list[list], target: Target) -> str | None:
     """Why warp-rows runs ``kernel``'s rows (None: it does not take them this way): rows
     of one constant length along one axis that a warp holds (at most 32 threads of
@@ -313,6 +339,7 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
                               size=lambda extent: resolve(extent, dims, target))
     if access_layout(kernel) == "rows":
         choice = _with_split_plan(kernel, choice, target)
+        choice = _with_short_plan(kernel, choice, dims, target)
     return choice
 
 
@@ -366,6 +393,10 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
     if layout == "rows" and has_for and row >= target.row_min_extent and \
             len({repr(e) for e in extents}) == 1:
         return ScheduleChoice("row", f"{points} rows of {row}: one block per row")
+    if layout == "rows" and row < target.row_min_extent and points > 1 and \
+            why_no_short_rows(kernel) is None:  # rows whose length is a symbol: a row
+        # kernel, whose short-row plan holds them in registers at this length and others
+        return ScheduleChoice("row", f"{points} rows of {row}: one block per row")
     if layout == "rows" and row < target.row_min_extent and points > 1:
         return ScheduleChoice("warp-rows", f"rows of {row} values: a group of threads per row, "
                               "several rows per warp (coalesced)")
@@ -393,6 +424,10 @@ def apply_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoi
         kernel.attributes["split_stages"] = 1
     else:
         kernel.attributes.pop("split_stages", None)
+    if choice.short_rows:
+        kernel.attributes["warp_rows"] = 1
+    else:
+        kernel.attributes.pop("warp_rows", None)
     return choice
 
 

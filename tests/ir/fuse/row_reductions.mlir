@@ -33,10 +33,11 @@
 // CHECK-NEXT:   return %y
 
 // Rows shorter than the target's row_min_extent (32) stay one kernel: the same
-// single kernel, on the warp-rows schedule (a group of threads per short row).
+// single kernel, a row kernel whose short-row plan (warp_rows: a group of threads per
+// short row, codegen/short_rows.py) runs them, their length being a symbol.
 // SHORT-LABEL: func @softmax
 // SHORT-NEXT:   %y = loops.alloc : buf<f32[R, C]>
-// SHORT-NEXT:   fused.kernel {extents = [R], kernel_name = "softmax_0", schedule = "warp-rows", sources = [
+// SHORT-NEXT:   fused.kernel {extents = [R], kernel_name = "softmax_0", schedule = "row", sources = [{{.*}}warp_rows = 1}
 // SHORT-NOT:    fused.kernel
 // SHORT:        return %y
 func @softmax(%x: f32[R, C]) -> (f32[R, C]) {
