@@ -32,9 +32,11 @@ from __future__ import annotations
 from mlfuse.codegen.emit_mma import MmaContractionEmitter
 from mlfuse.codegen.ptx_tf32 import TF32_HELPER
 
-A_PAD, B_PAD = 4, 8  # f32 values after each row of a stage: conflict-free conversion reads
+# f32 values after each row of a stage: A's conversion reads 16-byte chunks of whole rows
+# (unpadded: 8 threads a phase read 128 consecutive bytes); B's reads columns
+A_PAD, B_PAD = 0, 8
 
-_LOCALS = ("a_lo", "b_lo", "part", "cv", "cv16", "src", "b_row", "b_k", "cvat",
+_LOCALS = ("a_lo", "b_lo", "part", "cv", "cv16", "src", "b_row", "b_k", "cvat", "cvto",
            *(f"{v}{q}" for v in ("x", "h", "l") for q in range(4)))
 
 
@@ -88,15 +90,21 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         self.w.line(f"assert STAGE_K == {self.k_steps()} * 8, 'the multiply is written for "
                     f"{self.k_steps()} k8 steps a stage'")
         self.copy_constants(swizzled=False)
+        self.w.line("# the next stage's conversion before the fragment loads, not among the mma, "
+                    "where copies under 16 bytes (up to 4x the copies, their positions in "
+                    "registers) leave too few registers: ptxas spilled 64 x 64 (see multiply)")
+        self.w.line("CONVERT_EARLY = A_VALUES < 4 or B_VALUES < 4")
 
     def tile(self) -> None:
-        """The K loop, pipelined a stage deep: the stages first fill with tiles 0 ..
-        STAGES - 1 and tile 0 is converted; iteration kt waits for tile kt + 1, then
-        (one barrier) copies tile kt + STAGES into tile kt's raw stage (converted the
-        iteration before), converts tile kt + 1 into the other converted area and
-        multiplies tile kt from its own: the conversion and the mma share a basic block,
-        which ptxas interleaves (before: barrier, convert, barrier, multiply, the tensor
-        pipe idle while every warp converted)."""
+        """The K loop, pipelined a stage deep and written out two stages an iteration:
+        the stages first fill with tiles 0 .. STAGES - 1 and tile 0 is converted; the
+        iteration for tile kt waits for tile kt + 1, then (one barrier) copies tile
+        kt + STAGES into tile kt's raw stage (converted the iteration before), converts
+        tile kt + 1 into the other converted area and multiplies tile kt from its own:
+        one basic block, which ptxas interleaves (``multiply``). Two stages an
+        iteration: each its own converted area (constant offsets) and, for 3xTF32, the
+        split accumulator added to acc once per two stages (an odd count of stages runs
+        one more, of zeros past K: copies past the block's share of K fill zeros)."""
         w, L = self.w, self.loc
         with w.indented(f"for {L['slot']} in range(ACC):"):
             w.line(f"{L['acc']}[{L['slot']}] = np.float32(0)")
@@ -109,19 +117,32 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         w.line("cuda.syncthreads()  # and everyone's")
         w.line(f"{L['rd']} = 0  # the raw stage of tile kt")
         self.landed("0", "CV_BASE")
-        with w.indented(f"for {L['kt']} in range({L['k_tiles']}):"):
-            w.line("_cp_async_wait(WAIT)  # this thread's copies of tile kt + 1 landed")
-            w.line("cuda.syncthreads()  # everyone's; tile kt converted; tile kt - 1's "
-                   "converted area and tile kt's raw stage read by every warp")
-            w.line(f"{L['nxt']} = {L['rd']} + STAGE_SIZE if {L['rd']} < (STAGES - 1) * "
-                   "STAGE_SIZE else 0  # tile kt + 1's raw stage")
-            w.line("# tile kt + STAGES (zeros past K) into tile kt's raw stage")
-            self.fetch_stage(f"{L['kt']} + STAGES", L["rd"])
-            w.line("_cp_async_commit()  # (a group each iteration: the wait counts groups)")
-            self.landed(L["nxt"], f"CV_BASE + (({L['kt']} + 1) & 1) * CV_WORDS")
-            self.multiply(f"CV_BASE + ({L['kt']} & 1) * CV_WORDS")
-            w.line(f"{L['rd']} = {L['nxt']}")
+        with w.indented(f"for {L['kt']} in range(0, {L['k_tiles']}, 2):  # tiles kt, kt + 1"):
+            for parity in (0, 1):
+                self.iteration(parity)
+        w.line("_cp_async_wait(0)  # the copies past K landed before the epilogue reuses "
+               "their shared memory")
         self.epilogue()
+
+    def iteration(self, parity: int) -> None:
+        """Tile kt + ``parity``: it multiplies from converted area ``parity`` while tile
+        kt + parity + 1 converts into the other (see ``tile``)."""
+        w, L = self.w, self.loc
+        kt = f"{L['kt']} + 1" if parity else L["kt"]
+        w.line(f"# tile {kt}: multiplied from converted area {parity}, tile {kt} + 1 converted "
+               f"into area {1 - parity}")
+        w.line("_cp_async_wait(WAIT)  # this thread's copies of the next tile landed")
+        w.line("cuda.syncthreads()  # everyone's; this tile converted; the other converted "
+               "area and this tile's raw stage read by every warp")
+        w.line(f"{L['nxt']} = {L['rd']} + STAGE_SIZE if {L['rd']} < (STAGES - 1) * "
+               "STAGE_SIZE else 0  # the next tile's raw stage")
+        w.line(f"# tile {kt} + STAGES (zeros past K) into this tile's raw stage")
+        self.fetch_stage(f"{kt} + STAGES", L["rd"])
+        w.line("_cp_async_commit()  # (a group each stage: the wait counts groups)")
+        self.multiply(f"CV_BASE + {parity} * CV_WORDS",
+                      lambda sides: self.landed(L["nxt"], f"CV_BASE + {1 - parity} * CV_WORDS", sides),
+                      first=parity == 0, last=parity == 1)
+        w.line(f"{L['rd']} = {L['nxt']}")
 
     def k_steps(self) -> int:
         """The k8 mma steps of a stage: STAGE_K (MMA_BK // 2) // 8, written out."""
@@ -149,27 +170,40 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
             w.line(f"{L['b_lo']} = cuda.local.array(B_REGS, numba.uint32)")
             w.line(f"{L['part']} = cuda.local.array(ACC, numba.float32)  # a stage's sums")
 
-    def landed(self, stage: str, area: str) -> None:
+    def landed(self, stage: str, area: str, sides: str = "ab") -> None:
         """The raw stage at ``stage`` converted once into the converted area at ``area``:
-        A chunk by chunk (4 K values of a row), B chunk by chunk of its transpose (4 K
-        values of a column, consecutive threads on consecutive columns)."""
+        A chunk by chunk (4 K values of a row: one 16-byte load; 8 consecutive threads
+        read 128 consecutive bytes of unpadded rows, no bank conflict), B chunk by chunk
+        of its transpose (4 K values of a column, consecutive threads on consecutive
+        columns). ``sides``: the operands converted here ("a", "b" or both)."""
         w, L = self.w, self.loc
         xs = [L[f"x{q}"] for q in range(4)]
-        w.line(f"# convert a stage once: {self.convert} of each value, into a converted area")
-        w.line(f"{L['src']}, {L['cvat']} = {stage}, {area}")
+        w.line(f"# convert a stage's {' and '.join(sides.upper())} once: {self.convert} of each "
+               "value, into a converted area")
+        w.line(f"{L['src']}, {L['cvto']} = {stage}, {area}")
+        if "a" in sides:
+            self.landed_a(xs)
+        if "b" in sides:
+            self.landed_b(xs)
+
+    def landed_a(self, xs: list[str]) -> None:
+        w, L = self.w, self.loc
         with self.thread_share("BM * STAGE_K // 4", "-(-BM * STAGE_K // 4 // THREADS)"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} // (STAGE_K // 4), {L['e']} % (STAGE_K // 4)"
                    "  # row m, chunk of K")
             at = f"{L['src']} + {L['i']} * A_STRIDE + {L['j']} * 4"
-            for q, x in enumerate(xs):  # (unsigned: no negative-index wraparound)
-                w.line(f"{x} = {L['tiles']}[numba.uint32({at} + {q})]")
-            self.store_converted(xs, L["cvat"], L["i"], L["j"])
+            w.line(f"{', '.join(xs)} = _ld_shared_v4({L['tiles']}, numba.uint32({at}))"
+                   "  # (unsigned: no negative-index wraparound)")
+            self.store_converted(xs, L["cvto"], L["i"], L["j"])
+
+    def landed_b(self, xs: list[str]) -> None:
+        w, L = self.w, self.loc
         with self.thread_share("BN * STAGE_K // 4", "-(-BN * STAGE_K // 4 // THREADS)"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} % BN, {L['e']} // BN  # column n, chunk of K")
             at = f"{L['src']} + A_STAGE + ({L['j']} * 4 + {{q}}) * B_STRIDE + {L['i']}"
             for q, x in enumerate(xs):
                 w.line(f"{x} = {L['tiles']}[numba.uint32({at.format(q=q)})]")
-            self.store_converted(xs, f"{L['cvat']} + CV_A", L["i"], L["j"])
+            self.store_converted(xs, f"{L['cvto']} + CV_A", L["i"], L["j"])
 
     def store_converted(self, xs: list[str], part: str, row: str, chunk: str) -> None:
         """The four values ``xs`` converted, into row ``row``'s chunk ``chunk`` of the
@@ -186,11 +220,20 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
             values = ", ".join(f"_tf32_round({x})" for x in xs)
             w.line(f"_st_shared_v4({L['cv']}, {at}, {values})")
 
-    def multiply(self, area: str) -> None:
+    def multiply(self, area: str, convert, first: bool, last: bool) -> None:
         """A converted stage's STAGE_K // 8 steps: each warp's fragments by ldmatrix from
         the converted area at ``area`` (A: lane l gives row l % 16, K from (l // 16) * 4;
         B: row (l // 16) * 8 + l % 8 of N, K from ((l // 8) % 2) * 4: two n8 tiles a
-        load), then the MT x NT mma (three passes for 3xTF32, into the stage's own sums)."""
+        load), then the MT x NT mma (three passes for 3xTF32, into the split sums).
+        ``convert(sides)`` writes the next stage's conversion between a step's fragment
+        loads and its mma (A's after the first step's, B's after the second's: half the
+        conversion's registers live beside the fragments, 128 x 64 spilled with all of
+        it after the first): ptxas keeps shared-memory accesses in order, so placed
+        before the loads (as it was) the conversion's loads and stores all preceded the
+        first mma, and the tensor pipe idled while every warp converted; here the mma,
+        which wait on registers only, can issue among them. 3xTF32: the
+        split sums start from zero at the ``first`` of two stages and are added to acc
+        after the ``last``."""
         w, L = self.w, self.loc
         w.line(f"{L['cvat']} = {area}")
         base = L["cvat"]
@@ -201,7 +244,8 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         sums = L["acc"]
         if self.split:
             sums = L["part"]
-            w.line("# split accumulator: the stage's products sum from zero on the tensor cores "
+        if self.split and first:
+            w.line("# split accumulator: two stages' products sum from zero on the tensor cores "
                    "(each mma truncates), then one FADD (round to nearest) adds them to acc")
             with w.indented(f"for {L['slot']} in range(ACC):"):
                 w.line(f"{L['part']}[{L['slot']}] = np.float32(0)")
@@ -212,6 +256,9 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         # conversion of the next stage, which ptxas interleaves with the mma)
         for step in range(self.k_steps()):
             w.line(f"{L['kk']} = {8 * step}  # k8 step {step}")
+            if step == 0:
+                with w.indented("if CONVERT_EARLY:  # copies under 16 bytes: see step_constants"):
+                    convert("ab")
             for a, b, part in parts:
                 with w.indented(f"for {L['i']} in range(MT):"):
                     a_row = f"({L['wm0']} + {L['i']} * 16 + {L['row']})"
@@ -223,6 +270,9 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
                     at = self.converted_offset(b_row, f"({L['kk']} + {L['b_k']}) >> 2")
                     w.line(f"_ldmatrix_x4({b}, {L['j']} * 4, {L['cv16']}, 2 * ({base} + {part}"
                            f"CV_A + {at}))")
+            if step < 2:  # A after the first step's loads, B after the second's (or both)
+                with w.indented("if not CONVERT_EARLY:"):
+                    convert("a" if step == 0 and self.k_steps() > 1 else "b" if step else "ab")
             passes = ([(L["a_lo"], L["b_frag"]), (L["a_frag"], L["b_lo"]),
                        (L["a_frag"], L["b_frag"])] if self.split else [(L["a_frag"], L["b_frag"])])
             if self.split:
@@ -233,7 +283,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
                     with w.indented(f"for {L['j']} in range(NT):"):
                         w.line(f"_mma_tf32({sums}, ({L['i']} * NT + {L['j']}) * 4, {a}, "
                                f"{L['i']} * 4, {b}, {L['j']} * 2)")
-        if self.split:
+        if self.split and last:
             with w.indented(f"for {L['slot']} in range(ACC):"):
                 w.line(f"{L['acc']}[{L['slot']}] += {L['part']}[{L['slot']}]")
 
