@@ -117,12 +117,37 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         w.line("cuda.syncthreads()  # and everyone's")
         w.line(f"{L['rd']} = 0  # the raw stage of tile kt")
         self.landed("0", "CV_BASE")
+        self.fragment_bases()
         with w.indented(f"for {L['kt']} in range(0, {L['k_tiles']}, 2):  # tiles kt, kt + 1"):
+            bases = [L[f"f{side}{step}"] for step in range(self.k_steps()) for side in "ab"]
+            w.line(f"{', '.join(bases)} = {', '.join(f'_kept({b})' for b in bases)}")
             for parity in (0, 1):
                 self.iteration(parity)
         w.line("_cp_async_wait(0)  # the copies past K landed before the epilogue reuses "
                "their shared memory")
         self.epilogue()
+
+    def fragment_bases(self) -> None:
+        """Each lane's ldmatrix rows in the first converted area, per k8 step and operand
+        (uint32 words): a fragment's row is its base + a constant (the area, the part, 16
+        rows a tile: the swizzle of a row, (row // CV_LINE) & CV_MASK, repeats every 8
+        rows). ``_kept`` each iteration keeps them loop-variant: LLVM hoisted every
+        fragment's address out of the loop (48 registers at 128 x 128) where ptxas folds
+        base + constant into the ldmatrix."""
+        w, L = self.w, self.loc
+        w.line(f"{L['row']} = {L['lane']} % 16  # the A row this lane addresses")
+        w.line(f"{L['q']} = ({L['lane']} // 16) * 4  # and its K offset")
+        w.line(f"{L['b_row']} = ({L['lane']} // 16) * 8 + {L['lane']} % 8  # the B row (an N)")
+        w.line(f"{L['b_k']} = (({L['lane']} // 8) % 2) * 4  # and its K offset")
+        for step in range(self.k_steps()):
+            for side in "ab":
+                L[f"f{side}{step}"] = self.namer.fresh(f"f{side}{step}")
+            a_at = self.converted_offset(f"({L['wm0']} + {L['row']})",
+                                         f"({8 * step} + {L['q']}) >> 2")
+            b_at = self.converted_offset(f"({L['wn0']} + {L['b_row']})",
+                                         f"({8 * step} + {L['b_k']}) >> 2")
+            w.line(f"{L[f'fa{step}']} = numba.uint32(CV_BASE + {a_at})  # k8 step {step}")
+            w.line(f"{L[f'fb{step}']} = numba.uint32(CV_BASE + CV_A + {b_at})")
 
     def iteration(self, parity: int) -> None:
         """Tile kt + ``parity``: it multiplies from converted area ``parity`` while tile
@@ -139,7 +164,7 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         w.line(f"# tile {kt} + STAGES (zeros past K) into this tile's raw stage")
         self.fetch_stage(f"{kt} + STAGES", L["rd"])
         w.line("_cp_async_commit()  # (a group each stage: the wait counts groups)")
-        self.multiply(f"CV_BASE + {parity} * CV_WORDS",
+        self.multiply(f"{parity} * CV_WORDS",
                       lambda sides: self.landed(L["nxt"], f"CV_BASE + {1 - parity} * CV_WORDS", sides),
                       first=parity == 0, last=parity == 1)
         w.line(f"{L['rd']} = {L['nxt']}")
@@ -235,12 +260,6 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         split sums start from zero at the ``first`` of two stages and are added to acc
         after the ``last``."""
         w, L = self.w, self.loc
-        w.line(f"{L['cvat']} = {area}")
-        base = L["cvat"]
-        w.line(f"{L['row']} = {L['lane']} % 16  # the A row this lane addresses")
-        w.line(f"{L['q']} = ({L['lane']} // 16) * 4  # and its K offset")
-        w.line(f"{L['b_row']} = ({L['lane']} // 16) * 8 + {L['lane']} % 8  # the B row (an N)")
-        w.line(f"{L['b_k']} = (({L['lane']} // 8) % 2) * 4  # and its K offset")
         sums = L["acc"]
         if self.split:
             sums = L["part"]
@@ -255,21 +274,17 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         # the k8 steps written out (constant K offsets: one basic block with the
         # conversion of the next stage, which ptxas interleaves with the mma)
         for step in range(self.k_steps()):
-            w.line(f"{L['kk']} = {8 * step}  # k8 step {step}")
+            w.line(f"# k8 step {step}")
             if step == 0:
                 with w.indented("if CONVERT_EARLY:  # copies under 16 bytes: see step_constants"):
                     convert("ab")
             for a, b, part in parts:
                 with w.indented(f"for {L['i']} in range(MT):"):
-                    a_row = f"({L['wm0']} + {L['i']} * 16 + {L['row']})"
-                    at = self.converted_offset(a_row, f"({L['kk']} + {L['q']}) >> 2")
-                    w.line(f"_ldmatrix_x4({a}, {L['i']} * 4, {L['cv16']}, 2 * ({base} + {part}"
-                           f"{at}))")
+                    w.line(f"_ldmatrix_x4_words({a}, {L['i']} * 4, {L['cv']}, {L[f'fa{step}']} + "
+                           f"numba.uint32({area} + {part}{L['i']} * 16 * STAGE_K))")
                 with w.indented(f"for {L['j']} in range(NT // 2):"):
-                    b_row = f"({L['wn0']} + {L['j']} * 16 + {L['b_row']})"
-                    at = self.converted_offset(b_row, f"({L['kk']} + {L['b_k']}) >> 2")
-                    w.line(f"_ldmatrix_x4({b}, {L['j']} * 4, {L['cv16']}, 2 * ({base} + {part}"
-                           f"CV_A + {at}))")
+                    w.line(f"_ldmatrix_x4_words({b}, {L['j']} * 4, {L['cv']}, {L[f'fb{step}']} + "
+                           f"numba.uint32({area} + {part}{L['j']} * 16 * STAGE_K))")
             if step < 2:  # A after the first step's loads, B after the second's (or both)
                 with w.indented("if not CONVERT_EARLY:"):
                     convert("a" if step == 0 and self.k_steps() > 1 else "b" if step else "ab")

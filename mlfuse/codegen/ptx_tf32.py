@@ -111,6 +111,48 @@ def _st_shared_v4(typingctx, tiles, index, a, b, c, d):
     return types.void(tiles, index, a, b, c, d), codegen
 
 
+@intrinsic
+def _ldmatrix_x4_words(typingctx, frag, slot, tiles, word):
+    """ldmatrix.sync.aligned.m8n8.x4.shared.b16 from the 4-byte word ``word`` of ``tiles``
+    (a uint32 or float32 shared array), its address computed in 32 bits."""
+    if frag.dtype != types.uint32 or tiles.dtype.bitwidth != 32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        frag_v, slot_v, tiles_v, word_v = args
+        i32 = ir.IntType(32)
+        data = context.make_array(sig.args[2])(context, builder, tiles_v).data
+        shared = builder.ptrtoint(builder.addrspacecast(data, ir.PointerType(data.type.pointee, 3)), i32)
+        word = builder.trunc(context.cast(builder, word_v, sig.args[3], types.uint64), i32) \
+            if sig.args[3].bitwidth > 32 else context.cast(builder, word_v, sig.args[3], types.uint32)
+        source = builder.add(shared, builder.shl(word, ir.Constant(i32, 2)))
+        load = ir.InlineAsm(
+            ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32]),
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
+            "=r,=r,=r,=r,r,~{memory}")
+        loaded = builder.call(load, [source])
+        for n, pointer in enumerate(_slots(context, builder, sig.args[0], frag_v, slot_v,
+                                           sig.args[1], 4)):
+            builder.store(builder.extract_value(loaded, n), pointer)
+    return types.void(frag, slot, tiles, word), codegen
+
+
+@intrinsic
+def _kept(typingctx, value):
+    """value (uint32), through an asm LLVM may not move: a per-lane base computed before
+    a loop stays loop-variant, so each use inside it is base + an immediate for ptxas,
+    not a register of its own hoisted out of the loop."""
+    if value != types.uint32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        keep = ir.InlineAsm(ir.FunctionType(i32, [i32]), "mov.b32 $0, $1;", "=r,r",
+                            side_effect=True)
+        return builder.call(keep, [args[0]])
+    return types.uint32(value), codegen
+
+
 _mma_tf32 = _mma_intrinsic("tf32", "m16n8k8")
 '''
 
@@ -154,6 +196,18 @@ def _ld_shared_v4(tiles, index):
 
 
 @cuda.jit(device=True)
+def _ldmatrix_x4_words(frag, slot, tiles, word):
+    """ldmatrix.sync.aligned.m8n8.x4.shared.b16 from 4-byte word ``word`` (see ptx_tf32)."""
+    _ldmatrix_twin(frag, slot, tiles.view(np.uint16), 2 * int(word), False)
+
+
+@cuda.jit(device=True)
+def _kept(value):
+    """The value (see ptx_tf32: on the GPU an asm that keeps it loop-variant)."""
+    return value
+
+
+@cuda.jit(device=True)
 def _tf32_value(word):
     """The TF32 value an mma operand register holds (f32 bits, lower 13 bits zero)."""
     bits = int(word)
@@ -185,7 +239,7 @@ def _mma_tf32(acc, acc_slot, a, a_slot, b, b_slot):
 
 # Module-level names the helpers define: generated names avoid them.
 TF32_NAMES = ("_tf32_round", "_tf32_split", "_tf32_value", "_mma_tf32", "_st_shared_v4",
-              "_ld_shared_v4")
+              "_ld_shared_v4", "_ldmatrix_x4_words", "_kept")
 
 
 def tf32_helper_source(target: str) -> str:
