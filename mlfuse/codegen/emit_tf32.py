@@ -225,9 +225,11 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         w, L = self.w, self.loc
         with self.thread_share("BN * STAGE_K // 4", "-(-BN * STAGE_K // 4 // THREADS)"):
             w.line(f"{L['i']}, {L['j']} = {L['e']} % BN, {L['e']} // BN  # column n, chunk of K")
-            at = f"{L['src']} + A_STAGE + ({L['j']} * 4 + {{q}}) * B_STRIDE + {L['i']}"
-            for q, x in enumerate(xs):
-                w.line(f"{x} = {L['tiles']}[numba.uint32({at.format(q=q)})]")
+            w.line(f"{L['e']} = numba.uint32({L['src']} + A_STAGE + {L['j']} * 4 * B_STRIDE + "
+                   f"{L['i']})  # the column's first value")
+            for q, x in enumerate(xs):  # 32-bit addresses: the rows an immediate apart
+                w.line(f"{x} = _ld_shared_word({L['tiles']}, {L['e']} + "
+                       f"numba.uint32({q} * B_STRIDE))")
             self.store_converted(xs, f"{L['cvto']} + CV_A", L["i"], L["j"])
 
     def store_converted(self, xs: list[str], part: str, row: str, chunk: str) -> None:

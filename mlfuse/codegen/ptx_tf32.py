@@ -36,6 +36,20 @@ from __future__ import annotations
 TF32_HELPER = {"mma-tf32": "_tf32_round", "mma-tf32x3": "_tf32_split"}
 
 _CUDA = '''\
+def _word_address(context, builder, array_type, array, word, word_type):
+    """The 32-bit shared address of 4-byte word ``word`` of a shared array, computed in
+    32 bits (base + word * 4: ptxas folds a constant part of ``word`` into the access,
+    where a 64-bit index truncated to 32 bits kept a register per access)."""
+    i32 = ir.IntType(32)
+    data = context.make_array(array_type)(context, builder, array).data
+    base = builder.ptrtoint(builder.addrspacecast(data, ir.PointerType(data.type.pointee, 3)), i32)
+    word = context.cast(builder, word, word_type, types.uint64 if word_type.bitwidth > 32
+                        else types.uint32)
+    if word_type.bitwidth > 32:
+        word = builder.trunc(word, i32)
+    return builder.add(base, builder.shl(word, ir.Constant(i32, 2)))
+
+
 @intrinsic
 def _tf32_round(typingctx, value):
     """cvt.rna.tf32.f32: value rounded to TF32, as its f32 bits."""
@@ -85,7 +99,7 @@ def _ld_shared_v4(typingctx, tiles, index):
     quad = types.UniTuple(types.float32, 4)
 
     def codegen(context, builder, sig, args):
-        address = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        address = _word_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
         f32 = ir.FloatType()
         load = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([f32] * 4), [ir.IntType(32)]),
                             "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,r,~{memory}")
@@ -120,12 +134,8 @@ def _ldmatrix_x4_words(typingctx, frag, slot, tiles, word):
 
     def codegen(context, builder, sig, args):
         frag_v, slot_v, tiles_v, word_v = args
+        source = _word_address(context, builder, sig.args[2], tiles_v, word_v, sig.args[3])
         i32 = ir.IntType(32)
-        data = context.make_array(sig.args[2])(context, builder, tiles_v).data
-        shared = builder.ptrtoint(builder.addrspacecast(data, ir.PointerType(data.type.pointee, 3)), i32)
-        word = builder.trunc(context.cast(builder, word_v, sig.args[3], types.uint64), i32) \
-            if sig.args[3].bitwidth > 32 else context.cast(builder, word_v, sig.args[3], types.uint32)
-        source = builder.add(shared, builder.shl(word, ir.Constant(i32, 2)))
         load = ir.InlineAsm(
             ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32]),
             "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
@@ -135,6 +145,20 @@ def _ldmatrix_x4_words(typingctx, frag, slot, tiles, word):
                                            sig.args[1], 4)):
             builder.store(builder.extract_value(loaded, n), pointer)
     return types.void(frag, slot, tiles, word), codegen
+
+
+@intrinsic
+def _ld_shared_word(typingctx, tiles, word):
+    """ld.shared.f32: tiles[word] of a float32 shared array, its address in 32 bits."""
+    if tiles.dtype != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        source = _word_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        load = ir.InlineAsm(ir.FunctionType(ir.FloatType(), [ir.IntType(32)]),
+                            "ld.shared.f32 $0, [$1];", "=f,r,~{memory}")
+        return builder.call(load, [source])
+    return types.float32(tiles, word), codegen
 
 
 @intrinsic
@@ -202,6 +226,12 @@ def _ldmatrix_x4_words(frag, slot, tiles, word):
 
 
 @cuda.jit(device=True)
+def _ld_shared_word(tiles, word):
+    """ld.shared.f32 (see ptx_tf32)."""
+    return tiles[word]
+
+
+@cuda.jit(device=True)
 def _kept(value):
     """The value (see ptx_tf32: on the GPU an asm that keeps it loop-variant)."""
     return value
@@ -239,7 +269,8 @@ def _mma_tf32(acc, acc_slot, a, a_slot, b, b_slot):
 
 # Module-level names the helpers define: generated names avoid them.
 TF32_NAMES = ("_tf32_round", "_tf32_split", "_tf32_value", "_mma_tf32", "_st_shared_v4",
-              "_ld_shared_v4", "_ldmatrix_x4_words", "_kept")
+              "_ld_shared_v4", "_ldmatrix_x4_words", "_kept",
+              "_ld_shared_word")
 
 
 def tf32_helper_source(target: str) -> str:
