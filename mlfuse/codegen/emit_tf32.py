@@ -5,9 +5,9 @@ accumulation (helpers: ptx_tf32.py).
 
 The kernel is emit_mma's (block and warp tiles, cp.async stages, the epilogue through
 shared memory) with f32 stages: a stage holds STAGE_K = MMA_BK / 2 K values (the same
-bytes as a 16-bit stage of MMA_BK), A as BM rows of K padded by 4 values and B as
-STAGE_K rows of N padded by 8 (the conversion's reads below are then free of bank
-conflicts). Operands are copied by cp.async (16, 8 or 4 bytes) or gathered value by
+bytes as a 16-bit stage of MMA_BK), A as BM rows of K (unpadded: the conversion reads
+16-byte chunks of them) and B as STAGE_K rows of N padded by 8 (the conversion's reads
+below are then free of bank conflicts). Operands are copied by cp.async (16, 8 or 4 bytes) or gathered value by
 value as f32: the stages hold the exact operands.
 
 **Converted once per stage.** When stage kt has landed, the block converts it once into
@@ -19,11 +19,12 @@ row r at c ^ ((r // CV_LINE) & CV_MASK)), four values a thread in one ``st.share
 Then the warps read their fragments with ``ldmatrix`` (a 32-bit value is a pair of
 16-bit ones: an 8 x 8 b16 matrix is 8 rows of 4 f32, and lane l receives row l // 4,
 value l % 4: the m16n8k8 .tf32 fragment of A, and of B from its transposed rows),
-instead of reading and converting each value at each use.
+instead of reading and converting each value at each use. The K loop runs two stages an
+iteration, and the next stage's conversion sits among the mma (``tile``, ``multiply``).
 
-**Split accumulator** (3xTF32): each stage's products (lo*hi, hi*lo, then hi*hi per k8
-step) sum from zero on the tensor cores, whose mma truncates its sum, and the stage's
-sum is then added to the f32 accumulator by an FADD, which rounds to nearest. One
+**Split accumulator** (3xTF32): two stages' products (lo*hi, hi*lo, then hi*hi per k8
+step) sum from zero on the tensor cores, whose mma truncates its sum, and that sum is
+then added to the f32 accumulator by an FADD, which rounds to nearest. One
 accumulator on the tensor cores for the whole K drifts with K (the truncations all go
 one way): mlfuse/tools/tf32_emulation.py models both, docs/perf-notes.md has the numbers.
 """
