@@ -121,7 +121,8 @@ class Tf32ContractionEmitter(MmaContractionEmitter):
         self.fragment_bases()
         with w.indented(f"for {L['kt']} in range(0, {L['k_tiles']}, 2):  # tiles kt, kt + 1"):
             bases = [L[f"f{side}{step}"] for step in range(self.k_steps()) for side in "ab"]
-            w.line(f"{', '.join(bases)} = {', '.join(f'_kept({b})' for b in bases)}")
+            w.line(f"{', '.join(bases)} = {', '.join(f'_kept({b})' for b in bases)}"
+                   "  # loop-variant: each fragment's row an immediate from them")
             for parity in (0, 1):
                 self.iteration(parity)
         w.line("_cp_async_wait(0)  # the copies past K landed before the epilogue reuses "
