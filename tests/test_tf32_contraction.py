@@ -151,3 +151,23 @@ def test_3xtf32_takes_its_narrow_tiles_when_an_operand_is_not_copied_16_bytes(mo
     args = random_inputs(parse_program(MATMUL).funcs[0], {"M": 33, "N": 9, "K": 7}, seed=3)
     module.narrow(*args)  # odd N and K: 4-byte copies, so the narrow tile
     assert list(kernel.kernels) == [(16, 16, 1, 1, False)]
+
+
+def test_3xtf32_odd_stage_counts_and_split_k_agree_with_the_interpreter():
+    """The K loop runs two stages an iteration (the split sums added to acc once per
+    two; an odd count runs one more, of zeros past K). K = 48 is 3 stages of 16, split
+    in two shares of 2 stages and 1: the second's iteration runs a stage past its share,
+    which must read zeros, not the first share's K (each share's copies stop at its end)."""
+    source = MATMUL.replace("func f(", "func odd(")  # a program of its own
+    module = mlfuse.compile_source(source, "odd.fuse", target="simulator",
+                                   matmul_precision="high")
+    kernel = module.python_module.odd_0
+    func = parse_program(source).funcs[0]
+    dims = {"M": 5, "N": 8, "K": 48}
+    args = random_inputs(func, dims, seed=9)
+    (want,) = run_tensor(func, args)
+    ops, reduced = program_size(func, dims=dims)
+    kernel.tuned[(5, 8, 48, 1)] = (16, 16, 2)
+    c = compare(want, module.odd(*args), ops, reduced, unit=matmul_eps(module.kernels("odd")))
+    assert c.ok, c.message
+    assert [config[-1] for config in kernel.kernels] == [True]  # the split kernel ran

@@ -236,6 +236,8 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
         with w.indented(f"for {L['kt']} in range({L['k_tiles']}):"):
             for step in range(steps):
                 self.pipeline_step(step, steps)
+        w.line("_cp_async_wait(0)  # every copy (past K: zeros) landed before the epilogue may "
+               "reuse the stages")
         self.epilogue()
 
     def k_steps(self) -> int:

@@ -8,7 +8,8 @@ simulator, so a module holding these holds those). By name:
   13 bits are zero. Infinities stay, a NaN stays a NaN, a finite value that rounds
   past the largest float becomes infinite.
 - ``_tf32_split(x) -> (hi, lo)``: the 3xTF32 split: hi = ``cvt.rna.tf32.f32`` of x, lo
-  = ``cvt.rna.tf32.f32`` of the residual x - hi (exact in f32), or 0 where that residual
+  = the residual x - hi (exact in f32) rounded as cvt.rna.tf32.f32 rounds (by integer
+  arithmetic: the residual is small and finite), or 0 where that residual
   is not finite (x infinite or NaN, or hi overflowed): the product of hi alone then
   carries the inf or NaN, instead of inf - inf making a NaN of an infinite result.
 - ``_mma_tf32(acc, acc_slot, a, a_slot, b, b_slot)``:
@@ -19,6 +20,9 @@ simulator, so a module holding these holds those). By name:
   column t + 4 (r // 2); B register r holds row t + 4 r of column g; C/D value q is row
   g + 8 (q // 2), column 2t + q % 2 (as m16n8k16's).
 
+- ``_ld_shared_v4(tiles, index) -> (a, b, c, d)``: ``ld.shared.v4.f32``: tiles[index..
+  index + 3] of a float32 shared array (16-byte aligned): a raw stage's 16-byte chunk in
+  one load, for the conversion.
 - ``_st_shared_v4(tiles, index, a, b, c, d)``: ``st.shared.v4.b32``: four uint32 words
   into tiles[index..index + 3] (a uint32 shared array, 16-byte aligned): a converted
   stage's 16-byte chunk in one store.
@@ -32,6 +36,20 @@ from __future__ import annotations
 TF32_HELPER = {"mma-tf32": "_tf32_round", "mma-tf32x3": "_tf32_split"}
 
 _CUDA = '''\
+def _word_address(context, builder, array_type, array, word, word_type):
+    """The 32-bit shared address of 4-byte word ``word`` of a shared array, computed in
+    32 bits (base + word * 4: ptxas folds a constant part of ``word`` into the access,
+    where a 64-bit index truncated to 32 bits kept a register per access)."""
+    i32 = ir.IntType(32)
+    data = context.make_array(array_type)(context, builder, array).data
+    base = builder.ptrtoint(builder.addrspacecast(data, ir.PointerType(data.type.pointee, 3)), i32)
+    word = context.cast(builder, word, word_type, types.uint64 if word_type.bitwidth > 32
+                        else types.uint32)
+    if word_type.bitwidth > 32:
+        word = builder.trunc(word, i32)
+    return builder.add(base, builder.shl(word, ir.Constant(i32, 2)))
+
+
 @intrinsic
 def _tf32_round(typingctx, value):
     """cvt.rna.tf32.f32: value rounded to TF32, as its f32 bits."""
@@ -47,24 +65,48 @@ def _tf32_round(typingctx, value):
 
 @intrinsic
 def _tf32_split(typingctx, value):
-    """(hi, lo): cvt.rna.tf32.f32 of value and of the residual value - hi (0 unless finite)."""
+    """(hi, lo): cvt.rna.tf32.f32 of value, and the residual value - hi rounded the same
+    way by integer arithmetic (0 unless finite)."""
     if value != types.float32:
         return None
     pair = types.UniTuple(types.uint32, 2)
 
     def codegen(context, builder, sig, args):
         i32 = ir.IntType(32)
+        # the residual is finite and far from the largest float, so adding half a TF32
+        # ulp to its bits and cutting the lower 13 is cvt.rna's rounding: 2 integer
+        # instructions where cvt.rna takes 4 (its inf/NaN checks), and one finiteness
+        # test (|rest| < inf, false for NaN) instead of testp's integer compare
         split = ir.InlineAsm(
             ir.FunctionType(ir.LiteralStructType([i32, i32]), [ir.FloatType()]),
-            "{ .reg .b32 hi, lo; .reg .f32 high, rest; .reg .pred finite; "
+            "{ .reg .b32 hi, lo; .reg .f32 high, rest, size; .reg .pred finite; "
             "cvt.rna.tf32.f32 hi, $2; mov.b32 high, hi; sub.rn.f32 rest, $2, high; "
-            "cvt.rna.tf32.f32 lo, rest; testp.finite.f32 finite, rest; "
+            "mov.b32 lo, rest; add.u32 lo, lo, 4096; and.b32 lo, lo, -8192; "
+            "abs.f32 size, rest; setp.lt.f32 finite, size, 0f7F800000; "
             "selp.b32 $1, lo, 0, finite; mov.b32 $0, hi; }",
             "=r,=r,f")
         both = builder.call(split, [args[0]])
         return context.make_tuple(builder, sig.return_type,
                                   [builder.extract_value(both, 0), builder.extract_value(both, 1)])
     return pair(value), codegen
+
+
+@intrinsic
+def _ld_shared_v4(typingctx, tiles, index):
+    """ld.shared.v4.f32: tiles[index..index + 3] (a float32 shared array, 16-byte aligned)."""
+    if tiles.dtype != types.float32:
+        return None
+    quad = types.UniTuple(types.float32, 4)
+
+    def codegen(context, builder, sig, args):
+        address = _word_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        f32 = ir.FloatType()
+        load = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([f32] * 4), [ir.IntType(32)]),
+                            "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,r,~{memory}")
+        loaded = builder.call(load, [address])
+        return context.make_tuple(builder, sig.return_type,
+                                  [builder.extract_value(loaded, n) for n in range(4)])
+    return quad(tiles, index), codegen
 
 
 @intrinsic
@@ -81,6 +123,58 @@ def _st_shared_v4(typingctx, tiles, index, a, b, c, d):
                              "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}")
         builder.call(store, [address] + values)
     return types.void(tiles, index, a, b, c, d), codegen
+
+
+@intrinsic
+def _ldmatrix_x4_words(typingctx, frag, slot, tiles, word):
+    """ldmatrix.sync.aligned.m8n8.x4.shared.b16 from the 4-byte word ``word`` of ``tiles``
+    (a uint32 or float32 shared array), its address computed in 32 bits."""
+    if frag.dtype != types.uint32 or tiles.dtype.bitwidth != 32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        frag_v, slot_v, tiles_v, word_v = args
+        source = _word_address(context, builder, sig.args[2], tiles_v, word_v, sig.args[3])
+        i32 = ir.IntType(32)
+        load = ir.InlineAsm(
+            ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32]),
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
+            "=r,=r,=r,=r,r,~{memory}")
+        loaded = builder.call(load, [source])
+        for n, pointer in enumerate(_slots(context, builder, sig.args[0], frag_v, slot_v,
+                                           sig.args[1], 4)):
+            builder.store(builder.extract_value(loaded, n), pointer)
+    return types.void(frag, slot, tiles, word), codegen
+
+
+@intrinsic
+def _ld_shared_word(typingctx, tiles, word):
+    """ld.shared.f32: tiles[word] of a float32 shared array, its address in 32 bits."""
+    if tiles.dtype != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        source = _word_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        load = ir.InlineAsm(ir.FunctionType(ir.FloatType(), [ir.IntType(32)]),
+                            "ld.shared.f32 $0, [$1];", "=f,r,~{memory}")
+        return builder.call(load, [source])
+    return types.float32(tiles, word), codegen
+
+
+@intrinsic
+def _kept(typingctx, value):
+    """value (uint32), through an asm LLVM may not move: a per-lane base computed before
+    a loop stays loop-variant, so each use inside it is base + an immediate for ptxas,
+    not a register of its own hoisted out of the loop."""
+    if value != types.uint32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        keep = ir.InlineAsm(ir.FunctionType(i32, [i32]), "mov.b32 $0, $1;", "=r,r",
+                            side_effect=True)
+        return builder.call(keep, [args[0]])
+    return types.uint32(value), codegen
 
 
 _mma_tf32 = _mma_intrinsic("tf32", "m16n8k8")
@@ -118,6 +212,32 @@ def _st_shared_v4(tiles, index, a, b, c, d):
 
 
 @cuda.jit(device=True)
+def _ld_shared_v4(tiles, index):
+    """ld.shared.v4.f32 (see ptx_tf32): four values, 16-byte aligned."""
+    if index % 4:
+        raise RuntimeError("misaligned ld.shared.v4: shared address not 16-byte aligned")
+    return tiles[index], tiles[index + 1], tiles[index + 2], tiles[index + 3]
+
+
+@cuda.jit(device=True)
+def _ldmatrix_x4_words(frag, slot, tiles, word):
+    """ldmatrix.sync.aligned.m8n8.x4.shared.b16 from 4-byte word ``word`` (see ptx_tf32)."""
+    _ldmatrix_twin(frag, slot, tiles.view(np.uint16), 2 * int(word), False)
+
+
+@cuda.jit(device=True)
+def _ld_shared_word(tiles, word):
+    """ld.shared.f32 (see ptx_tf32)."""
+    return tiles[word]
+
+
+@cuda.jit(device=True)
+def _kept(value):
+    """The value (see ptx_tf32: on the GPU an asm that keeps it loop-variant)."""
+    return value
+
+
+@cuda.jit(device=True)
 def _tf32_value(word):
     """The TF32 value an mma operand register holds (f32 bits, lower 13 bits zero)."""
     bits = int(word)
@@ -148,7 +268,9 @@ def _mma_tf32(acc, acc_slot, a, a_slot, b, b_slot):
 '''
 
 # Module-level names the helpers define: generated names avoid them.
-TF32_NAMES = ("_tf32_round", "_tf32_split", "_tf32_value", "_mma_tf32", "_st_shared_v4")
+TF32_NAMES = ("_tf32_round", "_tf32_split", "_tf32_value", "_mma_tf32", "_st_shared_v4",
+              "_ld_shared_v4", "_ldmatrix_x4_words", "_kept",
+              "_ld_shared_word")
 
 
 def tf32_helper_source(target: str) -> str:
