@@ -200,34 +200,48 @@ class Planner(Grouping):
     # -- a pointwise op between two contractions -------------------------------------
     def _epilogue_homes(self, p: Nest) -> list[tuple[Nest, list[Nest]]]:
         """[(q, chain)]: the contraction-like nests whose results reach ``p`` through
-        ``chain`` (pointwise nests, each its own group and read only by the next: a bias
-        add, a residual add, an activation), each a place where ``p`` could run as q's
-        epilogue. Where the chain branches (a residual add of two convs' results: the
-        first block of a resnet stage), every q it reaches is a candidate, its chain all
-        the branches' nests, the other q's results read from memory. Empty where a
-        producer on the way is shared, returned or no single sum of products."""
-        def private(x: Nest, n: Nest) -> bool:
-            return self.own_group(x).members == [x] and self.graph.consumers(x) == [n] \
-                and not self.graph.is_returned(x)
+        ``chain`` (pointwise nests, each its own group and read only inside the chain or
+        by ``p``: a bias add, a residual add, an activation, or a pointwise graph such as
+        ONNX's erf GELU, where the bias add feeds both the erf and the final product),
+        each a place where ``p`` could run as q's epilogue. Where the chain branches (a
+        residual add of two convs' results: the first block of a resnet stage), every q
+        it reaches is a candidate, its chain all the branches' nests, the other q's
+        results read from memory. A pointwise producer read outside the chain is an
+        input of it (read from memory). Empty where a contraction on the way is shared,
+        returned or no single sum of products, or the chain is more than 8 deep."""
+        def own(x: Nest) -> bool:
+            return self.own_group(x).members == [x] and not self.graph.is_returned(x)
 
-        heavy, between, frontier = [], [], [p]
+        # every pointwise nest within 8 producer steps of p, each its own group
+        cone, frontier = set(), [p]
         for _ in range(8):
-            following = []
-            for n in frontier:
-                producers = self.graph.producers(n)
-                found = [x for x in producers if not x.is_pointwise]
-                if any(not private(x, n) or len(sums_of_products(x.op)) != 1 for x in found):
-                    return []
-                heavy += found
-                following += [x for x in producers if x.is_pointwise and private(x, n)]
+            following = [x for n in frontier for x in self.graph.producers(n)
+                         if x.is_pointwise and own(x) and x not in cone]
             if not following:
                 break
-            between += following
+            cone.update(following)
             frontier = following
         else:
             return []
-        between = sorted(set(between), key=lambda n: n.index)
-        return [(q, between) for q in sorted(set(heavy), key=lambda n: n.index)]
+        # keep those read only inside the chain (or by p): drop the rest until none left
+        while drop := {x for x in cone
+                       if any(c is not p and c not in cone for c in self.graph.consumers(x))}:
+            cone -= drop
+        # reached: p and the chain's nests that p reaches through kept ones
+        reached, frontier = set(), [p]
+        while frontier:
+            n = frontier.pop()
+            for x in self.graph.producers(n):
+                if x in cone and x not in reached:
+                    reached.add(x)
+                    frontier.append(x)
+        chain = reached | {p}
+        heavy = {x for n in chain for x in self.graph.producers(n) if not x.is_pointwise}
+        if any(not own(x) or len(sums_of_products(x.op)) != 1
+               or any(c not in chain for c in self.graph.consumers(x)) for x in heavy):
+            return []
+        between = sorted(reached, key=lambda n: n.index)
+        return [(q, between) for q in sorted(heavy, key=lambda n: n.index)]
 
     def _in_prologue(self, p: Nest, groups: list[Group]) -> bool:
         """Whether a group of ``groups`` computes ``p`` inside a sum of products (a
