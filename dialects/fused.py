@@ -54,6 +54,9 @@ class KernelOp(LoopOp):
              "a_operand": Attr("int", 0), "variant": Attr("str", ""),
              # transpose-tiles: the tiled axes (the permuted loads' axis, the innermost)
              "tile_axes": Attr("ints", []),
+             # the original extents each axis stands for, where coalesce-axes merged
+             # neighbouring ones (mlfuse/transforms/coalesce_axes.py)
+             "coalesced": Attr("any", []),
              "split_k": Attr("int", 1),
              # a strips kernel's points per block: "columns" (a strip of neighbouring
              # points) or "rows" (one point, its reduced values contiguous)

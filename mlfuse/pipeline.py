@@ -25,7 +25,7 @@ def pass_names(level: str, fuse: bool = True) -> list[str]:
     if level in ("loops", "fused"):
         names.append("lower-tensor-to-loops")
     if level == "fused":
-        names += ["fuse" if fuse else "no-fuse", "schedule-contractions"]
+        names += ["fuse" if fuse else "no-fuse", "schedule-contractions", "coalesce-axes"]
     return names
 
 

@@ -97,7 +97,7 @@ class ThinTilesEmitter(TilesEmitter):
         self.tiles, self.early, self.once = {}, {}, set()
         for n in _LOCALS + ("t", "square", "n_squares", "outer", "a0", "b0"):
             self.local[n] = self.namer.fresh(n)
-        self.flat_views, self.offsets, self.offset_steps = {}, {}, {}
+        self.flat_views, self.offsets, self.offset_steps, self._addressed = {}, {}, {}, {}
         a, b = op["tile_axes"]
         self.outer = [d for d in range(len(op.extent_list)) if d not in (a, b)]
         self.stack_axis = stack_axis(op)

@@ -10,6 +10,9 @@ permuted (and neither axis is a single value); of several such axes, the one who
 move the most bytes. Where one of the two is short (under half a square's side), a
 square would idle: the kernel takes thin rectangles instead, the short side whole
 (codegen/schedule_thin_tiles.py; the host decides at run time, as it sees the extents).
+After fusion, coalesce-axes merges the axes every access indexes together (H, W of NCHW
+-> NHWC: runs of H*W values, not W); this choice, made again on the merged kernel (as
+explain does), then tiles the merged axis, and says so.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from mlfuse.dialects.permute import innermost_axis, tileable_loads
 from mlfuse.ir.core import Operation
 from mlfuse.hardware import Target
 
+from mlfuse.transforms.coalesce_axes import merged_text
 from mlfuse.transforms.fusion.cost import buffer_bytes, resolve
 
 
@@ -55,7 +59,9 @@ def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[in
         shape = (f"{tile}x{tile} shared-memory tiles ({wide}x{wide} moving 16-byte vectors "
                  f"where they divide both; thin ones where a side is under {tile // 2} at "
                  f"run time)")
-    return [axis, inner], (f"reads of {names} step along axis {axis} ({extents[axis]}), the "
+    merged = merged_text(kernel, lambda d: resolve(d, dims, target))
+    return [axis, inner], ((f"{merged} (coalesce-axes); " if merged else "") +
+                           f"reads of {names} step along axis {axis} ({extents[axis]}), the "
                            f"stores along axis {inner} ({extents[inner]}): {shape} make both "
                            f"coalesced")
 
