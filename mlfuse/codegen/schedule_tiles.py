@@ -134,6 +134,16 @@ def _is_value_operand(op: Operation, v: Value) -> bool:
         (isinstance(op, MaskedLoadOp) and op.operands[1] is v)
 
 
+def _one_group(text: str) -> bool:
+    """Whether ``text`` is one parenthesized expression, ``(H * W)``."""
+    depth = 0
+    for n, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and n < len(text) - 1:
+            return False
+    return text.startswith("(") and depth == 0
+
+
 def _grouped(text: str) -> str:
     """``text`` in parentheses where it is a sum (a term of a longer expression)."""
     return f"({text})" if " " in text else text
@@ -292,7 +302,8 @@ class TilesEmitter(KernelEmitter):
         if not strides:
             return None
         total = " + ".join(f"({s})" if len(strides) > 1 else s for s in strides)
-        return total if total.isidentifier() or total.isdigit() else f"({total})"
+        return total if total.isidentifier() or total.isdigit() or _one_group(total) \
+            else f"({total})"
 
     def plan_steps(self, accesses: list[Operation], step: int) -> None:
         """Before the squares: how far each access's offset moves from a thread's point
