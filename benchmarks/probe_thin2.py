@@ -6,7 +6,8 @@ Run on the GPU from the repository root (one process, under 3 minutes on an H100
 NCHW -> NHWC at late-CNN and early-CNN shapes (H, W merged into one axis of H*W by
 coalesce-axes: runs of 196 or 49 values, not 14 or 7), NHWC -> NCHW, and attention's
 head transpose [B, S, H, D] -> [B, H, S, D] (the innermost axis kept: a pointwise
-kernel) with D = 64 and 32, in f32 and f16. Each is checked against the NumPy
+kernel) with D = 64 and 32, in f32 and f16, and keys transposed per head [B, S, H, D] ->
+[B, H, D, S] in f16 (H, D merged: runs of H*D). Each is checked against the NumPy
 interpreter and timed against torch eager and torch.compile in the same run with
 run.py's machinery (shape_sweep.py's); the schedule explain gives is logged; a table
 (ms, ratio to the best peer, % of the measured copy bandwidth by the bytes a fused
@@ -29,6 +30,11 @@ func nhwc_nchw(x: f32[N, H, W, C], g: f32[C, 1, 1]) -> f32[N, C, H, W] {
     return transpose(x, [0, 3, 1, 2]) * g
 }
 """
+KEYS_T = """
+func keys_t(x: {dt}[B, S, H, D]) -> {dt}[B, H, D, S] {{
+    return transpose(x, [0, 2, 3, 1]) * 0.125
+}}
+"""
 HEADS = """
 func heads(x: {dt}[B, S, H, D]) -> {dt}[B, H, S, D] {{
     return transpose(x, [0, 2, 1, 3]) * 0.125
@@ -36,18 +42,30 @@ func heads(x: {dt}[B, S, H, D]) -> {dt}[B, H, S, D] {{
 """
 
 
+# The peers end in .contiguous() (as probe_tiles3.py's): an elementwise op on a permuted
+# view keeps the input's memory order in eager PyTorch (and Inductor matches eager's
+# strides), so without it they would never transpose; mlfuse's results are C-contiguous.
+def t_nchw_nhwc(x, g):
+    return (x.permute(0, 2, 3, 1) * g).contiguous()
+
+
 def t_nhwc_nchw(x, g):
-    return x.permute(0, 3, 1, 2) * g
+    return (x.permute(0, 3, 1, 2) * g).contiguous()
 
 
 def t_heads(x):
-    return x.permute(0, 2, 1, 3) * 0.125
+    return (x.permute(0, 2, 1, 3) * 0.125).contiguous()
+
+
+def t_keys_t(x):
+    return (x.permute(0, 2, 3, 1) * 0.125).contiguous()
 
 
 def cases():
     """(name, Case, dims) of every probe."""
     from cases import CASES, Case
-    nchw = next(c for c in CASES if c.name == "nchw_nhwc")
+    suite = next(c for c in CASES if c.name == "nchw_nhwc")
+    nchw = Case("nchw_nhwc", suite.source, suite.dims, t_nchw_nhwc)
     found = [(f"nchw_nhwc {d['N']}x{d['C']}x{d['H']}x{d['W']}", nchw, d) for d in (
         {"N": 64, "C": 512, "H": 14, "W": 14}, {"N": 32, "C": 2048, "H": 7, "W": 7},
         {"N": 8, "C": 64, "H": 224, "W": 224}, {"N": 32, "C": 256, "H": 64, "W": 64})]
@@ -58,6 +76,9 @@ def cases():
             d = {"B": 32, "S": 1024, "H": heads, "D": depth}
             case = Case(f"heads_{dt}", HEADS.format(dt=dt), d, t_heads)
             found.append((f"heads {dt} 32x1024x{heads}x{depth}", case, d))
+    d = {"B": 32, "S": 1024, "H": 32, "D": 32}  # K^T per head: H, D merged (1024)
+    found.append(("keys_t f16 32x1024x32x32", Case("keys_t_f16", KEYS_T.format(dt="f16"), d,
+                                                    t_keys_t), d))
     return found
 
 

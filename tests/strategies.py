@@ -555,7 +555,7 @@ def inputs_for(draw, func, dims: dict, special: bool = True, huge: bool = False)
 @st.composite
 def permuted_programs(draw):
     """A transpose of rank 2-4 fused with elementwise work: ``op(transpose(x, perm), y)``
-    and maybe a second input read transposed, in f32, f16 or bf16, over dims long enough
+    (y maybe broadcast along some axes) and maybe a second input read transposed, in f32, f16 or bf16, over dims long enough
     for transpose tiles (17, 20: part of a square) and short ones. Sizes are concrete, so the
     schedule the fuse pass picks is the one the simulator runs."""
     rank = draw(st.integers(2, 4))
@@ -568,7 +568,11 @@ def permuted_programs(draw):
     out = tuple(shape[i] for i in perm)
     p = Program()
     x = p.param(shape, dtype)
-    y = p.param(out, dtype)
+    # y maybe broadcast along some axes (a bias over W alone: indexes one of two axes
+    # coalesce-axes would otherwise merge, so they stay apart)
+    kept = draw(st.lists(st.booleans(), min_size=rank, max_size=rank)) \
+        if draw(st.booleans()) else [True] * rank
+    y = p.param(tuple(d if k else 1 for d, k in zip(out, kept)), dtype)
     term = _call("transpose", x.name, dims_text(perm))
     op = draw(st.sampled_from(["+", "*", "-"]))
     expr = f"{term} {op} {y.name}"

@@ -32,6 +32,15 @@ func @ncdhw(%x: f32[N, C, D, H, W]) -> (f32[N, D, H, W, C]) {
   return %t
 }
 
+// Keys transposed per head, [B, S, H, D] -> [B, H, D, S]: H, D merge (x read in runs of
+// H*D, not D); the product dim prints in its canonical order.
+// CHECK-LABEL: func @keys_t
+// CHECK:        fused.kernel {coalesced = {{\[}}[B], [H, D], [S]], extents = [B, "D*H", S], {{.*}}tile_axes = [1, 2]}
+func @keys_t(%x: f16[B, S, H, D]) -> (f16[B, H, D, S]) {
+  %t = tensor.transpose %x {perm = [0, 2, 3, 1]} : f16[B, H, D, S]
+  return %t
+}
+
 // A bias over W alone indexes W without H: they stay apart (correctness first).
 // CHECK-LABEL: func @bias_w
 // CHECK:        fused.kernel {extents = [N, H, W, C], {{.*}}tile_axes = [2, 3]}
