@@ -4,7 +4,9 @@ Run on the GPU from the repository root (one process, under 3 minutes on an H100
     python benchmarks/probe_thin2.py [--only NAME ...] [--out DIR]
 
 NCHW -> NHWC at late-CNN and early-CNN shapes (H, W merged into one axis of H*W by
-coalesce-axes: runs of 196 or 49 values, not 14 or 7), NHWC -> NCHW, and attention's
+coalesce-axes: runs of 196 or 49 values, not 14 or 7), the same plus a bias over W alone
+(which keeps H and W apart: what the merge saves, and whether splitting the index back
+would pay), NHWC -> NCHW, and attention's
 head transpose [B, S, H, D] -> [B, H, S, D] (the innermost axis kept: a pointwise
 kernel) with D = 64 and 32, in f32 and f16, and keys transposed per head [B, S, H, D] ->
 [B, H, D, S] in f16 (H, D merged: runs of H*D). Each is checked against the NumPy
@@ -30,6 +32,11 @@ func nhwc_nchw(x: f32[N, H, W, C], g: f32[C, 1, 1]) -> f32[N, C, H, W] {
     return transpose(x, [0, 3, 1, 2]) * g
 }
 """
+BIAS_W = """
+func bias_w(x: f32[N, C, H, W], b: f32[W, 1]) -> f32[N, H, W, C] {
+    return transpose(x, [0, 2, 3, 1]) + b
+}
+"""
 KEYS_T = """
 func keys_t(x: {dt}[B, S, H, D]) -> {dt}[B, H, D, S] {{
     return transpose(x, [0, 2, 3, 1]) * 0.125
@@ -53,6 +60,10 @@ def t_nhwc_nchw(x, g):
     return (x.permute(0, 3, 1, 2) * g).contiguous()
 
 
+def t_bias_w(x, b):
+    return (x.permute(0, 2, 3, 1) + b).contiguous()
+
+
 def t_heads(x):
     return (x.permute(0, 2, 1, 3) * 0.125).contiguous()
 
@@ -69,6 +80,8 @@ def cases():
     found = [(f"nchw_nhwc {d['N']}x{d['C']}x{d['H']}x{d['W']}", nchw, d) for d in (
         {"N": 64, "C": 512, "H": 14, "W": 14}, {"N": 32, "C": 2048, "H": 7, "W": 7},
         {"N": 8, "C": 64, "H": 224, "W": 224}, {"N": 32, "C": 256, "H": 64, "W": 64})]
+    d = {"N": 64, "C": 512, "H": 14, "W": 14}  # b[w] keeps H, W apart: W tiled alone
+    found.append(("bias_w (no merge) 64x512x14x14", Case("bias_w", BIAS_W, d, t_bias_w), d))
     d = {"N": 64, "H": 14, "W": 14, "C": 512}
     found.append(("nhwc_nchw 64x14x14x512", Case("nhwc_nchw", NHWC_NCHW, d, t_nhwc_nchw), d))
     for dt in ("f32", "f16"):
