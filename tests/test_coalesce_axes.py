@@ -24,6 +24,12 @@ NHWC_NCHW = ("func f(x: f32[N, H, W, C], s: f32[N, C, 1, 1]) -> f32[N, C, H, W] 
              "    return transpose(x, [0, 3, 1, 2]) * s }")
 NCDHW = ("func f(x: f16[N, C, D, H, W]) -> f16[N, D, H, W, C] {\n"
          "    return transpose(x, [0, 2, 3, 4, 1]) * 2.0 }")
+# a reshape's ravel: x[n, c, i1 * (S/4) + i2] merges i1, i2 into one axis of S (tiled)
+RESHAPED = ("func f(x: f32[N, C, S], g: f32[C]) -> f32[N, 4, S/4, C] {\n"
+            "    return transpose(reshape(x, [N, C, 4, S/4]), [0, 2, 3, 1]) * g }")
+# ... unless the 4 axis is read alone too (a scale s[i1]): pointwise, nothing merged
+RESHAPED_SCALED = ("func f(x: f32[N, C, S], s: f32[4, 1, 1]) -> f32[N, 4, S/4, C] {\n"
+                   "    return transpose(reshape(x, [N, C, 4, S/4]), [0, 2, 3, 1]) * s }")
 BIAS_W = ("func f(x: f32[N, C, H, W], b: f32[W, 1]) -> f32[N, H, W, C] {\n"
           "    return transpose(x, [0, 2, 3, 1]) + b }")
 
@@ -40,6 +46,7 @@ def tiled_kernel(source: str) -> KernelOp:
     (NHWC_NCHW, ["N", "C", "H*W"], [["N"], ["C"], ["H", "W"]], [1, 2]),
     (NCDHW, ["N", "D*H*W", "C"], [["N"], ["D", "H", "W"], ["C"]], [1, 2]),
     (BIAS_W, ["N", "H", "W", "C"], [], [2, 3]),  # b[w] alone keeps H and W apart
+    (RESHAPED, ["N", "S", "C"], [["N"], [4, "S/4"], ["C"]], [1, 2]),
 ])
 def test_axes_merge_where_every_access_takes_them_together(source, extents, coalesced,
                                                            tile_axes):
@@ -62,7 +69,20 @@ CASES = [  # (source, dims, the kernel the host launches: "" square, "_vector", 
     (NHWC_NCHW, {"N": 2, "H": 3, "W": 5, "C": 17}, ""),
     (NCDHW, {"N": 1, "C": 9, "D": 2, "H": 3, "W": 3}, ""),       # D*H*W = 18
     (BIAS_W, {"N": 2, "C": 17, "H": 3, "W": 5}, ""),             # no merge: W by itself
+    (RESHAPED, {"N": 2, "C": 9, "S": 20}, ""),                    # the ravel merged: S = 20
+    (RESHAPED, {"N": 2, "C": 12, "S": 16}, "_vector"),
+    (RESHAPED, {"N": 2, "C": 3, "S": 28}, "_thin"),
 ]
+
+
+def test_a_ravel_read_alone_elsewhere_keeps_its_axes():
+    module = compile_text(RESHAPED_SCALED, "t.fuse")
+    (k,) = [op for op in module.funcs[0].body.ops if isinstance(op, KernelOp)]
+    assert (k["schedule"], k["coalesced"], len(k.extent_list)) == ("pointwise", [], 4)
+    func = parse_program(RESHAPED_SCALED, "t.fuse").funcs[0]
+    inputs = random_inputs(func, {"N": 2, "C": 5, "S": 12}, seed=2)
+    got = mlfuse.compile_source(RESHAPED_SCALED, "t.fuse", target="simulator").f(*inputs)
+    assert_results_close(func, run_tensor(func, inputs), got)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

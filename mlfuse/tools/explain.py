@@ -143,7 +143,7 @@ def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int 
     fuse_pass.run(fused)
     for module in (base, fused):  # as the pipeline does: matmul and conv kernels are tiled,
         ScheduleContractionsPass(check_matmul_precision(matmul_precision)).run(module)
-        CoalesceAxes().run(module)  # transpose tiles' axes merged where accesses allow
+        CoalesceAxes(dims=dims).run(module)  # transpose tiles' axes merged where accesses allow
     reports = []
     for bf, ff, plan in zip(base.funcs, fused.funcs, fuse_pass.plans):
         kb, kf = _kernel_reports(bf, dims, target), _kernel_reports(ff, dims, target)

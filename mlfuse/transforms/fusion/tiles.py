@@ -19,9 +19,9 @@ from __future__ import annotations
 from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.dialects.permute import innermost_axis, tileable_loads
 from mlfuse.ir.core import Operation
+from mlfuse.ir.types import product_dim
 from mlfuse.hardware import Target
 
-from mlfuse.transforms.coalesce_axes import merged_text
 from mlfuse.transforms.fusion.cost import buffer_bytes, resolve
 
 
@@ -65,4 +65,13 @@ def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[in
                            f"stores along axis {inner} ({extents[inner]}): {shape} make both "
                            f"coalesced")
 
-__all__ = ["choose_tiles"]
+def merged_text(kernel: Operation, size=None) -> str:
+    """What explain says of a kernel's axes that coalesce-axes merged ("" where none);
+    ``size``: a dim's value, where known."""
+    parts = [f"{', '.join(map(str, g))} move together: one axis of "
+             f"{size(product_dim(g)) if size else product_dim(g)}"
+             for g in kernel.attributes.get("coalesced", []) if len(g) > 1]
+    return "; ".join(parts)
+
+
+__all__ = ["choose_tiles", "merged_text"]
