@@ -6,7 +6,8 @@ Run on the GPU from the repository root (one process, under 3 minutes on an H100
 NCHW -> NHWC at late-CNN and early-CNN shapes (H, W merged into one axis of H*W by
 coalesce-axes: runs of 196 or 49 values, not 14 or 7), the same plus a bias over W alone
 (which keeps H and W apart: what the merge saves, and whether splitting the index back
-would pay), NHWC -> NCHW, and attention's
+would pay), the same read through a reshape of [N, C, S] (a ravel: a pointwise kernel
+with strided reads before coalesce-axes, transpose tiles now), NHWC -> NCHW, and attention's
 head transpose [B, S, H, D] -> [B, H, S, D] (the innermost axis kept: a pointwise
 kernel) with D = 64 and 32, in f32 and f16, and keys transposed per head [B, S, H, D] ->
 [B, H, D, S] in f16 (H, D merged: runs of H*D). Each is checked against the NumPy
@@ -30,6 +31,11 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 NHWC_NCHW = """
 func nhwc_nchw(x: f32[N, H, W, C], g: f32[C, 1, 1]) -> f32[N, C, H, W] {
     return transpose(x, [0, 3, 1, 2]) * g
+}
+"""
+RESHAPED = """
+func reshaped(x: f32[N, C, S], g: f32[C]) -> f32[N, 14, S/14, C] {
+    return transpose(reshape(x, [N, C, 14, S/14]), [0, 2, 3, 1]) * g
 }
 """
 BIAS_W = """
@@ -60,6 +66,11 @@ def t_nhwc_nchw(x, g):
     return (x.permute(0, 3, 1, 2) * g).contiguous()
 
 
+def t_reshaped(x, g):
+    n, c, s = x.shape
+    return (x.view(n, c, 14, s // 14).permute(0, 2, 3, 1) * g).contiguous()
+
+
 def t_bias_w(x, b):
     return (x.permute(0, 2, 3, 1) + b).contiguous()
 
@@ -83,6 +94,8 @@ def cases():
     found = [(f"nchw_nhwc {d['N']}x{d['C']}x{d['H']}x{d['W']}", nchw, d) for d in (
         {"N": 64, "C": 512, "H": 14, "W": 14}, {"N": 32, "C": 2048, "H": 7, "W": 7},
         {"N": 8, "C": 64, "H": 224, "W": 224}, {"N": 32, "C": 256, "H": 64, "W": 64})]
+    d = {"N": 64, "C": 512, "S": 196}  # the reshape's ravel merged: tiles over S
+    found.append(("reshaped 64x512x196", Case("reshaped", RESHAPED, d, t_reshaped), d))
     d = {"N": 64, "C": 512, "H": 14, "W": 14}  # b[w] keeps H, W apart: W tiled alone
     found.append(("bias_w (no merge) 64x512x14x14", Case("bias_w", BIAS_W, d, t_bias_w), d))
     d = {"N": 64, "H": 14, "W": 14, "C": 512}
