@@ -199,8 +199,12 @@ def coalesce(kernel: KernelOp) -> bool:
 def _tiled_copy(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
     """A loop-free pointwise kernel merged, where that makes it transpose-tiles (its
     tiles chosen as fusion would); None where it does not."""
-    if any(isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops) or \
-            all(len(g) == 1 for g in axis_groups(kernel)):
+    if any(isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops):
+        return None
+    # only a ravel hides a permuted read: merging neighbouring plain indices leaves each
+    # load's last index following the axis it followed (fusion's verdict stands)
+    if not any(_ravels(kernel, d) and _mergeable(kernel, d)
+               for d in range(len(kernel.extent_list) - 1)):
         return None
     holder = Block()
     clone_op(kernel, {}, into=holder)
