@@ -1,6 +1,6 @@
 """coalesce-axes (mlfuse/transforms/coalesce_axes.py): neighbouring axes that every access
-of a transpose-tiles kernel indexes together become one axis; codegen addresses the
-merged view (dialects/index_forms.merged_view). The decision at the IR level is pinned by
+of a transpose-tiles kernel indexes together (neighbouring indices, or a reshape's ravel)
+become one axis; codegen addresses the merged view (dialects/index_forms.merged_view). The decision at the IR level is pinned by
 tests/ir/coalesce-axes/; here: which axes merge, the kernels' numerics under the
 simulator (square, vector and thin kernels; merged and unmerged) and the loops
 interpreter on the rewritten IR, both against the tensor interpreter, and the generated
