@@ -198,7 +198,7 @@ THIN_CASES = [
     # an even short side (tile rows of 3), f16, a direct load beside
     (TRANSPOSE_ADD.replace("f32", "f16"), {"N": 45, "M": 2}),
     (TRANSPOSE_ADD, {"N": 1, "M": 70}),  # A short: one value
-    # whole long sides (W = 5) stacked along H: 4 of them a rectangle, 6 = 4 + 2 (ragged)
+    # whole long sides stacked: H, W merge (coalesce-axes) into one of 30, stacked along B
     ("func f(x: f32[B, C, H, W], g: f32[C]) -> f32[B, H, W, C] {\n"
      "    return transpose(x, [0, 2, 3, 1]) * g }", {"B": 2, "C": 3, "H": 6, "W": 5}),
     ("func f(x: f32[B, H, W, C], s: f32[B, C, 1, 1]) -> f32[B, C, H, W] {\n"
