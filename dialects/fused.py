@@ -25,6 +25,9 @@ inner loops (``loops.for``).
   another axis than the kernel's innermost (a transpose): a block takes a tile of the
   two axes ``tile_axes`` (that axis, the innermost) and reads those loads through
   shared memory so both their reads and the stores are coalesced (dialects/permute.py).
+  After coalesce-axes, neighbouring axes every access indexes together are one axis of
+  their product (``coalesced``: the original extents of each axis; the old indices are
+  its unravel, mlfuse/transforms/coalesce_axes.py).
 - "strips": a block owns a strip of points (``strip``: "columns", neighbouring points;
   "rows", one point) and all of their reduced values, its threads also split the
   reduced axes: the reductions' results are on chip, so the loops after them (a
@@ -54,6 +57,9 @@ class KernelOp(LoopOp):
              "a_operand": Attr("int", 0), "variant": Attr("str", ""),
              # transpose-tiles: the tiled axes (the permuted loads' axis, the innermost)
              "tile_axes": Attr("ints", []),
+             # the original extents each axis stands for, where coalesce-axes merged
+             # neighbouring ones (mlfuse/transforms/coalesce_axes.py)
+             "coalesced": Attr("any", []),
              "split_k": Attr("int", 1),
              # a strips kernel's points per block: "columns" (a strip of neighbouring
              # points) or "rows" (one point, its reduced values contiguous)

@@ -75,6 +75,28 @@ def unraveled(idx: list[Value]) -> tuple[list[Value], Value] | None:
     return (idx[:form[0]], form[1]) if form else None
 
 
+def merged_view(idx: list[Value], shape: list[Dim]) -> tuple[list[Value], list[Dim]]:
+    """An access's indices and its buffer's dims with every unravel of one value X over
+    consecutive indices (``unravel_form``, anywhere among them, not only trailing) whose
+    radixes are exactly the buffer's dims there, as the one index X over their product:
+    ``y[n, X // W, X % W, c]`` of ``buf<[N, H, W, C]>`` is ``[n, X, c]`` over ``[N, H*W, C]``
+    (mlfuse/transforms/coalesce_axes.py writes such indices; codegen addresses the merged
+    axes as one). Indices of any other form stay as they are."""
+    indices, dims = list(idx), list(shape)
+    end = len(indices) - 1
+    while end > 0:
+        form = unravel_form(indices[:end + 1]) if isinstance(op_of(indices[end]), ModOp) else None
+        if form is not None and all(r is not None for r in form[2]) and \
+                list(form[2]) == list(dims[form[0] + 1:end + 1]):
+            j = form[0]
+            indices[j:end + 1] = [form[1]]
+            dims[j:end + 1] = [product_dim(dims[j:end + 1])]
+            end = j - 1
+        else:
+            end -= 1
+    return indices, dims
+
+
 def row_step(flat: Value, extents: dict[int, Dim]) -> Value | None:
     """The loop index k where ``flat`` is ``q * S + k`` and S is k's loop extent
     (``extents``: id(loop index) -> extent): consecutive k are consecutive elements, and
@@ -89,4 +111,4 @@ def row_step(flat: Value, extents: dict[int, Dim]) -> Value | None:
     return None
 
 
-__all__ = ["size_of", "same_size", "unravel_form", "unraveled", "row_step", "op_of"]
+__all__ = ["size_of", "same_size", "unravel_form", "unraveled", "merged_view", "row_step", "op_of"]

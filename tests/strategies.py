@@ -555,7 +555,8 @@ def inputs_for(draw, func, dims: dict, special: bool = True, huge: bool = False)
 @st.composite
 def permuted_programs(draw):
     """A transpose of rank 2-4 fused with elementwise work: ``op(transpose(x, perm), y)``
-    and maybe a second input read transposed, in f32, f16 or bf16, over dims long enough
+    (x maybe through a reshape splitting an axis, y maybe broadcast along some axes) and
+    maybe a second input read transposed, in f32, f16 or bf16, over dims long enough
     for transpose tiles (17, 20: part of a square) and short ones. Sizes are concrete, so the
     schedule the fuse pass picks is the one the simulator runs."""
     rank = draw(st.integers(2, 4))
@@ -567,9 +568,19 @@ def permuted_programs(draw):
     perm = draw(st.permutations(range(rank)))
     out = tuple(shape[i] for i in perm)
     p = Program()
-    x = p.param(shape, dtype)
-    y = p.param(out, dtype)
-    term = _call("transpose", x.name, dims_text(perm))
+    # x maybe read through a reshape that splits one of its axes in two (a ravel of two
+    # axes in the kernel's index: coalesce-axes merges them back)
+    split = draw(st.integers(0, rank - 2)) if rank > 2 and draw(st.booleans()) else None
+    stored = shape if split is None else \
+        shape[:split] + (shape[split] * shape[split + 1],) + shape[split + 2:]
+    x = p.param(stored, dtype)
+    source = x.name if split is None else _call("reshape", x.name, dims_text(shape))
+    # y maybe broadcast along some axes (a bias over W alone: indexes one of two axes
+    # coalesce-axes would otherwise merge, so they stay apart)
+    kept = draw(st.lists(st.booleans(), min_size=rank, max_size=rank)) \
+        if draw(st.booleans()) else [True] * rank
+    y = p.param(tuple(d if k else 1 for d, k in zip(out, kept)), dtype)
+    term = _call("transpose", source, dims_text(perm))
     op = draw(st.sampled_from(["+", "*", "-"]))
     expr = f"{term} {op} {y.name}"
     if draw(st.booleans()):

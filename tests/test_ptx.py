@@ -244,6 +244,19 @@ def test_transpose_tiles_compile_without_spills_or_f64(tmp_path):
     assert found[4]["v4_loads"] >= 2, found[4]  # x and g, 8 f16 values each
 
 
+def test_merged_reshape_tiles_compile_without_spills(tmp_path):
+    """A reshape's ravel merged by coalesce-axes (mlfuse/transforms/coalesce_axes.py):
+    the pointwise kernel it was becomes transpose tiles over [N, S, C], whose three
+    kernels assemble for sm_90 without spills or stack."""
+    path = tmp_path / "reshaped.fuse"
+    path.write_text("func r(x: f32[N, C, S], g: f32[C]) -> f32[N, 14, S/14, C] {\n"
+                    "    return transpose(reshape(x, [N, C, 14, S/14]), [0, 2, 3, 1]) * g }\n")
+    found = kernels(str(path))
+    assert [k["schedule"] for k in found] == ["transpose-tiles"] * 3
+    for k in found:
+        assert k["f64"] == [] and k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+
+
 def test_lean_kernels_index_without_divisions_or_f64(tmp_path):
     """Lean addressing (mlfuse/codegen/addressing.py): a pointwise vector kernel divides
     nothing (same-shape operands at the flat index, a bias's column by multiply-high),

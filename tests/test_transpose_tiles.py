@@ -32,9 +32,10 @@ def kernels(source: str, dims: dict) -> list[KernelOp]:
     (TRANSPOSE_ADD, {}, ("transpose-tiles", [0, 1])),  # unbound: sized at run time
     (TRANSPOSE_ADD, {"N": 8192, "M": 4}, ("transpose-tiles", [0, 1])),  # thin tiles
     (TRANSPOSE_ADD, {"N": 8192, "M": 1}, ("pointwise", None)),  # nothing to transpose
-    # NCHW -> NHWC: x's last index w follows axis 2 of the [N, H, W, C] output
+    # NCHW -> NHWC: x's last index w follows axis 2 of the [N, H, W, C] output; H and W
+    # move together in every access, so coalesce-axes makes them axis 1 of [N, H*W, C]
     ("func f(x: f32[B, C, H, W]) -> f32[B, H, W, C] { return transpose(x, [0, 2, 3, 1]) * 2.0 }",
-     {"B": 8, "C": 64, "H": 56, "W": 56}, ("transpose-tiles", [2, 3])),
+     {"B": 8, "C": 64, "H": 56, "W": 56}, ("transpose-tiles", [1, 2])),
     # the innermost axis kept (attention's heads): coalesced as it is
     ("func f(x: f32[B, S, H, D]) -> f32[B, H, S, D] { return transpose(x, [0, 2, 1, 3]) }",
      {"B": 8, "S": 512, "H": 16, "D": 64}, ("pointwise", None)),
@@ -197,7 +198,7 @@ THIN_CASES = [
     # an even short side (tile rows of 3), f16, a direct load beside
     (TRANSPOSE_ADD.replace("f32", "f16"), {"N": 45, "M": 2}),
     (TRANSPOSE_ADD, {"N": 1, "M": 70}),  # A short: one value
-    # whole long sides (W = 5) stacked along H: 4 of them a rectangle, 6 = 4 + 2 (ragged)
+    # whole long sides stacked: H, W merge (coalesce-axes) into one of 30, stacked along B
     ("func f(x: f32[B, C, H, W], g: f32[C]) -> f32[B, H, W, C] {\n"
      "    return transpose(x, [0, 2, 3, 1]) * g }", {"B": 2, "C": 3, "H": 6, "W": 5}),
     ("func f(x: f32[B, H, W, C], s: f32[B, C, 1, 1]) -> f32[B, C, H, W] {\n"

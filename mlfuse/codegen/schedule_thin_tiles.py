@@ -51,7 +51,7 @@ from mlfuse.ir.core import Operation
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.codegen.schedule_tiles import (OFFSET, SCALAR, TilesEmitter, _index_slice, _key,
-                                           tile_shape)
+                                           _one_group, tile_shape)
 
 THIN = "transpose-tiles-thin"
 _DOC = ("Thin transpose tiles over [{space}]: the shorter of axes {a} and {b} whole, the "
@@ -97,7 +97,7 @@ class ThinTilesEmitter(TilesEmitter):
         self.tiles, self.early, self.once = {}, {}, set()
         for n in _LOCALS + ("t", "square", "n_squares", "outer", "a0", "b0"):
             self.local[n] = self.namer.fresh(n)
-        self.flat_views, self.offsets, self.offset_steps = {}, {}, {}
+        self.flat_views, self.offsets, self.offset_steps, self._addressed = {}, {}, {}, {}
         a, b = op["tile_axes"]
         self.outer = [d for d in range(len(op.extent_list)) if d not in (a, b)]
         self.stack_axis = stack_axis(op)
@@ -135,6 +135,7 @@ class ThinTilesEmitter(TilesEmitter):
                        f"{loc['stack']}")
             w.line(f"{loc['n_squares']} = {self.points([extents[d] for d in rest])}{stacks} * "
                    f"{loc['squares']}")
+            self.name_strides(loads_in + accesses)
             w.line(f"{loc['square']} = numba.int64(cuda.blockIdx.x)")
             with w.indented(f"while {loc['square']} < {loc['n_squares']}:"):
                 self.corner(rest)
@@ -267,6 +268,22 @@ class ThinTilesEmitter(TilesEmitter):
             if self.stack_axis is not None:
                 w.line(f"{major} = numba.int32({major} + {loc[f'dmajor{phase}']})")
 
+    def name_strides(self, accesses: list[Operation]) -> None:
+        """Before the rectangles: a name for each stride along the walked axes that is a
+        product (H*W of a merged axis, C*H*W), computed once; inline in each point's
+        offset, ptxas spilled a register of the f16 NCHW -> NHWC kernel (64 registers,
+        8 bytes of stack), where the named strides need none."""
+        self.strides: dict[str, str] = {}
+        axes = [*self.op["tile_axes"]] + ([self.stack_axis] if self.stack_axis is not None else [])
+        for o in accesses:
+            for axis in axes:
+                stride = self.axis_stride(o, axis)
+                if stride is not None and not stride.isidentifier() and not stride.isdigit() \
+                        and stride not in self.strides:
+                    self.strides[stride] = self.namer.fresh(f"stride{len(self.strides)}")
+                    self.w.line(f"{self.strides[stride]} = "
+                                f"{stride[1:-1] if _one_group(stride) else stride}")
+
     def square_offsets(self, accesses: list[Operation]) -> None:
         """Each access's offset at the rectangle's corner; at a point, plus its (a, b, r)
         times the access's strides along those axes."""
@@ -282,7 +299,8 @@ class ThinTilesEmitter(TilesEmitter):
                 continue
             name = self.namer.fresh(f"{self.namer(buf)}_at")
             self.w.line(f"{name} = {OFFSET}({self.flat_offset(o, corner)})")
-            self.offsets[key] = (name, {axis: self.axis_stride(o, axis) for axis in corner})
+            strides = {axis: self.axis_stride(o, axis) for axis in corner}
+            self.offsets[key] = (name, {axis: self.strides.get(v, v) for axis, v in strides.items()})
 
     def subscript(self, buf, indices) -> str:
         found = self.offsets.get(_key(buf, indices))

@@ -49,13 +49,17 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from mlfuse.dialects.arith import ConstantOp
+from mlfuse.dialects.index_forms import merged_view
 from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, StoreOp
 from mlfuse.dialects.permute import load_indices, tiled_loads
 from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.traits import SCALAR_COMPUTE
+from mlfuse.ir.types import INDEX
 
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
-from mlfuse.codegen.vector import half_vectors, vectorizable
+from mlfuse.codegen.vector import half_vectors
+from mlfuse.row_groups import VECTOR_DTYPES
 
 _DOC = ("Transpose tiles over [{space}]: a block takes {tile}x{tile} points of axes {a} and "
         "{b}; loads along axis {a} go through shared memory, so loads and stores coalesce. "
@@ -116,18 +120,48 @@ def access_parts(op: Operation) -> tuple[Value, list[Value]]:
     return op.operands[0], load_indices(op)
 
 
+def view_parts(op: Operation) -> tuple[Value, list[Value], list]:
+    """The buffer, indices and dims of an access as its merged view: the unravel of one
+    index over neighbouring dims (a kernel over axes coalesce-axes merged) as that index
+    over their product (dialects/index_forms.merged_view)."""
+    buf, indices = access_parts(op)
+    return (buf, *merged_view(indices, list(buf.type.shape)))
+
+
+def _is_value_operand(op: Operation, v: Value) -> bool:
+    """Whether ``v`` is a store's value or a masked load's mask (not an index)."""
+    return (isinstance(op, StoreOp) and op.operands[0] is v) or \
+        (isinstance(op, MaskedLoadOp) and op.operands[1] is v)
+
+
+def _one_group(text: str) -> bool:
+    """Whether ``text`` is one parenthesized expression, ``(H * W)``."""
+    depth = 0
+    for n, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and n < len(text) - 1:
+            return False
+    return text.startswith("(") and depth == 0
+
+
 def _grouped(text: str) -> str:
     """``text`` in parentheses where it is a sum (a term of a longer expression)."""
     return f"({text})" if " " in text else text
 
 
 def _key(buf: Value, indices: list[Value]) -> tuple:
-    return (id(buf),) + tuple(id(v) for v in indices)
+    """An access's key: its buffer and its indices (as the merged view)."""
+    return (id(buf),) + tuple(id(v) for v in merged_view(indices, list(buf.type.shape))[0])
 
 
 def _along(op: Operation, arg: Value) -> bool:
-    """Whether ``op`` moves a vector along loop index ``arg`` (its last index, alone)."""
-    return vectorizable(op, arg, lambda v: v is not arg)
+    """Whether ``op`` moves a vector along loop index ``arg`` (the last index of its
+    merged view, alone)."""
+    if not isinstance(op, (LoadOp, StoreOp)):
+        return False
+    buf, indices, _ = view_parts(op)
+    return buf.type.dtype in VECTOR_DTYPES and bool(indices) and indices[-1] is arg and \
+        all(v is not arg for v in indices[:-1])
 
 
 def vector_accesses(op) -> list[Operation] | None:
@@ -144,8 +178,9 @@ def vector_accesses(op) -> list[Operation] | None:
 
 
 def _flat_indices(op: Operation, args) -> bool:
-    """Whether every index of the access ``op`` is a loop index or a constant."""
-    indices = access_parts(op)[1]
+    """Whether every index of the access ``op`` (its merged view) is a loop index or a
+    constant."""
+    indices = view_parts(op)[1]
     return bool(indices) and all(any(v is x for x in args) or
                                  isinstance(getattr(v, "op", None), ConstantOp) for v in indices)
 
@@ -174,6 +209,25 @@ class TilesEmitter(KernelEmitter):
         # the next point or None); _key(access) -> the name of that step
         self.offsets: dict[tuple, tuple[str, str | None]] = {}
         self.offset_steps: dict[tuple, str] = {}
+        self._addressed: dict[int, bool] = {}  # id(op) -> addressed_only(op)
+
+    def statement(self, op: Operation, shared: bool) -> None:
+        if not self.addressed_only(op):
+            super().statement(op, shared)
+
+    def addressed_only(self, op: Operation) -> bool:
+        """Whether ``op`` is index arithmetic used only in the indices of accesses that
+        take flat offsets (the unravel of axes coalesce-axes merged): not computed."""
+        key = id(op)
+        if key not in self._addressed:
+            self._addressed[key] = False  # (while its users are asked)
+            self._addressed[key] = bool(op.results) and not isinstance(op, ConstantOp) and \
+                op.has_trait(SCALAR_COMPUTE) and all(r.type == INDEX for r in op.results) and \
+                all(self.addressed_only(u) or (isinstance(u, (LoadOp, MaskedLoadOp, StoreOp))
+                                               and self.flat_access(u) is not None
+                                               and not _is_value_operand(u, r))
+                    for r in op.results for u in r.users())
+        return self._addressed[key]
 
     # -- flat offsets ------------------------------------------------------------------
     def flat_access(self, op: Operation):
@@ -183,12 +237,12 @@ class TilesEmitter(KernelEmitter):
         args = list(self.op.body.args)
         if not _flat_indices(op, args):
             return None
-        buf, indices = access_parts(op)
+        buf, indices, shape = view_parts(op)
         b = args[self.op["tile_axes"][1]]
         if self.width > 1 and id(op) not in self.moved and any(v is b for v in indices):
             return None
         try:
-            dims = [self.extent(d) for d in buf.type.shape]
+            dims = [self.extent(d) for d in shape]
         except KeyError:  # an extent the kernel does not take
             return None
         return buf, indices, dims
@@ -248,7 +302,8 @@ class TilesEmitter(KernelEmitter):
         if not strides:
             return None
         total = " + ".join(f"({s})" if len(strides) > 1 else s for s in strides)
-        return total if total.isidentifier() or total.isdigit() else f"({total})"
+        return total if total.isidentifier() or total.isdigit() or _one_group(total) \
+            else f"({total})"
 
     def plan_steps(self, accesses: list[Operation], step: int) -> None:
         """Before the squares: how far each access's offset moves from a thread's point
@@ -397,7 +452,7 @@ class TilesEmitter(KernelEmitter):
         """Whether a phase-2 early load reads the same values at every step: no index
         follows A."""
         a = self.op.body.args[self.op["tile_axes"][0]]
-        return not any(v is a for v in access_parts(load)[1])
+        return not any(v is a for v in view_parts(load)[1])
 
     def early_once(self, loads: list[Operation], vec: str) -> None:
         """``loads`` (which do not follow A) for every step at once, where B's index

@@ -3,7 +3,8 @@ by name (``mlfuse opt --passes``, the pipeline): the one place that lists them.
 
 tensor -> tensor: ``decompose`` (composites into primitives), ``cse``;
 tensor -> loops:  ``lower-tensor-to-loops`` (one loop nest per op);
-loops -> fused:   ``fuse`` / ``no-fuse`` (kernels), then ``schedule-contractions``.
+loops -> fused:   ``fuse`` / ``no-fuse`` (kernels), then ``schedule-contractions`` and
+                  ``coalesce-axes``.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import inspect
 
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.pass_manager import Pass
+from mlfuse.transforms.coalesce_axes import CoalesceAxes
 from mlfuse.transforms.contraction import ScheduleContractionsPass
 from mlfuse.transforms.cse import CSEPass
 from mlfuse.transforms.decompose import Decompose
@@ -18,7 +20,8 @@ from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
 from mlfuse.transforms.lower_to_loops import LowerTensorToLoops
 
 PASSES: dict[str, type[Pass]] = {cls.name: cls for cls in (
-    Decompose, CSEPass, LowerTensorToLoops, FusePass, NoFusePass, ScheduleContractionsPass)}
+    Decompose, CSEPass, LowerTensorToLoops, FusePass, NoFusePass, ScheduleContractionsPass,
+    CoalesceAxes)}
 
 
 def get_pass(name: str, **options) -> Pass:

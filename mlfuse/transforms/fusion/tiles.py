@@ -10,12 +10,16 @@ permuted (and neither axis is a single value); of several such axes, the one who
 move the most bytes. Where one of the two is short (under half a square's side), a
 square would idle: the kernel takes thin rectangles instead, the short side whole
 (codegen/schedule_thin_tiles.py; the host decides at run time, as it sees the extents).
+After fusion, coalesce-axes merges the axes every access indexes together (H, W of NCHW
+-> NHWC: runs of H*W values, not W); this choice, made again on the merged kernel (as
+explain does), then tiles the merged axis, and says so.
 """
 from __future__ import annotations
 
 from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.dialects.permute import innermost_axis, tileable_loads
 from mlfuse.ir.core import Operation
+from mlfuse.ir.types import product_dim
 from mlfuse.hardware import Target
 
 from mlfuse.transforms.fusion.cost import buffer_bytes, resolve
@@ -55,8 +59,19 @@ def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[in
         shape = (f"{tile}x{tile} shared-memory tiles ({wide}x{wide} moving 16-byte vectors "
                  f"where they divide both; thin ones where a side is under {tile // 2} at "
                  f"run time)")
-    return [axis, inner], (f"reads of {names} step along axis {axis} ({extents[axis]}), the "
+    merged = merged_text(kernel, lambda d: resolve(d, dims, target))
+    return [axis, inner], ((f"{merged} (coalesce-axes); " if merged else "") +
+                           f"reads of {names} step along axis {axis} ({extents[axis]}), the "
                            f"stores along axis {inner} ({extents[inner]}): {shape} make both "
                            f"coalesced")
 
-__all__ = ["choose_tiles"]
+def merged_text(kernel: Operation, size=None) -> str:
+    """What explain says of a kernel's axes that coalesce-axes merged ("" where none);
+    ``size``: a dim's value, where known."""
+    parts = [f"{', '.join(map(str, g))} move together: one axis of "
+             f"{size(product_dim(g)) if size else product_dim(g)}"
+             for g in kernel.attributes.get("coalesced", []) if len(g) > 1]
+    return "; ".join(parts)
+
+
+__all__ = ["choose_tiles", "merged_text"]
