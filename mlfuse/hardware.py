@@ -55,6 +55,10 @@ class Target:
                                 # of at least this many vectors, so a warp's vector load
                                 # reads whole 128-byte lines (mlfuse/row_groups.py); 1: a
                                 # thread per row wherever short_row_values allow
+    short_row_min_blocks: int = 2  # short-row plan kernels (codegen/short_rows.py):
+                                # launch_bounds' resident blocks per SM (2 x 512 threads:
+                                # at most 64 registers; at 72, one block an SM had 8 KB of
+                                # loads in flight, 23-57% of copy bandwidth on the H100)
     transpose_tile: int = 32    # transpose-tiles: a block's tile is this square of points
     transpose_tile_rows: int = 8  # rows of the tile its threads take at once (threads: x tile)
     transpose_vector_tile: int = 64  # transpose-tiles' vector kernel (extents that

@@ -167,14 +167,15 @@ def runtime_row_group(row: int, dtypes, hw) -> RowGroup | None:
     """The group the generated host picks for a call whose rows have ``row`` values (a
     row length known only then; "short rows" of a row kernel, codegen/short_rows.py):
     16-byte vectors where they fill the row (16-bit values 8 a vector where every vector
-    access moves them), else a value at a time with at least a warp per row where the row
-    has that many values (a warp's load reads 32 neighbouring values of a row, or whole
-    neighbouring rows), each thread holding half as many (``scalar_values``); None
+    access moves them), else a value at a time with at least ``short_row_lanes`` lanes per
+    row where the row has that many values (a group's load reads a 32-byte sector of f32
+    of its row: fewer lanes holding more values each, more loads in flight a thread),
+    each thread holding half as many (``scalar_values``); None
     where a warp cannot hold the row (the block-per-row kernels take it)."""
     lanes = vector_lanes(dtypes, hw.vector_width) if hw.vector_width > 1 and dtypes else 1
     if lanes > 1 and row % lanes == 0:
         return row_group(row, lanes, hw.short_row_values, hw.short_row_lanes)
-    return row_group(row, 1, scalar_values(hw.short_row_values), WARP)
+    return row_group(row, 1, scalar_values(hw.short_row_values), hw.short_row_lanes)
 
 
 def kernel_runtime_group(kernel, row: int, hw) -> RowGroup | None:

@@ -64,10 +64,12 @@ def test_the_module_calls_the_same_function():
 
 @pytest.mark.parametrize("row, dtypes, group", [
     (100, ["f32"], (4, 8, 4)), (24, ["f32"], (4, 8, 1)), (120, ["f16"], (8, 8, 2)),
-    (101, ["f32"], (1, 32, 4)), (512, ["f32"], (4, 32, 4)), (20, ["f16"], (1, 32, 1))])
+    (101, ["f32"], (1, 16, 7)), (50, ["f32"], (1, 8, 7)), (512, ["f32"], (4, 32, 4)),
+    (20, ["f16"], (1, 8, 3))])
 def test_runtime_group(row, dtypes, group):
     """Vectors where they fill the row (8 halves where all are f16), else values one at
-    a time, half as many a thread, at least a warp's worth of lanes."""
+    a time, half as many a thread, at least short_row_lanes (8) lanes: few lanes holding
+    several values each, not a warp of lanes holding 1-2."""
     g = runtime_row_group(row, dtypes, get_target())
     assert (g.lanes, g.width, g.vectors) == group
     assert runtime_row_group(513, ["f32"], get_target()) is None

@@ -48,7 +48,7 @@ from mlfuse.row_groups import scalar_values
 TARGETS = ("cuda", "simulator")
 _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
                    "VALUES_PER_THREAD", "SHORT_ROW_VALUES", "SHORT_ROW_SCALARS",
-                   "REGISTER_ROW_THREADS", "MAX_ROW_BLOCKS",
+                   "SHORT_ROW_MIN_BLOCKS",                   "REGISTER_ROW_THREADS", "MAX_ROW_BLOCKS",
                    "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "VECTOR_WIDTH_16",
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
@@ -77,6 +77,7 @@ POINTS_PER_THREAD = {points_per_thread}  # of a loop-free pointwise kernel, load
 VALUES_PER_THREAD = {values_per_thread}  # of a row held in registers
 SHORT_ROW_VALUES = {short_row_values}  # of a short row in vectors, held by a lane of its group
 SHORT_ROW_SCALARS = {short_row_scalars}  # of a short row loaded a value at a time, held by a lane
+SHORT_ROW_MIN_BLOCKS = {short_row_min_blocks}  # resident per SM, asked of a short-row plan kernel
 REGISTER_ROW_THREADS = {register_row_threads}  # at most, for a row held in registers
 MAX_ROW_BLOCKS = {max_row_blocks}  # a row kernel's blocks stride over rows beyond these
 ROW_MIN_BLOCKS = {row_min_blocks}  # resident per SM, asked of a register-held row kernel (0: none)
@@ -185,6 +186,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             values_per_thread=hw.row_values_per_thread,
                             short_row_values=hw.short_row_values,
                             short_row_scalars=scalar_values(hw.short_row_values),
+                            short_row_min_blocks=hw.short_row_min_blocks,
                             register_row_threads=hw.row_threads,
                             max_row_blocks=hw.sm_count * hw.row_blocks_per_sm or _MOST_BLOCKS,
                             row_min_blocks=hw.row_min_blocks, split_blocks=hw.split_blocks_per_sm,

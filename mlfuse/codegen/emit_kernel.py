@@ -330,7 +330,8 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
         bound = self.launch_bound or _LAUNCH_BOUND.get(self.variant, "THREADS_PER_BLOCK")
-        if self.schedule == "row" and self.hw.row_min_blocks and bound != str(MAX_THREADS):
+        if self.schedule == "row" and self.hw.row_min_blocks and bound != str(MAX_THREADS) \
+                and not bound.startswith("("):  # (a schedule's own resident blocks kept)
             bound = f"({bound}, ROW_MIN_BLOCKS)"  # so many blocks resident per SM, at least
         elif self.variant == "registers":
             # the scalar fallback of a vector row kernel (rows not 16-byte aligned) keeps an

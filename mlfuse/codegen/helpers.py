@@ -102,10 +102,10 @@ def {name}(value, width, scratch):
     """{combiner} of ``value`` over each aligned group of ``width`` lanes, returned to
     every lane of the group: xor shuffles (``scratch`` is unused; the simulator's twin
     takes it). Every thread of the block calls it."""
-    offset = width // 2
+    offset = width >> 1  # (a shift: width is a positive power of two)
     while offset > 0:
         value = {combine_shuffle}
-        offset //= 2
+        offset >>= 1
     return value
 '''
 

@@ -129,10 +129,14 @@ class WarpRowsEmitter(KernelEmitter):
                        "# lane in the row's group")
                 w.line(f"{loc['group']} = cuda.threadIdx.x >> {shift}")
                 w.line(f"{loc['rows_per_block']} = cuda.blockDim.x >> {shift}")
-            else:
-                w.line(f"{loc['tid']} = cuda.threadIdx.x % {loc['width']}  # lane in the row's group")
-                w.line(f"{loc['group']} = cuda.threadIdx.x // {loc['width']}")
-                w.line(f"{loc['rows_per_block']} = cuda.blockDim.x // {loc['width']}")
+            else:  # a power of two known per call: its shift by a count of leading zeros
+                # (`%` and `//` by a run-time int64 were a 64-bit division routine each)
+                shift = self.namer.fresh("shift")
+                w.line(f"{shift} = 31 - cuda.clz(numba.int32({loc['width']}))  # log2(width)")
+                w.line(f"{loc['tid']} = cuda.threadIdx.x & ({loc['width']} - 1)  "
+                       "# lane in the row's group")
+                w.line(f"{loc['group']} = cuda.threadIdx.x >> {shift}")
+                w.line(f"{loc['rows_per_block']} = cuda.blockDim.x >> {shift}")
             w.line(f"{loc['nthreads']} = {loc['width']}")
             # the GPU's shuffles need no scratch; the simulator's twin a slot per thread
             self.declare_scratch(row_loops, "1" if self.target == "cuda" else None)

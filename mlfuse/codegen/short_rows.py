@@ -24,7 +24,7 @@ longer rows keep the block-per-row kernels.
 from __future__ import annotations
 
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp
-from mlfuse.row_groups import WARP, vector_lanes
+from mlfuse.row_groups import WARP, scalar_values, vector_lanes
 
 from mlfuse.codegen.schedule_warp_rows import WarpRowsEmitter
 from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
@@ -58,6 +58,15 @@ class ShortRowsEmitter(WarpRowsEmitter):
 
     def plan_group(self, op, hw) -> None:
         self.held_rows, self.constant_width = True, None
+        # blocks resident per SM: registers capped (2 x 512 threads: 64) so that an SM has
+        # rows enough in flight, where a thread's held values of the buffers it loads
+        # along the row fit them (ptxas sm_90: softmax's 16 f32 of x, 60 registers;
+        # layernorm's 16 of x, gamma and beta spilled 144 B at 64, so it keeps 128)
+        loaded = {id(o.operands[0]) for o in row_vector_accesses(_row_loops(op))
+                  if isinstance(o, LoadOp)}
+        slots = hw.short_row_values if self.vector else scalar_values(hw.short_row_values)
+        if hw.short_row_min_blocks > 1 and slots * len(loaded) <= 2 * hw.short_row_values:
+            self.launch_bound = "(THREADS_PER_BLOCK, SHORT_ROW_MIN_BLOCKS)"
         # (module constants: hw.short_row_values, row_groups.scalar_values of it)
         self.row_slots = "SHORT_ROW_VALUES" if self.vector else "SHORT_ROW_SCALARS"
         if self.vector and vector_lanes(_vector_dtypes(row_vector_accesses(_row_loops(op))),
@@ -90,8 +99,9 @@ def short_rows_launch(host, kernel, points: str, row: str, args: list[str],
     are aligned, else the scalar kernel where a warp holds the row at half the values a
     thread, else ``lines`` (the block-per-row launches). The group: ``_short_row_width``
     of the row's vectors (at least ``short_row_lanes`` lanes where the row has that many
-    vectors) or of its values (at least a warp where it has that many: a warp's load
-    reads whole lines)."""
+    vectors) or of its values (as many lanes where the row has that many: each load of
+    a group reads at least a 32-byte sector of its row; a warp of 32 lanes a row held
+    2 of 50 values a lane, too few loads in flight)."""
     launch, unit = kernel.launch, host.w.unit
     variants = launch["short"]
     host.helpers.update({"_short_row_width", "_pointwise_blocks"})
@@ -114,7 +124,8 @@ def short_rows_launch(host, kernel, points: str, row: str, args: list[str],
                          "short rows of whole vectors, aligned: a group of lanes per row",
                          [group, call("short-vector")]))
     branches.append((f"{row} <= {WARP} * {scalar}", "short rows: a group of lanes per row",
-                     [f"{width} = _short_row_width({row}, {scalar}, {WARP})", call("short")]))
+                     [f"{width} = _short_row_width({row}, {scalar}, "
+                      f"{launch['short_min_lanes']})", call("short")]))
     out = []
     for n, (test, why, body) in enumerate(branches):
         out.append(f"{'if' if n == 0 else 'elif'} {test}:  # {why} (short_rows.py)")
