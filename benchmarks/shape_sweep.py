@@ -86,6 +86,7 @@ def main(argv=None) -> int:
             rows.append([name, ",".join(f"{k}={v}" for k, v in dims.items()), ms, r.get("torch"),
                          r.get("torch_compile"), f"{ms / best:.2f}" if ms and best else "-",
                          f"{bw:.0f}%" if bw else "-", "yes" if r["checked"] else "NO"])
+            print("  ".join(str(c) for c in rows[-1]), flush=True)  # a run cut short keeps its rows
     from mlfuse.tools.benchmark import markdown_table
     print(f"copy bandwidth {copy_gbps:.0f} GB/s; times in ms (median)\n")
     print(markdown_table(["case", "dims", "mlfuse", "torch", "torch.compile", "mlfuse / best peer",
