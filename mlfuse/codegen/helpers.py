@@ -13,6 +13,7 @@ from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.tile_model import source as tile_model_source
 from mlfuse.strip_plan import source as strip_plan_source
+from mlfuse.row_hold import row_hold_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -417,13 +418,13 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP, "_split_columns": _SPLIT_COLUMNS,
           "_strip_threads": _STRIP_THREADS, "_strip_columns": strip_plan_source(),
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
-          "_contraction_plan": tile_model_source()}
+          "_contraction_plan": tile_model_source(), "_shared_row_plan": row_hold_source()}
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_divmod_wide"] + [
     f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name)
     for c in ("add", "max", "min")] + [
     "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
-    "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns", "_row_group", "_strip_threads", "_strip_columns",
+    "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_shared_row_plan", "_split_columns", "_row_group", "_strip_threads", "_strip_columns",
     "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
 

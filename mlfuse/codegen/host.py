@@ -21,6 +21,7 @@ from mlfuse.dialects.reductions import reread_value_bytes
 
 from mlfuse.codegen.emit_kernel import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.split_stages import stages_launch
+from mlfuse.codegen.shared_rows import shared_rows_launch
 from mlfuse.codegen.scalar import STORAGE_TYPE
 from mlfuse.codegen.names import Namer, identifier
 from mlfuse.codegen.writer import Writer
@@ -207,13 +208,22 @@ class HostEmitter:
                 lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "
                          "registers"] + [unit + line for line in lines] + [
                          "else:", unit + calls["streaming"]]
+        unit = self.w.unit
+        before, held = [], None
+        if "shared_rows" in kernel.launch:  # long rows held in registers and shared memory
+            before, (test, call) = shared_rows_launch(self, kernel, points, row, args)
+            held = f"{test}:  # rows past registers that shared memory holds"
+            lines = [f"if {held}", unit + call, "else:"] + [unit + line for line in lines]
         if "stages" in kernel.launch:  # few long rows: each split across blocks
             self.helpers.add("_split_stages")
-            unit = self.w.unit
             reread = reread_value_bytes(kernel.op)
-            lines = [f"if _split_stages({points}, {row}, {reread}):"] + \
+            split = f"_split_stages({points}, {row}, {reread})"
+            if held is not None:  # held rows, where there are enough of them to fill the GPU
+                split += f" and not ({points} >= SPLIT_STAGE_ROWS and {test})"
+            lines = [f"if {split}:"] + \
                 [unit + line for line in stages_launch(self, kernel, points, row, args)] + \
                 ["else:"] + [unit + line for line in lines]
+        lines = before + lines
         self.guarded(kernel.op, points, lines)
 
     def contraction_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:

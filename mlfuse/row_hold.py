@@ -1,0 +1,96 @@
+"""A long row held on chip in registers AND shared memory: a block's threads and the
+dynamic shared memory a call takes (codegen/shared_rows.py's "shared-vector" variant).
+
+One function, three readers: the host of a generated module (its source is copied
+into it, so the module stays standalone), codegen (the offsets of each held buffer's
+area) and the cost model (fusion/cost.py: whether a call takes the variant), so the
+three agree on a call's threads and bytes.
+
+A row kernel whose rows pass what its registers variant holds (VALUES_PER_THREAD x
+REGISTER_ROW_THREADS values) streams them: each row loop reads the row again (softmax
+over rows of 65536 f32: x read three times). Held instead: a block of up to ``most``
+threads, thread t taking vectors t, t + threads, ... of a row; its first
+``values / vector`` vectors in registers (as the registers variant's), the rest in
+shared memory, ``value_bytes`` a row value (the buffers that several row loops read,
+one area each). 1024 threads x 16 f32 in registers is 64 KB of a row; 227 KB of shared
+memory hold 58112 f32 more, so a row of 65536 f32 (256 KB) is read once.
+"""
+from __future__ import annotations
+
+import inspect
+
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
+from mlfuse.dialects.reductions import loop_levels, sibling_passes
+from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.types import itemsize
+from mlfuse.row_groups import VECTOR_DTYPES
+
+
+def _shared_row_plan(extent, value_bytes, values, most, vector):
+    """(threads, bytes): a block's threads (the least power of two, at least 32, whose
+    ``values`` each hold ``extent``, at most ``most``) and the bytes of dynamic shared
+    memory holding each thread's vectors (``vector`` values each) past its first
+    ``values // vector``, ``value_bytes`` a row value."""
+    threads = 32
+    while threads * values < extent and threads < most:
+        threads *= 2
+    past = max(0, -(-extent // (vector * threads)) - values // vector)
+    return threads, past * threads * vector * value_bytes
+
+
+def shared_row_plan(extent: int, value_bytes: int, values: int, most: int,
+                    vector: int) -> tuple[int, int]:
+    """The plan of a call (see ``_shared_row_plan``)."""
+    return _shared_row_plan(extent, value_bytes, values, most, vector)
+
+
+def held_buffers(kernel: Operation) -> list[Value] | None:
+    """The buffers a row kernel's shared-memory variant holds (those that more than one
+    pass over the row reads: what its streaming variant reads again), or None where it
+    has no such variant: its top-level loops must each walk one axis of one common
+    extent, and each held buffer must be read, in every loop that reads it, by plain
+    loads at the same indices, the last the loop's own index and the others fixed for
+    the row (so a thread's vectors are neighbouring values: 16-byte copies), of a dtype
+    a vector moves."""
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    if not loops or any(len(loop_levels(o)) > 1 for o in loops) or \
+            len({repr(o["extent"]) for o in loops}) != 1:
+        return None
+    inside = {id(v) for loop in loops for o in loop.walk()
+              for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
+    passes: dict[int, set[int]] = {}  # id(buffer) -> the passes reading it
+    for n, group in enumerate(sibling_passes(kernel.body.ops)):
+        for o in (inner for top in group for inner in top.walk()):
+            if isinstance(o, (LoadOp, MaskedLoadOp)):
+                passes.setdefault(id(o.operands[0]), set()).add(n)
+    held: list[Value] = []
+    outer: dict[int, list[int]] = {}  # id(buffer) -> its loads' fixed indices
+    for loop in loops:
+        k = loop.body.args[0]
+        for o in loop.walk():
+            if not isinstance(o, (LoadOp, MaskedLoadOp)) or len(passes[id(o.operands[0])]) < 2:
+                continue
+            buf, indices = o.operands[0], list(o.operands[1:])
+            if not isinstance(o, LoadOp) or o.parent is not loop.body or \
+                    buf.type.dtype not in VECTOR_DTYPES or not indices or indices[-1] is not k \
+                    or any(id(v) in inside for v in indices[:-1]):
+                return None
+            if outer.setdefault(id(buf), [id(v) for v in indices[:-1]]) != \
+                    [id(v) for v in indices[:-1]]:
+                return None
+            if not any(buf is b for b in held):
+                held.append(buf)
+    return held or None
+
+
+def held_value_bytes(buffers: list[Value]) -> int:
+    """Bytes of shared memory a held row value takes: one per held buffer."""
+    return sum(itemsize(b.type.dtype) for b in buffers)
+
+
+def row_hold_source() -> str:
+    """The plan's source, for a generated module's host."""
+    return inspect.getsource(_shared_row_plan)
+
+
+__all__ = ["shared_row_plan", "row_hold_source", "held_buffers", "held_value_bytes"]
