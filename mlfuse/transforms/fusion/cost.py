@@ -26,6 +26,7 @@ from mlfuse.hardware import Target
 from mlfuse.strip_plan import line_points, narrowest_points, strip_columns
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP
+from mlfuse.row_hold import held_buffers, held_value_bytes, shared_row_plan
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
 
 
@@ -200,7 +201,47 @@ def row_streamed(kernel: Operation, dims: dict, target: Target) -> bool:
     half occupancy; the model says 0.38)."""
     passes = sibling_passes(kernel.body.ops)  # reduces walked together are one pass
     row = _reduced_extent(kernel, dims, target)
-    return len(passes) > 1 and row > target.row_values_per_thread * target.row_threads
+    return len(passes) > 1 and row > target.row_values_per_thread * target.row_threads and \
+        row_held_shared(kernel, dims, target) is None
+
+
+def row_held_shared(kernel: Operation, dims: dict, target: Target,
+                    split_plan: bool | None = None) -> tuple[int, int] | None:
+    """(threads, dynamic shared bytes) of a row kernel's block where the host runs its
+    shared-memory variant at these sizes (codegen/shared_rows.py, mlfuse/row_hold.py): rows
+    longer than the registers variant holds, of whole vectors, whose values past a
+    thread's VALUES_PER_THREAD fit shared_row_bytes, and enough of them where the kernel
+    has a split plan (else the split plan takes them). None otherwise. ``split_plan``:
+    whether the kernel has a split plan (None: a "row" kernel's attribute says)."""
+    if split_plan is None:
+        if kernel.attributes.get("schedule") != "row":
+            return None
+        split_plan = bool(kernel.attributes.get("split_stages"))
+    if not target.shared_row_bytes or target.vector_width == 1:
+        return None
+    held = held_buffers(kernel)
+    extent = _reduced_extent(kernel, dims, target)
+    if held is None or extent <= target.row_values_per_thread * target.row_threads or \
+            extent % target.vector_width:
+        return None
+    threads, nbytes = shared_row_plan(extent, held_value_bytes(held), target.row_values_per_thread,
+                                      target.shared_row_threads, target.vector_width)
+    points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
+    if nbytes > target.shared_row_bytes or (
+            split_plan and points < target.sm_count * target.split_stage_rows_per_sm):
+        return None
+    return threads, nbytes
+
+
+def _held_shared_threads(points: int, threads: int, nbytes: int, target: Target) -> int:
+    """The threads a held-rows kernel counts for the time model: the whole GPU's, less
+    the last wave's idle SMs (blocks resident per SM: as many as threads and shared
+    memory allow). Its copies put a whole row's loads in flight, so one block of 1024
+    threads per SM still streams at full rate (the registers variant's rule)."""
+    per_sm = max(1, min(2048 // threads, (target.shared_row_bytes + 1024) // (nbytes + 1024)))
+    resident = target.sm_count * per_sm
+    waves = -(-points // resident)
+    return target.sm_count * 2048 * points // (waves * resident)
 
 
 def stage_count(kernel: Operation) -> int:
@@ -231,7 +272,8 @@ def row_split(kernel: Operation, dims: dict, target: Target) -> bool:
     extent = _reduced_extent(kernel, dims, target)
     in_flight = target.sm_count * extent * reread_value_bytes(kernel)
     return extent > target.row_values_per_thread * target.row_threads and (
-        points < target.sm_count * target.split_stage_rows_per_sm or in_flight > target.l2_bytes)
+        points < target.sm_count * target.split_stage_rows_per_sm or in_flight > target.l2_bytes) \
+        and row_held_shared(kernel, dims, target) is None
 
 
 def _strip_rereads(kernel: Operation, read: dict, dims: dict, target: Target) -> int:
@@ -293,7 +335,10 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
                  if isinstance(op, (ForOp, ReduceOp))), default=1)
     if schedule == "row":
         threads = points * min(inner, 1024)
-        if row_split(kernel, dims, target):
+        held = row_held_shared(kernel, dims, target)
+        if held is not None:  # the row read once, from registers and shared memory after
+            threads = _held_shared_threads(points, *held, target)
+        elif row_split(kernel, dims, target):
             # codegen/split_stages.py: every block busy, the input read once per stage
             threads, launches = target.sm_count * 2048, stage_count(kernel)
             rereads = _rereads(kernel, read, dims, target, points)

@@ -305,7 +305,23 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
                               size=lambda extent: resolve(extent, dims, target))
     if access_layout(kernel) == "rows":
         choice = _with_split_plan(kernel, choice, target)
+    if choice.schedule == "row":
+        choice.reason += _held_rows(kernel, dims, target, choice.split_stages)
     return choice
+
+
+def _held_rows(kernel: KernelOp, dims: dict, target: Target, split_plan: bool) -> str:
+    """What explain says of a row kernel whose rows at these sizes pass what registers
+    hold but not what registers and shared memory hold (codegen/shared_rows.py)."""
+    from mlfuse.transforms.fusion.cost import row_held_shared
+    held = row_held_shared(kernel, dims, target, split_plan)
+    if held is None:
+        return ""
+    threads, nbytes = held
+    return (f"; rows past what registers hold ({target.row_values_per_thread * target.row_threads}"
+            f" values) are held in registers and shared memory at these sizes: {threads} "
+            f"threads x {target.row_values_per_thread} values and {nbytes / 1024:.0f} KB of "
+            "shared memory a block, the row read once")
 
 
 def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
