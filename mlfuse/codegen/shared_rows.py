@@ -99,7 +99,7 @@ class SharedRowsEmitter(KernelEmitter):
             storage = STORAGE_TYPE[buf.type.dtype]
             if storage not in arrays:
                 arrays[storage] = self.namer.fresh(f"held_{storage}")
-                w.line(f"{arrays[storage]} = cuda.shared.array(0, numba.{storage})  # dynamic")
+                w.line(f"{arrays[storage]} = cuda.shared.array(0, numba.types.{storage})  # dynamic")
             at = self.namer.fresh(f"{self.namer(buf)}_at")
             size = itemsize(buf.type.dtype)
             w.line(f"{at} = {offset} // {size}  # this buffer's area, in its values")
