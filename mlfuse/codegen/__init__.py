@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from mlfuse.codegen.addressing import ADDRESSING_NAMES
 from mlfuse.codegen.bf16 import BF16_NAMES
+from mlfuse.codegen.held_access import HELD_NAMES
 from mlfuse.codegen.contraction import (BK, CUDA_TILES, F64_TILES, SIMULATOR_THREADS,
                                        SIMULATOR_TILES, emit_contraction, factory_name,
                                        tile_model_inputs, tiled_kernel_plan)
@@ -150,7 +151,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     hw = hw or get_target()
     names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES)
                   + list(MMA_NAMES) + list(TF32_NAMES) + list(MMA_GEOMETRY_NAMES)
-                  + list(BF16_NAMES) + list(ADDRESSING_NAMES))
+                  + list(BF16_NAMES) + list(ADDRESSING_NAMES) + list(HELD_NAMES))
     host_names = {f.sym_name: names.fresh(f.sym_name) for f in module.funcs}
     helpers: set[str] = set()
     kernels: dict[int, KernelCode] = {}

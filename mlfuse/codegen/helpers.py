@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from mlfuse.codegen.addressing import addressing_helper_sources
 from mlfuse.codegen.bf16 import bf16_helper_source
+from mlfuse.codegen.held_access import held_helper_source
 from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
@@ -423,7 +424,7 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
 ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_divmod_wide"] + [
     f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name)
     for c in ("add", "max", "min")] + [
-    "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
+    "_vector_access", "_held_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_mma_geometry", "_pointwise_blocks",
     "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_shared_row_plan", "_split_columns", "_row_group", "_strip_threads", "_strip_columns",
     "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
 
@@ -440,7 +441,7 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     for name in [n for n in ORDER if n.startswith("_group_reduce_") and n in used]:
         texts[name] = _group_reduce(name.removeprefix("_group_reduce_"), target, used)
     fixed = {**_FIXED, **vector_helper_sources(target), **addressing_helper_sources(target),
-             "_mma_intrinsics": mma_helper_source(target), "_bf16": bf16_helper_source(target),
+             "_mma_intrinsics": mma_helper_source(target), "_held_access": held_helper_source(target), "_bf16": bf16_helper_source(target),
              "_tf32_intrinsics": tf32_helper_source(target),
              "_mma_geometry": _MMA_GEOMETRY.format(**mma_geometry(target))}
     for name in used:

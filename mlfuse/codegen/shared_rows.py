@@ -53,12 +53,14 @@ REGISTER_VECTORS = f"{VALUES_PER_THREAD} // {VECTOR_WIDTH}"  # a thread's vector
 
 @dataclass
 class Area:
-    """A held buffer's part of the dynamic shared memory: the array (by storage type)
-    and the name of its first value's offset in it."""
+    """A held buffer's part of the dynamic shared memory: the array (by storage type),
+    the name of its first value's offset in it, and the local array a vector of it is
+    read into in a loop's shared part."""
 
     buffer: Value
     array: str
     at: str
+    tile: str = ""
 
 
 class SharedRowsEmitter(KernelEmitter):
@@ -68,12 +70,19 @@ class SharedRowsEmitter(KernelEmitter):
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, "registers-vector", target, helpers, hw, taken)
-        helpers.add("_mma_intrinsics")  # cp.async and its simulator twin
+        helpers.update({"_mma_intrinsics", "_held_access"})  # cp.async; shared vector loads
         self.held_buffers = held_buffers(op)
         self.areas: dict[int, Area] = {}  # id(held load) -> its buffer's area
         self.copied: dict[int, list[Operation]] = {}  # id(loop) -> held loads it copies
         self.part = ""  # the loop part being emitted: "registers" or "shared"
         self.tiles: dict[int, str] = {}  # id(unheld load) -> its tile in the shared part
+        # the current loop's early vector loads that no other loop reads (layernorm's
+        # gamma and beta): in the register part too a vector at a time, into their tiles
+        # (all of them ahead, with the row's, took 48 values a thread: spills at 64
+        # registers); and whether a fill phase is being emitted
+        self.single: set[int] = set()
+        self.late: list[Operation] = []
+        self.filling = False
         for n in ("place", "n_vectors"):
             self.local[n] = self.namer.fresh(n)
 
@@ -102,14 +111,19 @@ class SharedRowsEmitter(KernelEmitter):
                 w.line(f"{arrays[storage]} = cuda.shared.array(0, numba.types.{storage})  # dynamic")
             at = self.namer.fresh(f"{self.namer(buf)}_at")
             size = itemsize(buf.type.dtype)
-            w.line(f"{at} = {offset} // {size}  # this buffer's area, in its values")
+            w.line(f"{at} = {offset if offset == '0' else f'({offset}) // {size}'}  # this "
+                   "buffer's area, in its values")
             area = Area(buf, arrays[storage], at)
+            area.tile = self.local_array(f"{self.namer(buf)}_held", COMPUTE_TYPE[buf.type.dtype],
+                                         VECTOR_WIDTH)
             loads = [o for g in groups for o in g.loads if o.operands[0] is buf]
             self.areas.update({id(o): area for o in loads})
             filler = next(loop for loop in row_loops if any(o.parent is loop.body for o in loads))
             self.copied.setdefault(id(filler), []).append(loads[0])
             past = f"max(0, {loc['n_vectors']} - {REGISTER_VECTORS})"
-            offset = f"{at} * {size} + {past} * {loc['nthreads']} * {VECTOR_WIDTH} * {size}"
+            offset = f"{at} * {size} + {past} * {loc['nthreads']} * {VECTOR_WIDTH} * {size}"  # bytes
+        self.single = {id(o) for g in groups if len({id(x.parent) for x in g.loads}) == 1
+                       for o in g.loads}
         for loop in row_loops:
             for o in prefetchable_loads(loop.body)[0]:
                 if id(o) not in self.areas:
@@ -142,8 +156,13 @@ class SharedRowsEmitter(KernelEmitter):
             copies = self.copied.get(id(op), [])
             if copies:
                 self.copy_past_registers(op, copies)
+            index_ops, loads = self.fills[id(op)]
+            self.late = [o for o in loads if id(o) in self.single and id(o) in self.tiles
+                         and id(o) in self.vector_loads]
+            self.fills[id(op)] = (index_ops, [o for o in loads if o not in self.late])
             with super().loop(op, shared):
                 yield
+            self.fills[id(op)], self.late = (index_ops, loads), []
             if copies:
                 self.w.line("_cp_async_wait(0)  # this thread's copies into shared memory landed")
             return
@@ -202,24 +221,44 @@ class SharedRowsEmitter(KernelEmitter):
             with w.indented(f"if {loc['first']} < {extent}:"):
                 if self.fills[id(op)][1]:
                     self.vector_fill(op)
+                read = {id(a.buffer): a for o in op.body.ops if (a := self.areas.get(id(o)))}
+                for area in read.values():  # the held vectors: one shared load each
+                    w.line(f"_load_held({area.array}, ({area.at} + {loc['place']},), "
+                           f"{area.tile}, 0)")
                 with self.each_lane():
                     yield
                 self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
         self.held, fills, self.reuse, self.kept = saved
         self.fills[id(op)] = fills
 
+    def vector_fill(self, owner: Operation) -> None:
+        self.filling = True
+        super().vector_fill(owner)
+        self.filling = False
+
+    @contextmanager
+    def each_lane(self):
+        """A vector's lanes; in a register part, after the vector's late loads."""
+        if self.late and not self.filling:
+            for o in self.late:
+                self.w.line(f"{self.vector_moves[0]}({self.vector_operand(o.operands[0], o.operands[1:])}, "
+                            f"{self.tiles[id(o)]}, 0)")
+        with super().each_lane():
+            yield
+
     def vector_slot(self) -> str:
         return "0" if self.part == "shared" else super().vector_slot()
 
     def load_statement(self, op: Operation) -> None:
+        if any(o is op for o in self.late):  # loaded with its vector, into its tile
+            name = self.define(op.result, self.namer(op.operands[0]) + "_v")
+            self.w.line(f"{name} = {self.tiles[id(op)]}[{self.local['lane']}]")
+            return
         area = self.areas.get(id(op)) if self.part == "shared" else None
         if area is None:
             return super().load_statement(op)
         name = self.define(op.result, self.namer(op.operands[0]) + "_v")
-        text = f"{area.array}[{area.at} + {self.local['place']} + {self.local['lane']}]"
-        if op.result.type.dtype == "f16":
-            text = f"np.float32({text})"
-        self.w.line(f"{name} = {text}")
+        self.w.line(f"{name} = {area.tile}[{self.local['lane']}]")
 
 
 def shared_rows_code(op, name: str, target: str, helpers: set[str], names, hw) -> tuple[dict, str]:
