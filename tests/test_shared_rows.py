@@ -1,0 +1,132 @@
+"""Long rows held in registers and shared memory (codegen/shared_rows.py): on the
+simulator with a register budget small enough (4 values x 32 threads) that rows of a
+few hundred values need the shared part, each held kernel agrees with NumPy and is
+what the host launches; rows the variant cannot take (not whole vectors, misaligned,
+few rows with a split plan) go to the other plans; the cost model and explain say so."""
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+from mlfuse.codegen import generate
+from mlfuse.dialects import parse_ir
+from mlfuse.hardware import get_target
+from mlfuse.pipeline import compile_text
+from mlfuse.runtime.loader import load_source
+from mlfuse.tools.explain import explain_module, format_text
+
+from helpers import assert_close, record_launches
+from test_codegen import NORM, SOFTMAX
+from test_codegen_vector import offset_by_one
+
+# registers hold 4 values x 32 threads: rows past 128 values are held in shared memory too
+TINY = dataclasses.replace(get_target(), row_values_per_thread=4, row_threads=32,
+                           shared_row_threads=32)
+SOFTMAX_FUSE = "func softmax(x: {t}[R, C]) -> {t}[R, C] {{ return softmax(x, axis=1) }}"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFUSE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _module(module_ir, hw=TINY):
+    """The simulator module of ``module_ir`` and the list its kernels note launches in."""
+    source = generate(module_ir, "simulator", hw)
+    module = load_source(source, "shared_rows_test")
+    kernels = re.findall(r"^@cuda\.jit(?:\(launch_bounds=[^\n]*\))?\ndef (\w+)\(", source, flags=re.M)
+    return module, record_launches(module, kernels)
+
+
+def _softmax(x):
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_softmax_rows_past_registers_are_held_and_match_numpy():
+    from numba import cuda
+    module, launched = _module(parse_ir(SOFTMAX))
+    x = np.random.default_rng(0).standard_normal((3, 400)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_shared"]
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=400)
+
+
+def test_a_row_loop_reading_broadcast_operands_holds_only_the_row():
+    """NORM: x read by both loops (held), g by the second only (a vector at a time)."""
+    from numba import cuda
+    module, launched = _module(parse_ir(NORM))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 392)).astype(np.float32)
+    g = rng.standard_normal(392).astype(np.float32)
+    got = module.norm(cuda.to_device(x), cuda.to_device(g)).copy_to_host()
+    assert launched == ["norm_0_shared"]
+    assert_close(got, (x - x.sum(axis=1, keepdims=True)) * g, n_ops=4, reduced=392)
+    source = generate(parse_ir(NORM), "simulator", TINY)
+    kernel = source[source.index("def norm_0_shared"):]
+    assert kernel.count("_cp_async(") == 1 and "g_tile" in kernel  # x copied; g not held
+
+
+def test_f16_rows_are_held_as_f16():
+    from numba import cuda
+    module_ir = compile_text(SOFTMAX_FUSE.format(t="f16"), "s.fuse", level="fused")
+    # no split plan for few rows (SPLIT_STAGE_ROWS 0): two rows are enough here
+    module, launched = _module(module_ir, dataclasses.replace(TINY, split_stage_rows_per_sm=0))
+    x = np.random.default_rng(2).standard_normal((2, 264)).astype(np.float16)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_shared"]
+    assert "cuda.shared.array(0, numba.types.float16)" in generate(module_ir, "simulator", TINY)
+    assert_close(got, _softmax(x).astype(np.float16), n_ops=5, reduced=264)
+
+
+def test_rows_not_of_whole_aligned_vectors_stream():
+    from numba import cuda
+    module, launched = _module(parse_ir(SOFTMAX))
+    x = np.random.default_rng(3).standard_normal((1, 138)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=138)
+    x = x[:, :136].copy()
+    got = module.softmax(offset_by_one(x)).copy_to_host()
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=136)
+    assert launched == ["softmax_0_streaming"] * 2
+
+
+@pytest.mark.parametrize("rows, plan", [(3, "softmax_0_stage0_vector"), (5, "softmax_0_shared")])
+def test_few_rows_split_and_enough_rows_are_held(rows, plan):
+    """SPLIT_STAGE_ROWS = 2 SMs x 2: 3 rows take the split plan, 5 a block each."""
+    from numba import cuda
+    module_ir = compile_text(SOFTMAX_FUSE.format(t="f32"), "s.fuse", level="fused")
+    hw = dataclasses.replace(TINY, sm_count=2, split_stage_rows_per_sm=2)
+    module, launched = _module(module_ir, hw)
+    x = np.random.default_rng(4).standard_normal((rows, 256)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched[0] == plan
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=256)
+
+
+def _softmax_report(rows: int, cols: int) -> str:
+    loops = compile_text(SOFTMAX_FUSE.format(t="f32"), "s.fuse", level="loops")
+    return format_text(explain_module(loops, {"R": rows, "C": cols}))
+
+
+def test_explain_says_which_rows_are_held():
+    held = _softmax_report(512, 65536)
+    assert "held in registers and shared memory at these sizes: 1024 threads x 16 values " \
+           "and 192 KB" in held
+    assert "shared memory" not in _softmax_report(128, 65536)  # few rows: the split plan
+    assert "shared memory" not in _softmax_report(512, 262144)  # 1 MB rows: past it
+
+
+def test_the_cost_model_prices_a_held_row_below_a_streamed_one():
+    from mlfuse.transforms.fusion.cost import kernel_cost
+    dims = {"R": 512, "C": 65536}
+    module = compile_text(SOFTMAX_FUSE.format(t="f32"), "s.fuse", level="fused",
+                          fuse_options={"dims": dims})
+    (kernel,) = [op for op in module.funcs[0].body.ops if op.name == "fused.kernel"]
+    streamed = dataclasses.replace(get_target(), shared_row_bytes=0)
+    held = kernel_cost(kernel, dims, get_target()).seconds_total
+    before = kernel_cost(kernel, dims, streamed).seconds_total
+    # x read once and the output written once (268 MB at 2.81 TB/s: 96 us), against the
+    # streaming kernel's rereads at half the threads
+    assert 95e-6 < held < 0.6 * before
