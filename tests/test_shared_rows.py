@@ -35,7 +35,8 @@ def _module(module_ir, hw=TINY):
     """The simulator module of ``module_ir`` and the list its kernels note launches in."""
     source = generate(module_ir, "simulator", hw)
     module = load_source(source, "shared_rows_test")
-    kernels = re.findall(r"^@cuda\.jit(?:\(launch_bounds=[^\n]*\))?\ndef (\w+)\(", source, flags=re.M)
+    kernels = re.findall(r"^@cuda\.jit(?:\(launch_bounds=[^\n]*\))?\ndef (\w+)\(", source,
+                         flags=re.MULTILINE)
     return module, record_launches(module, kernels)
 
 

@@ -93,7 +93,7 @@ class VectorPhases:
 
     def vector_fill(self, owner: Operation) -> None:
         """The current vector's fill phase of the loads ``owner`` issues early."""
-        w, loc = self.w, self.local
+        w = self.w
         index_ops, loads = self.fills[id(owner)]
         loads = [o for o in loads if id(o) not in self.reuse.dead]  # (only fed kept values)
         for o in loads:

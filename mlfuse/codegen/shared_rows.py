@@ -34,7 +34,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp
+from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.types import itemsize
 from mlfuse.row_hold import held_buffers, held_value_bytes
@@ -108,7 +108,8 @@ class SharedRowsEmitter(KernelEmitter):
             storage = STORAGE_TYPE[buf.type.dtype]
             if storage not in arrays:
                 arrays[storage] = self.namer.fresh(f"held_{storage}")
-                w.line(f"{arrays[storage]} = cuda.shared.array(0, numba.types.{storage})  # dynamic")
+                w.line(f"{arrays[storage]} = cuda.shared.array(0, numba.types.{storage})"
+                       "  # dynamic")
             at = self.namer.fresh(f"{self.namer(buf)}_at")
             size = itemsize(buf.type.dtype)
             w.line(f"{at} = {offset if offset == '0' else f'({offset}) // {size}'}  # this "
@@ -121,7 +122,8 @@ class SharedRowsEmitter(KernelEmitter):
             filler = next(loop for loop in row_loops if any(o.parent is loop.body for o in loads))
             self.copied.setdefault(id(filler), []).append(loads[0])
             past = f"max(0, {loc['n_vectors']} - {REGISTER_VECTORS})"
-            offset = f"{at} * {size} + {past} * {loc['nthreads']} * {VECTOR_WIDTH} * {size}"  # bytes
+            # the next area's first byte
+            offset = f"{at} * {size} + {past} * {loc['nthreads']} * {VECTOR_WIDTH} * {size}"
         self.single = {id(o) for g in groups if len({id(x.parent) for x in g.loads}) == 1
                        for o in g.loads}
         for loop in row_loops:
@@ -241,8 +243,8 @@ class SharedRowsEmitter(KernelEmitter):
         """A vector's lanes; in a register part, after the vector's late loads."""
         if self.late and not self.filling:
             for o in self.late:
-                self.w.line(f"{self.vector_moves[0]}({self.vector_operand(o.operands[0], o.operands[1:])}, "
-                            f"{self.tiles[id(o)]}, 0)")
+                operand = self.vector_operand(o.operands[0], o.operands[1:])
+                self.w.line(f"{self.vector_moves[0]}({operand}, {self.tiles[id(o)]}, 0)")
         with super().each_lane():
             yield
 
@@ -275,7 +277,8 @@ def shared_rows_code(op, name: str, target: str, helpers: set[str], names, hw) -
         return {}, ""
     kname = names.fresh(f"{name}_shared")
     text = SharedRowsEmitter(op, kname, target, helpers, hw, names.taken).emit()
-    text += f"\n\n\n{kname} = _DynamicShared({kname}, SHARED_ROW_BYTES)  # over 48 KB: allowed first\n"
+    text += (f"\n\n\n{kname} = _DynamicShared({kname}, SHARED_ROW_BYTES)"
+             "  # over 48 KB: allowed first\n")
     accesses = row_vector_accesses(_row_loops(op))
     return {"shared_rows": {"name": kname, "buffers": vector_buffers(accesses),
                             "value_bytes": held_value_bytes(held)}}, text
