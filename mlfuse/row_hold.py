@@ -38,6 +38,18 @@ def _shared_row_plan(extent, value_bytes, values, most, vector):
     return threads, past * threads * vector * value_bytes
 
 
+def _held_rows_first(points, stages, sm_count):
+    """Whether ``points`` held rows (a block each) beat the split plan of ``stages``
+    kernels (codegen/split_stages.py). Each stage reads the rows again, the held kernel
+    once, and either writes the output once: the split plan moves (stages + 1) / 2 times
+    the held kernel's bytes, with every SM busy. The held kernel's block puts its whole
+    row's loads in flight (an SM's share of the bandwidth, whatever else it holds), so
+    it takes as long as its busiest SM's rows: ceil(points / sm_count), where the whole
+    GPU would take points / sm_count. 256 rows of 32768 f32 on 132 SMs: 2 rows on the
+    busiest, 1.03 of the ideal, against softmax's three stages' 2."""
+    return 2 * sm_count * -(-points // sm_count) <= (stages + 1) * points
+
+
 def shared_row_plan(extent: int, value_bytes: int, values: int, most: int,
                     vector: int) -> tuple[int, int]:
     """The plan of a call (see ``_shared_row_plan``)."""
@@ -88,9 +100,14 @@ def held_value_bytes(buffers: list[Value]) -> int:
     return sum(itemsize(b.type.dtype) for b in buffers)
 
 
+def held_rows_first(points: int, stages: int, sm_count: int) -> bool:
+    """The choice between held rows and the split plan (see ``_held_rows_first``)."""
+    return _held_rows_first(points, stages, sm_count)
+
+
 def row_hold_source() -> str:
-    """The plan's source, for a generated module's host."""
-    return inspect.getsource(_shared_row_plan)
+    """The plan's and the choice's source, for a generated module's host."""
+    return inspect.getsource(_shared_row_plan) + "\n\n" + inspect.getsource(_held_rows_first)
 
 
-__all__ = ["shared_row_plan", "row_hold_source", "held_buffers", "held_value_bytes"]
+__all__ = ["shared_row_plan", "held_rows_first", "row_hold_source", "held_buffers", "held_value_bytes"]

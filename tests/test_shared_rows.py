@@ -65,7 +65,7 @@ def test_a_row_loop_reading_broadcast_operands_holds_only_the_row():
     assert launched == ["norm_0_shared"]
     assert_close(got, (x - x.sum(axis=1, keepdims=True)) * g, n_ops=4, reduced=392)
     source = generate(parse_ir(NORM), "simulator", TINY)
-    kernel = source[source.index("def norm_0_shared"):]
+    kernel = source[source.index("def norm_0_shared("):source.index("def norm_0_shared_scalar")]
     assert kernel.count("_cp_async(") == 1 and "g_tile" in kernel  # x copied; g not held
 
 
@@ -81,24 +81,47 @@ def test_f16_rows_are_held_as_f16():
     assert_close(got, _softmax(x).astype(np.float16), n_ops=5, reduced=264)
 
 
-def test_rows_not_of_whole_aligned_vectors_stream():
+def test_rows_not_of_whole_aligned_vectors_are_held_a_value_at_a_time():
+    """Odd lengths and misaligned rows: the scalar variant (shared_rows_scalar.py), its
+    values past registers copied by 4-byte cp.async."""
     from numba import cuda
     module, launched = _module(parse_ir(SOFTMAX))
-    x = np.random.default_rng(3).standard_normal((1, 138)).astype(np.float32)
+    x = np.random.default_rng(3).standard_normal((2, 139)).astype(np.float32)
     got = module.softmax(cuda.to_device(x)).copy_to_host()
-    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=138)
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=139)
     x = x[:, :136].copy()
     got = module.softmax(offset_by_one(x)).copy_to_host()
     assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=136)
-    assert launched == ["softmax_0_streaming"] * 2
+    assert launched == ["softmax_0_shared_scalar"] * 2
+
+
+def test_odd_f16_rows_are_held_by_plain_copies():
+    """2-byte values: no cp.async moves them, a load and a store each instead."""
+    from numba import cuda
+    module_ir = compile_text(SOFTMAX_FUSE.format(t="f16"), "s.fuse", level="fused")
+    module, launched = _module(module_ir, dataclasses.replace(TINY, split_stage_rows_per_sm=0))
+    x = np.random.default_rng(5).standard_normal((2, 133)).astype(np.float16)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_shared_scalar"]
+    assert_close(got, _softmax(x).astype(np.float16), n_ops=5, reduced=133)
+
+
+def test_rows_past_shared_memory_stream():
+    from numba import cuda
+    module, launched = _module(parse_ir(SOFTMAX), dataclasses.replace(TINY, shared_row_bytes=256))
+    x = np.random.default_rng(6).standard_normal((1, 197)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_streaming"]
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=197)
 
 
 @pytest.mark.parametrize("rows, plan", [(3, "softmax_0_stage0_vector"), (5, "softmax_0_shared")])
-def test_few_rows_split_and_enough_rows_are_held(rows, plan):
-    """SPLIT_STAGE_ROWS = 2 SMs x 2: 3 rows take the split plan, 5 a block each."""
+def test_few_rows_split_unless_held_rows_are_faster(rows, plan):
+    """8 SMs, softmax's 3 stages: the split plan moves 2x the held kernel's bytes; 3 rows
+    held leave 5 of 8 SMs idle (2.7x), 5 rows 1.6x."""
     from numba import cuda
     module_ir = compile_text(SOFTMAX_FUSE.format(t="f32"), "s.fuse", level="fused")
-    hw = dataclasses.replace(TINY, sm_count=2, split_stage_rows_per_sm=2)
+    hw = dataclasses.replace(TINY, sm_count=8, split_stage_rows_per_sm=2)
     module, launched = _module(module_ir, hw)
     x = np.random.default_rng(4).standard_normal((rows, 256)).astype(np.float32)
     got = module.softmax(cuda.to_device(x)).copy_to_host()
@@ -115,7 +138,11 @@ def test_explain_says_which_rows_are_held():
     held = _softmax_report(512, 65536)
     assert "held in registers and shared memory at these sizes: 1024 threads x 16 values " \
            "and 192 KB" in held
-    assert "shared memory" not in _softmax_report(128, 65536)  # few rows: the split plan
+    # 256 rows of 32768 on 132 SMs: held (2 rows on the busiest SM against 1.94 a SM);
+    # 32 rows: the split plan (100 SMs idle)
+    assert "held in registers and shared memory" in _softmax_report(256, 32768)
+    assert "shared memory" not in _softmax_report(32, 65536)
+    assert "held a value at a time" in _softmax_report(4000, 12289)
     assert "shared memory" not in _softmax_report(512, 262144)  # 1 MB rows: past it
 
 

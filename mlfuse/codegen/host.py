@@ -21,7 +21,7 @@ from mlfuse.dialects.reductions import reread_value_bytes
 
 from mlfuse.codegen.emit_kernel import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.split_stages import stages_launch
-from mlfuse.codegen.shared_rows import shared_rows_launch
+from mlfuse.codegen.held_rows import shared_rows_launch
 from mlfuse.codegen.scalar import STORAGE_TYPE
 from mlfuse.codegen.names import Namer, identifier
 from mlfuse.codegen.writer import Writer
@@ -210,16 +210,16 @@ class HostEmitter:
                          "else:", unit + calls["streaming"]]
         unit = self.w.unit
         before, held = [], None
+        stages = len(kernel.launch.get("stages", ()))
         if "shared_rows" in kernel.launch:  # long rows held in registers and shared memory
-            before, (test, call) = shared_rows_launch(self, kernel, points, row, args)
-            held = f"{test}:  # rows past registers that shared memory holds"
-            lines = [f"if {held}", unit + call, "else:"] + [unit + line for line in lines]
-        if "stages" in kernel.launch:  # few long rows: each split across blocks
+            before, branches, held = shared_rows_launch(self, kernel, points, row, args, stages)
+            lines = branches + ["else:"] + [unit + line for line in lines]
+        if stages:  # few long rows: each split across blocks
             self.helpers.add("_split_stages")
             reread = reread_value_bytes(kernel.op)
             split = f"_split_stages({points}, {row}, {reread})"
-            if held is not None:  # held rows, where there are enough of them to fill the GPU
-                split += f" and not ({points} >= SPLIT_STAGE_ROWS and {test})"
+            if held is not None:  # unless held rows move them faster
+                split += f" and not ({held})"
             lines = [f"if {split}:"] + \
                 [unit + line for line in stages_launch(self, kernel, points, row, args)] + \
                 ["else:"] + [unit + line for line in lines]

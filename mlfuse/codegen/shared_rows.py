@@ -37,13 +37,12 @@ from dataclasses import dataclass
 from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.types import itemsize
-from mlfuse.row_hold import held_buffers, held_value_bytes
+from mlfuse.row_hold import held_buffers
 
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, _row_loops
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH
 from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads
 from mlfuse.codegen.scalar import COMPUTE_TYPE, STORAGE_TYPE
-from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
 
 _DOC = ("Row schedule over [{space}]: one block per point, each thread holds its first "
         "VALUES_PER_THREAD values of a row in registers and the rest in shared memory, in "
@@ -67,9 +66,11 @@ class SharedRowsEmitter(KernelEmitter):
     """The "shared-vector" variant of a row kernel (see the module doc)."""
 
     launch_bound = "SHARED_ROW_THREADS"
+    base_variant = "registers-vector"  # the registers part's variant
+    doc = _DOC
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
-        super().__init__(op, name, "registers-vector", target, helpers, hw, taken)
+        super().__init__(op, name, self.base_variant, target, helpers, hw, taken)
         helpers.update({"_mma_intrinsics", "_held_access"})  # cp.async; shared vector loads
         self.held_buffers = held_buffers(op)
         self.areas: dict[int, Area] = {}  # id(held load) -> its buffer's area
@@ -87,7 +88,7 @@ class SharedRowsEmitter(KernelEmitter):
             self.local[n] = self.namer.fresh(n)
 
     def emit(self) -> str:
-        with self.kernel_def(doc=_DOC):
+        with self.kernel_def(doc=self.doc):
             self.row_body(_row_loops(self.op))
         return self.w.text()
 
@@ -263,41 +264,4 @@ class SharedRowsEmitter(KernelEmitter):
         self.w.line(f"{name} = {area.tile}[{self.local['lane']}]")
 
 
-def shared_rows_code(op, name: str, target: str, helpers: set[str], names, hw) -> tuple[dict, str]:
-    """The variant's launch entry (``shared_rows``: the kernel's name, the buffers the
-    host checks for whole aligned vectors, the bytes a held row value takes) and its
-    text; ({}, "") where the kernel has none (rows that registers always hold, no buffer
-    to hold, or a target without it)."""
-    held = held_buffers(op)
-    extents = [o["extent"] for o in _row_loops(op)]
-    short = all(isinstance(e, int) and e <= hw.row_values_per_thread * hw.row_threads
-                for e in extents)
-    if held is None or short or not hw.shared_row_bytes or hw.vector_width == 1 or \
-            any(isinstance(e, int) and e % hw.vector_width for e in extents):
-        return {}, ""
-    kname = names.fresh(f"{name}_shared")
-    text = SharedRowsEmitter(op, kname, target, helpers, hw, names.taken).emit()
-    text += (f"\n\n\n{kname} = _DynamicShared({kname}, SHARED_ROW_BYTES)"
-             "  # over 48 KB: allowed first\n")
-    accesses = row_vector_accesses(_row_loops(op))
-    return {"shared_rows": {"name": kname, "buffers": vector_buffers(accesses),
-                            "value_bytes": held_value_bytes(held)}}, text
-
-
-def shared_rows_launch(host, kernel, points: str, row: str, args: list[str]) -> tuple[list, list]:
-    """(the lines before the choice, the test) and the launch line of the variant: its
-    threads and bytes from the call's row length (``_shared_row_plan``)."""
-    entry = kernel.launch["shared_rows"]
-    host.helpers.update({"_shared_row_plan", "_vector_ready", "_row_blocks"})
-    threads, held = host.namer.fresh("threads"), host.namer.fresh("held_bytes")
-    lines = [f"{threads}, {held} = _shared_row_plan({row}, {entry['value_bytes']}, "
-             f"VALUES_PER_THREAD, SHARED_ROW_THREADS, VECTOR_WIDTH)"]
-    buffers = ", ".join(host.namer(b) for b in entry["buffers"])
-    tests = [f"{row} > VALUES_PER_THREAD * REGISTER_ROW_THREADS",
-             f"{held} <= SHARED_ROW_BYTES", f"{row} % VECTOR_WIDTH == 0",
-             f"_vector_ready({buffers})"]
-    call = host.call(entry["name"], f"_row_blocks({points}), {threads}, 0, {held}", args)
-    return lines, [" and ".join(tests), call]
-
-
-__all__ = ["SharedRowsEmitter", "shared_rows_code", "shared_rows_launch"]
+__all__ = ["Area", "SharedRowsEmitter"]

@@ -47,7 +47,7 @@ from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 from mlfuse.codegen.flat_rows import _key
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains
 from mlfuse.codegen.reuse import defined_inside
-from mlfuse.codegen.shared_rows import shared_rows_code
+from mlfuse.codegen.held_rows import shared_rows_code
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
 

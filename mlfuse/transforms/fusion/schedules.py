@@ -312,16 +312,18 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
 
 def _held_rows(kernel: KernelOp, dims: dict, target: Target, split_plan: bool) -> str:
     """What explain says of a row kernel whose rows at these sizes pass what registers
-    hold but not what registers and shared memory hold (codegen/shared_rows.py)."""
-    from mlfuse.transforms.fusion.cost import row_held_shared
+    hold but not what registers and shared memory hold (codegen/held_rows.py)."""
+    from mlfuse.transforms.fusion.cost import reduced_extent, row_held_shared
     held = row_held_shared(kernel, dims, target, split_plan)
     if held is None:
         return ""
     threads, nbytes = held
+    whole = reduced_extent(kernel, dims, target) % target.vector_width == 0
+    where = f"and {nbytes / 1024:.0f} KB of shared memory" if nbytes else "(no shared memory)"
     return (f"; rows past what registers hold ({target.row_values_per_thread * target.row_threads}"
             f" values) are held in registers and shared memory at these sizes: {threads} "
-            f"threads x {target.row_values_per_thread} values and {nbytes / 1024:.0f} KB of "
-            "shared memory a block, the row read once")
+            f"threads x {target.row_values_per_thread} values {where} a block, "
+            f"{'in whole vectors' if whole else 'held a value at a time'}, the row read once")
 
 
 def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
