@@ -56,6 +56,14 @@ def shared_row_plan(extent: int, value_bytes: int, values: int, most: int,
     return _shared_row_plan(extent, value_bytes, values, most, vector)
 
 
+def scalar_held_values(target) -> int:
+    """A thread's values in registers in the scalar held variant
+    (codegen/shared_rows_scalar.py): half the vector variant's, since each value's 64-bit
+    address takes registers that a vector's one address leaves free (softmax with 16
+    spilled 168 B at 1024 threads' 64 registers; with 8, none)."""
+    return max(1, target.row_values_per_thread // 2)
+
+
 def held_buffers(kernel: Operation) -> list[Value] | None:
     """The buffers a row kernel's shared-memory variant holds (those that more than one
     pass over the row reads: what its streaming variant reads again), or None where it
@@ -110,4 +118,4 @@ def row_hold_source() -> str:
     return inspect.getsource(_shared_row_plan) + "\n\n" + inspect.getsource(_held_rows_first)
 
 
-__all__ = ["shared_row_plan", "held_rows_first", "row_hold_source", "held_buffers", "held_value_bytes"]
+__all__ = ["shared_row_plan", "scalar_held_values", "held_rows_first", "row_hold_source", "held_buffers", "held_value_bytes"]

@@ -10,7 +10,7 @@ takes it instead only where ``_held_rows_first`` says it moves the rows faster.
 """
 from __future__ import annotations
 
-from mlfuse.row_hold import held_buffers, held_value_bytes
+from mlfuse.row_hold import held_buffers, held_value_bytes, scalar_held_values
 
 from mlfuse.codegen.emit_kernel import _row_loops
 from mlfuse.codegen.shared_rows import SharedRowsEmitter
@@ -32,7 +32,7 @@ def shared_rows_code(op, name: str, target: str, helpers: set[str], names, hw) -
                 for e in extents)
     if held is None or short or not hw.shared_row_bytes:
         return {}, ""
-    entry = {"value_bytes": held_value_bytes(held)}
+    entry = {"value_bytes": held_value_bytes(held), "scalar_values": scalar_held_values(hw)}
     texts = []
     whole = hw.vector_width > 1 and not any(isinstance(e, int) and e % hw.vector_width
                                             for e in extents)
@@ -61,7 +61,7 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
     unit, long = host.w.unit, f"{row} > VALUES_PER_THREAD * REGISTER_ROW_THREADS"
     threads, held = host.namer.fresh("threads"), host.namer.fresh("held_bytes")
     lines = [f"{threads}, {held} = _shared_row_plan({row}, {entry['value_bytes']}, "
-             f"VALUES_PER_THREAD, SHARED_ROW_THREADS, 1)"]
+             f"{entry['scalar_values']}, SHARED_ROW_THREADS, 1)"]
     branches = []
     if "vector" in entry:
         host.helpers.add("_vector_ready")

@@ -7,13 +7,14 @@ of odd lengths (a vocabulary of 12289 or 50257 values) streamed instead: every r
 read the row from memory again (softmax 4000 x 12289: 35% of copy bandwidth). This
 variant holds them the way the scalar "registers" variant holds short rows: thread t
 takes values t, t + nthreads, ... of a row (a warp's loads are still 128 contiguous
-bytes), its first VALUES_PER_THREAD in registers (``row_slots``: the registers variant's
-fill and lanes), the rest in dynamic shared memory, an area per held buffer, the value
-of slot ``s`` at ``(s - VALUES_PER_THREAD) * nthreads + tid`` (a warp's 32 threads read
-32 neighbouring words: no bank conflicts).
+bytes), its first ``scalar_held_values`` (half of VALUES_PER_THREAD: a value's 64-bit
+address takes registers a vector's one address leaves free) in registers (``row_slots``:
+the registers variant's fill and lanes), the rest in dynamic shared memory, an area per
+held buffer, the value of slot ``s`` at ``(s - row_slots) * nthreads + tid`` (a warp's
+32 threads read 32 neighbouring words: no bank conflicts).
 
 Blocks take up to SHARED_ROW_THREADS threads (``_shared_row_plan`` with vectors of one
-value), so rows up to 1024 x VALUES_PER_THREAD values need no shared memory at all.
+value), so rows up to 1024 x row_slots values need no shared memory at all.
 The loop that first reads a held buffer copies the thread's values past its registers
 with 4-byte ``cp.async`` (in flight together with the register fill), or, for 2-byte
 values that cp.async cannot move, with plain loads and stores; each thread reads back
@@ -26,13 +27,15 @@ from contextlib import contextmanager
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.types import itemsize
 
-from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter
+from mlfuse.row_hold import scalar_held_values
+
+from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.reuse import Reuse, row_held_loads
 from mlfuse.codegen.scalar import STORAGE_TYPE
 from mlfuse.codegen.shared_rows import Area, SharedRowsEmitter
 
 _DOC = ("Row schedule over [{space}]: one block per point, each thread holds its first "
-        "VALUES_PER_THREAD values of a row in registers and the rest in shared memory "
+        "values of a row in registers and the rest in shared memory "
         "(values tid, tid + nthreads, ...: the row is read once, of any length or alignment).")
 
 
@@ -43,6 +46,10 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
     base_variant = "registers"
     doc = _DOC
 
+    def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
+        super().__init__(op, name, target, helpers, hw, taken)
+        self.row_slots = scalar_held_values(hw)
+
     def plan_held_rows(self, row_loops: list[Operation], reuse: bool = True) -> None:
         """The registers variant's plan, then each held buffer's area (widest values first,
         so every area starts aligned) and the loop that copies it."""
@@ -51,7 +58,7 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
         held = sorted(self.held_buffers, key=lambda b: -itemsize(b.type.dtype))
         groups, _ = row_held_loads(row_loops)
         extent = self.extent(row_loops[0].extent_list[0])
-        w.line(f"# values past a thread's first {VALUES_PER_THREAD} (registers) are held in "
+        w.line(f"# values past a thread's first {self.row_slots} (registers) are held in "
                "shared memory, an area per buffer")
         w.line(f"{loc['n_vectors']} = -(-{extent} // {loc['nthreads']})  # a thread's slots")
         offset, arrays = "0", {}
@@ -70,7 +77,7 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
             self.areas.update({id(o): area for o in loads})
             filler = next(loop for loop in row_loops if any(o.parent is loop.body for o in loads))
             self.copied.setdefault(id(filler), []).append(loads[0])
-            past = f"max(0, {loc['n_vectors']} - {VALUES_PER_THREAD})"
+            past = f"max(0, {loc['n_vectors']} - {self.row_slots})"
             offset = f"{at} * {size} + {past} * {loc['nthreads']} * {size}"  # the next area's
 
     @contextmanager
@@ -96,7 +103,7 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
         each area)."""
         w, loc = self.w, self.local
         w.line(f"{k} = {loc['tid']} + {loc['slot']} * {loc['nthreads']}")
-        w.line(f"{loc['place']} = ({loc['slot']} - {VALUES_PER_THREAD}) * {loc['nthreads']} + "
+        w.line(f"{loc['place']} = ({loc['slot']} - {self.row_slots}) * {loc['nthreads']} + "
                f"{loc['tid']}")
 
     def copy_past_registers(self, op, loads: list[Operation]) -> None:
@@ -108,7 +115,7 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
         extent = self.extent(op.extent_list[0])
         w.line("# this thread's values past its registers: copied into shared memory, in "
                "flight with the register loads")
-        with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}, {loc['n_vectors']}):"):
+        with w.indented(f"for {loc['slot']} in range({self.row_slots}, {loc['n_vectors']}):"):
             self.slot_place(k)
             for o in loads:
                 area = self.areas[id(o)]
@@ -132,7 +139,7 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
         saved = self.held, self.reuse, self.kept
         self.held, self.reuse, self.kept = {}, Reuse(), {}
         w.line("# this thread's values past its registers, held in shared memory")
-        with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}, {loc['n_vectors']}):"):
+        with w.indented(f"for {loc['slot']} in range({self.row_slots}, {loc['n_vectors']}):"):
             self.slot_place(k)
             with w.indented(f"if {k} < {extent}:"):
                 yield

@@ -26,7 +26,8 @@ from mlfuse.hardware import Target
 from mlfuse.strip_plan import line_points, narrowest_points, strip_columns
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP
-from mlfuse.row_hold import held_buffers, held_rows_first, held_value_bytes, shared_row_plan
+from mlfuse.row_hold import (held_buffers, held_rows_first, held_value_bytes, scalar_held_values,
+                              shared_row_plan)
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
 
 
@@ -225,9 +226,11 @@ def row_held_shared(kernel: Operation, dims: dict, target: Target,
     extent = reduced_extent(kernel, dims, target)
     if held is None or extent <= target.row_values_per_thread * target.row_threads:
         return None
-    vector = target.vector_width if extent % target.vector_width == 0 else 1
-    threads, nbytes = shared_row_plan(extent, held_value_bytes(held), target.row_values_per_thread,
-                                      target.shared_row_threads, vector)
+    whole = extent % target.vector_width == 0  # else the scalar variant's plan
+    threads, nbytes = shared_row_plan(
+        extent, held_value_bytes(held),
+        target.row_values_per_thread if whole else scalar_held_values(target),
+        target.shared_row_threads, target.vector_width if whole else 1)
     points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
     if nbytes > target.shared_row_bytes or (
             split_plan and _split_called(kernel, points, extent, target)
