@@ -1,6 +1,8 @@
 """Probe (branch smemrows): long rows held in registers and shared memory
-(codegen/shared_rows.py, the row schedule's "shared-vector" variant). Run on the GPU
-from the repository root (about two minutes):
+(codegen/held_rows.py: the "shared-vector" variant, shared_rows.py, and the
+"shared-scalar" one for odd or misaligned rows, shared_rows_scalar.py), at the suite's
+shapes and at shape_sweep.py's rows of 5120-50000 values. Run on the GPU from the
+repository root (about three minutes):
 
     python benchmarks/probe_smemrows.py [--case NAME ...] [--no-peers] [--dry-run]
 
@@ -8,8 +10,11 @@ Each case runs twice with probe_memkern.py's machinery (generate with knobs, run
 recording the launches, poison the output, replay the launches alone, check against
 the NumPy interpreter, time the replay: CUDA events, median): "held" (the default: the
 host takes the shared-memory variant where it fits) and "before" (shared_row_bytes 0:
-no such variant, the streaming kernel or the split plan as before), then torch eager
-and torch.compile on the same inputs (also checked). "%copy" is the bytes a perfect
+no such variant, the streaming kernel or the split plan as before), "held512" (blocks
+of at most 512 threads: two rows an SM where shared memory allows) and, for few rows,
+"split" (the split plan forced: no held rows, every call split), then torch eager and
+torch.compile on the same inputs (also checked). "host" is the time the host takes to
+issue a call's launches without waiting (near "ms": the launches bound the call). "%copy" is the bytes a perfect
 fused kernel moves (inputs read once, output written once) at the measured copy rate
 over the time. The table comes last. ``--dry-run`` checks the script on the simulator
 at tiny sizes (no timing).
@@ -37,7 +42,9 @@ LOG_SOFTMAX = """func log_softmax(x: f32[R, C]) -> f32[R, C] {
     d = x - m
     return d - log(sum(exp(d), axis=1, keepdims=true))
 }"""
-VARIANTS = {"held": {}, "before": {"shared_row_bytes": 0}}
+VARIANTS = {"held": {}, "before": {"shared_row_bytes": 0}, "held512": {"shared_row_threads": 512}}
+# few rows: the split plan forced (no held rows; every call past registers splits)
+SPLIT = {"shared_row_bytes": 0, "split_stage_rows_per_sm": 2**20}
 # --dry-run: 2 rows, which the split plan would take (fewer than SPLIT_STAGE_ROWS), and
 # blocks of 64 threads holding 32 values each in registers, so the simulator runs the
 # held kernels quickly
@@ -86,6 +93,19 @@ def cases():
         Case("rmsnorm 2048x16384", RMSNORM, {"R": 2048, "C": 16384}, t_rmsnorm, dry_dims=dry),
         Case("log_softmax 384x49152", LOG_SOFTMAX, {"R": 384, "C": 49152}, t_log_softmax,
              dry_dims=dry),
+        # shape_sweep.py's rows past 4096 values (before this branch: streamed, 21-42% of copy)
+        Case("softmax 4000x12289", SOFTMAX.format(tag="", t="f32"), {"R": 4000, "C": 12289},
+             t_softmax, dry_dims={"R": 2, "C": 4353}),
+        Case("layernorm 8192x5120", LAYERNORM, {"R": 8192, "C": 5120}, t_layernorm,
+             dry_dims=dry),
+        Case("layernorm 1000x50000", LAYERNORM, {"R": 1000, "C": 50000}, t_layernorm,
+             dry_dims=dry),
+        Case("softmax_long 128x262144", SOFTMAX.format(tag="_long", t="f32"),
+             {"R": 128, "C": 262144}, t_softmax, dry_dims=dry),
+        Case("softmax_long 2048x16384", SOFTMAX.format(tag="_long", t="f32"),
+             {"R": 2048, "C": 16384}, t_softmax, dry_dims=dry),
+        Case("softmax f16 2048x12289", SOFTMAX.format(tag="_f16", t="f16"),
+             {"R": 2048, "C": 12289}, t_softmax, dry_dims={"R": 2, "C": 4353}),
     ]
 
 
@@ -109,23 +129,30 @@ def main() -> None:
         if opts.case and not any(case.name.startswith(c) for c in opts.case):
             continue
         p = prepare(case, device, 7, gbs)
-        for label, knobs in VARIANTS.items():
+        variants = dict(VARIANTS)
+        if case.dims["R"] < 264:  # few rows: the split plan too (the held rows' rival)
+            variants["split"] = SPLIT
+        for label, knobs in variants.items():
             try:
                 r = run_variant(p, {**knobs, **(DRY_KNOBS if opts.dry_run else {})})
             except Exception as e:  # one failing variant must not lose the others
                 log(f"{case.name:24} [{label}] FAILED: {type(e).__name__}: {e}"[:600])
                 continue
             log(f"{case.name:24} [{label}] ok={r['ok']} err={r['err']:.2g} {r['ms']:.4f} ms "
-                f"kernels={r['kernels']} grids={r['grids']} {'; '.join(r['resources'])}")
-            rows.append((case.name, label, r["ms"], p.floor_ms, r["ok"]))
+                f"host {r['host_ms']:.4f} ms kernels={r['kernels']} grids={r['grids']} "
+                f"{'; '.join(r['resources'])}")
+            rows.append((case.name, label, r["ms"], p.floor_ms, r["ok"], r["host_ms"]))
         if not opts.no_peers:
             for label, r in run_peers(p, log).items():
-                rows.append((case.name, label, r["ms"], p.floor_ms, r["ok"]))
+                rows.append((case.name, label, r["ms"], p.floor_ms, r["ok"], float("nan")))
         del p
-    log(f"\n{'case':24} {'variant':14} {'ms':>8} {'%copy':>6} ok   (copy {gbs:.0f} GB/s)")
-    for name, label, ms, floor, ok in rows:
-        log(f"{name:24} {label:14} {ms:8.4f} {100 * floor / ms:5.0f}% {'ok' if ok else 'BAD'}")
-
+    log(f"\n{'case':24} {'variant':14} {'ms':>8} {'host':>7} {'%copy':>6} {'/peer':>6} ok   "
+        f"(copy {gbs:.0f} GB/s; /peer: over the faster of torch and torch.compile)")
+    for name, label, ms, floor, ok, host in rows:
+        peers = [r[2] for r in rows if r[0] == name and r[1] in ("torch", "torch.compile")]
+        ratio = f"{ms / min(peers):6.2f}" if peers else "     -"
+        log(f"{name:24} {label:14} {ms:8.4f} {host:7.4f} {100 * floor / ms:5.0f}% {ratio} "
+            f"{'ok' if ok else 'BAD'}")
 
 if __name__ == "__main__":
     t0 = time.perf_counter()

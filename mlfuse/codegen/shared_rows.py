@@ -65,7 +65,9 @@ class Area:
 class SharedRowsEmitter(KernelEmitter):
     """The "shared-vector" variant of a row kernel (see the module doc)."""
 
-    launch_bound = "SHARED_ROW_THREADS"
+    # a full SM's threads resident (1024 at 64 registers: 2 blocks of 512, where a
+    # smaller SHARED_ROW_THREADS lets two rows' loads and reductions overlap)
+    launch_bound = "(SHARED_ROW_THREADS, max(1, 1024 // SHARED_ROW_THREADS))"
     base_variant = "registers-vector"  # the registers part's variant
     doc = _DOC
 
