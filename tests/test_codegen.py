@@ -306,7 +306,7 @@ def test_softmax_long_and_short_rows_take_their_variant_and_match_numpy(
     """Small launch constants put a 50-value row in either variant on the simulator."""
     from mlfuse.runtime.loader import load_source
     hw = dataclasses.replace(get_target(), vector_width=1, row_values_per_thread=values_per_thread,
-                             row_threads=row_threads)
+                             row_threads=row_threads, shared_row_bytes=0)  # (no held rows)
     module = load_source(generate(parse_ir(SOFTMAX), "simulator", hw), "softmax_variants")
     launched = record_launches(module, ("softmax_0", "softmax_0_streaming"))
     from numba import cuda
