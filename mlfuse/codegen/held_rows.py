@@ -60,14 +60,14 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
     host.helpers.update({"_shared_row_plan", "_row_blocks"})
     unit, long = host.w.unit, f"{row} > VALUES_PER_THREAD * REGISTER_ROW_THREADS"
     threads, held = host.namer.fresh("threads"), host.namer.fresh("held_bytes")
-    lines = [f"{threads}, {held} = _shared_row_plan({row}, {entry['value_bytes']}, "
-             f"{entry['scalar_values']}, SHARED_ROW_THREADS, 1)"]
+    lines = [(f"{threads}, {held} = _shared_row_plan({row}, {entry['value_bytes']}, "
+              f"{entry['scalar_values']}, SHARED_ROW_THREADS, 1)")]
     branches = []
     if "vector" in entry:
         host.helpers.add("_vector_ready")
         v_threads, v_held = host.namer.fresh("vector_threads"), host.namer.fresh("vector_bytes")
         lines.append(f"{v_threads}, {v_held} = _shared_row_plan({row}, {entry['value_bytes']}, "
-                     f"VALUES_PER_THREAD, SHARED_ROW_THREADS, VECTOR_WIDTH)")
+                     "VALUES_PER_THREAD, SHARED_ROW_THREADS, VECTOR_WIDTH)")
         buffers = ", ".join(host.namer(b) for b in entry["buffers"])
         test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", f"{row} % VECTOR_WIDTH == 0",
                              f"_vector_ready({buffers})"])
@@ -75,8 +75,8 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
                      unit + host.call(entry["vector"],
                                       f"_row_blocks({points}), {v_threads}, 0, {v_held}", args)]
     held_test = f"{long} and {held} <= SHARED_ROW_BYTES"
-    branches += [f"{'elif' if branches else 'if'} {held_test}:  # rows past registers, "
-                 "held a value at a time",
+    branches += [(f"{'elif' if branches else 'if'} {held_test}:  # rows past registers, "
+                  "held a value at a time"),
                  unit + host.call(entry["scalar"], f"_row_blocks({points}), {threads}, 0, {held}",
                                   args)]
     if stages:
