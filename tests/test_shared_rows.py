@@ -106,6 +106,22 @@ def test_odd_f16_rows_are_held_by_plain_copies():
     assert_close(got, _softmax(x).astype(np.float16), n_ops=5, reduced=133)
 
 
+def test_odd_rows_with_a_broadcast_operand_hold_only_the_row():
+    """NORM at an odd length: x copied into shared memory (4-byte cp.async), g read from
+    memory in the shared part."""
+    from numba import cuda
+    module, launched = _module(parse_ir(NORM))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 201)).astype(np.float32)
+    g = rng.standard_normal(201).astype(np.float32)
+    got = module.norm(cuda.to_device(x), cuda.to_device(g)).copy_to_host()
+    assert launched == ["norm_0_shared_scalar"]
+    assert_close(got, (x - x.sum(axis=1, keepdims=True)) * g, n_ops=4, reduced=201)
+    source = generate(parse_ir(NORM), "simulator", TINY)
+    kernel = source[source.index("def norm_0_shared_scalar"):]
+    assert kernel[:kernel.index("\ndef ")].count("_cp_async(") == 1  # x only
+
+
 def test_rows_past_shared_memory_stream():
     from numba import cuda
     module, launched = _module(parse_ir(SOFTMAX), dataclasses.replace(TINY, shared_row_bytes=256))
