@@ -10,8 +10,8 @@ Each case runs twice with probe_memkern.py's machinery (generate with knobs, run
 recording the launches, poison the output, replay the launches alone, check against
 the NumPy interpreter, time the replay: CUDA events, median): "held" (the default: the
 host takes the shared-memory variant where it fits) and "before" (shared_row_bytes 0:
-no such variant, the streaming kernel or the split plan as before), "held512" (blocks
-of at most 512 threads: two rows an SM where shared memory allows) and, for few rows,
+no such variant, the streaming kernel or the split plan as before), "pairs" (blocks
+of 512 threads where two such blocks' rows fit shared memory: two rows an SM) and, for few rows,
 "split" (the split plan forced: no held rows, every call split), then torch eager and
 torch.compile on the same inputs (also checked). "host" is the time the host takes to
 issue a call's launches without waiting (near "ms": the launches bound the call). "%copy" is the bytes a perfect
@@ -42,7 +42,7 @@ LOG_SOFTMAX = """func log_softmax(x: f32[R, C]) -> f32[R, C] {
     d = x - m
     return d - log(sum(exp(d), axis=1, keepdims=true))
 }"""
-VARIANTS = {"held": {}, "before": {"shared_row_bytes": 0}, "held512": {"shared_row_threads": 512}}
+VARIANTS = {"held": {}, "before": {"shared_row_bytes": 0}, "pairs": {"shared_row_pairs": True}}
 # few rows: the split plan forced (no held rows; every call past registers splits)
 SPLIT = {"shared_row_bytes": 0, "split_stage_rows_per_sm": 2**20}
 # --dry-run: 2 rows, which the split plan would take (fewer than SPLIT_STAGE_ROWS), and

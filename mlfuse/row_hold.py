@@ -26,16 +26,26 @@ from mlfuse.ir.types import itemsize
 from mlfuse.row_groups import VECTOR_DTYPES
 
 
-def _shared_row_plan(extent, value_bytes, values, most, vector):
+def _shared_row_plan(extent, value_bytes, values, most, vector, pair_bytes=0):
     """(threads, bytes): a block's threads (the least power of two, at least 32, whose
     ``values`` each hold ``extent``, at most ``most``) and the bytes of dynamic shared
     memory holding each thread's vectors (``vector`` values each) past its first
-    ``values // vector``, ``value_bytes`` a row value."""
-    threads = 32
-    while threads * values < extent and threads < most:
-        threads *= 2
-    past = max(0, -(-extent // (vector * threads)) - values // vector)
-    return threads, past * threads * vector * value_bytes
+    ``values // vector``, ``value_bytes`` a row value. ``pair_bytes`` (0: never): a block
+    of ``most`` threads is halved where two such blocks' bytes (and their 1 KB each the
+    hardware keeps) fit ``pair_bytes``: two rows an SM, one's reductions overlapping the
+    other's loads, at the same threads an SM."""
+    def plan(most):
+        threads = 32
+        while threads * values < extent and threads < most:
+            threads *= 2
+        past = max(0, -(-extent // (vector * threads)) - values // vector)
+        return threads, past * threads * vector * value_bytes
+    threads, nbytes = plan(most)
+    if pair_bytes and threads == most > 32:
+        half = plan(most // 2)
+        if 2 * (half[1] + 1024) <= pair_bytes + 1024:
+            return half
+    return threads, nbytes
 
 
 def _held_rows_first(points, stages, sm_count):
@@ -51,9 +61,9 @@ def _held_rows_first(points, stages, sm_count):
 
 
 def shared_row_plan(extent: int, value_bytes: int, values: int, most: int,
-                    vector: int) -> tuple[int, int]:
+                    vector: int, pair_bytes: int = 0) -> tuple[int, int]:
     """The plan of a call (see ``_shared_row_plan``)."""
-    return _shared_row_plan(extent, value_bytes, values, most, vector)
+    return _shared_row_plan(extent, value_bytes, values, most, vector, pair_bytes)
 
 
 def scalar_held_values(target) -> int:

@@ -122,6 +122,24 @@ def test_odd_rows_with_a_broadcast_operand_hold_only_the_row():
     assert kernel[:kernel.index("\ndef ")].count("_cp_async(") == 1  # x only
 
 
+def test_pairs_halve_a_full_block_where_two_rows_fit_shared_memory():
+    from mlfuse.row_hold import shared_row_plan
+    most = 226 * 1024
+    # layernorm 1024 x 32768 f32: 1024 threads and 64 KB, or two blocks of 512 and 96 KB
+    assert shared_row_plan(32768, 4, 16, 1024, 4) == (1024, 65536)
+    assert shared_row_plan(32768, 4, 16, 1024, 4, most) == (512, 98304)
+    # 65536 values: 512 threads would take 224 KB a block; two of them do not fit
+    assert shared_row_plan(65536, 4, 16, 1024, 4, most) == (1024, 196608)
+    assert shared_row_plan(4000, 4, 16, 1024, 4, most) == (256, 0)  # (not a full block)
+    from numba import cuda
+    module, launched = _module(parse_ir(SOFTMAX), dataclasses.replace(
+        TINY, shared_row_threads=64, shared_row_pairs=True))
+    x = np.random.default_rng(8).standard_normal((2, 300)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_shared"]
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=300)
+
+
 def test_rows_past_shared_memory_stream():
     from numba import cuda
     module, launched = _module(parse_ir(SOFTMAX), dataclasses.replace(TINY, shared_row_bytes=256))

@@ -60,14 +60,15 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
     host.helpers.update({"_shared_row_plan", "_row_blocks"})
     unit, long = host.w.unit, f"{row} > VALUES_PER_THREAD * REGISTER_ROW_THREADS"
     threads, held = host.namer.fresh("threads"), host.namer.fresh("held_bytes")
+    pairs = "SHARED_ROW_BYTES * SHARED_ROW_PAIRS"  # two blocks of half the threads, where asked
     lines = [(f"{threads}, {held} = _shared_row_plan({row}, {entry['value_bytes']}, "
-              f"{entry['scalar_values']}, SHARED_ROW_THREADS, 1)")]
+              f"{entry['scalar_values']}, SHARED_ROW_THREADS, 1, {pairs})")]
     branches = []
     if "vector" in entry:
         host.helpers.add("_vector_ready")
         v_threads, v_held = host.namer.fresh("vector_threads"), host.namer.fresh("vector_bytes")
         lines.append(f"{v_threads}, {v_held} = _shared_row_plan({row}, {entry['value_bytes']}, "
-                     "VALUES_PER_THREAD, SHARED_ROW_THREADS, VECTOR_WIDTH)")
+                     f"VALUES_PER_THREAD, SHARED_ROW_THREADS, VECTOR_WIDTH, {pairs})")
         buffers = ", ".join(host.namer(b) for b in entry["buffers"])
         test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", f"{row} % VECTOR_WIDTH == 0",
                              f"_vector_ready({buffers})"])
