@@ -43,6 +43,13 @@ class Target:
     split_stage_rows_per_sm: int = 2  # a row kernel called with fewer rows than sm_count *
                                   # this, each longer than a block holds in registers, splits
                                   # its rows across blocks (codegen/split_stages.py)
+    shared_row_threads: int = 1024  # a row held in registers and shared memory
+                                # (codegen/shared_rows.py): the most threads of its block
+    shared_row_bytes: int = 226 * 1024  # ... and the most dynamic shared memory it holds
+                                # (H100: 227 KB a block, less the block reductions' scratch);
+                                # 0: no such variant
+    shared_row_pairs: bool = False  # ... in blocks of half shared_row_threads where two
+                                # such blocks' rows fit shared_row_bytes (two rows an SM)
     row_reuse: bool = True      # a register-held row keeps costly values (exp, div, ...)
                                 # that later row loops would compute again
     short_row_values: int = 16  # warp-rows vector kernels: the most values of a row each

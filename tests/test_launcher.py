@@ -121,12 +121,14 @@ def _plan_launches(plan):
 
 
 @pytest.mark.parametrize("case,columns", [("pointwise", 0), ("unfused", 0), ("registers", 50),
-                                          ("registers", 20), ("streaming", 70), ("split", 70),
+                                          ("registers", 20), ("held", 70), ("split", 70),
                                           ("short", 70), ("two", 0)])
 def test_a_plan_launches_what_the_host_function_launches(case, columns):
     """Launches, grids, blocks and arguments as the host function makes them; the row
-    constants are small so that 50 values fit in registers (2 x 32) and 70 do not."""
-    if case in ("registers", "streaming", "split", "short"):
+    constants are small so that 50 values fit in registers (2 x 32) and 70 do not (held
+    in registers and shared memory a value at a time: its dynamic shared bytes; or, with
+    the short-row plan on, a group of lanes per row)."""
+    if case in ("registers", "held", "split", "short"):
         python_module = small_rows_module(2, 32, split_stage_rows=8 if case == "split" else 0,
                                           short_rows=int(case == "short"))
         name, args = "softmax", [device(3, columns)]
@@ -143,12 +145,13 @@ def test_a_plan_launches_what_the_host_function_launches(case, columns):
     assert trace.refused is None and trace.plan is not None
     assert _plan_launches(trace.plan) == expected
     kernels = [la.kernel for la in trace.plan.launches]
-    assert len(kernels) == {"pointwise": 1, "unfused": 5, "registers": 1, "streaming": 1,
+    assert len(kernels) == {"pointwise": 1, "unfused": 5, "registers": 1, "held": 1,
                             "split": 3, "short": 1, "two": 2}[case]  # two: y = x * b, then sum(y)
     if case == "split":  # max's partials, then the sum's, then the epilogue over each chunk
         assert kernels == ["softmax_0_stage0", "softmax_0_stage1", "softmax_0_epilogue"]
-    if case in ("registers", "streaming"):
-        assert ("streaming" in kernels[0]) == (case == "streaming")
+    if case in ("registers", "held"):
+        assert kernels[0].startswith("softmax_0_shared_scalar" if case == "held" else "softmax_0")
+        assert ("shared" in kernels[0]) == (case == "held")
     if case == "short":  # rows of 70: a group of lanes per row, the module's own limits
         assert kernels == ["softmax_0_short"]
     if case == "two":

@@ -92,6 +92,18 @@ def test_row_kernels_combine_with_warp_shuffles(example_kernels):
     assert {Path(k["file"]).stem for k in rows} >= {"softmax", "layernorm", "sumsq"}
 
 
+def test_held_rows_copy_into_shared_memory_without_spills(example_kernels):
+    """The shared-memory variant of the row kernels whose rows may pass registers
+    (codegen/shared_rows.py): within 64 registers at 1024 threads, no spill (checked
+    above), rows copied with cp.async (LDGSTS) and read back 16 bytes at a time."""
+    held = [k for k in example_kernels if k["kernel"].endswith(("_shared", "_shared_scalar"))]
+    assert {Path(k["file"]).stem for k in held if k["kernel"].endswith("_shared")} >= \
+        {"softmax", "l2norm"}
+    assert {Path(k["file"]).stem for k in held if k["kernel"].endswith("_scalar")} >= \
+        {"softmax", "l2norm"}  # odd rows: a value at a time (shared_rows_scalar.py)
+    assert all(k["registers"] <= 64 and k["shared_bytes"] > 48 * 1024 for k in held), held
+
+
 def test_every_float_op_stays_f32_but_for_libdevice_trig_reduction(tmp_path):
     ops = ("neg abs exp log sqrt rsqrt tanh sigmoid relu gelu silu erf").split()
     body = " + ".join(f"{op}(x)" for op in ops)

@@ -111,7 +111,8 @@ def test_streaming_rows_walk_tiles_of_loads():
     thread, the tile's loads first; several tiles per row and a partial last one."""
     softmax = compile_text(SHORT_SOFTMAX.format(t="f32", n="C"), "t.fuse", level="fused")
     hw = dataclasses.replace(get_target(), vector_width=1, row_values_per_thread=4,
-                             row_threads=32, short_row_values=4)
+                             row_threads=32, short_row_values=4,
+                             shared_row_bytes=0)  # (else held in shared memory)
     text = generate(softmax, "simulator", hw)
     module = load_source(text, "streaming_tiles")
     assert "for base in range(0, C, max(1, VALUES_PER_THREAD // 2) * nthreads):" in text

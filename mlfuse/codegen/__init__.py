@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from mlfuse.codegen.addressing import ADDRESSING_NAMES
 from mlfuse.codegen.bf16 import BF16_NAMES
+from mlfuse.codegen.held_access import HELD_NAMES
 from mlfuse.codegen.contraction import (BK, CUDA_TILES, F64_TILES, SIMULATOR_THREADS,
                                        SIMULATOR_TILES, emit_contraction, factory_name,
                                        tile_model_inputs, tiled_kernel_plan)
@@ -53,7 +54,7 @@ _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THRE
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
                    "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "L2_BYTES", "STRIP_BLOCK_THREADS",
-                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "SIMT_THREADS", "FULL_WARPS",
+                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "SHARED_ROW_THREADS", "SHARED_ROW_BYTES", "SHARED_ROW_PAIRS", "SIMT_THREADS", "FULL_WARPS",
                    "_simt_shape", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
@@ -103,6 +104,9 @@ STRIP_VECTOR_VALUES = {strip_vector_values}  # a vector strips thread's values a
 STRIP_SHARED_BYTES = {strip_shared_bytes}  # the most shared memory a strips block holds its values in
 STRIP_SHARED_THREADS = {strip_shared_threads}  # the threads of such a block
 STRIP_SHARED_MIN_BLOCKS = {strip_shared_min_blocks}  # resident per SM, asked of such a kernel
+SHARED_ROW_THREADS = {shared_row_threads}  # the most threads of a row block holding rows in shared memory too
+SHARED_ROW_BYTES = {shared_row_bytes}  # the most dynamic shared memory such a block holds (0: none)
+SHARED_ROW_PAIRS = {shared_row_pairs}  # 1: such rows in two blocks of half the threads where they fit
 '''
 
 _SIMULATOR_NOTE = ("\nRun it with NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported; "
@@ -161,7 +165,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
     hw = hw or get_target()
     names = Namer(taken=HELPER_NAMES + list(_MODULE_GLOBALS) + list(VECTOR_NAMES)
                   + list(MMA_NAMES) + list(TF32_NAMES) + list(WGMMA_NAMES) + list(MMA_GEOMETRY_NAMES)
-                  + list(BF16_NAMES) + list(ADDRESSING_NAMES))
+                  + list(BF16_NAMES) + list(ADDRESSING_NAMES) + list(HELD_NAMES))
     host_names = {f.sym_name: names.fresh(f.sym_name) for f in module.funcs}
     helpers: set[str] = set()
     kernels: dict[int, KernelCode] = {}
@@ -206,6 +210,9 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             strip_shared_bytes=hw.strip_shared_bytes,
                             strip_shared_threads=shared_threads(target, hw),
                             strip_shared_min_blocks=hw.strip_shared_min_blocks,
+                            shared_row_threads=hw.shared_row_threads,
+                            shared_row_bytes=hw.shared_row_bytes,
+                            shared_row_pairs=int(hw.shared_row_pairs),
                             contraction_tiles=CUDA_TILES if target == "cuda" else SIMULATOR_TILES,
                             simt_threads=SIMT_THREADS if target == "cuda" else SIMULATOR_THREADS,
                             simulator_note=_SIMULATOR_NOTE if target == "simulator" else "")]

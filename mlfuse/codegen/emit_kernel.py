@@ -333,7 +333,7 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         if self.schedule == "row" and self.hw.row_min_blocks and bound != str(MAX_THREADS) \
                 and not bound.startswith("("):  # (a schedule's own resident blocks kept)
             bound = f"({bound}, ROW_MIN_BLOCKS)"  # so many blocks resident per SM, at least
-        elif self.variant == "registers":
+        elif self.variant == "registers" and self.launch_bound is None:
             # the scalar fallback of a vector row kernel (rows not 16-byte aligned) keeps an
             # address per value: at 16 values a thread, ptxas would cap it at 128 registers
             # for 2 blocks per SM and spill; one block per SM asked lets it keep them

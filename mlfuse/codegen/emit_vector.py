@@ -72,9 +72,14 @@ class VectorPhases:
         innermost extent)."""
         w, loc, lanes, width = self.w, self.local, self.lanes, self.vector_lanes
         with w.indented(f"for {loc['lane']} in range({width}):"):
-            w.line(f"{loc['slot']} = {self.slot_offset}{loc['vec']} * {width} + {loc['lane']}")
+            first = self.vector_slot()
+            w.line(f"{loc['slot']} = " + (f"{first} + " if first != "0" else "") + loc["lane"])
             w.line(f"{lanes.index} = {lanes.first} + {loc['lane']}")
             yield
+
+    def vector_slot(self) -> str:
+        """The slot of the current vector's first lane in the thread's local arrays."""
+        return f"{self.slot_offset}{self.local['vec']} * {self.vector_lanes}"
 
     def vector_index(self, indices: list[Value]) -> str:
         """The index tuple of a vector access's first value."""
@@ -88,14 +93,13 @@ class VectorPhases:
 
     def vector_fill(self, owner: Operation) -> None:
         """The current vector's fill phase of the loads ``owner`` issues early."""
-        w, loc = self.w, self.local
+        w = self.w
         index_ops, loads = self.fills[id(owner)]
         loads = [o for o in loads if id(o) not in self.reuse.dead]  # (only fed kept values)
         for o in loads:
             if id(o) in self.vector_loads:
                 w.line(f"{self.vector_moves[0]}({self.vector_operand(o.operands[0], o.operands[1:])}, "
-                       f"{self.held[id(o)]}, "
-                       f"{self.slot_offset}{loc['vec']} * {self.vector_lanes})")
+                       f"{self.held[id(o)]}, {self.vector_slot()})")
         single = [o for o in loads if id(o) not in self.vector_loads]
         if single:
             with self.each_lane():
@@ -108,5 +112,4 @@ class VectorPhases:
         """The current vector's stores, once its lanes have computed their values."""
         for o in stores:
             self.w.line(f"{self.vector_moves[1]}({self.vector_operand(o.operands[1], o.operands[2:])}, "
-                        f"{self.staged[id(o)]}, "
-                        f"{self.slot_offset}{self.local['vec']} * {self.vector_lanes})")
+                        f"{self.staged[id(o)]}, {self.vector_slot()})")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from mlfuse.codegen.addressing import addressing_helper_sources
 from mlfuse.codegen.bf16 import bf16_helper_source
+from mlfuse.codegen.held_access import held_helper_source
 from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.ptx_wgmma import wgmma_helper_source
@@ -15,6 +16,7 @@ from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.tile_model import source as tile_model_source
 from mlfuse.strip_plan import shared_source as strip_shared_source, source as strip_plan_source
 from mlfuse.row_groups import group_width_source
+from mlfuse.row_hold import row_hold_source
 from mlfuse.codegen.vector import vector_helper_sources
 
 WARP = 32
@@ -497,16 +499,17 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_strip_threads": _STRIP_THREADS, "_strip_columns": strip_plan_source(),
           "_strip_shared": strip_shared_source(),
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
-          "_contraction_plan": tile_model_source()}
+          "_contraction_plan": tile_model_source(), "_shared_row_plan": row_hold_source()}
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_divmod_wide"] + [
     f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name,
                    strip_lanes_reduce_name)
     for c in ("add", "max", "min")] + [
-    "_vector_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_wgmma_intrinsics", "_mma_geometry",
-    "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stages", "_split_columns",
-    "_short_row_width", "_row_group", "_strip_threads", "_strip_columns", "_strip_shared", "_address", "_vector_ready",
-    "_copy_values", "_TiledKernel", "_contraction_plan", "_contraction_geometry"]
+    "_vector_access", "_held_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_wgmma_intrinsics",
+    "_mma_geometry", "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stages",
+    "_shared_row_plan", "_split_columns", "_short_row_width", "_row_group", "_strip_threads", "_strip_columns",
+    "_strip_shared", "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan",
+    "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:
@@ -523,7 +526,7 @@ def helper_sources(used: set[str], target: str) -> list[str]:
     for name in [n for n in ORDER if n.startswith("_group_reduce_") and n in used]:
         texts[name] = _group_reduce(name.removeprefix("_group_reduce_"), target, used)
     fixed = {**_FIXED, **vector_helper_sources(target), **addressing_helper_sources(target),
-             "_mma_intrinsics": mma_helper_source(target), "_bf16": bf16_helper_source(target),
+             "_mma_intrinsics": mma_helper_source(target), "_held_access": held_helper_source(target), "_bf16": bf16_helper_source(target),
              "_tf32_intrinsics": tf32_helper_source(target),
              "_wgmma_intrinsics": wgmma_helper_source(target),
              "_mma_geometry": _MMA_GEOMETRY.format(**mma_geometry(target))}

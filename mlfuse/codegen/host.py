@@ -21,6 +21,7 @@ from mlfuse.dialects.reductions import reread_value_bytes
 
 from mlfuse.codegen.emit_kernel import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.split_stages import stages_launch
+from mlfuse.codegen.held_rows import shared_rows_launch
 from mlfuse.codegen.scalar import STORAGE_TYPE
 from mlfuse.codegen.names import Namer, identifier
 from mlfuse.codegen.writer import Writer
@@ -207,16 +208,25 @@ class HostEmitter:
                 lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "
                          "registers"] + [unit + line for line in lines] + [
                          "else:", unit + calls["streaming"]]
+        unit = self.w.unit
+        before, held = [], None
+        stages = len(kernel.launch.get("stages", ()))
+        if "shared_rows" in kernel.launch:  # long rows held in registers and shared memory
+            before, branches, held = shared_rows_launch(self, kernel, points, row, args, stages)
+            lines = branches + ["else:"] + [unit + line for line in lines]
         if "short" in kernel.launch:  # short rows at this call: a group of lanes per row
-            from mlfuse.codegen.short_rows import short_rows_launch
+            from mlfuse.codegen.short_rows import short_rows_launch  # (first: rows a warp holds)
             lines = short_rows_launch(self, kernel, points, row, args, lines)
-        if "stages" in kernel.launch:  # few long rows: each split across blocks
+        if stages:  # few long rows: each split across blocks
             self.helpers.add("_split_stages")
-            unit = self.w.unit
             reread = reread_value_bytes(kernel.op)
-            lines = [f"if _split_stages({points}, {row}, {reread}):"] + \
+            split = f"_split_stages({points}, {row}, {reread})"
+            if held is not None:  # unless held rows move them faster
+                split += f" and not ({held})"
+            lines = [f"if {split}:"] + \
                 [unit + line for line in stages_launch(self, kernel, points, row, args)] + \
                 ["else:"] + [unit + line for line in lines]
+        lines = before + lines
         self.guarded(kernel.op, points, lines)
 
     def contraction_launch(self, kernel: KernelCode, points: str, args: list[str]) -> None:

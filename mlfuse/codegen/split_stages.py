@@ -47,6 +47,7 @@ from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 from mlfuse.codegen.flat_rows import _key
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains
 from mlfuse.codegen.reuse import defined_inside
+from mlfuse.codegen.held_rows import shared_rows_code
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
 
@@ -376,6 +377,10 @@ def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> Kernel
     """A row kernel's KernelCode, with the split plan's kernels where the schedule
     choice asked for them (``split_stages``), and the short-row plan's (``warp_rows``)."""
     code = emit_kernel(op, name, target, helpers, names, hw)
+    launch, text = shared_rows_code(op, name, target, helpers, names, hw)
+    if launch:  # long rows held in registers and shared memory (shared_rows.py)
+        code.launch.update(launch)
+        code.text += "\n\n" + text
     if op.attributes.get("split_stages"):
         launch, text = emit_stages(op, name, target, helpers, names, hw)
         code.launch.update(launch)

@@ -26,6 +26,8 @@ from mlfuse.hardware import Target
 from mlfuse.strip_plan import held_planes, line_points, narrowest_points, strip_columns, strip_shared
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP, kernel_runtime_group
+from mlfuse.row_hold import (held_buffers, held_rows_first, held_value_bytes, scalar_held_values,
+                             shared_row_plan)
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
 
 
@@ -134,7 +136,7 @@ def strip_shape(kernel: Operation, dims: dict, target: Target, strip: str) -> tu
     (mlfuse/strip_plan.py): over columns the strip narrows with few points; over rows a
     block per point, a power of two of threads with at most row_values_per_thread values
     each, at least strip_threads and at most 512."""
-    reduced = _reduced_extent(kernel, dims, target)
+    reduced = reduced_extent(kernel, dims, target)
     if strip == "columns":
         points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
         sizes = [itemsize(o.operands[0 if isinstance(o, (LoadOp, MaskedLoadOp)) else 1]
@@ -153,7 +155,8 @@ def strip_shape(kernel: Operation, dims: dict, target: Target, strip: str) -> tu
     return 1, per
 
 
-def _reduced_extent(kernel: Operation, dims: dict, target: Target) -> int:
+def reduced_extent(kernel: Operation, dims: dict, target: Target) -> int:
+    """The longest row a row-family kernel's top-level loops walk, at these sizes."""
     tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
     return max((math.prod(resolve(lvl["extent"], dims, target) for lvl in loop_levels(o))
                 for o in tops), default=1)
@@ -163,7 +166,7 @@ def strip_held(kernel: Operation, dims: dict, target: Target, strip: str) -> boo
     """Whether a strips kernel's threads hold all their reduced values on chip (one read
     of its inputs), in registers or in shared memory, rather than re-reading them in
     each loop."""
-    reduced = _reduced_extent(kernel, dims, target)
+    reduced = reduced_extent(kernel, dims, target)
     width, per = strip_shape(kernel, dims, target, strip)
     return reduced <= per * target.row_values_per_thread and \
         per * width <= target.strip_held_threads or shared_held(kernel, dims, target, strip)
@@ -206,7 +209,7 @@ def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
     if resolve(kernel["extents"][-1], dims, target) % lanes or not target.strip_vectors:
         # the scalar shared kernel: a point a thread
         lanes, widths = 1, (target.strip_points, narrowest_points(size, target.strip_points))
-    plan = strip_shared(points // lanes, _reduced_extent(kernel, dims, target), *widths,
+    plan = strip_shared(points // lanes, reduced_extent(kernel, dims, target), *widths,
                         target.strip_shared_threads, lanes, planes, size,
                         target.strip_shared_bytes, target.sm_count, target.strip_blocks_per_sm)
     return None if plan is None else (*plan, lanes)
@@ -243,8 +246,60 @@ def row_streamed(kernel: Operation, dims: dict, target: Target) -> bool:
     512 KB at [32, 256, 64, 64]: 0.389 ms measured on the H100, x read three times at
     half occupancy; the model says 0.38)."""
     passes = sibling_passes(kernel.body.ops)  # reduces walked together are one pass
-    row = _reduced_extent(kernel, dims, target)
-    return len(passes) > 1 and row > target.row_values_per_thread * target.row_threads
+    row = reduced_extent(kernel, dims, target)
+    return len(passes) > 1 and row > target.row_values_per_thread * target.row_threads and \
+        row_held_shared(kernel, dims, target) is None
+
+
+def row_held_shared(kernel: Operation, dims: dict, target: Target,
+                    split_plan: bool | None = None) -> tuple[int, int] | None:
+    """(threads, dynamic shared bytes) of a row kernel's block where the host runs one of
+    its held-rows variants at these sizes (codegen/held_rows.py, mlfuse/row_hold.py):
+    rows longer than the registers variant holds whose values past a thread's
+    VALUES_PER_THREAD fit shared_row_bytes (in whole vectors where VECTOR_WIDTH divides
+    the row, else a value at a time), and, where the kernel has a split plan, enough of
+    them that they beat it (``held_rows_first``). None otherwise. ``split_plan``: whether
+    the kernel has a split plan (None: a "row" kernel's attribute says)."""
+    if split_plan is None:
+        if kernel.attributes.get("schedule") != "row":
+            return None
+        split_plan = bool(kernel.attributes.get("split_stages"))
+    if not target.shared_row_bytes:
+        return None
+    held = held_buffers(kernel)
+    extent = reduced_extent(kernel, dims, target)
+    if held is None or extent <= target.row_values_per_thread * target.row_threads:
+        return None
+    whole = extent % target.vector_width == 0  # else the scalar variant's plan
+    threads, nbytes = shared_row_plan(
+        extent, held_value_bytes(held),
+        target.row_values_per_thread if whole else scalar_held_values(target),
+        target.shared_row_threads, target.vector_width if whole else 1,
+        target.shared_row_bytes * target.shared_row_pairs)
+    points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
+    if nbytes > target.shared_row_bytes or (
+            split_plan and _split_called(kernel, points, extent, target)
+            and not held_rows_first(points, stage_count(kernel), target.sm_count)):
+        return None
+    return threads, nbytes
+
+
+def _split_called(kernel: Operation, points: int, extent: int, target: Target) -> bool:
+    """Whether the host's ``_split_stages`` takes the split plan at these sizes (before
+    the held rows' claim)."""
+    in_flight = target.sm_count * extent * reread_value_bytes(kernel)
+    return points < target.sm_count * target.split_stage_rows_per_sm or in_flight > target.l2_bytes
+
+
+def _held_shared_threads(points: int, threads: int, nbytes: int, target: Target) -> int:
+    """The threads a held-rows kernel counts for the time model: the whole GPU's, less
+    the last wave's idle SMs (blocks resident per SM: as many as threads and shared
+    memory allow). Its copies put a whole row's loads in flight, so one block of 1024
+    threads per SM still streams at full rate (the registers variant's rule)."""
+    per_sm = max(1, min(2048 // threads, (target.shared_row_bytes + 1024) // (nbytes + 1024)))
+    resident = target.sm_count * per_sm
+    waves = -(-points // resident)
+    return target.sm_count * 2048 * points // (waves * resident)
 
 
 def stage_count(kernel: Operation) -> int:
@@ -272,10 +327,9 @@ def row_split(kernel: Operation, dims: dict, target: Target) -> bool:
     if not kernel.attributes.get("split_stages"):
         return False
     points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
-    extent = _reduced_extent(kernel, dims, target)
-    in_flight = target.sm_count * extent * reread_value_bytes(kernel)
-    return extent > target.row_values_per_thread * target.row_threads and (
-        points < target.sm_count * target.split_stage_rows_per_sm or in_flight > target.l2_bytes)
+    extent = reduced_extent(kernel, dims, target)
+    return extent > target.row_values_per_thread * target.row_threads and \
+        _split_called(kernel, points, extent, target) and row_held_shared(kernel, dims, target) is None
 
 
 def _strip_rereads(kernel: Operation, read: dict, dims: dict, target: Target) -> int:
@@ -300,7 +354,7 @@ def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident
     tops = [group[0] for group in sibling_passes(kernel.body.ops)]  # one walk per pass
     if len(tops) < 2:
         return 0
-    reduced = _reduced_extent(kernel, dims, target)
+    reduced = reduced_extent(kernel, dims, target)
     seen, again, own, memo = set(), 0, set(), {}
     points = set(kernel.body.args)
     for top in tops:
@@ -337,10 +391,13 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
                  if isinstance(op, (ForOp, ReduceOp))), default=1)
     if schedule == "row":
         threads = points * min(inner, 1024)
+        held = row_held_shared(kernel, dims, target)
         if kernel.attributes.get("warp_rows") and \
                 kernel_runtime_group(kernel, inner, target) is not None:
             # the short-row plan (codegen/short_rows.py): warp-rows, as priced below
             threads = points * inner
+        elif held is not None:  # the row read once, from registers and shared memory after
+            threads = _held_shared_threads(points, *held, target)
         elif row_split(kernel, dims, target):
             # codegen/split_stages.py: every block busy, the input read once per stage
             threads, launches = target.sm_count * 2048, stage_count(kernel)
@@ -358,14 +415,14 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         threads = target.sm_count * 2048
     elif schedule == "split-columns":  # a thread per point and chunk (the host's
         # _split_columns), each with a tile of values in flight, as a strips thread
-        reduced = _reduced_extent(kernel, dims, target)
+        reduced = reduced_extent(kernel, dims, target)
         chunks = min(128, max(1, reduced // (4 * target.row_values_per_thread)),
                      -(-target.sm_count * 1024 // max(points, 1)))
         threads = points * chunks * target.row_values_per_thread
     if schedule in (None, "pointwise"):  # a thread per point walks its loops one by one
         rereads = _rereads(kernel, read, dims, target, min(points, target.sm_count * 2048))
     if schedule == "strips":  # a block per strip; the values its threads have in flight
-        reduced = _reduced_extent(kernel, dims, target)
+        reduced = reduced_extent(kernel, dims, target)
         strip = kernel.attributes.get("strip", "columns")
         width, per = strip_shape(kernel, dims, target, strip)
         threads = points * min(reduced, per * target.row_values_per_thread)

@@ -52,8 +52,10 @@ from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
 from mlfuse.row_groups import (WARP, kernel_row_group, kernel_runtime_group, row_access_dtypes,
                                scalar_values, why_no_short_rows)
+from mlfuse.row_hold import scalar_held_values
 
-from mlfuse.transforms.fusion.cost import kernel_cost, resolve, shared_geometry, strip_held, strip_shape
+from mlfuse.transforms.fusion.cost import (kernel_cost, reduced_extent, resolve, row_held_shared,
+                                           shared_geometry, strip_held, strip_shape)
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
 from mlfuse.transforms.fusion.moments import shift_centred_squares
 from mlfuse.transforms.fusion.tiles import choose_tiles
@@ -279,7 +281,8 @@ def _with_split_plan(kernel: KernelOp, choice: ScheduleChoice, target: Target) -
     choice.split_stages = True
     choice.reason += (f"; a call with fewer than {rows} rows longer than a block holds "
                       f"splits each across blocks ({stage_count(kernel)} kernels: the "
-                      "statistics' partials by level, then the loops after them)")
+                      "statistics' partials by level, then the loops after them), unless "
+                      "held rows, a block each, move them faster")
     return choice
 
 
@@ -340,7 +343,25 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     if access_layout(kernel) == "rows":
         choice = _with_split_plan(kernel, choice, target)
         choice = _with_short_plan(kernel, choice, dims, target)
+    if choice.schedule == "row":
+        choice.reason += _held_rows(kernel, dims, target, choice.split_stages)
     return choice
+
+
+def _held_rows(kernel: KernelOp, dims: dict, target: Target, split_plan: bool) -> str:
+    """What explain says of a row kernel whose rows at these sizes pass what registers
+    hold but not what registers and shared memory hold (codegen/held_rows.py)."""
+    held = row_held_shared(kernel, dims, target, split_plan)
+    if held is None:
+        return ""
+    threads, nbytes = held
+    whole = reduced_extent(kernel, dims, target) % target.vector_width == 0
+    where = f"and {nbytes / 1024:.0f} KB of shared memory" if nbytes else "(no shared memory)"
+    values = target.row_values_per_thread if whole else scalar_held_values(target)
+    return (f"; rows past what registers hold ({target.row_values_per_thread * target.row_threads}"
+            f" values) are held in registers and shared memory at these sizes: {threads} "
+            f"threads x {values} values {where} a block, "
+            f"{'in whole vectors' if whole else 'held a value at a time'}, the row read once")
 
 
 def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:

@@ -1,0 +1,131 @@
+"""A long row held on chip in registers AND shared memory: a block's threads and the
+dynamic shared memory a call takes (codegen/shared_rows.py's "shared-vector" variant).
+
+One function, three readers: the host of a generated module (its source is copied
+into it, so the module stays standalone), codegen (the offsets of each held buffer's
+area) and the cost model (fusion/cost.py: whether a call takes the variant), so the
+three agree on a call's threads and bytes.
+
+A row kernel whose rows pass what its registers variant holds (VALUES_PER_THREAD x
+REGISTER_ROW_THREADS values) streams them: each row loop reads the row again (softmax
+over rows of 65536 f32: x read three times). Held instead: a block of up to ``most``
+threads, thread t taking vectors t, t + threads, ... of a row; its first
+``values / vector`` vectors in registers (as the registers variant's), the rest in
+shared memory, ``value_bytes`` a row value (the buffers that several row loops read,
+one area each). 1024 threads x 16 f32 in registers is 64 KB of a row; 227 KB of shared
+memory hold 58112 f32 more, so a row of 65536 f32 (256 KB) is read once.
+"""
+from __future__ import annotations
+
+import inspect
+
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
+from mlfuse.dialects.reductions import loop_levels, sibling_passes
+from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.types import itemsize
+from mlfuse.row_groups import VECTOR_DTYPES
+
+
+def _shared_row_plan(extent, value_bytes, values, most, vector, pair_bytes=0):
+    """(threads, bytes): a block's threads (the least power of two, at least 32, whose
+    ``values`` each hold ``extent``, at most ``most``) and the bytes of dynamic shared
+    memory holding each thread's vectors (``vector`` values each) past its first
+    ``values // vector``, ``value_bytes`` a row value. ``pair_bytes`` (0: never): a block
+    of ``most`` threads is halved where two such blocks' bytes (and their 1 KB each the
+    hardware keeps) fit ``pair_bytes``: two rows an SM, one's reductions overlapping the
+    other's loads, at the same threads an SM."""
+    def plan(most):
+        threads = 32
+        while threads * values < extent and threads < most:
+            threads *= 2
+        past = max(0, -(-extent // (vector * threads)) - values // vector)
+        return threads, past * threads * vector * value_bytes
+    threads, nbytes = plan(most)
+    if pair_bytes and threads == most > 32:
+        half = plan(most // 2)
+        if 2 * (half[1] + 1024) <= pair_bytes + 1024:
+            return half
+    return threads, nbytes
+
+
+def _held_rows_first(points, stages, sm_count):
+    """Whether ``points`` held rows (a block each) beat the split plan of ``stages``
+    kernels (codegen/split_stages.py). Each stage reads the rows again, the held kernel
+    once, and either writes the output once: the split plan moves (stages + 1) / 2 times
+    the held kernel's bytes, with every SM busy. The held kernel's block puts its whole
+    row's loads in flight (an SM's share of the bandwidth, whatever else it holds), so
+    it takes as long as its busiest SM's rows: ceil(points / sm_count), where the whole
+    GPU would take points / sm_count. 256 rows of 32768 f32 on 132 SMs: 2 rows on the
+    busiest, 1.03 of the ideal, against softmax's three stages' 2."""
+    return 2 * sm_count * -(-points // sm_count) <= (stages + 1) * points
+
+
+def shared_row_plan(extent: int, value_bytes: int, values: int, most: int,
+                    vector: int, pair_bytes: int = 0) -> tuple[int, int]:
+    """The plan of a call (see ``_shared_row_plan``)."""
+    return _shared_row_plan(extent, value_bytes, values, most, vector, pair_bytes)
+
+
+def scalar_held_values(target) -> int:
+    """A thread's values in registers in the scalar held variant
+    (codegen/shared_rows_scalar.py): half the vector variant's, since each value's 64-bit
+    address takes registers that a vector's one address leaves free (softmax with 16
+    spilled 168 B at 1024 threads' 64 registers; with 8, none)."""
+    return max(1, target.row_values_per_thread // 2)
+
+
+def held_buffers(kernel: Operation) -> list[Value] | None:
+    """The buffers a row kernel's shared-memory variant holds (those that more than one
+    pass over the row reads: what its streaming variant reads again), or None where it
+    has no such variant: its top-level loops must each walk one axis of one common
+    extent, and each held buffer must be read, in every loop that reads it, by plain
+    loads at the same indices, the last the loop's own index and the others fixed for
+    the row (so a thread's vectors are neighbouring values: 16-byte copies), of a dtype
+    a vector moves."""
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    if not loops or any(len(loop_levels(o)) > 1 for o in loops) or \
+            len({repr(o["extent"]) for o in loops}) != 1:
+        return None
+    inside = {id(v) for loop in loops for o in loop.walk()
+              for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
+    passes: dict[int, set[int]] = {}  # id(buffer) -> the passes reading it
+    for n, group in enumerate(sibling_passes(kernel.body.ops)):
+        for o in (inner for top in group for inner in top.walk()):
+            if isinstance(o, (LoadOp, MaskedLoadOp)):
+                passes.setdefault(id(o.operands[0]), set()).add(n)
+    held: list[Value] = []
+    outer: dict[int, list[int]] = {}  # id(buffer) -> its loads' fixed indices
+    for loop in loops:
+        k = loop.body.args[0]
+        for o in loop.walk():
+            if not isinstance(o, (LoadOp, MaskedLoadOp)) or len(passes[id(o.operands[0])]) < 2:
+                continue
+            buf, indices = o.operands[0], list(o.operands[1:])
+            if not isinstance(o, LoadOp) or o.parent is not loop.body or \
+                    buf.type.dtype not in VECTOR_DTYPES or not indices or indices[-1] is not k \
+                    or any(id(v) in inside for v in indices[:-1]):
+                return None
+            if outer.setdefault(id(buf), [id(v) for v in indices[:-1]]) != \
+                    [id(v) for v in indices[:-1]]:
+                return None
+            if not any(buf is b for b in held):
+                held.append(buf)
+    return held or None
+
+
+def held_value_bytes(buffers: list[Value]) -> int:
+    """Bytes of shared memory a held row value takes: one per held buffer."""
+    return sum(itemsize(b.type.dtype) for b in buffers)
+
+
+def held_rows_first(points: int, stages: int, sm_count: int) -> bool:
+    """The choice between held rows and the split plan (see ``_held_rows_first``)."""
+    return _held_rows_first(points, stages, sm_count)
+
+
+def row_hold_source() -> str:
+    """The plan's and the choice's source, for a generated module's host."""
+    return inspect.getsource(_shared_row_plan) + "\n\n" + inspect.getsource(_held_rows_first)
+
+
+__all__ = ["shared_row_plan", "scalar_held_values", "held_rows_first", "row_hold_source", "held_buffers", "held_value_bytes"]

@@ -1,0 +1,197 @@
+"""Long rows held in registers and shared memory (codegen/shared_rows.py): on the
+simulator with a register budget small enough (4 values x 32 threads) that rows of a
+few hundred values need the shared part, each held kernel agrees with NumPy and is
+what the host launches; rows the variant cannot take (not whole vectors, misaligned,
+few rows with a split plan) go to the other plans; the cost model and explain say so."""
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+from mlfuse.codegen import generate
+from mlfuse.dialects import parse_ir
+from mlfuse.hardware import get_target
+from mlfuse.pipeline import compile_text
+from mlfuse.runtime.loader import load_source
+from mlfuse.tools.explain import explain_module, format_text
+
+from helpers import assert_close, record_launches
+from test_codegen import NORM, SOFTMAX
+from test_codegen_vector import offset_by_one
+
+# registers hold 4 values x 32 threads: rows past 128 values are held in shared memory too
+TINY = dataclasses.replace(get_target(), row_values_per_thread=4, row_threads=32,
+                           shared_row_threads=32)
+SOFTMAX_FUSE = "func softmax(x: {t}[R, C]) -> {t}[R, C] {{ return softmax(x, axis=1) }}"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFUSE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _module(module_ir, hw=TINY):
+    """The simulator module of ``module_ir`` and the list its kernels note launches in."""
+    source = generate(module_ir, "simulator", hw)
+    # rows a warp holds take the short-row plan first (codegen/short_rows.py): these tiny
+    # rows are meant to be held by a block, as the long rows this variant is for
+    source = re.sub(r"^SHORT_ROW_(VALUES|SCALARS) = \d+", r"SHORT_ROW_\1 = 0", source, flags=re.M)
+    module = load_source(source, "shared_rows_test")
+    kernels = re.findall(r"^@cuda\.jit(?:\(launch_bounds=[^\n]*\))?\ndef (\w+)\(", source,
+                         flags=re.MULTILINE)
+    return module, record_launches(module, kernels)
+
+
+def _softmax(x):
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_softmax_rows_past_registers_are_held_and_match_numpy():
+    from numba import cuda
+    module, launched = _module(parse_ir(SOFTMAX))
+    x = np.random.default_rng(0).standard_normal((3, 400)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_shared"]
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=400)
+
+
+def test_a_row_loop_reading_broadcast_operands_holds_only_the_row():
+    """NORM: x read by both loops (held), g by the second only (a vector at a time)."""
+    from numba import cuda
+    module, launched = _module(parse_ir(NORM))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 392)).astype(np.float32)
+    g = rng.standard_normal(392).astype(np.float32)
+    got = module.norm(cuda.to_device(x), cuda.to_device(g)).copy_to_host()
+    assert launched == ["norm_0_shared"]
+    assert_close(got, (x - x.sum(axis=1, keepdims=True)) * g, n_ops=4, reduced=392)
+    source = generate(parse_ir(NORM), "simulator", TINY)
+    kernel = source[source.index("def norm_0_shared("):source.index("def norm_0_shared_scalar")]
+    assert kernel.count("_cp_async(") == 1 and "g_tile" in kernel  # x copied; g not held
+
+
+def test_f16_rows_are_held_as_f16():
+    from numba import cuda
+    module_ir = compile_text(SOFTMAX_FUSE.format(t="f16"), "s.fuse", level="fused")
+    # no split plan for few rows (SPLIT_STAGE_ROWS 0): two rows are enough here
+    module, launched = _module(module_ir, dataclasses.replace(TINY, split_stage_rows_per_sm=0))
+    x = np.random.default_rng(2).standard_normal((2, 264)).astype(np.float16)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_shared"]
+    assert "cuda.shared.array(0, numba.types.float16)" in generate(module_ir, "simulator", TINY)
+    assert_close(got, _softmax(x).astype(np.float16), n_ops=5, reduced=264)
+
+
+def test_rows_not_of_whole_aligned_vectors_are_held_a_value_at_a_time():
+    """Odd lengths and misaligned rows: the scalar variant (shared_rows_scalar.py), its
+    values past registers copied by 4-byte cp.async."""
+    from numba import cuda
+    module, launched = _module(parse_ir(SOFTMAX))
+    x = np.random.default_rng(3).standard_normal((2, 139)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=139)
+    x = x[:, :136].copy()
+    got = module.softmax(offset_by_one(x)).copy_to_host()
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=136)
+    assert launched == ["softmax_0_shared_scalar"] * 2
+
+
+def test_odd_f16_rows_are_held_by_plain_copies():
+    """2-byte values: no cp.async moves them, a load and a store each instead."""
+    from numba import cuda
+    module_ir = compile_text(SOFTMAX_FUSE.format(t="f16"), "s.fuse", level="fused")
+    module, launched = _module(module_ir, dataclasses.replace(TINY, split_stage_rows_per_sm=0))
+    x = np.random.default_rng(5).standard_normal((2, 133)).astype(np.float16)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_shared_scalar"]
+    assert_close(got, _softmax(x).astype(np.float16), n_ops=5, reduced=133)
+
+
+def test_odd_rows_with_a_broadcast_operand_hold_only_the_row():
+    """NORM at an odd length: x copied into shared memory (4-byte cp.async), g read from
+    memory in the shared part."""
+    from numba import cuda
+    module, launched = _module(parse_ir(NORM))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 201)).astype(np.float32)
+    g = rng.standard_normal(201).astype(np.float32)
+    got = module.norm(cuda.to_device(x), cuda.to_device(g)).copy_to_host()
+    assert launched == ["norm_0_shared_scalar"]
+    assert_close(got, (x - x.sum(axis=1, keepdims=True)) * g, n_ops=4, reduced=201)
+    source = generate(parse_ir(NORM), "simulator", TINY)
+    kernel = source[source.index("def norm_0_shared_scalar"):]
+    assert kernel[:kernel.index("\ndef ")].count("_cp_async(") == 1  # x only
+
+
+def test_pairs_halve_a_full_block_where_two_rows_fit_shared_memory():
+    from mlfuse.row_hold import shared_row_plan
+    most = 226 * 1024
+    # layernorm 1024 x 32768 f32: 1024 threads and 64 KB, or two blocks of 512 and 96 KB
+    assert shared_row_plan(32768, 4, 16, 1024, 4) == (1024, 65536)
+    assert shared_row_plan(32768, 4, 16, 1024, 4, most) == (512, 98304)
+    # 65536 values: 512 threads would take 224 KB a block; two of them do not fit
+    assert shared_row_plan(65536, 4, 16, 1024, 4, most) == (1024, 196608)
+    assert shared_row_plan(4000, 4, 16, 1024, 4, most) == (256, 0)  # (not a full block)
+    from numba import cuda
+    module, launched = _module(parse_ir(SOFTMAX), dataclasses.replace(
+        TINY, shared_row_threads=64, shared_row_pairs=True))
+    x = np.random.default_rng(8).standard_normal((2, 300)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_shared"]
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=300)
+
+
+def test_rows_past_shared_memory_stream():
+    from numba import cuda
+    module, launched = _module(parse_ir(SOFTMAX), dataclasses.replace(TINY, shared_row_bytes=256))
+    x = np.random.default_rng(6).standard_normal((1, 197)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched == ["softmax_0_streaming"]
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=197)
+
+
+@pytest.mark.parametrize("rows, plan", [(3, "softmax_0_stage0_vector"), (5, "softmax_0_shared")])
+def test_few_rows_split_unless_held_rows_are_faster(rows, plan):
+    """8 SMs, softmax's 3 stages: the split plan moves 2x the held kernel's bytes; 3 rows
+    held leave 5 of 8 SMs idle (2.7x), 5 rows 1.6x."""
+    from numba import cuda
+    module_ir = compile_text(SOFTMAX_FUSE.format(t="f32"), "s.fuse", level="fused")
+    hw = dataclasses.replace(TINY, sm_count=8, split_stage_rows_per_sm=2)
+    module, launched = _module(module_ir, hw)
+    x = np.random.default_rng(4).standard_normal((rows, 256)).astype(np.float32)
+    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    assert launched[0] == plan
+    assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=256)
+
+
+def _softmax_report(rows: int, cols: int) -> str:
+    loops = compile_text(SOFTMAX_FUSE.format(t="f32"), "s.fuse", level="loops")
+    return format_text(explain_module(loops, {"R": rows, "C": cols}))
+
+
+def test_explain_says_which_rows_are_held():
+    held = _softmax_report(512, 65536)
+    assert "held in registers and shared memory at these sizes: 1024 threads x 16 values " \
+           "and 192 KB" in held
+    # 256 rows of 32768 on 132 SMs: held (2 rows on the busiest SM against 1.94 a SM);
+    # 32 rows: the split plan (100 SMs idle)
+    assert "held in registers and shared memory" in _softmax_report(256, 32768)
+    assert "shared memory" not in _softmax_report(32, 65536)
+    assert "held a value at a time" in _softmax_report(4000, 12289)
+    assert "shared memory" not in _softmax_report(512, 262144)  # 1 MB rows: past it
+
+
+def test_the_cost_model_prices_a_held_row_below_a_streamed_one():
+    from mlfuse.transforms.fusion.cost import kernel_cost
+    dims = {"R": 512, "C": 65536}
+    module = compile_text(SOFTMAX_FUSE.format(t="f32"), "s.fuse", level="fused",
+                          fuse_options={"dims": dims})
+    (kernel,) = [op for op in module.funcs[0].body.ops if op.name == "fused.kernel"]
+    streamed = dataclasses.replace(get_target(), shared_row_bytes=0)
+    held = kernel_cost(kernel, dims, get_target()).seconds_total
+    before = kernel_cost(kernel, dims, streamed).seconds_total
+    # x read once and the output written once (268 MB at 2.81 TB/s: 96 us), against the
+    # streaming kernel's rereads at half the threads
+    assert 95e-6 < held < 0.6 * before
