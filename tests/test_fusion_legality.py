@@ -150,11 +150,12 @@ def test_reduction_with_prologue_and_epilogue_over_rows_is_one_row_kernel():
 
 
 def test_short_rows_run_several_rows_per_warp():
-    """Rows shorter than a warp: a group of threads per row (mlfuse/transforms/fusion/
-    schedules.py), not a block per row nor a thread walking a row alone."""
+    """Rows shorter than a warp whose length is a symbol: the row kernel with its
+    short-row plan (codegen/short_rows.py: a group of threads per row, picked per call),
+    not a block per row alone nor a thread walking a row."""
     module, _ = fuse(SOFTMAX_LIKE, dims={"C": 8})
     (k,) = kernels(module)
-    assert k["schedule"] == "warp-rows"
+    assert k["schedule"] == "row" and k.attributes.get("warp_rows") == 1
 
 
 def test_no_fuse_keeps_one_kernel_per_nest():
