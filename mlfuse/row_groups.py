@@ -199,7 +199,18 @@ def why_no_short_rows(kernel) -> str | None:
         return "loops of different extents"
     if isinstance(loops[0]["extent"], int):
         return "its rows have a constant length"
+    if any(_item_bytes(o) == 8 for loop in loops for o in loop.body.ops
+           if isinstance(o, (LoadOp, StoreOp))):
+        # a held slot of 64-bit values takes two registers: ptxas spilled 288 B of a bf16 +
+        # i64 row kernel's group at the 128 registers its 512-thread block allows
+        return "64-bit values along its rows (held slots would spill)"
     return None
+
+
+def _item_bytes(access) -> int:
+    """Bytes of one value a load or store moves."""
+    buffer = access.operands[0] if isinstance(access, LoadOp) else access.operands[1]
+    return 8 if buffer.type.dtype in ("f64", "i64") else 4
 
 
 __all__ = ["group_width", "group_width_source", "kernel_runtime_group", "runtime_row_group",

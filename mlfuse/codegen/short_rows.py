@@ -61,11 +61,14 @@ class ShortRowsEmitter(WarpRowsEmitter):
         # blocks resident per SM: registers capped (2 x 512 threads: 64) so that an SM has
         # rows enough in flight, where a thread's held values of the buffers it loads
         # along the row fit them (ptxas sm_90: softmax's 16 f32 of x, 60 registers;
-        # layernorm's 16 of x, gamma and beta spilled 144 B at 64, so it keeps 128)
-        loaded = {id(o.operands[0]) for o in row_vector_accesses(_row_loops(op))
-                  if isinstance(o, LoadOp)}
+        # layernorm's 16 of x, gamma and beta spilled 144 B at 64, so it keeps 128; so did
+        # two buffers of 16 (bf16 and i64 rows: 288 B) and rows read through a reshape,
+        # which have no row vector accesses (group norm: 496 B))
+        accesses = row_vector_accesses(_row_loops(op))
+        loaded = {id(o.operands[0]) for o in accesses if isinstance(o, LoadOp)}
         slots = hw.short_row_values if self.vector else scalar_values(hw.short_row_values)
-        if hw.short_row_min_blocks > 1 and slots * len(loaded) <= 2 * hw.short_row_values:
+        if hw.short_row_min_blocks > 1 and accesses and \
+                slots * len(loaded) <= hw.short_row_values:
             self.launch_bound = "(THREADS_PER_BLOCK, SHORT_ROW_MIN_BLOCKS)"
         # (module constants: hw.short_row_values, row_groups.scalar_values of it)
         self.row_slots = "SHORT_ROW_VALUES" if self.vector else "SHORT_ROW_SCALARS"
