@@ -60,10 +60,21 @@ def _toolchain():
 
 
 def kernels(*argv) -> list[dict]:
-    done = subprocess.run([sys.executable, "-m", "mlfuse.tools.ptx_report", "--json", *argv],
-                          capture_output=True, text=True, env=environment(), timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    return kernels_concurrently([argv])[0]
+
+
+def kernels_concurrently(argvs) -> list[list[dict]]:
+    """ptx_report's kernels for each argument list, the reports run side by side (NVVM
+    and ptxas are single-threaded: on CI's 2 cores two reports take the time of one)."""
+    runs = [subprocess.Popen([sys.executable, "-m", "mlfuse.tools.ptx_report", "--json", *argv],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=environment()) for argv in argvs]
+    found = []
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err[-3000:]
+        found.append([json.loads(line) for line in out.splitlines()])
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +84,10 @@ def example_kernels():
     # fused: every tile shape of a contraction unsplit, the first also split (a split
     # tile's main loop is its unsplit one's). The unfused kernels (one op each, checked on
     # the simulator) are no longer assembled here: with them the suite passed 20 minutes
-    return kernels(*EXAMPLES, "--split-first")
+    half = len(EXAMPLES) // 2
+    first, second = kernels_concurrently([(*EXAMPLES[:half], "--split-first"),
+                                          (*EXAMPLES[half:], "--split-first")])
+    return first + second
 
 
 def test_every_example_compiles_for_sm90_in_f32_without_spills(example_kernels):
@@ -121,12 +135,23 @@ def test_every_float_op_stays_f32_but_for_libdevice_trig_reduction(tmp_path):
     assert found and all(k["f64"] == [] for k in found)
 
 
+@pytest.fixture(scope="module")
+def half_matmuls(tmp_path_factory):
+    """f16's and bf16's matmul + bias + relu kernels, both reports at once."""
+    if toolchain_problem():
+        pytest.skip(toolchain_problem())
+    paths = {}
+    for dtype in ("f16", "bf16"):
+        paths[dtype] = tmp_path_factory.mktemp(dtype) / f"matmul_{dtype}.fuse"
+        paths[dtype].write_text(f"func f(x: {dtype}[M, K], w: {dtype}[K, N], b: {dtype}[N]) -> "
+                                f"{dtype}[M, N] {{\n    return relu(matmul(x, w) + b)\n}}\n")
+    found = kernels_concurrently([("--split-first", str(p)) for p in paths.values()])
+    return dict(zip(paths, found))
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_half_matmul_runs_on_tensor_cores_without_spills(tmp_path, dtype):
-    path = tmp_path / f"matmul_{dtype}.fuse"
-    path.write_text(f"func f(x: {dtype}[M, K], w: {dtype}[K, N], b: {dtype}[N]) -> {dtype}[M, N] {{\n"
-                    "    return relu(matmul(x, w) + b)\n}\n")
-    found = kernels("--split-first", str(path))
+def test_half_matmul_runs_on_tensor_cores_without_spills(half_matmuls, dtype):
+    found = half_matmuls[dtype]
     tiled = [k for k in found if not k["kernel"].endswith("_finish")]
     # every tile shape of the tensor-core variant unsplit, the first (128 x 256) also with
     # split-K, and split-K's second kernel (f32 partial sums, no products)
@@ -198,17 +223,31 @@ def test_3xtf32_matmul_runs_on_tensor_cores_without_spills(tmp_path):
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
 
 
-@pytest.mark.parametrize("precision, copies", [(None, "0,0"), ("high", "1,1")])
-def test_narrow_and_gathered_tensor_core_operands_compile_without_spills(tmp_path, precision,
+NARROW = [(None, "0,0"), ("high", "1,1")]
+
+
+@pytest.fixture(scope="module")
+def narrow_matmuls(tmp_path_factory):
+    """Both narrow cases' kernels, the two reports at once."""
+    if toolchain_problem():
+        pytest.skip(toolchain_problem())
+    argvs = []
+    for precision, copies in NARROW:
+        dtype = "f32" if precision else "f16"
+        path = tmp_path_factory.mktemp("narrow") / "narrow.fuse"
+        path.write_text(f"func f(x: {dtype}[M, K], w: {dtype}[K, N], b: {dtype}[N]) -> "
+                        f"{dtype}[M, N] {{\n    return relu(matmul(x, w) + b)\n}}\n")
+        argvs.append((*([f"--matmul-precision={precision}"] if precision else []),
+                      f"--copies={copies}", "--split-first", str(path)))
+    return dict(zip(NARROW, kernels_concurrently(argvs)))
+
+
+@pytest.mark.parametrize("precision, copies", NARROW)
+def test_narrow_and_gathered_tensor_core_operands_compile_without_spills(narrow_matmuls, precision,
                                                                           copies):
     """Operands copied under 16 bytes at a time (odd rows) or gathered value by value:
     every tile the host may pick then (3xTF32: its narrow tiles) without spills."""
-    dtype = "f32" if precision else "f16"
-    path = tmp_path / "narrow.fuse"
-    path.write_text(f"func f(x: {dtype}[M, K], w: {dtype}[K, N], b: {dtype}[N]) -> {dtype}[M, N] {{\n"
-                    "    return relu(matmul(x, w) + b)\n}\n")
-    found = kernels(*([f"--matmul-precision={precision}"] if precision else []),
-                    f"--copies={copies}", "--split-first", str(path))
+    found = narrow_matmuls[(precision, copies)]
     # (16-bit: mma.sync's tiles, the wgmma ones not: mlfuse/codegen/emit_wgmma.py)
     tiles = (MMA_GEOMETRY["cuda"]["tf32_narrow_tiles"] if precision else
              [t for t in MMA_GEOMETRY["cuda"]["tiles"] if t not in MMA_GEOMETRY["cuda"]["wgmma_tiles"]])
