@@ -106,6 +106,21 @@ class SharedRowsEmitter(KernelEmitter):
         w.line(f"# vectors past a thread's first {REGISTER_VECTORS} (registers) are held in "
                "shared memory, an area per buffer")
         w.line(f"{loc['n_vectors']} = -(-{extent} // ({VECTOR_WIDTH} * {loc['nthreads']}))")
+        self.hold_areas(row_loops, held, groups, REGISTER_VECTORS, vectors=True)
+        self.single = {id(o) for g in groups if len({id(x.parent) for x in g.loads}) == 1
+                       for o in g.loads}
+        for loop in row_loops:
+            for o in prefetchable_loads(loop.body)[0]:
+                if id(o) not in self.areas:
+                    self.tiles[id(o)] = self.local_array(
+                        f"{self.namer(o.operands[0])}_tile", COMPUTE_TYPE[o.result.type.dtype],
+                        VECTOR_WIDTH)
+
+    def hold_areas(self, row_loops, held, groups, in_registers, vectors: bool) -> None:
+        """Each held buffer's area of dynamic shared memory (one array per storage type,
+        the areas one after another) and the loop that copies it: the slots past a
+        thread's first ``in_registers`` (vectors of VECTOR_WIDTH values, or values)."""
+        w, loc = self.w, self.local
         offset, arrays = "0", {}
         for buf in held:
             storage = STORAGE_TYPE[buf.type.dtype]
@@ -118,23 +133,17 @@ class SharedRowsEmitter(KernelEmitter):
             w.line(f"{at} = {offset if offset == '0' else f'({offset}) // {size}'}  # this "
                    "buffer's area, in its values")
             area = Area(buf, arrays[storage], at)
-            area.tile = self.local_array(f"{self.namer(buf)}_held", COMPUTE_TYPE[buf.type.dtype],
-                                         VECTOR_WIDTH)
+            if vectors:  # a vector's values on their way between shared memory and the row
+                area.tile = self.local_array(f"{self.namer(buf)}_held",
+                                             COMPUTE_TYPE[buf.type.dtype], VECTOR_WIDTH)
             loads = [o for g in groups for o in g.loads if o.operands[0] is buf]
             self.areas.update({id(o): area for o in loads})
             filler = next(loop for loop in row_loops if any(o.parent is loop.body for o in loads))
             self.copied.setdefault(id(filler), []).append(loads[0])
-            past = f"max(0, {loc['n_vectors']} - {REGISTER_VECTORS})"
+            past = f"max(0, {loc['n_vectors']} - {in_registers})"
+            lanes = f" * {VECTOR_WIDTH}" if vectors else ""
             # the next area's first byte
-            offset = f"{at} * {size} + {past} * {loc['nthreads']} * {VECTOR_WIDTH} * {size}"
-        self.single = {id(o) for g in groups if len({id(x.parent) for x in g.loads}) == 1
-                       for o in g.loads}
-        for loop in row_loops:
-            for o in prefetchable_loads(loop.body)[0]:
-                if id(o) not in self.areas:
-                    self.tiles[id(o)] = self.local_array(
-                        f"{self.namer(o.operands[0])}_tile", COMPUTE_TYPE[o.result.type.dtype],
-                        VECTOR_WIDTH)
+            offset = f"{at} * {size} + {past} * {loc['nthreads']}{lanes} * {size}"
 
     # -- a row loop in two parts -------------------------------------------------
     def walk_together(self, group: list[ReduceOp], accs: list[str], shared: bool) -> None:

@@ -31,8 +31,7 @@ from mlfuse.row_hold import scalar_held_values
 
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.reuse import Reuse, row_held_loads
-from mlfuse.codegen.scalar import STORAGE_TYPE
-from mlfuse.codegen.shared_rows import Area, SharedRowsEmitter
+from mlfuse.codegen.shared_rows import SharedRowsEmitter
 
 _DOC = ("Row schedule over [{space}]: one block per point, each thread holds its first "
         "values of a row in registers and the rest in shared memory "
@@ -61,24 +60,7 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
         w.line(f"# values past a thread's first {self.row_slots} (registers) are held in "
                "shared memory, an area per buffer")
         w.line(f"{loc['n_vectors']} = -(-{extent} // {loc['nthreads']})  # a thread's slots")
-        offset, arrays = "0", {}
-        for buf in held:
-            storage = STORAGE_TYPE[buf.type.dtype]
-            if storage not in arrays:
-                arrays[storage] = self.namer.fresh(f"held_{storage}")
-                w.line(f"{arrays[storage]} = cuda.shared.array(0, numba.types.{storage})"
-                       "  # dynamic")
-            at = self.namer.fresh(f"{self.namer(buf)}_at")
-            size = itemsize(buf.type.dtype)
-            w.line(f"{at} = {offset if offset == '0' else f'({offset}) // {size}'}  # this "
-                   "buffer's area, in its values")
-            area = Area(buf, arrays[storage], at)
-            loads = [o for g in groups for o in g.loads if o.operands[0] is buf]
-            self.areas.update({id(o): area for o in loads})
-            filler = next(loop for loop in row_loops if any(o.parent is loop.body for o in loads))
-            self.copied.setdefault(id(filler), []).append(loads[0])
-            past = f"max(0, {loc['n_vectors']} - {self.row_slots})"
-            offset = f"{at} * {size} + {past} * {loc['nthreads']} * {size}"  # the next area's
+        self.hold_areas(row_loops, held, groups, self.row_slots, vectors=False)
 
     @contextmanager
     def loop(self, op, shared: bool):
