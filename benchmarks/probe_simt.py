@@ -9,6 +9,8 @@ STEP_US and FULL_WARPS from.
     python benchmarks/probe_simt.py                 # everything (~3 minutes, mostly compiles)
     python benchmarks/probe_simt.py --model-only    # the model's pick per shape only
     python benchmarks/probe_simt.py conv_64 mm_4096 # some shapes (names in SHAPES)
+    python benchmarks/probe_simt.py --splits=1,2,4 lin_up lin_down   # each tile at each
+        K split too (lin_*: the ONNX MLP's Gemm(transB=1) layers, weights stored [N, K])
     python benchmarks/probe_simt.py --simt-threads=128 mm_projection   # bigger thread
         tiles (SIMT_THREADS: 64 x 64 then runs 128 threads of 8 x 4: fewer fragment reads
         per FMA, fewer warps)
@@ -21,13 +23,10 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
-from numba import cuda  # noqa: E402
 
 from cases import CONV3X3_256, MATMUL, t_conv, t_matmul  # noqa: E402
 from probe_contraction import events_ms  # noqa: E402  (CUDA events, median)
-from mlfuse.codegen import generate  # noqa: E402
-from mlfuse.pipeline import compile_text  # noqa: E402
-from mlfuse.runtime.loader import load_source  # noqa: E402
+import mlfuse  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -38,12 +37,26 @@ def conv_source(channels: int, side: int) -> str:
     return CONV3X3_256.replace("256", str(channels)).replace("14, 14", f"{side}, {side}")
 
 
+# the imported Gemm(transB=1): weights stored [N, K], as benchmarks/models.py's MLP has them
+MATMUL_T = """
+func linear_relu(x: f32[M, K], w: f32[N, K], b: f32[N]) -> f32[M, N] {
+    return relu(matmul(x, transpose(w)) + b)
+}
+"""
+
+
+def t_matmul_t(x, w, b):
+    return torch.relu(x @ w.T + b)
+
+
 # name -> (source, dims, torch reference, GEMM (m, n, k) for the FLOP count)
 SHAPES = {
     "mm_4096": (MATMUL, {"M": 4096, "K": 4096, "N": 4096}, t_matmul, (4096, 4096, 4096)),
     "mm_projection": (MATMUL, {"M": 8192, "K": 768, "N": 768}, t_matmul, (8192, 768, 768)),
     "mm_mlp_layer": (MATMUL, {"M": 256, "K": 4096, "N": 1024}, t_matmul, (256, 1024, 4096)),
     "mm_decode": (MATMUL, {"M": 32, "K": 4096, "N": 4096}, t_matmul, (32, 4096, 4096)),
+    "lin_up": (MATMUL_T, {"M": 256, "K": 1024, "N": 4096}, t_matmul_t, (256, 4096, 1024)),
+    "lin_down": (MATMUL_T, {"M": 256, "K": 4096, "N": 1024}, t_matmul_t, (256, 1024, 4096)),
     # resnet18 at batch 8: (m, n, k) = (C, 8 * side^2, 9 C); the issue's 32 x 256 x 14 x 14
     **{f"conv_{c}": (conv_source(c, s), {"N": 8}, t_conv, (c, 8 * s * s, 9 * c))
        for c, s in ((64, 56), (128, 28), (256, 14), (512, 7))},
@@ -55,20 +68,22 @@ _MODULES = {}
 
 
 def module_for(source: str, simt_threads: int | None = None):
-    """The generated "cuda" module of ``source`` (one per program: every shape of it
-    shares its compiled kernels), its SIMT_THREADS set to ``simt_threads`` if given."""
+    """mlfuse.compile_source's function for ``source`` (called with torch tensors, as the
+    suite calls it) and its generated module (one per program: every shape of it shares
+    its compiled kernels), the module's SIMT_THREADS set to ``simt_threads`` if given."""
     if source not in _MODULES:
-        ir = compile_text(source, "probe.fuse")
-        module = load_source(generate(ir, target="cuda"), f"probe_simt_{len(_MODULES)}")
+        compiled = mlfuse.compile_source(source, "probe.fuse", target="cuda")
+        module = compiled.python_module
         if simt_threads:  # _simt_shape reads it when a tile's kernel is first made
             module.SIMT_THREADS = simt_threads
-        _MODULES[source] = (ir.funcs[0], module)
+        func = compiled.ir.funcs[0]
+        _MODULES[source] = (func, compiled[func.sym_name], module)
     return _MODULES[source]
 
 
-def run_shape(name, rows, model_only, simt_threads=None):
+def run_shape(name, rows, model_only, simt_threads=None, splits=(1,)):
     source, dims, reference, (m, n, k) = SHAPES[name]
-    func, module = module_for(source, simt_threads)
+    func, host, module = module_for(source, simt_threads)
     g = torch.Generator(device="cuda").manual_seed(0)
     args = []
     for a in func.args:
@@ -78,24 +93,25 @@ def run_shape(name, rows, model_only, simt_threads=None):
     flops = 2 * m * n * k
     t = events_ms(lambda: reference(*args))
     rows.append((name, "torch", t, flops / t / 1e9, ""))
-    host = module.ENTRY_POINTS[func.sym_name]
-    dargs = [cuda.as_cuda_array(a) for a in args]
+    dargs = args
     (tiled,) = [v for v in vars(module).values() if hasattr(v, "factory")]
     host(*dargs)  # the model's pick, which records the kernel's (m, n, k, batch)
     size = tiled.last_shape
     model = tiled.plan(tiled.tiles, *size, module.SM_COUNT)
     configs = [("model", None)] + ([] if model_only else
-                                   [(f"{bm}x{bn}", (bm, bn, 1)) for bm, bn in tiled.tiles])
+                                   [(f"{bm}x{bn}/{s}", (bm, bn, s)) for bm, bn in tiled.tiles
+                                    for s in splits])
     for label, config in configs:
         try:
             tiled.tuned.pop(size, None)
             if config:
                 tiled.tuned[size] = config
-            bm, bn, splits = config or model[0]
+            host.fast_path.plans.clear()  # the recorded launches of the previous config
+            bm, bn, split = config or model[0]
             tm, tn, bk, blocks = module._simt_shape(bm, bn)
             t0 = time.perf_counter()
             out = host(*dargs)
-            cuda.synchronize()
+            torch.cuda.synchronize()
             first = time.perf_counter() - t0
             got = torch.as_tensor(out, device="cuda").double()
             err = float(torch.linalg.norm(got - want) / torch.linalg.norm(want))
@@ -104,7 +120,7 @@ def run_shape(name, rows, model_only, simt_threads=None):
             regs = sorted({r for key, kernel in tiled.kernels.items() if key[:2] == (bm, bn)
                            for r in [kernel.get_regs_per_thread()]
                            for r in (r.values() if isinstance(r, dict) else [r])})
-            notes = (f"{bm}x{bn} split {splits}, threads {tm}x{tn} x {(bm // tm) * (bn // tn)}, "
+            notes = (f"{bm}x{bn} split {split}, threads {tm}x{tn} x {(bm // tm) * (bn // tn)}, "
                      f"BK {bk}, regs {regs}; err {err:.1e} {'ok' if ok else 'BAD'}; "
                      f"first call {first:.1f}s"
                      + (f"; model {model[1]:.0f} us: {model[2]}" if config is None else ""))
@@ -119,11 +135,13 @@ def run_shape(name, rows, model_only, simt_threads=None):
 def main(argv):
     model_only = "--model-only" in argv
     threads = next((int(a.split("=")[1]) for a in argv if a.startswith("--simt-threads=")), None)
+    splits = next((tuple(int(s) for s in a.split("=")[1].split(","))
+                   for a in argv if a.startswith("--splits=")), (1,))
     names = [a for a in argv if not a.startswith("--")] or list(SHAPES)
     rows = []
     for name in names:
         try:
-            run_shape(name, rows, model_only, threads)
+            run_shape(name, rows, model_only, threads, splits)
         except Exception:
             traceback.print_exc()
     print(f"\nSIMT contraction tiles on {torch.cuda.get_device_name()} (float32, TF32 off"

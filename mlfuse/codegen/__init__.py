@@ -55,7 +55,7 @@ _MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THRE
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
                    "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "L2_BYTES", "STRIP_BLOCK_THREADS",
                    "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "SHARED_ROW_THREADS", "SHARED_ROW_BYTES", "SHARED_ROW_PAIRS", "SIMT_THREADS", "FULL_WARPS",
-                   "_simt_shape", "_simt_overhead")
+                   "_simt_shape", "_warp_share", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
 # keep it fast (the grid-stride loop covers the rest; the code is the same).

@@ -29,11 +29,14 @@ launch when K is split:
   at ``fma_per_us``, times 1 + 8 * (BM + BN) / (BM * BN): a tile's operand values cost
   about 8 FMAs each to bring in (global load, shared store, barrier), which is what
   makes larger tiles faster when the GPU is full. The rate needs warps: with fewer than
-  FULL_WARPS (16) resident on the SM it scales down in proportion (an SM issues from 4
-  schedulers, each needing a few warps to cover shared-memory and FMA latencies: the
-  64-thread tiles above ran at a third of the rate). A SIMT thread tile smaller than
-  8 x 8 issues more instructions per FMA (its fragment reads and its share of a step's
-  loads and barrier): ``_simt_overhead``, relative to 8 x 8.
+  FULL_WARPS (16) resident on the SM it falls, ``_warp_share``: as (warps / 16) ** 0.3
+  down to 8 warps (one 256-thread block an SM ran 128 x 64 tiles at 0.7-0.8 of two
+  blocks' rate, not half), then as the cube of warps / 8 (under two warps a scheduler
+  nothing hides a shared-memory load: resnet18's first convs, once 64-thread blocks
+  that left an SM 6 warps, ran at about a third of the rate). A SIMT thread tile smaller
+  than 8 x 8 issues more instructions per FMA (its fragment reads and its share of a
+  step's loads, stores, barrier and loop, about 200 instructions a step):
+  ``_simt_overhead``, relative to 8 x 8 with BK 8.
 - **memory**: the operands read once and the output written once, at ``bytes_per_us``.
 
 A conv's operand gathered through im2col index math (any operand that is not one plain
@@ -44,15 +47,21 @@ gathers BN x BK values of B for BM x BN x BK FMAs, whatever the thread tile.
 With split-K, the partial sums are written by the first kernel (shares x M x N x 4 bytes
 instead of the output, in its memory bound) and the second kernel comes on top, after
 the first: its launch (``launch_us``) and its reads of every share plus its store at
-``finish_bytes_per_us`` (1e6), the rate the finish kernels reached on the H100 (PROFILE2.md,
-resnet18: 0.9-1.2 TB/s, 4 us at the smallest; the earlier 2 x shares x M x N at copy
-bandwidth priced resnet18's layer-1 finish at 11 us where it took 21-25).
+``finish_bytes_per_us`` (0.5e6). The finish kernels alone reached 0.9-1.2 TB/s on the
+H100 (PROFILE2.md, resnet18); 0.5 TB/s also prices what the split costs the first
+kernel (its shares' stores, its blocks' shorter K loops filling and draining the
+pipeline) and the gap between the kernels: at 1 TB/s the model split 256 x 4096 x 1024
+in two (101 us measured; unsplit 91 us) and the 3 x 3 convs at 256-512 channels onto
+128 x 128 tiles 4-16 ways (1.2-1.5x the best).
 
 Splits are tried in powers of two up to the kernel's ``max_split`` (its ``split_k``
 attribute: the K extent over MIN_SPLIT_K, dialects/contraction.py), each share rounded up to whole K steps (empty
 shares are never launched). The cheapest choice wins; ties go to fewer splits, then to
-the least compute (less work wasted past the edges). The rates are H100 numbers:
-``fma_per_us`` calibrated on the SIMT kernel's 4096^3 time (4.16 ms), ``step_us`` on
+the least compute (less work wasted past the edges). The rates are H100 numbers, the SIMT ones fitted to
+``benchmarks/probe_simt.py --splits=1,2,4,8,16``, which times every tile and split on
+eleven shapes (matmuls from decode to 4096^3, resnet18's 3 x 3 convs, the ONNX MLP's
+layers): the model's pick is the fastest measured, or within 1%, on all eleven
+(docs/perf-notes.md). ``fma_per_us`` was calibrated on the SIMT kernel's 4096^3 time (4.16 ms), ``step_us`` on
 decode's (0.62 ms for 512 steps alone on an SM), ``bytes_per_us`` the copy bandwidth.
 
 The functions below are copied verbatim into every generated module that has a
@@ -115,14 +124,22 @@ def _simt_shape(bm, bn):
     return tm, tn, 8 if tm * tn == 64 else 16, max(1, 65536 // (threads * 128))
 
 
+def _warp_share(warps):
+    """The share of a SIMT kernel's full FMA rate that ``warps`` resident on an SM reach
+    (FULL_WARPS or more: all of it). See the module doc."""
+    if warps >= 8:
+        return min(1.0, (warps / FULL_WARPS) ** 0.3)
+    return (8 / FULL_WARPS) ** 0.3 * (max(1, warps) / 8) ** 3
+
+
 def _simt_overhead(tm, tn, bk, gather=(0, 0), tile=(128, 128)):
     """Instructions a SIMT thread tile issues per FMA, relative to 8 x 8 with BK 8: its
     16-byte fragment reads ((TM + TN) / 4 per TM * TN FMAs), its share of a step's
-    loads, stores, barrier and loop (about 100 instructions per TM * TN * BK FMAs) and
+    loads, stores, barrier and loop (about 200 instructions per TM * TN * BK FMAs) and
     the gathers: ``gather`` (A, B) instructions per gathered value, one value of B per BM
     FMAs and one of A per BN of the BM x BN ``tile``."""
     def per_fma(m, n, k):
-        return 1 + (m + n) / (4 * m * n) + 100 / (m * n * k)
+        return 1 + (m + n) / (4 * m * n) + 200 / (m * n * k)
     extra = gather[0] / tile[1] + gather[1] / tile[0]
     return (per_fma(tm, tn, bk) + extra) / per_fma(8, 8, 8)
 
@@ -130,7 +147,7 @@ def _simt_overhead(tm, tn, bk, gather=(0, 0), tile=(128, 128)):
 def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_split=1,
                       k_step=8, fma_per_us=1.4e5, value_bytes=4, step_us=0.7,
                       bytes_per_us=2.8e6, launch_us=3.0, shape=None, gather=(0, 0),
-                      finish_bytes_per_us=1.0e6, tile_rates=None):
+                      finish_bytes_per_us=0.5e6, tile_rates=None):
     """((BM, BN, splits), estimated us, why) for a contraction of m_size x n_size outputs
     per batch over k_size: the cheapest tile of ``tiles`` and power-of-two split of K up
     to ``max_split`` by the model of mlfuse/codegen/tile_model.py. ``shape``: a SIMT
@@ -159,7 +176,7 @@ def _contraction_plan(tiles, m_size, n_size, k_size, batch_size, sm_count, max_s
             latency = -(-per_sm // resident) * -(-share // step) * step_us
             warps = min(per_sm, resident) * threads // 32  # on the busiest SM at once
             rate = (tile_rates or {}).get((bm, bn), fma_per_us) * (
-                min(1, max(1, warps) / FULL_WARPS) if threads else 1)
+                _warp_share(warps) if threads else 1)
             compute = (per_sm * bm * bn * share / rate * (1 + 8 * (bm + bn) / (bm * bn))
                        * overhead)
             # the first kernel writes every share's partial sums (or the output once)
@@ -193,7 +210,7 @@ def source() -> str:
     SIMT_THREADS)."""
     return (f"FULL_WARPS = {FULL_WARPS}  # warps an SM needs for the FMA rate (tile_model.py)"
             "\n\n\n" + "\n\n".join(inspect.getsource(f) for f in (
-                _simt_shape, _simt_overhead, _contraction_plan)))
+                _simt_shape, _warp_share, _simt_overhead, _contraction_plan)))
 
 
 __all__ = ["FMA_PER_US", "GATHER_INSTRUCTIONS", "SIMT_THREADS", "STEP_US", "WGMMA_TILE_RATES",

@@ -101,13 +101,21 @@ def remember(source: str, device: str, choices: list[TileChoice]) -> None:
 def candidates(python_module, kernel, shape) -> list[tuple[int, int, int]]:
     """The (BM, BN, splits) the search times for ``kernel`` at ``shape`` (m, n, k, batch):
     each tile without a split, with the model's split for that tile, and with half and
-    twice that, within the kernel's max_split."""
+    twice that, within the kernel's max_split; a split that would give K in as many
+    shares as a smaller one (each share whole K steps) is not timed twice."""
+    k_size = max(1, shape[2])
+
+    def shares(splits):  # the shares that hold some K (as the kernel divides it)
+        share = -(-k_size // splits)
+        share = -(-share // kernel.k_step) * kernel.k_step
+        return -(-k_size // share)
+
     out = []
     for tile in kernel.tiles:
         model = kernel.plan([tile], *shape, python_module.SM_COUNT)[0][2]
         for splits in (1, model // 2, model, model * 2):
-            if 1 <= splits <= kernel.max_split and (*tile, splits) not in out:
-                out.append((*tile, splits))
+            if 1 <= splits <= kernel.max_split and (*tile, shares(splits)) not in out:
+                out.append((*tile, shares(splits)))
     return out
 
 
