@@ -88,13 +88,34 @@ def row_held_loads(row_loops: list[Operation]) -> tuple[list[Held], dict[int, li
         k = loop.body.args[0]
         loads, index_ops[id(loop)] = prefetchable_loads(loop.body)
         for o in loads:
-            indices = o.operands[1:]
             key: object = id(o)  # a load of its own
-            if isinstance(o, LoadOp) and all(v is k or id(v) not in inside for v in indices):
-                key = (id(o.operands[0]), loop["extent"],
-                       tuple("k" if v is k else id(v) for v in indices))
+            indices = [_index_key(v, k, inside) for v in o.operands[1:]]
+            if isinstance(o, LoadOp) and None not in indices:
+                key = (id(o.operands[0]), loop["extent"], tuple(indices))
             groups.setdefault(key, Held()).loads.append(o)
     return list(groups.values()), index_ops
+
+
+_INDEX_MATH = ("arith.add", "arith.mul", "arith.mod", "arith.floordiv", "loops.dim",
+               "arith.constant")
+
+
+def _index_key(v, k, inside: set[int]):
+    """What an index computes, the same in every row loop of one extent: "k" for the
+    loop's own index, a value from outside the loops itself, index arithmetic of those
+    (a flattened nest's ``k // W``, ``k % W``: flatten-row-nests) by its structure; None
+    for anything else (a load's value, another loop's)."""
+    if v is k:
+        return "k"
+    if id(v) not in inside:
+        return id(v)
+    op = getattr(v, "op", None)
+    if op is None or op.name not in _INDEX_MATH or op.regions:
+        return None
+    operands = tuple(_index_key(u, k, inside) for u in op.operands)
+    if None in operands:
+        return None
+    return (op.name, repr(sorted(op.attributes.items())), operands)
 
 
 @dataclass

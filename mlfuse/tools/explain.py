@@ -17,6 +17,7 @@ from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.dialects import parse_ir
 from mlfuse.ir.printer import print_ir
 from mlfuse.transforms.coalesce_axes import CoalesceAxes
+from mlfuse.transforms.flatten_row_nests import FlattenRowNests
 from mlfuse.transforms.contraction import ScheduleContractionsPass
 from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
 from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost, resolve
@@ -144,6 +145,7 @@ def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int 
     for module in (base, fused):  # as the pipeline does: matmul and conv kernels are tiled,
         ScheduleContractionsPass(check_matmul_precision(matmul_precision)).run(module)
         CoalesceAxes(dims=dims).run(module)  # transpose tiles' axes merged where accesses allow
+        FlattenRowNests(dims=dims).run(module)  # rows over several axes: warp-rows where short
     reports = []
     for bf, ff, plan in zip(base.funcs, fused.funcs, fuse_pass.plans):
         kb, kf = _kernel_reports(bf, dims, target), _kernel_reports(ff, dims, target)

@@ -46,7 +46,7 @@ from mlfuse.ir.types import INDEX, product_dim
 from mlfuse.transforms.fusion.tiles import choose_tiles, merged_text
 
 
-def _access_indices(op: Operation) -> list[Value] | None:
+def access_indices(op: Operation) -> list[Value] | None:
     """The indices of a load, masked load or store (None for other ops)."""
     if isinstance(op, (LoadOp, MaskedLoadOp)):
         return load_indices(op)
@@ -55,13 +55,13 @@ def _access_indices(op: Operation) -> list[Value] | None:
     return None
 
 
-def _buffer(op: Operation) -> Value:
+def access_buffer(op: Operation) -> Value:
     return op.operands[1] if isinstance(op, StoreOp) else op.operands[0]
 
 
 def _as_index(user: Operation, i: int) -> bool:
     """Whether operand ``i`` of ``user`` is one of an access's indices."""
-    indices = _access_indices(user)
+    indices = access_indices(user)
     return indices is not None and i >= len(user.operands) - len(indices)
 
 
@@ -108,12 +108,12 @@ def _mergeable(kernel: KernelOp, d: int) -> bool:
     ids = {id(r) for r in ravels}
     users = {id(u): u for v in (outer, inner, *ravels) for u, i in v.uses if _as_index(u, i)}
     for op in users.values():
-        idx = _access_indices(op)
+        idx = access_indices(op)
         if any(id(v) in ids for v in idx):  # the ravel form: one index, nothing else
             if sum(id(v) in ids for v in idx) != 1 or any(v is outer or v is inner for v in idx):
                 return False
             continue
-        shape = _buffer(op).type.shape
+        shape = access_buffer(op).type.shape
         at = [p for p, v in enumerate(idx) if v is outer]
         after = [p for p, v in enumerate(idx) if v is inner]
         if len(at) != 1 or after != [at[0] + 1] or shape[at[0] + 1] != extents[d + 1]:
@@ -247,4 +247,4 @@ class CoalesceAxes(Pass):
         return list(self._remarks)
 
 
-__all__ = ["CoalesceAxes", "axis_groups", "coalesce"]
+__all__ = ["CoalesceAxes", "access_buffer", "access_indices", "axis_groups", "coalesce"]

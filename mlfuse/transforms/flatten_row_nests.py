@@ -1,0 +1,177 @@
+"""``flatten-row-nests``: a row kernel whose reduced values lie over several trailing
+axes walks each of its loop nests as one loop over their product, so the schedules of
+single-axis rows (several short rows a warp, the host's group per call) serve it.
+
+Instance norm over [N, C, H, W] reduces over [H, W]: fusion makes one kernel over [N, C]
+whose reductions are nests ``reduce H { reduce W { x[n, c, h, w] } }`` and whose
+epilogue is ``for H { for W { ... } }``. Such a kernel is "strips" over "rows": a block
+per row. At 16 x 16 pixels that is 32768 blocks of 256 values, each two block-wide
+reductions long; a warp per row does the same work in registers and shuffles.
+
+The rewrite, per nest (a reduce nest: the same combiner, each inner level starting
+from the combiner's identity, ``dialects/reductions.reduce_nest``; a for nest, each level
+ending in the next, ``for_nest``):
+
+    reduce H { reduce W { body(h, w) } }  ->  reduce H*W { body(X // W, X % W) }
+
+with the levels' indices the row-major unravel of X (``index_forms.unravel_form``: the
+form a reshape's read takes, which codegen addresses at ``row_base + X``,
+codegen/flat_rows.py). The ops a level computes before its inner level move into the
+one body (recomputed per value: pure index and load work). Reduce nests over add, max
+and min are sums over the same values in the same order; the result is the same but for
+the rounding of a different grouping, as any schedule's.
+
+The kernel's schedule is then chosen again (fusion/schedules.apply_schedule). The
+flattened kernel is kept only where the new choice holds several short rows a warp
+(``warp-rows``, or a row kernel with its short-row plan): for long rows a block per row
+walks the nest as one flat loop already, and the strips kernel's 16-byte accesses along
+the last axis stay.
+"""
+from __future__ import annotations
+
+from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.loops import (
+    DimOp,
+    ForOp,
+    LoadOp,
+    MaskedLoadOp,
+    ReduceOp,
+    StoreOp,
+    YieldOp,
+)
+from mlfuse.dialects.reductions import level_ops, loop_levels
+from mlfuse.hardware import get_target
+from mlfuse.ir.builtin import ModuleOp
+from mlfuse.ir.clone import clone_op
+from mlfuse.ir.core import Block, Operation, Region
+from mlfuse.ir.pass_manager import Pass
+from mlfuse.ir.types import INDEX, product_dim
+from mlfuse.transforms.coalesce_axes import access_buffer, access_indices
+
+
+def _radix(size) -> Operation:
+    return DimOp(attributes={"sym": size}) if isinstance(size, str) else \
+        ConstantOp(result_types=[INDEX], attributes={"value": int(size)})
+
+
+def _contiguous(levels: list) -> bool:
+    """Whether every access in the nest that uses a level's index takes the levels'
+    indices, in order, as its last indices, over trailing dims of the levels' extents:
+    the nest then walks consecutive elements (batch norm's statistics over [N, H, W] of
+    NCHW do not: flattened, each value would be a divmod apart)."""
+    indices = [lvl.body.args[0] for lvl in levels]
+    ids = {id(k) for k in indices}
+    extents = [lvl["extent"] for lvl in levels]
+    n = len(levels)
+    for op in levels[0].walk():
+        if not isinstance(op, (LoadOp, MaskedLoadOp, StoreOp)):
+            continue
+        idx = access_indices(op)
+        if not any(id(v) in ids for v in idx):
+            continue
+        shape = list(access_buffer(op).type.shape)
+        if len(idx) < n or [id(v) for v in idx[-n:]] != [id(k) for k in indices] or \
+                any(id(v) in ids for v in idx[:-n]) or shape[-n:] != extents:
+            return False
+    return True
+
+
+def _flatten_nest(top: Operation) -> bool:
+    """Rewrite the nest under ``top`` (a top-level reduce or for of a kernel) as one loop
+    over the product of its extents; False where it has one level or does not walk
+    consecutive elements."""
+    levels = loop_levels(top)
+    if len(levels) < 2 or not _contiguous(levels):
+        return False
+    extents = [lvl["extent"] for lvl in levels]
+    name = "_".join(lvl.body.args[0].name_hint or f"k{d}" for d, lvl in enumerate(levels))
+    body = Block([INDEX], [name])
+    flat = body.args[0]
+    rest = flat  # the row-major unravel, innermost first (index_forms.unravel_form)
+    for d in reversed(range(1, len(levels))):
+        radix = _radix(extents[d])
+        body.append(radix)
+        digit = ModOp([rest, radix.result], result_names=[levels[d].body.args[0].name_hint])
+        body.append(digit)
+        levels[d].body.args[0].replace_all_uses_with(digit.result)
+        rest_op = FloorDivOp([rest, radix.result],
+                             result_names=[levels[0].body.args[0].name_hint if d == 1 else None])
+        body.append(rest_op)
+        rest = rest_op.result
+    levels[0].body.args[0].replace_all_uses_with(rest)
+    for d in range(len(levels)):
+        for op in level_ops(levels, d):
+            levels[d].body.detach(op)
+            body.append(op)
+    inner_yield = next((o for o in levels[-1].body.ops if isinstance(o, YieldOp)), None)
+    if inner_yield is not None:
+        levels[-1].body.detach(inner_yield)
+        body.append(inner_yield)
+    attributes = {"extent": product_dim(extents)}
+    if isinstance(top, ReduceOp):
+        attributes["combiner"] = top["combiner"]
+        loop = ReduceOp([top.operands[0]], result_types=[top.result.type], attributes=attributes,
+                        regions=[Region([body])], result_names=[top.result.name_hint])
+    else:
+        loop = ForOp([], attributes=attributes, regions=[Region([body])])
+    top.parent.insert_before(top, loop)
+    if isinstance(top, ReduceOp):
+        top.result.replace_all_uses_with(loop.result)
+    top.erase()
+    return True
+
+
+def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
+    """A copy of ``kernel`` (a strips kernel over rows) with its nests flattened and its
+    schedule chosen again, where that gives short rows; None where it does not."""
+    from mlfuse.transforms.fusion.schedules import apply_schedule
+    holder = Block()
+    clone_op(kernel, {}, into=holder)
+    copy = holder.detach(holder.ops[0])
+    nests = [loop_levels(op) for op in copy.body.ops if isinstance(op, (ReduceOp, ForOp))]
+    if not any(len(levels) > 1 for levels in nests) or \
+            not all(_contiguous(levels) for levels in nests if len(levels) > 1):
+        copy.erase()  # all or none: a kernel of flat and nested loops has no row schedule
+        return None
+    for op in list(copy.body.ops):
+        if isinstance(op, (ReduceOp, ForOp)):
+            _flatten_nest(op)
+    # what fusion's builder marks a kernel reducing along one trailing axis: a row kernel
+    copy.attributes["schedule"] = "row"
+    copy.attributes.pop("strip", None)
+    choice = apply_schedule(copy, dims, target)
+    if choice.schedule == "warp-rows" or copy.attributes.get("warp_rows"):
+        return copy
+    copy.erase()
+    return None
+
+
+class FlattenRowNests(Pass):
+    name = "flatten-row-nests"
+    doc = ("Walk a rows kernel's nests over several trailing axes as one loop each, where "
+           "that gives it several short rows a warp.")
+
+    def __init__(self, dims: dict | None = None, target: str | None = None):
+        self.dims = dims or {}
+        self.target = get_target(target)
+        self._remarks: list[str] = []
+
+    def run(self, module: ModuleOp) -> None:
+        self._remarks = []
+        for kernel in [op for op in module.walk() if isinstance(op, KernelOp)]:
+            if kernel["schedule"] != "strips" or kernel.attributes.get("strip") != "rows":
+                continue
+            copy = flattened(kernel, self.dims, self.target)
+            if copy is None:
+                continue
+            kernel.parent.insert_before(kernel, copy)
+            kernel.erase()
+            self._remarks.append(f"{copy['kernel_name']}: its nests walked as one loop each "
+                                 f"({copy['schedule']})")
+
+    def remarks(self) -> list[str]:
+        return list(self._remarks)
+
+
+__all__ = ["FlattenRowNests", "flattened"]

@@ -1,0 +1,91 @@
+"""flatten-row-nests (mlfuse/transforms/flatten_row_nests.py): a rows kernel over several
+trailing axes (instance norm's [H, W], a global average pool) walks each nest as one
+loop, so the host runs short rows a group of lanes each; the values agree with the NumPy
+interpreter under the simulator (odd sizes, NaN and inf), and the registers variant for
+long rows loads each value of the row once for all its loops."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import assert_close, record_launches
+
+import mlfuse
+from mlfuse.codegen import generate
+from mlfuse.interp import run_tensor
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.tools.checking import program_size, random_inputs
+
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NaN rows
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+INSTANCE_NORM = (EXAMPLES / "instance_norm.fuse").read_text()
+POOL = """
+func pool(x: f32[N, C, H, W]) -> f32[N, C] {
+    return mean(relu(x), axis=[2, 3])
+}
+"""
+
+
+def _kernel(module_ir, name):
+    return next(k for f in module_ir.funcs for k in f.body.ops
+                if k.name == "fused.kernel" and k["kernel_name"] == name)
+
+
+def _run(source, name, dims, kernels, poison=None):
+    """Run ``name`` under the simulator against the NumPy interpreter; returns the names
+    of the kernels (of ``kernels``) it launched."""
+    func = next(f for f in parse_program(source, "t.fuse").funcs if f.sym_name == name)
+    inputs = random_inputs(func, dims, seed=3)
+    if poison:
+        poison(inputs[0])
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    py = module.python_module
+    launched = record_launches(py, [k for k in kernels if hasattr(py, k)])
+    got = module[name](*inputs)
+    n_ops, reduced = program_size(func)
+    assert_close(np.asarray(got), run_tensor(func, inputs)[0], n_ops, reduced=reduced)
+    return launched
+
+
+def _nan_and_inf(x):
+    x[0, 0, 0, 1] = np.nan  # that row's statistics and outputs are NaN, as NumPy's
+    x[1, 1, 1, 0] = np.inf
+
+
+def test_instance_norm_nests_become_one_loop_with_a_short_row_plan():
+    ir = compile_text(INSTANCE_NORM, "t.fuse")
+    kernel = _kernel(ir, "instance_norm_0")
+    assert kernel["schedule"] == "row" and kernel.attributes.get("warp_rows") == 1
+    loops = [o for o in kernel.body.ops if o.name in ("loops.reduce", "loops.for")]
+    assert loops and all(o["extent"] == "H*W" for o in loops)
+    assert not any(o.name in ("loops.reduce", "loops.for") for loop in loops
+                   for o in loop.body.ops)  # no nest left
+
+
+@pytest.mark.parametrize("dims", [{"N": 2, "K": 3, "H": 3, "W": 5},   # 15 values a row
+                                  {"N": 3, "K": 2, "H": 1, "W": 7}])  # H of 1
+def test_short_instance_norm_rows_run_as_lane_groups_and_agree(dims):
+    launched = _run(INSTANCE_NORM, "instance_norm", dims,
+                    ["instance_norm_0", "instance_norm_0_short", "instance_norm_0_streaming"],
+                    _nan_and_inf if dims["H"] > 1 else None)
+    assert launched == ["instance_norm_0_short"]
+
+
+def test_a_global_pool_runs_its_short_rows_as_lane_groups():
+    launched = _run(POOL, "pool", {"N": 3, "C": 4, "H": 4, "W": 6},
+                    ["pool_0", "pool_0_short", "pool_0_streaming"], _nan_and_inf)
+    assert launched == ["pool_0_short"]
+
+
+def test_long_rows_load_each_value_once_for_every_loop():
+    """The registers variant (rows longer than a warp holds): the flattened loops'
+    loads of x at the same unravelled index share one local array, filled once."""
+    source = generate(compile_text(INSTANCE_NORM, "t.fuse"), target="cuda")
+    text = source[source.index("def instance_norm_0("):]
+    text = text[:text.index("\n\n")]
+    assert text.count("x_flat[numba.uint64(row_base + ") == 1
+    launched = _run(INSTANCE_NORM, "instance_norm", {"N": 1, "K": 2, "H": 16, "W": 17},
+                    ["instance_norm_0", "instance_norm_0_short", "instance_norm_0_streaming"])
+    assert launched == ["instance_norm_0"]
