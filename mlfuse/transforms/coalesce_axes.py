@@ -37,13 +37,11 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.index_forms import ADD, MUL, op_of, size_of
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.permute import load_indices
-from mlfuse.hardware import get_target
-from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.clone import clone_op
 from mlfuse.ir.core import Block, Operation, Value
-from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.types import INDEX, product_dim
 from mlfuse.transforms.fusion.tiles import choose_tiles, merged_text
+from mlfuse.transforms.kernel_pass import KernelPass
 
 
 def access_indices(op: Operation) -> list[Value] | None:
@@ -218,33 +216,23 @@ def _tiled_copy(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
     return copy
 
 
-class CoalesceAxes(Pass):
+class CoalesceAxes(KernelPass):
     name = "coalesce-axes"
     doc = "Merge neighbouring axes every access of a transpose-tiles kernel indexes together."
 
-    def __init__(self, dims: dict | None = None, target: str | None = None):
-        self.dims = dims or {}
-        self.target = get_target(target)
-        self._remarks: list[str] = []
-
-    def run(self, module: ModuleOp) -> None:
-        self._remarks = []
-        for kernel in [op for op in module.walk() if isinstance(op, KernelOp)]:
-            if kernel["schedule"] == "transpose-tiles":
-                changed = coalesce(kernel)
-            elif kernel["schedule"] == "pointwise" and \
-                    (copy := _tiled_copy(kernel, self.dims, self.target)) is not None:
-                kernel.parent.insert_before(kernel, copy)
-                kernel.erase()
-                kernel, changed = copy, True
-                self._remarks.append(f"{kernel['kernel_name']}: transpose-tiles once merged")
-            else:
-                changed = False
-            if changed:
-                self._remarks.append(f"{kernel['kernel_name']}: {merged_text(kernel)}")
-
-    def remarks(self) -> list[str]:
-        return list(self._remarks)
+    def rewrite(self, kernel: KernelOp) -> tuple[KernelOp, list[str]]:
+        remarks = []
+        if kernel["schedule"] == "transpose-tiles":
+            changed = coalesce(kernel)
+        elif kernel["schedule"] == "pointwise" and \
+                (copy := _tiled_copy(kernel, self.dims, self.target)) is not None:
+            kernel, changed = copy, True
+            remarks.append("transpose-tiles once merged")
+        else:
+            changed = False
+        if changed:
+            remarks.append(merged_text(kernel))
+        return kernel, remarks
 
 
 __all__ = ["CoalesceAxes", "access_buffer", "access_indices", "axis_groups", "coalesce"]

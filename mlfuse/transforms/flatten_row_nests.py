@@ -41,13 +41,11 @@ from mlfuse.dialects.loops import (
     YieldOp,
 )
 from mlfuse.dialects.reductions import level_ops, loop_levels
-from mlfuse.hardware import get_target
-from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.clone import clone_op
 from mlfuse.ir.core import Block, Operation, Region
-from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.types import INDEX, product_dim
 from mlfuse.transforms.coalesce_axes import access_buffer, access_indices
+from mlfuse.transforms.kernel_pass import KernelPass
 
 
 def _radix(size) -> Operation:
@@ -147,31 +145,18 @@ def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
     return None
 
 
-class FlattenRowNests(Pass):
+class FlattenRowNests(KernelPass):
     name = "flatten-row-nests"
     doc = ("Walk a rows kernel's nests over several trailing axes as one loop each, where "
            "that gives it several short rows a warp.")
 
-    def __init__(self, dims: dict | None = None, target: str | None = None):
-        self.dims = dims or {}
-        self.target = get_target(target)
-        self._remarks: list[str] = []
-
-    def run(self, module: ModuleOp) -> None:
-        self._remarks = []
-        for kernel in [op for op in module.walk() if isinstance(op, KernelOp)]:
-            if kernel["schedule"] != "strips" or kernel.attributes.get("strip") != "rows":
-                continue
-            copy = flattened(kernel, self.dims, self.target)
-            if copy is None:
-                continue
-            kernel.parent.insert_before(kernel, copy)
-            kernel.erase()
-            self._remarks.append(f"{copy['kernel_name']}: its nests walked as one loop each "
-                                 f"({copy['schedule']})")
-
-    def remarks(self) -> list[str]:
-        return list(self._remarks)
+    def rewrite(self, kernel: KernelOp) -> tuple[KernelOp, list[str]]:
+        if kernel["schedule"] != "strips" or kernel.attributes.get("strip") != "rows":
+            return kernel, []
+        copy = flattened(kernel, self.dims, self.target)
+        if copy is None:
+            return kernel, []
+        return copy, [f"its nests walked as one loop each ({copy['schedule']})"]
 
 
 __all__ = ["FlattenRowNests", "flattened"]
