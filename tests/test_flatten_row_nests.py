@@ -87,5 +87,22 @@ def test_long_rows_load_each_value_once_for_every_loop():
     text = text[:text.index("\n\n")]
     assert text.count("x_flat[numba.uint64(row_base + ") == 1
     launched = _run(INSTANCE_NORM, "instance_norm", {"N": 1, "K": 2, "H": 16, "W": 17},
-                    ["instance_norm_0", "instance_norm_0_short", "instance_norm_0_streaming"])
-    assert launched == ["instance_norm_0"]
+                    ["instance_norm_0", "instance_norm_0_vector", "instance_norm_0_short",
+                     "instance_norm_0_streaming"])
+    assert launched == ["instance_norm_0"]  # (272 values: no whole vectors at the row's end)
+
+
+def test_long_flat_rows_move_16_byte_vectors_along_the_flat_row():
+    """Rows whose length and bases VECTOR_WIDTH divides: the registers variant's vector
+    twin loads and stores x and the output 16 bytes at a time at row_base + first."""
+    source = generate(compile_text(INSTANCE_NORM, "t.fuse"), target="cuda")
+    text = source[source.index("def instance_norm_0_vector("):]
+    text = text[:text.index("\n\n")]
+    assert "_load_vector(x_flat, (numba.uint64(row_base + first),)" in text
+    assert "_store_vector(mul_flat, (numba.uint64(row_base_1 + first),)" in text
+    host = source[source.index("def instance_norm(x):"):]
+    assert "K * H * W % VECTOR_WIDTH == 0" in host  # the row bases: whole vectors apart
+    launched = _run(INSTANCE_NORM, "instance_norm", {"N": 2, "K": 2, "H": 16, "W": 20},
+                    ["instance_norm_0", "instance_norm_0_vector", "instance_norm_0_short",
+                     "instance_norm_0_streaming"], _nan_and_inf)
+    assert launched == ["instance_norm_0_vector"]

@@ -60,7 +60,7 @@ from mlfuse.codegen.bf16 import BF16_HELPER, bf16_load, bf16_store
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
 from mlfuse.codegen.emit_lean import LeanPointwise
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
-from mlfuse.codegen.flat_rows import FlatRows
+from mlfuse.codegen.flat_rows import FlatRows, _key, row_flat_vectors
 from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
@@ -377,6 +377,15 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
             if id(o) not in self.reuse.dead:  # only fed values a kept array now holds
                 self.fill_line(o)
 
+    def vector_operand(self, buf: Value, indices: list[Value]) -> str:
+        """A vector access's first value: a flat row's view at ``row_base + first``
+        (flat_rows.py), else as the vector phases address it."""
+        access = self.flat.get(_key(buf, indices))
+        if access is None:
+            return super().vector_operand(buf, indices)
+        base = self.row_bases[self._base_code(access)]
+        return f"{self.flat_views[id(buf)]}, (numba.uint64({base} + {self.lanes.first}),)"
+
     def row_body(self, row_loops: list[Operation]) -> None:
         w, loc = self.w, self.local
         w.line(f"{loc['tid']} = cuda.threadIdx.x")
@@ -387,10 +396,12 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         elif self.variant == "streaming":
             row_loops = self.plan_passes(row_loops)
             self.plan_stream_tiles(row_loops)
-        if self.vector:
-            self.plan_vectors(row_vector_accesses(row_loops), VALUES_PER_THREAD)
-        else:  # rows through a reshape: one contiguous range each (flat_rows.py)
+        flat_vectors = row_flat_vectors(self.op, row_loops)[0] if self.vector else []
+        if not self.vector or flat_vectors:  # rows through a reshape or a flattened nest:
+            # one contiguous range each (flat_rows.py), in vectors too where they step along it
             self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in row_loops])
+        if self.vector:
+            self.plan_vectors(row_vector_accesses(row_loops) + flat_vectors, VALUES_PER_THREAD)
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
         with w.indented(f"for {loc['point']} in range(numba.int64(cuda.blockIdx.x), "
                         f"{loc['n_points']}, cuda.gridDim.x):"):
@@ -715,19 +726,25 @@ def pointwise_variant(op: LoopOp) -> str:
     return "pointwise" if looped or not prefetchable_loads(op.body)[0] else "pointwise-prefetch"
 
 
-def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, list[str]]:
-    """The accesses a vector variant of ``op`` would move whole (none: no such variant)
-    and the symbols VECTOR_WIDTH must divide for the host to launch it: the innermost
-    extents (a vector never crosses a row of the space, nor ends past a row's end)."""
+def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, list[str], list]:
+    """The accesses a vector variant of ``op`` would move whole (none: no such variant),
+    the symbols VECTOR_WIDTH must divide for the host to launch it (the innermost
+    extents: a vector never crosses a row of the space, nor ends past a row's end) and
+    the products it must divide for flat rows' bases (``flat_rows.base_multiples``)."""
     rows = kinds[0] == "registers"
     if hw.vector_width == 1 or not (rows or kinds[0] == "pointwise-prefetch" and op.extent_list):
-        return [], []
+        return [], [], []
     row_loops = _row_loops(op)
     innermost = [o["extent"] for o in row_loops] if rows else op.extent_list[-1:]
     if any(isinstance(e, int) and e % hw.vector_width for e in innermost):
-        return [], []
-    accesses = row_vector_accesses(row_loops) if rows else pointwise_vector_accesses(op.body)
-    return accesses, list(dict.fromkeys(e for e in innermost if isinstance(e, str)))
+        return [], [], []
+    multiples = []
+    if rows:  # plain row accesses, and those along a flat row (flat_rows.py)
+        flat, multiples = row_flat_vectors(op, row_loops)
+        accesses = row_vector_accesses(row_loops) + flat
+    else:
+        accesses = pointwise_vector_accesses(op.body)
+    return accesses, list(dict.fromkeys(e for e in innermost if isinstance(e, str))), multiples
 
 
 # Schedules emitted by their own modules (generate in codegen/__init__.py picks them).
@@ -744,7 +761,7 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
     assert schedule not in SCHEDULE_MODULES, f"{schedule} kernels: codegen.{SCHEDULE_MODULES[schedule]}"
     kinds = row_variants(op, hw) if schedule == "row" else [pointwise_variant(op)]
-    accesses, vector_extents = _vector_variant(op, kinds, hw)
+    accesses, vector_extents, multiples = _vector_variant(op, kinds, hw)
     if accesses:  # right after the scalar kernel it stands in for
         kinds.insert(1, kinds[0].split("-")[0] + "-vector")
     # the first variant keeps the op's name; a second is named after what it is for
@@ -756,4 +773,5 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     halves = kinds[0] == "pointwise-prefetch" and half_vectors(accesses)
     return KernelCode(op, schedule, kernel_interface(op), [o["extent"] for o in _row_loops(op)],
                       variants, "\n\n".join(texts), vector_buffers(accesses), vector_extents,
-                      divisors=divisors, vector_lanes="VECTOR_WIDTH_16" if halves else VECTOR_WIDTH)
+                      divisors=divisors, vector_lanes="VECTOR_WIDTH_16" if halves else VECTOR_WIDTH,
+                      launch={"vector_multiples": multiples} if multiples else {})

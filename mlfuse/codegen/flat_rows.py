@@ -185,6 +185,42 @@ def uses_besides(values: list[Value], top: Operation, dead: set[int], flat: dict
     return False
 
 
+def base_multiples(access: FlatAccess) -> list[list]:
+    """What makes ``access``'s row base a multiple of a vector's width at every point:
+    the base is a sum of monomials of the point's indices, and each monomial's other
+    factors (dims, constants: a list) must multiply to one (the host checks)."""
+    terms = []
+    for d, v in access.lead:
+        strides = list(access.buf.type.shape[d + 1:])
+        terms += [m + strides for m in _monomials(v)]
+    if access.offset is not None:
+        terms += _monomials(access.offset)
+    return terms
+
+
+def row_flat_vectors(op: Operation, row_loops: list[Operation]) -> tuple[list, list[list]]:
+    """The early loads and stores of a row kernel's loops that step along contiguous
+    memory through an unravel (a reshape's read, a flattened nest: flatten-row-nests)
+    and that vectors of neighbouring row values may move, and what the host must check
+    of their row bases (``base_multiples``). Plain ``x[..., k]`` accesses are not
+    among them (``vector.row_vector_accesses`` finds those)."""
+    from mlfuse.codegen.reuse import prefetchable_loads
+    from mlfuse.codegen.vector import VECTOR_DTYPES
+    points = {id(a) for a in op.body.args}
+    accesses, multiples = [], []
+    for loop in row_loops:
+        k = loop.body.args[0]
+        candidates = prefetchable_loads(loop.body)[0] + [
+            o for o in loop.body.ops if isinstance(o, ACCESSES) and not o.results]
+        for o in candidates:
+            access = flat_access(o, [k], loop.extent_list, points)
+            if access is not None and access.step is k and access.axis is None and \
+                    access_parts(o)[1][-1] is not k and access.buf.type.dtype in VECTOR_DTYPES:
+                accesses.append(o)
+                multiples += base_multiples(access)
+    return accesses, list({repr(m): m for m in multiples}.values())
+
+
 class FlatRows:
     """A mixin of the kernel emitter for the row-family schedules. Needs from its host
     class: w, op, namer, sym, helpers, reuse."""
@@ -285,16 +321,7 @@ class FlatRows:
         return f"_divmod_index({operands[0]}, {operands[1]})[{int(isinstance(op, ModOp))}]"
 
     def base_multiples(self, access: FlatAccess) -> list[list]:
-        """What makes ``access``'s row base a multiple of a vector's width at every point:
-        the base is a sum of monomials of the point's indices, and each monomial's other
-        factors (dims, constants: a list) must multiply to one (the host checks)."""
-        terms = []
-        for d, v in access.lead:
-            strides = list(access.buf.type.shape[d + 1:])
-            terms += [m + strides for m in _monomials(v)]
-        if access.offset is not None:
-            terms += _monomials(access.offset)
-        return terms
+        return base_multiples(access)
 
     def _dim_code(self, buf: Value, axis: int) -> str:
         """The size of ``buf``'s axis as code: a constant, else its shape (a dim's

@@ -175,6 +175,17 @@ class HostEmitter:
         return [f"if {' and '.join(tests)}:  # whole vectors, aligned", unit + calls[vector],
                 "else:", unit + scalar]
 
+    def multiple_tests(self, multiples, kernel_op=None) -> list[str]:
+        """The host's checks that VECTOR_WIDTH divides each product of ``multiples``
+        (flat rows' bases: ``flat_rows.base_multiples``), a test each."""
+        tests = []
+        for factors in multiples:
+            texts = [self.dim(f, kernel_op) if isinstance(f, str) else str(f) for f in factors]
+            text = " * ".join(t if t.isidentifier() or t.isdigit() else f"({t})"
+                              for t in texts) or "1"
+            tests.append(f"{text} % VECTOR_WIDTH == 0")
+        return list(dict.fromkeys(tests))
+
     def call(self, kernel: str, grid: str, args: list[str]) -> str:
         return f"{kernel}[{grid}]({', '.join(args)})"
 
@@ -202,7 +213,8 @@ class HostEmitter:
         if "registers" not in calls:
             lines = [calls["streaming"]]
         else:
-            lines = self.vector_choice(kernel, calls, "registers-vector")
+            lines = self.vector_choice(kernel, calls, "registers-vector",
+                                       self.multiple_tests(kernel.launch.get("vector_multiples", ()), kernel.op))
             if "streaming" in calls:
                 unit = self.w.unit
                 lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "

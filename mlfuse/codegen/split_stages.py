@@ -167,13 +167,6 @@ class StageEmitter(KernelEmitter):
                     accesses.append(o)
         return accesses
 
-    def vector_operand(self, buf: Value, indices: list[Value]) -> str:
-        access = self.flat.get(_key(buf, indices))
-        if access is None:
-            return super().vector_operand(buf, indices)
-        base = self.row_bases[self._base_code(access)]
-        return f"{self.flat_views[id(buf)]}, (numba.uint64({base} + {self.lanes.first}),)"
-
     @contextmanager
     def loop(self, op, shared: bool):
         """The vector twin's walk of a chunk: tiles of a thread's vectors, loads of a
@@ -363,10 +356,7 @@ def vector_tests(host, kernel, twin: dict) -> list[str]:
     host.helpers.add("_vector_ready")  # (brings _address)
     tests = [f"{d} % VECTOR_WIDTH == 0"
              for d in dict.fromkeys(host.dim(e, kernel.op) for e in kernel.row_extents)]
-    for factors in twin["multiples"]:
-        texts = [host.dim(f, kernel.op) if isinstance(f, str) else str(f) for f in factors]
-        text = " * ".join(t if t.isidentifier() or t.isdigit() else f"({t})" for t in texts) or "1"
-        tests.append(f"{text} % VECTOR_WIDTH == 0")
+    tests += host.multiple_tests(twin["multiples"], kernel.op)
     for buf in twin["buffers"]:
         name = host.namer(buf)
         tests.append(f"_address({name}) % (VECTOR_WIDTH * {name}.dtype.itemsize) == 0")
