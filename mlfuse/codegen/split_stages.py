@@ -39,7 +39,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
-from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.core import Operation
 
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelCode, KernelEmitter, emit_kernel
