@@ -89,7 +89,7 @@ def line_points(itemsize: int, widest: int, line_bytes: int = 128) -> int:
 
 
 def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, value_bytes,
-                  budget, sms, per_sm):
+                  budget, sms, per_sm, held_values=8):
     """(width, per, bytes) of the shared-memory strips kernel (codegen/strips_shared.py),
     or None where even its narrowest strip's values pass ``budget`` bytes.
 
@@ -114,6 +114,14 @@ def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, val
         width //= 2
     if plan(width)[1] > budget or extent < 1:
         return None
+    # a short reduced axis: wider strips and fewer threads down it, until a thread holds
+    # ``held_values`` of it (softmax over S = 32 of [512, 32, 1024]: 16 threads of 2
+    # values made 32768 blocks of little work each), while the values fit and the grid
+    # keeps its blocks an SM
+    while width * 2 <= threads and plan(width)[0] > 1 and \
+            -(-extent // plan(width)[0]) < held_values and \
+            plan(width * 2)[1] <= budget and -(-points // (width * 2)) >= sms * per_sm:
+        width *= 2
     while width > narrowest and -(-points // width) < sms * per_sm:
         width //= 2
     per, size = plan(width)

@@ -28,8 +28,10 @@ TWO_INPUTS = ("func f(x: f32[R, C], y: f32[R, C]) -> f32[R, C] {\n"
               " s = sum(x * y, axis=0, keepdims=true)\n return x * s - y }")
 
 
-def _run(source, dims, inputs=None, budget=None):
-    """The launched kernel's variant, having checked the results."""
+def _run(source, dims, inputs=None, budget=None, widen=False):
+    """The launched kernel's variant, having checked the results. ``widen``: the host
+    may widen strips past the widest line at these tiny sizes (one block an SM is
+    enough: strip_plan's short reduced axes)."""
     func = parse_program(source, "t.fuse").funcs[0]
     inputs = inputs or random_inputs(func, dims, seed=8)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -39,6 +41,8 @@ def _run(source, dims, inputs=None, budget=None):
     py = module.python_module
     if budget is not None:
         py.STRIP_SHARED_BYTES = budget
+    if widen:
+        py.SM_COUNT = py.STRIP_BLOCKS_PER_SM = 1
     name = kernel["kernel_name"]
     launched = record_launches(py, [n for n in (name, f"{name}_streaming", f"{name}_vector",
                                                 f"{name}_shared", f"{name}_shared_scalar")
@@ -59,6 +63,17 @@ def _run(source, dims, inputs=None, budget=None):
 ])
 def test_shared_strips_agree_with_numpy(source, dims):
     assert _run(source, dims) == "_shared"
+
+
+@pytest.mark.parametrize("source, dims, kind", [
+    (MIDDLE_SOFTMAX, {"A": 2, "B": 3, "C": 64}, "_shared"),  # 3 values: strips of 16 vectors
+    (F16_SOFTMAX, {"A": 2, "B": 5, "C": 64}, "_shared"),  # f16: 8 lanes a vector
+    (CENTRING, {"R": 6, "C": 30}, "_shared_scalar"),  # a point a thread, 30 wide
+])
+def test_short_reduced_axes_take_wide_strips(source, dims, kind):
+    """A reduced axis shorter than a thread's share: the strip widens to the block's
+    threads (strip_plan._strip_shared), its lanes combined in a scratch of that width."""
+    assert _run(source, dims, widen=True) == kind
 
 
 def test_shared_strips_take_several_tiles():
@@ -118,8 +133,12 @@ def test_geometry():
         (4, 32, 512 * 32 * 2)
     assert strip_shared(16 * 1024 // 8, 512, 8, 2, 128, 8, 1, 2, 40 * 1024, 132, 4) == \
         (2, 64, 512 * 16 * 2)
-    # short extents take fewer threads a point, none idle (a plane's rows stay 128 wide)
-    assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == (8, 4, 128 * 4 * 4)
+    # short extents: wider strips, fewer threads a point, until a thread holds 8 of the
+    # reduced values (or one thread a point holds them all): 32 values of [512, 32, 1024]
+    # by 4 threads of 8 (was 16 threads of 2: 32768 blocks of little work), 3 by one
+    assert strip_shared(512 * 1024 // 4, 32, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == \
+        (32, 4, 8 * 128 * 4 * 4)
+    assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == (128, 1, 3 * 128 * 4 * 4)
     # too long for the narrowest strip: none
     assert strip_shared(1 << 20, 16384, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) is None
 
