@@ -76,7 +76,7 @@ def test_nan_and_inf_stay_in_their_lane():
 
 
 
-@pytest.mark.parametrize("case", [4, 5])
+@pytest.mark.parametrize("case", [3, 4])
 def test_kernels_without_whole_vectors_have_no_vector_variant(case):
     # batch-norm statistics walk a nest over [N, H, W]; the masked mean reads m[b, s, 0],
     # whose points are not neighbours: no 16-byte vector holds a thread's points

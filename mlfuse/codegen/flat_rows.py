@@ -210,15 +210,36 @@ def row_flat_vectors(op: Operation, row_loops: list[Operation]) -> tuple[list, l
     accesses, multiples = [], []
     for loop in row_loops:
         k = loop.body.args[0]
-        candidates = prefetchable_loads(loop.body)[0] + [
-            o for o in loop.body.ops if isinstance(o, ACCESSES) and not o.results]
-        for o in candidates:
+        for o in (o for o in loop.walk() if isinstance(o, ACCESSES)):
             access = flat_access(o, [k], loop.extent_list, points)
-            if access is not None and access.step is k and access.axis is None and \
-                    access_parts(o)[1][-1] is not k and access.buf.type.dtype in VECTOR_DTYPES:
+            if access is None or access.step is not k or access.axis is not None:
+                if access is None and _reads_step(o, k):
+                    # another read at a division of the step (group norm's gamma[c]):
+                    # each lane divides alone, which spilled the 8-value tile (ptxas)
+                    return [], []
+                continue
+            if access_parts(o)[1][-1] is not k and access.buf.type.dtype in VECTOR_DTYPES:
                 accesses.append(o)
                 multiples += base_multiples(access)
+    early = {id(o) for loop in row_loops for o in prefetchable_loads(loop.body)[0]}
+    accesses = [o for o in accesses if not o.results or id(o) in early]
     return accesses, list({repr(m): m for m in multiples}.values())
+
+
+def _reads_step(op: Operation, k: Value) -> bool:
+    """Whether an access's indices depend on the loop index ``k``."""
+    seen, todo = set(), list(access_parts(op)[1])
+    while todo:
+        v = todo.pop()
+        if v is k:
+            return True
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        producer = op_of(v)
+        if producer is not None:
+            todo += list(producer.operands)
+    return False
 
 
 class FlatRows:
