@@ -60,6 +60,9 @@ class KernelOp(LoopOp):
              # the original extents each axis stands for, where coalesce-axes merged
              # neighbouring ones (mlfuse/transforms/coalesce_axes.py)
              "coalesced": Attr("any", []),
+             # the extents of the loop nests flatten-row-nests walks as one loop each
+             # (mlfuse/transforms/flatten_row_nests.py): instance norm's [[H, W]]
+             "flat_nests": Attr("any", []),
              "split_k": Attr("int", 1),
              # a strips kernel's points per block: "columns" (a strip of neighbouring
              # points) or "rows" (one point, its reduced values contiguous)

@@ -10,21 +10,22 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from mlfuse.codegen.abi import is_tiled_kernel
+from mlfuse.dialects import parse_ir
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import AllocOp, ForOp, ReduceOp
-from mlfuse.codegen.abi import is_tiled_kernel
-from mlfuse.ir.builtin import FuncOp, ModuleOp
-from mlfuse.dialects import parse_ir
-from mlfuse.ir.printer import print_ir
-from mlfuse.transforms.coalesce_axes import CoalesceAxes
-from mlfuse.transforms.flatten_row_nests import FlattenRowNests
-from mlfuse.transforms.contraction import ScheduleContractionsPass
-from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
-from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost, resolve
-from mlfuse.transforms.fusion.schedules import choose_schedule
 from mlfuse.hardware import Target, get_target
+from mlfuse.ir.builtin import FuncOp, ModuleOp
+from mlfuse.ir.printer import print_ir
+from mlfuse.ir.types import product_dim
 from mlfuse.matmul_precision import MEANING, check_matmul_precision
 from mlfuse.runtime.kernel_cache import cache_stats
+from mlfuse.transforms.coalesce_axes import CoalesceAxes
+from mlfuse.transforms.contraction import ScheduleContractionsPass
+from mlfuse.transforms.flatten_row_nests import FlattenRowNests
+from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost, resolve
+from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
+from mlfuse.transforms.fusion.schedules import choose_schedule
 
 
 @dataclass
@@ -90,7 +91,13 @@ def _schedule_reason(kernel: KernelOp, dims, target) -> str:
     if kernel["schedule"] == "pointwise" and not any(
             isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops):
         return ""
-    return choose_schedule(kernel, dims, target).reason
+    reason = choose_schedule(kernel, dims, target).reason
+    nests = kernel.attributes.get("flat_nests") or []
+    if nests:  # flatten-row-nests walked them as one loop each
+        walked = "; ".join(f"{', '.join(map(str, e))} walked as one loop of {product_dim(e)}"
+                           for e in nests)
+        reason = f"{walked} (flatten-row-nests); {reason}"
+    return reason
 
 
 def contraction_reason(kernel: KernelOp, dims, target) -> str:

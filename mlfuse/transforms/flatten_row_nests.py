@@ -135,6 +135,8 @@ def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
     for op in list(copy.body.ops):
         if isinstance(op, (ReduceOp, ForOp)):
             _flatten_nest(op)
+    flat = [[lvl["extent"] for lvl in levels] for levels in nests if len(levels) > 1]
+    copy.attributes["flat_nests"] = list({repr(e): e for e in flat}.values())
     # what fusion's builder marks a kernel reducing along one trailing axis: a row kernel
     copy.attributes["schedule"] = "row"
     copy.attributes.pop("strip", None)

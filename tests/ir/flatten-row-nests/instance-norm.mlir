@@ -7,7 +7,7 @@
 // Instance norm at 16 x 16 pixels: the statistics and the epilogue, each one loop of
 // H*W; the kernel now a row kernel with its short-row plan (warp_rows).
 // CHECK-LABEL: func @instance_norm
-// CHECK:        fused.kernel {{.*}}schedule = "row"{{.*}}warp_rows = 1} (%i0: index, %i1: index) {
+// CHECK:        fused.kernel {extents = [N, C], flat_nests = {{\[}}[H, W]], {{.*}}schedule = "row"{{.*}}warp_rows = 1} (%i0: index, %i1: index) {
 // CHECK:          %[[W:.*]] = loops.dim {sym = "W"} : index
 // CHECK:          loops.reduce {{.*}} {combiner = "add", extent = "H*W"} : f32 (%[[K:.*]]: index) {
 // CHECK-NEXT:       %[[w:.*]] = arith.mod %[[K]], %[[W]] : index
