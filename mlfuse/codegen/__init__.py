@@ -17,7 +17,8 @@ from mlfuse.codegen.held_access import HELD_NAMES
 from mlfuse.codegen.contraction import (BK, CUDA_TILES, F64_TILES, SIMULATOR_THREADS,
                                        SIMULATOR_TILES, emit_contraction, factory_name,
                                        tile_model_inputs, tiled_kernel_plan)
-from mlfuse.codegen.emit_kernel import KernelCode, emit_kernel, kernel_interface
+from mlfuse.codegen.emit_kernel import emit_kernel
+from mlfuse.codegen.kernel_code import KernelCode, kernel_interface
 from mlfuse.codegen.emit_mma import emit_mma_contraction
 from mlfuse.codegen.emit_tf32 import Tf32ContractionEmitter
 from mlfuse.codegen.emit_wgmma import emit_16bit_contraction

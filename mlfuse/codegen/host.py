@@ -19,7 +19,7 @@ from mlfuse.ir.types import BufferType, dim_monomial, is_quotient, product_dim, 
 from mlfuse.dialects.contraction import contraction_of
 from mlfuse.dialects.reductions import reread_value_bytes
 
-from mlfuse.codegen.emit_kernel import KernelCode, dim_code, extent_factors
+from mlfuse.codegen.kernel_code import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.split_stages import stages_launch
 from mlfuse.codegen.held_rows import shared_rows_launch
 from mlfuse.codegen.scalar import STORAGE_TYPE

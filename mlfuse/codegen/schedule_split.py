@@ -32,7 +32,8 @@ from mlfuse.dialects.reductions import reduce_nests
 
 from mlfuse.codegen.addressing import access_parts, split_offsets, suffix_of
 from mlfuse.codegen.flat_rows import _key as flat_key
-from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, extent_factors
+from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter
+from mlfuse.codegen.kernel_code import KernelCode, extent_factors, kernel_interface
 from mlfuse.codegen.vector import HALF_DTYPES, VECTOR_DTYPES, vector_buffers
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
 
@@ -476,7 +477,6 @@ def split_variants(op, name: str, names, hw) -> dict[str, str]:
 
 def emit_split(op, name: str, target: str, helpers: set[str], names, hw):
     """The KernelCode of a split reduction: both kernels, first stage first."""
-    from mlfuse.codegen.emit_kernel import KernelCode, kernel_interface
     variants = split_variants(op, name, names, hw)
     texts = [SplitEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]

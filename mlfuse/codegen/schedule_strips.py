@@ -34,8 +34,8 @@ from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.reductions import level_ops, loop_levels
 
-from mlfuse.codegen.emit_kernel import (STREAM_TILE, VALUES_PER_THREAD, KernelCode,
-                                        KernelEmitter, extent_factors, kernel_interface)
+from mlfuse.codegen.emit_kernel import STREAM_TILE, VALUES_PER_THREAD, KernelEmitter
+from mlfuse.codegen.kernel_code import KernelCode, extent_factors, kernel_interface
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.helpers import strip_reduce_name

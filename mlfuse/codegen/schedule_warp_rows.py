@@ -36,7 +36,8 @@ from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp
 from mlfuse.row_groups import RowGroup, target_row_group
 
-from mlfuse.codegen.emit_kernel import KernelCode, KernelEmitter, kernel_interface
+from mlfuse.codegen.emit_kernel import KernelEmitter
+from mlfuse.codegen.kernel_code import KernelCode, kernel_interface
 from mlfuse.codegen.helpers import group_reduce_name
 from mlfuse.codegen.scalar import COMPUTE_TYPE
 from mlfuse.codegen.vector import row_vector_accesses, vector_buffers

@@ -42,7 +42,8 @@ from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
 
 from mlfuse.codegen.addressing import access_parts
-from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelCode, KernelEmitter, emit_kernel
+from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, emit_kernel
+from mlfuse.codegen.kernel_code import KernelCode
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 from mlfuse.codegen.flat_rows import _key
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains

@@ -9,7 +9,7 @@ which one the host launches.
 """
 from __future__ import annotations
 
-from mlfuse.codegen.emit_kernel import KernelCode, kernel_interface
+from mlfuse.codegen.kernel_code import KernelCode, kernel_interface
 from mlfuse.codegen.schedule_thin_tiles import (THIN, ThinTilesEmitter, stack_axis, thin_least,
                                                 thin_shape)
 from mlfuse.codegen.schedule_tiles import SCALAR, VECTOR, TilesEmitter, tile_shape, vector_accesses

@@ -55,7 +55,7 @@ def signature(op, kernel: str = ""):
     writing partial sums) or "finish" (split-K's second kernel)."""
     from numba.core import types
 
-    from mlfuse.codegen.emit_kernel import kernel_interface
+    from mlfuse.codegen.kernel_code import kernel_interface
     from mlfuse.codegen.scalar import STORAGE_TYPE
     iface = kernel_interface(op)
     args = [types.Array(getattr(types, STORAGE_TYPE[b.type.dtype].rstrip("_") if
