@@ -74,8 +74,9 @@ def test_short_instance_norm_rows_run_as_lane_groups_and_agree(dims):
 
 
 def test_a_global_pool_runs_its_short_rows_as_lane_groups():
-    launched = _run(POOL, "pool", {"N": 3, "C": 4, "H": 4, "W": 6},
-                    ["pool_0", "pool_0_short", "pool_0_streaming"], _nan_and_inf)
+    launched = _run(POOL, "pool", {"N": 3, "C": 4, "H": 3, "W": 5},  # 15: no whole vectors
+                    ["pool_0", "pool_0_short", "pool_0_short_vector", "pool_0_streaming"],
+                    _nan_and_inf)
     assert launched == ["pool_0_short"]
 
 
@@ -86,10 +87,10 @@ def test_long_rows_load_each_value_once_for_every_loop():
     text = source[source.index("def instance_norm_0("):]
     text = text[:text.index("\n\n")]
     assert text.count("x_flat[numba.uint64(row_base + ") == 1
-    launched = _run(INSTANCE_NORM, "instance_norm", {"N": 1, "K": 2, "H": 16, "W": 17},
+    launched = _run(INSTANCE_NORM, "instance_norm", {"N": 1, "K": 2, "H": 17, "W": 35},
                     ["instance_norm_0", "instance_norm_0_vector", "instance_norm_0_short",
-                     "instance_norm_0_streaming"])
-    assert launched == ["instance_norm_0"]  # (272 values: no whole vectors at the row's end)
+                     "instance_norm_0_short_vector", "instance_norm_0_streaming"])
+    assert launched == ["instance_norm_0"]  # (595 values: no whole vectors)
 
 
 def test_long_flat_rows_move_16_byte_vectors_along_the_flat_row():
@@ -102,7 +103,24 @@ def test_long_flat_rows_move_16_byte_vectors_along_the_flat_row():
     assert "_store_vector(mul_flat, (numba.uint64(row_base_1 + first),)" in text
     host = source[source.index("def instance_norm(x):"):]
     assert "K * H * W % VECTOR_WIDTH == 0" in host  # the row bases: whole vectors apart
-    launched = _run(INSTANCE_NORM, "instance_norm", {"N": 2, "K": 2, "H": 16, "W": 20},
+    # 560 values a row (past the short rows' 512), W = 14: rows 56 bytes apart, the row
+    # bases (560 apart) whole vectors: only the buffers' starts need aligning
+    launched = _run(INSTANCE_NORM, "instance_norm", {"N": 2, "K": 2, "H": 40, "W": 14},
                     ["instance_norm_0", "instance_norm_0_vector", "instance_norm_0_short",
-                     "instance_norm_0_streaming"], _nan_and_inf)
+                     "instance_norm_0_short_vector", "instance_norm_0_streaming"], _nan_and_inf)
     assert launched == ["instance_norm_0_vector"]
+
+
+@pytest.mark.parametrize("source, name, dims", [
+    (INSTANCE_NORM, "instance_norm", {"N": 2, "K": 3, "H": 4, "W": 4}),
+    (POOL, "pool", {"N": 3, "C": 2, "H": 2, "W": 6}),  # rows 24 bytes apart, bases 48
+])
+def test_short_flat_rows_move_16_byte_vectors(source, name, dims):
+    """Short rows of whole vectors: the short-row plan's vector kernel loads along the
+    flat row at row_base + first (the host checking the row bases), and agrees."""
+    text = generate(compile_text(source, "t.fuse"), target="cuda")
+    kernel = text[text.index(f"def {name}_0_short_vector("):]
+    assert "_load_vector(x_flat, (numba.uint64(row_base" in kernel[:kernel.index("\n\n")]
+    launched = _run(source, name, dims, [f"{name}_0", f"{name}_0_short", f"{name}_0_short_vector",
+                                         f"{name}_0_streaming"], _nan_and_inf)
+    assert launched == [f"{name}_0_short_vector"]

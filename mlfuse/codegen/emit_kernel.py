@@ -56,15 +56,14 @@ from mlfuse.codegen.bf16 import BF16_HELPER, bf16_load, bf16_store
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
 from mlfuse.codegen.emit_lean import LeanPointwise
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
-from mlfuse.codegen.flat_rows import FlatRows, _key, row_flat_vectors
+from mlfuse.codegen.flat_rows import FlatRows, _key, row_flat_vectors, split_vector_buffers
 from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
 from mlfuse.codegen.kernel_code import (KernelCode, dim_code, extent_factors,
                                         kernel_interface)
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
 from mlfuse.codegen.addressing import lean_divisors
-from mlfuse.codegen.vector import (half_vectors, pointwise_vector_accesses, row_vector_accesses,
-                                   vector_buffers)
+from mlfuse.codegen.vector import (half_vectors, pointwise_vector_accesses, row_vector_accesses)
 from mlfuse.codegen.writer import Writer
 from mlfuse.ir.traits import SCALAR_COMPUTE
 
@@ -612,25 +611,27 @@ def pointwise_variant(op: LoopOp) -> str:
     return "pointwise" if looped or not prefetchable_loads(op.body)[0] else "pointwise-prefetch"
 
 
-def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, list[str], list]:
-    """The accesses a vector variant of ``op`` would move whole (none: no such variant),
+def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, list, list[str], list]:
+    """The accesses a vector variant of ``op`` would move whole, plain and along flat
+    rows (none: no such variant),
     the symbols VECTOR_WIDTH must divide for the host to launch it (the innermost
     extents: a vector never crosses a row of the space, nor ends past a row's end) and
     the products it must divide for flat rows' bases (``flat_rows.base_multiples``)."""
     rows = kinds[0] == "registers"
     if hw.vector_width == 1 or not (rows or kinds[0] == "pointwise-prefetch" and op.extent_list):
-        return [], [], []
+        return [], [], [], []
     row_loops = _row_loops(op)
     innermost = [o["extent"] for o in row_loops] if rows else op.extent_list[-1:]
     if any(isinstance(e, int) and e % hw.vector_width for e in innermost):
-        return [], [], []
-    multiples = []
+        return [], [], [], []
+    flat, multiples = [], []
     if rows:  # plain row accesses, and those along a flat row (flat_rows.py)
         flat, multiples = row_flat_vectors(op, row_loops)
-        accesses = row_vector_accesses(row_loops) + flat
+        accesses = row_vector_accesses(row_loops)
     else:
         accesses = pointwise_vector_accesses(op.body)
-    return accesses, list(dict.fromkeys(e for e in innermost if isinstance(e, str))), multiples
+    return accesses, flat, list(dict.fromkeys(e for e in innermost if isinstance(e, str))), \
+        multiples
 
 
 # Schedules emitted by their own modules (generate in codegen/__init__.py picks them).
@@ -647,7 +648,9 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     schedule = op["schedule"] if isinstance(op, KernelOp) else "pointwise"
     assert schedule not in SCHEDULE_MODULES, f"{schedule} kernels: codegen.{SCHEDULE_MODULES[schedule]}"
     kinds = row_variants(op, hw) if schedule == "row" else [pointwise_variant(op)]
-    accesses, vector_extents, multiples = _vector_variant(op, kinds, hw)
+    accesses, flat, vector_extents, multiples = _vector_variant(op, kinds, hw)
+    plain_buffers, flat_buffers = split_vector_buffers(accesses, flat)
+    accesses = accesses + flat
     if accesses:  # right after the scalar kernel it stands in for
         kinds.insert(1, kinds[0].split("-")[0] + "-vector")
     # the first variant keeps the op's name; a second is named after what it is for
@@ -658,6 +661,7 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     divisors = lean_divisors(op) if kinds[0] == "pointwise-prefetch" else []
     halves = kinds[0] == "pointwise-prefetch" and half_vectors(accesses)
     return KernelCode(op, schedule, kernel_interface(op), [o["extent"] for o in _row_loops(op)],
-                      variants, "\n\n".join(texts), vector_buffers(accesses), vector_extents,
+                      variants, "\n\n".join(texts), plain_buffers, vector_extents,
                       divisors=divisors, vector_lanes="VECTOR_WIDTH_16" if halves else VECTOR_WIDTH,
-                      launch={"vector_multiples": multiples} if multiples else {})
+                      launch={"vector_multiples": multiples, "flat_vector_buffers": flat_buffers}
+                      if flat else {})

@@ -242,6 +242,24 @@ def _reads_step(op: Operation, k: Value) -> bool:
     return False
 
 
+def split_vector_buffers(plain: list[Operation], flat: list[Operation]) -> tuple[list, list]:
+    """The buffers a vector kernel moves whole, in two lists: those some plain access
+    moves (every row of the buffer must start on a vector: ``_vector_ready``) and those
+    only flat rows move (their row bases are checked as products, ``base_multiples``:
+    only the buffer's start must be aligned; W = 14 leaves its rows 56 bytes apart)."""
+    from mlfuse.codegen.vector import vector_buffers
+    rows = vector_buffers(plain)
+    only_flat = [b for b in vector_buffers(flat) if not any(b is r for r in rows)]
+    return rows, only_flat
+
+
+def aligned_start_tests(host, buffers) -> list[str]:
+    """The host's test that each of ``buffers`` starts on a vector (flat rows' buffers)."""
+    host.helpers.add("_vector_ready")  # (brings _address)
+    return [f"_address({host.namer(b)}) % (VECTOR_WIDTH * {host.namer(b)}.dtype.itemsize) == 0"
+            for b in buffers]
+
+
 class FlatRows:
     """A mixin of the kernel emitter for the row-family schedules. Needs from its host
     class: w, op, namer, sym, helpers, reuse."""

@@ -19,6 +19,7 @@ from mlfuse.ir.types import BufferType, dim_monomial, is_quotient, product_dim, 
 from mlfuse.dialects.contraction import contraction_of
 from mlfuse.dialects.reductions import reread_value_bytes
 
+from mlfuse.codegen.flat_rows import aligned_start_tests
 from mlfuse.codegen.kernel_code import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.split_stages import stages_launch
 from mlfuse.codegen.held_rows import shared_rows_launch
@@ -170,7 +171,8 @@ class HostEmitter:
         tests = list(tests) + [f"{self.dim(e, kernel.op)} % {lanes} == 0"
                                for e in kernel.vector_extents]
         width = "" if lanes == "VECTOR_WIDTH" else f", width={lanes}"
-        tests.append(f"_vector_ready({buffers}{width})")
+        if kernel.vector_buffers:  # (flat rows' buffers alone: their tests are in ``tests``)
+            tests.append(f"_vector_ready({buffers}{width})")
         unit = self.w.unit
         return [f"if {' and '.join(tests)}:  # whole vectors, aligned", unit + calls[vector],
                 "else:", unit + scalar]
@@ -213,8 +215,9 @@ class HostEmitter:
         if "registers" not in calls:
             lines = [calls["streaming"]]
         else:
-            lines = self.vector_choice(kernel, calls, "registers-vector",
-                                       self.multiple_tests(kernel.launch.get("vector_multiples", ()), kernel.op))
+            flat_tests = self.multiple_tests(kernel.launch.get("vector_multiples", ()), kernel.op) \
+                + aligned_start_tests(self, kernel.launch.get("flat_vector_buffers", ()))
+            lines = self.vector_choice(kernel, calls, "registers-vector", flat_tests)
             if "streaming" in calls:
                 unit = self.w.unit
                 lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "

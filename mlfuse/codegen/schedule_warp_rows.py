@@ -37,6 +37,7 @@ from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp
 from mlfuse.row_groups import RowGroup, target_row_group
 
 from mlfuse.codegen.emit_kernel import KernelEmitter
+from mlfuse.codegen.flat_rows import row_flat_vectors
 from mlfuse.codegen.kernel_code import KernelCode, kernel_interface
 from mlfuse.codegen.helpers import group_reduce_name
 from mlfuse.codegen.scalar import COMPUTE_TYPE
@@ -144,10 +145,14 @@ class WarpRowsEmitter(KernelEmitter):
             slots, self.row_slots = self.row_slots, self.row_slots * self.batch
             if self.held_rows:  # (local arrays: a row's slots for each row of a batch)
                 self.plan_held_rows(row_loops)
-            if self.vector:
-                self.plan_vectors(row_vector_accesses(row_loops), self.row_slots)
-            elif self.flat_rows:  # a value at row_base + k (flat_rows.py)
+            # (a batch of rows a step issues several rows' loads before their bases: plain
+            # vector accesses only)
+            flat = row_flat_vectors(self.op, row_loops)[0] if self.vector and self.batch == 1 \
+                else []
+            if self.flat_rows and (flat or not self.vector):  # at row_base + k (flat_rows.py)
                 self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in row_loops])
+            if self.vector:
+                self.plan_vectors(row_vector_accesses(row_loops) + flat, self.row_slots)
             self.row_slots = slots
             if self.batch > 1:
                 w.line(f"{loc['group_rows']} = {loc['rows_per_block']}")
@@ -175,7 +180,7 @@ class WarpRowsEmitter(KernelEmitter):
         w.line(f"{loc['point']} = min({loc['row']}, {loc['n_points']} - 1)  "
                "# past the end: the last row again, not stored")
         self.unravel(loc["point"])
-        if self.flat_rows and not self.vector:
+        if self.flat:  # rows at row_base + k (flat_rows.py), planned above
             self.row_base_lines()
 
     def batched_rows(self, first_loop) -> None:
@@ -229,6 +234,9 @@ def _batch(op, hw) -> int:
     first = next((o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))), None)
     before = op.body.ops[:op.body.ops.index(first)] if first is not None else []
     if hw.short_row_batch <= 1 or any(not isinstance(o, (ConstantOp, DimOp)) for o in before):
+        return 1
+    loops = [o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    if row_flat_vectors(op, loops)[0]:  # vectors along flat rows: a row's base first
         return 1
     return hw.short_row_batch
 

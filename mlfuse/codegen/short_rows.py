@@ -27,7 +27,8 @@ from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp
 from mlfuse.row_groups import WARP, scalar_values, vector_lanes
 
 from mlfuse.codegen.schedule_warp_rows import WarpRowsEmitter
-from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
+from mlfuse.codegen.flat_rows import aligned_start_tests, row_flat_vectors, split_vector_buffers
+from mlfuse.codegen.vector import row_vector_accesses
 
 _DOC = {"short": "Short rows over [{space}] (a row kernel's plan for rows known short at the "
                  "call): a group of `width` threads per point, each holding its values of the "
@@ -64,7 +65,7 @@ class ShortRowsEmitter(WarpRowsEmitter):
         # layernorm's 16 of x, gamma and beta spilled 144 B at 64, so it keeps 128; so did
         # two buffers of 16 (bf16 and i64 rows: 288 B) and rows read through a reshape,
         # which have no row vector accesses (group norm: 496 B))
-        accesses = row_vector_accesses(_row_loops(op))
+        accesses = _short_vector_accesses(op)[0]
         loaded = {id(o.operands[0]) for o in accesses if isinstance(o, LoadOp)}
         slots = hw.short_row_values if self.vector else scalar_values(hw.short_row_values)
         if hw.short_row_min_blocks > 1 and accesses and \
@@ -72,7 +73,7 @@ class ShortRowsEmitter(WarpRowsEmitter):
             self.launch_bound = "(THREADS_PER_BLOCK, SHORT_ROW_MIN_BLOCKS)"
         # (module constants: hw.short_row_values, row_groups.scalar_values of it)
         self.row_slots = "SHORT_ROW_VALUES" if self.vector else "SHORT_ROW_SCALARS"
-        if self.vector and vector_lanes(_vector_dtypes(row_vector_accesses(_row_loops(op))),
+        if self.vector and vector_lanes(_vector_dtypes(accesses),
                                         hw.vector_width) != hw.vector_width:
             self.vector_lanes = "VECTOR_WIDTH_16"  # 16 bytes of 16-bit values a vector
             self.vector_moves = ("_load_halves", "_store_halves")
@@ -82,7 +83,10 @@ def emit_short_rows(op, name: str, target: str, helpers: set[str], names, hw) ->
     """The plan's kernels of row kernel ``op`` (``name``: the row kernel's) and what its
     launch needs: {"short": {variant: kernel name}, "short_lanes": values per vector,
     "short_buffers": the buffers a vector kernel needs aligned}."""
-    accesses = row_vector_accesses(_row_loops(op)) if hw.vector_width > 1 else []
+    accesses, multiples = _short_vector_accesses(op) if hw.vector_width > 1 else ([], [])
+    loops = _row_loops(op)
+    plain, flat = split_vector_buffers(row_vector_accesses(loops),
+                                       [o for o in accesses if o not in row_vector_accesses(loops)])
     variants = {"short": names.fresh(f"{name}_short")}
     if accesses:
         variants["short-vector"] = names.fresh(f"{name}_short_vector")
@@ -91,8 +95,17 @@ def emit_short_rows(op, name: str, target: str, helpers: set[str], names, hw) ->
     lanes = vector_lanes(_vector_dtypes(accesses), hw.vector_width)
     launch = {"short": variants, "short_min_lanes": hw.short_row_lanes,
               "short_lanes": "VECTOR_WIDTH" if lanes == hw.vector_width else "VECTOR_WIDTH_16",
-              "short_buffers": vector_buffers(accesses)}
+              "short_buffers": plain, "short_flat_buffers": flat, "short_multiples": multiples}
     return launch, "\n\n".join(texts)
+
+
+def _short_vector_accesses(op) -> tuple[list, list]:
+    """The accesses the vector kernel moves whole: plain ``x[..., k]`` ones and those
+    along a flat row (a reshape's read, a flattened nest: flat_rows.row_flat_vectors),
+    with what the host must check of the flat rows' bases."""
+    loops = _row_loops(op)
+    flat, multiples = row_flat_vectors(op, loops)
+    return row_vector_accesses(loops) + flat, multiples
 
 
 def short_rows_launch(host, kernel, points: str, row: str, args: list[str],
@@ -119,11 +132,15 @@ def short_rows_launch(host, kernel, points: str, row: str, args: list[str],
         host.helpers.add("_vector_ready")
         lanes = launch["short_lanes"]
         buffers = ", ".join(host.namer(b) for b in launch["short_buffers"])
-        aligned = f"_vector_ready({buffers}" + ("" if lanes == "VECTOR_WIDTH" else
-                                                f", width={lanes}") + ")"
+        aligned = " and ".join(
+            ([f"_vector_ready({buffers}" + ("" if lanes == "VECTOR_WIDTH" else
+                                            f", width={lanes}") + ")"] if buffers else []) +
+            aligned_start_tests(host, launch.get("short_flat_buffers", ())))
         group = (f"{width} = _short_row_width({row} // {lanes}, {values} // {lanes}, "
                  f"{launch['short_min_lanes']})")
-        branches.append((f"{row} <= {WARP} * {values} and {row} % {lanes} == 0 and {aligned}",
+        bases = "".join(f" and {t}" for t in host.multiple_tests(
+            launch.get("short_multiples", ()), kernel.op))  # flat rows' bases: whole vectors
+        branches.append((f"{row} <= {WARP} * {values} and {row} % {lanes} == 0{bases} and {aligned}",
                          "short rows of whole vectors, aligned: a group of lanes per row",
                          [group, call("short-vector")]))
     branches.append((f"{row} <= {WARP} * {scalar}", "short rows: a group of lanes per row",
