@@ -226,6 +226,67 @@ def run_peers(p: Prepared, log) -> dict:
     return results
 
 
+@dataclasses.dataclass
+class Probe:
+    """One row group of a knob-sweep probe: its label, the case at its sizes (a
+    benchmarks/cases.py Case) and its variants (label -> mlfuse.hardware knobs)."""
+
+    label: str
+    case: object
+    variants: dict
+
+
+def sweep_probes(description: str, probes_for, sweep_flag: str | None = None) -> None:
+    """The driver the knob-sweep probes share (probe_rows, probe_strips, probe_smemstrips,
+    probe_smemrows): their flags (--case: labels starting so; --no-peers; --dry-run;
+    ``sweep_flag``'s --no-sweep where given), each probe's case prepared once and its
+    variants run (a failing one logged, the others kept), torch and torch.compile on the
+    same inputs, and a table last: ms, % of the copy bandwidth's time for the bytes a
+    perfect fused kernel moves, the time over the faster peer, ok, the grids launched.
+    ``probes_for(opts, dry_run)`` gives the Probes (after NUMBA_ENABLE_CUDASIM is set)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--case", action="append", help="only probes whose label starts so")
+    parser.add_argument("--no-peers", action="store_true", help="skip torch and torch.compile")
+    if sweep_flag:
+        parser.add_argument("--no-sweep", action="store_true", help=sweep_flag)
+    parser.add_argument("--dry-run", action="store_true", help="check the script on the simulator")
+    opts = parser.parse_args()
+    t0 = time.perf_counter()
+    if opts.dry_run:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is imported
+    from mlfuse.runtime.memory import install
+    install()
+    log, device = Log(), Device(opts.dry_run)
+    gbs = 1.0 if opts.dry_run else copy_bandwidth()
+    rows = []
+    for probe in probes_for(opts, opts.dry_run):
+        if opts.case and not any(probe.label.startswith(c) for c in opts.case):
+            continue
+        p = prepare(probe.case, device, 7, gbs)
+        for variant, knobs in probe.variants.items():
+            try:
+                r = run_variant(p, knobs)
+            except Exception as e:  # one failing variant must not lose the others
+                log(f"{probe.label:28} [{variant}] FAILED: {type(e).__name__}: {e}"[:600])
+                continue
+            log(f"{probe.label:28} [{variant}] ok={r['ok']} err={r['err']:.2g} {r['ms']:.4f} ms "
+                f"host {r['host_ms']:.4f} ms kernels={r['kernels']} grids={r['grids']} "
+                f"{'; '.join(r['resources'])}")
+            rows.append((probe.label, variant, r["ms"], p.floor_ms, r["ok"], " ".join(r["grids"])))
+        if not opts.no_peers and not opts.dry_run:
+            for peer, r in run_peers(p, log).items():
+                rows.append((probe.label, peer, r["ms"], p.floor_ms, r["ok"], ""))
+        del p
+    log(f"\n{'probe':28} {'variant':22} {'ms':>8} {'%copy':>6} {'/peer':>6} ok   grids  "
+        f"(copy {gbs:.0f} GB/s; /peer: over the faster of torch and torch.compile)")
+    for label, variant, ms, floor, ok, grids in rows:
+        peers = [r[2] for r in rows if r[0] == label and r[1] in ("torch", "torch.compile")]
+        ratio = f"{ms / min(peers):6.2f}" if peers else "     -"
+        log(f"{label:28} {variant:22} {ms:8.4f} {100 * floor / ms:5.0f}% {ratio} "
+            f"{'ok' if ok else 'BAD'}  {grids[:60]}")
+    log(f"total {time.perf_counter() - t0:.0f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", help="only these cases")

@@ -21,10 +21,7 @@ at tiny sizes (no timing).
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -110,51 +107,19 @@ def cases():
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", action="append", help="only cases starting so")
-    parser.add_argument("--no-peers", action="store_true", help="no torch, torch.compile")
-    parser.add_argument("--dry-run", action="store_true", help="check the script on the simulator")
-    opts = parser.parse_args()
-    if opts.dry_run:
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is imported
-    from probe_codegen import copy_bandwidth
-    from probe_memkern import Device, Log, prepare, run_peers, run_variant
-
-    from mlfuse.runtime.memory import install
-    install()
-    log, device = Log(), Device(opts.dry_run)
-    gbs = 1.0 if opts.dry_run else copy_bandwidth()
-    rows = []
-    for case in cases():
-        if opts.case and not any(case.name.startswith(c) for c in opts.case):
-            continue
-        p = prepare(case, device, 7, gbs)
-        variants = dict(VARIANTS)
-        if case.dims["R"] < 264:  # few rows: the split plan too (the held rows' rival)
-            variants["split"] = SPLIT
-        for label, knobs in variants.items():
-            try:
-                r = run_variant(p, {**knobs, **(DRY_KNOBS if opts.dry_run else {})})
-            except Exception as e:  # one failing variant must not lose the others
-                log(f"{case.name:24} [{label}] FAILED: {type(e).__name__}: {e}"[:600])
-                continue
-            log(f"{case.name:24} [{label}] ok={r['ok']} err={r['err']:.2g} {r['ms']:.4f} ms "
-                f"host {r['host_ms']:.4f} ms kernels={r['kernels']} grids={r['grids']} "
-                f"{'; '.join(r['resources'])}")
-            rows.append((case.name, label, r["ms"], p.floor_ms, r["ok"], r["host_ms"]))
-        if not opts.no_peers:
-            for label, r in run_peers(p, log).items():
-                rows.append((case.name, label, r["ms"], p.floor_ms, r["ok"], float("nan")))
-        del p
-    log(f"\n{'case':24} {'variant':14} {'ms':>8} {'host':>7} {'%copy':>6} {'/peer':>6} ok   "
-        f"(copy {gbs:.0f} GB/s; /peer: over the faster of torch and torch.compile)")
-    for name, label, ms, floor, ok, host in rows:
-        peers = [r[2] for r in rows if r[0] == name and r[1] in ("torch", "torch.compile")]
-        ratio = f"{ms / min(peers):6.2f}" if peers else "     -"
-        log(f"{name:24} {label:14} {ms:8.4f} {host:7.4f} {100 * floor / ms:5.0f}% {ratio} "
-            f"{'ok' if ok else 'BAD'}")
+    def probes(opts, dry_run):
+        from probe_memkern import Probe
+        out = []
+        for case in cases():
+            variants = dict(VARIANTS)
+            if case.dims["R"] < 264:  # few rows: the split plan too (the held rows' rival)
+                variants["split"] = SPLIT
+            if dry_run:
+                variants = {label: {**knobs, **DRY_KNOBS} for label, knobs in variants.items()}
+            out.append(Probe(case.name, case, variants))
+        return out
+    from probe_memkern import sweep_probes
+    sweep_probes(__doc__.splitlines()[0], probes)
 
 if __name__ == "__main__":
-    t0 = time.perf_counter()
     main()
-    print(f"total {time.perf_counter() - t0:.0f} s")

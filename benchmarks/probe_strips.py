@@ -26,11 +26,8 @@ to $OUT when set (the shared machinery's names).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -63,52 +60,21 @@ SWEPT = ("softmax_mid 64x256x2048", "centring 16384x4096", "centring f16 16384x8
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", action="append", help="only these labels (see SHAPES)")
-    parser.add_argument("--no-peers", action="store_true", help="skip torch and torch.compile")
-    parser.add_argument("--no-sweep", action="store_true", help="the default variant only")
-    parser.add_argument("--dry-run", action="store_true", help="check the script on the simulator")
-    opts = parser.parse_args()
-    if opts.dry_run:
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is imported
-    from cases import CASES
-    from probe_codegen import copy_bandwidth
-    from probe_memkern import Device, Log, prepare, run_peers, run_variant
-
-    from mlfuse.runtime.memory import install
-    install()
-    log, device = Log(), Device(opts.dry_run)
-    gbs = 1.0 if opts.dry_run else copy_bandwidth()
-    rows = []
-    for label in opts.case or list(SHAPES):
-        name, dims, source = SHAPES[label]
-        base = next(c for c in CASES if c.name == name)
-        case = dataclasses.replace(base, dims=dims, source=source or base.source,
-                                   name=base.name if source is None else "column_centring_f16")
-        p = prepare(case, device, 7, gbs)
-        variants = SWEEP if label in SWEPT and not opts.no_sweep else DEFAULT
-        if name == "colsum":  # split-columns: no strips kernel, so no vector one either
-            variants = {"default": {}}
-        for variant, knobs in variants.items():
-            try:
-                r = run_variant(p, knobs)
-            except Exception as e:  # one failing variant must not lose the others
-                log(f"{label:26} [{variant}] FAILED: {type(e).__name__}: {e}"[:600])
-                continue
-            log(f"{label:26} [{variant}] ok={r['ok']} err={r['err']:.2g} {r['ms']:.4f} ms "
-                f"kernels={r['kernels']} grids={r['grids']} {'; '.join(r['resources'])}")
-            rows.append((label, variant, r["ms"], p.floor_ms, r["ok"], " ".join(r["grids"])))
-        if not opts.no_peers:
-            for peer, r in run_peers(p, log).items():
-                rows.append((label, peer, r["ms"], p.floor_ms, r["ok"], ""))
-        del p
-    log(f"\n{'shape':26} {'variant':20} {'ms':>8} {'%copy':>6} ok   grids  (copy {gbs:.0f} GB/s)")
-    for label, variant, ms, floor, ok, grids in rows:
-        log(f"{label:26} {variant:20} {ms:8.4f} {100 * floor / ms:5.0f}% "
-            f"{'ok' if ok else 'BAD'}  {grids[:60]}")
-
+    def probes(opts, dry_run):
+        from cases import CASES
+        from probe_memkern import Probe
+        out = []
+        for label, (name, dims, source) in SHAPES.items():
+            base = next(c for c in CASES if c.name == name)
+            case = dataclasses.replace(base, dims=dims, source=source or base.source,
+                                       name=base.name if source is None else "column_centring_f16")
+            variants = SWEEP if label in SWEPT and not opts.no_sweep else DEFAULT
+            if name == "colsum":  # split-columns: no strips kernel, so no vector one either
+                variants = {"default": {}}
+            out.append(Probe(label, case, variants))
+        return out
+    from probe_memkern import sweep_probes
+    sweep_probes(__doc__.splitlines()[0], probes, sweep_flag="the default variant only")
 
 if __name__ == "__main__":
-    t0 = time.perf_counter()
     main()
-    print(f"total {time.perf_counter() - t0:.0f} s")
