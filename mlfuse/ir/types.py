@@ -49,14 +49,11 @@ class ScalarType(Type):
 
 
 @dataclass(frozen=True)
-class TensorType(Type):
-    """An immutable n-d array value (tensor dialect). Rank 0 prints as ``f32[]``."""
+class ShapedType(Type):
+    """What a tensor and a buffer type share: an element dtype and a shape."""
 
     dtype: str
     shape: tuple[Dim, ...]
-
-    def __str__(self) -> str:
-        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
 
     @property
     def rank(self) -> int:
@@ -70,6 +67,17 @@ class TensorType(Type):
     def is_float(self) -> bool:
         return self.dtype in FLOAT_DTYPES
 
+    def _dims_text(self) -> str:
+        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True)
+class TensorType(ShapedType):
+    """An immutable n-d array value (tensor dialect). Rank 0 prints as ``f32[]``."""
+
+    def __str__(self) -> str:
+        return self._dims_text()
+
     def with_dtype(self, dtype: str) -> "TensorType":
         return TensorType(dtype, self.shape)
 
@@ -78,22 +86,11 @@ class TensorType(Type):
 
 
 @dataclass(frozen=True)
-class BufferType(Type):
+class BufferType(ShapedType):
     """A region of device memory holding an array (loops and fused dialects)."""
 
-    dtype: str
-    shape: tuple[Dim, ...]
-
     def __str__(self) -> str:
-        return f"buf<{self.dtype}[{', '.join(map(str, self.shape))}]>"
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def element(self) -> ScalarType:
-        return ScalarType(self.dtype)
+        return f"buf<{self._dims_text()}>"
 
 
 # Kernels index with int64: a tensor's element count must leave room for index arithmetic.
