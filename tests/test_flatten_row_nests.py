@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_close, record_launches
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from helpers import assert_close, assert_results_close, record_launches
 
 import mlfuse
 from mlfuse.codegen import generate
@@ -124,3 +126,30 @@ def test_short_flat_rows_move_16_byte_vectors(source, name, dims):
     launched = _run(source, name, dims, [f"{name}_0", f"{name}_0_short", f"{name}_0_short_vector",
                                          f"{name}_0_streaming"], _nan_and_inf)
     assert launched == [f"{name}_0_short_vector"]
+
+
+@settings(max_examples=6, deadline=None)
+@given(rank=st.integers(3, 4), reduced=st.integers(2, 3), dtype=st.sampled_from(["f32", "f16"]),
+       combiner=st.sampled_from(["sum", "max", "mean"]), sizes=st.lists(
+           st.integers(1, 5), min_size=4, max_size=4), seed=st.integers(0, 99))
+def test_flattened_reductions_over_trailing_axes_agree_with_numpy(rank, reduced, dtype,
+                                                                  combiner, sizes, seed):
+    """Any reduction over the trailing axes of a rank 3-4 tensor with its result broadcast
+    back (centring, max-shift), at odd and size-1 extents, f32 and f16, NaN in a row:
+    the flattened kernel (short rows, a block per row, vectors where whole) is NumPy's."""
+    reduced = min(reduced, rank - 1)
+    names = "ABCD"[:rank]
+    axes = list(range(rank - reduced, rank))
+    source = (f"func f(x: {dtype}[{', '.join(names)}]) -> {dtype}[{', '.join(names)}] {{\n"
+              f"    return x - {combiner}(x, axis={axes}, keepdims=true)\n}}\n")
+    dims = dict(zip(names, sizes))
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=seed)
+    if inputs[0].size > 1:
+        inputs[0].reshape(-1)[seed % inputs[0].size] = np.nan
+    with np.errstate(invalid="ignore"):
+        expected = run_tensor(func, inputs)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    (kernel,) = [k for k in module.ir.funcs[0].body.ops if k.name == "fused.kernel"]
+    assert kernel.attributes.get("flat_nests") == [[names[a] for a in axes]]
+    assert_results_close(func, expected, module["f"](*inputs))
