@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import assert_close, assert_results_close, record_launches
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import assert_close, assert_results_close, record_launches
 
 import mlfuse
 from mlfuse.codegen import generate
