@@ -220,3 +220,18 @@ class StoreOp(Operation):
         _check_indices(self, buf, self.operands[2:])
         if value.type != ScalarType(buf.type.dtype):
             raise VerifyError(f"loops.store of {value.type} into {buf.type}", self.loc)
+
+
+ACCESSES = (LoadOp, MaskedLoadOp, StoreOp)
+
+
+def access_parts(op: Operation) -> tuple:
+    """The buffer and the indices (a list) of a load, masked load or store: one place
+    that knows where each access keeps them (passes and codegen both read them)."""
+    if isinstance(op, LoadOp):
+        return op.operands[0], list(op.operands[1:])
+    if isinstance(op, MaskedLoadOp):
+        return op.operands[0], list(op.operands[2:])
+    if isinstance(op, StoreOp):
+        return op.operands[1], list(op.operands[2:])
+    raise TypeError(f"{op.name} is not a load or a store")

@@ -35,20 +35,10 @@ does not model (docs/perf-notes.md).
 """
 from __future__ import annotations
 
-from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, StoreOp
+from mlfuse.dialects.loops import ACCESSES, LoadOp, MaskedLoadOp, StoreOp, access_parts  # noqa: F401 (importers take them from here too)
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.traits import SCALAR_COMPUTE
 
-ACCESSES = (LoadOp, MaskedLoadOp, StoreOp)
-
-
-def access_parts(op: Operation) -> tuple[Value, list[Value]]:
-    """The buffer and the indices of a load, masked load or store."""
-    if isinstance(op, LoadOp):
-        return op.operands[0], list(op.operands[1:])
-    if isinstance(op, MaskedLoadOp):
-        return op.operands[0], list(op.operands[2:])
-    return op.operands[1], list(op.operands[2:])
 
 
 def collapsed_suffix(op: Operation, args, extents) -> int | None:

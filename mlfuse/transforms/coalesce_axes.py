@@ -35,8 +35,13 @@ from __future__ import annotations
 from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.index_forms import ADD, MUL, op_of, size_of
-from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
-from mlfuse.dialects.permute import load_indices
+from mlfuse.dialects.loops import (
+    ACCESSES,
+    DimOp,
+    ForOp,
+    ReduceOp,
+    access_parts,
+)
 from mlfuse.ir.clone import clone_op
 from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.types import INDEX, product_dim
@@ -46,15 +51,7 @@ from mlfuse.transforms.kernel_pass import KernelPass
 
 def access_indices(op: Operation) -> list[Value] | None:
     """The indices of a load, masked load or store (None for other ops)."""
-    if isinstance(op, (LoadOp, MaskedLoadOp)):
-        return load_indices(op)
-    if isinstance(op, StoreOp):
-        return list(op.operands[2:])
-    return None
-
-
-def access_buffer(op: Operation) -> Value:
-    return op.operands[1] if isinstance(op, StoreOp) else op.operands[0]
+    return access_parts(op)[1] if isinstance(op, ACCESSES) else None
 
 
 def _as_index(user: Operation, i: int) -> bool:
@@ -111,7 +108,7 @@ def _mergeable(kernel: KernelOp, d: int) -> bool:
             if sum(id(v) in ids for v in idx) != 1 or any(v is outer or v is inner for v in idx):
                 return False
             continue
-        shape = access_buffer(op).type.shape
+        shape = access_parts(op)[0].type.shape
         at = [p for p, v in enumerate(idx) if v is outer]
         after = [p for p, v in enumerate(idx) if v is inner]
         if len(at) != 1 or after != [at[0] + 1] or shape[at[0] + 1] != extents[d + 1]:
@@ -235,4 +232,4 @@ class CoalesceAxes(KernelPass):
         return kernel, remarks
 
 
-__all__ = ["CoalesceAxes", "access_buffer", "access_indices", "axis_groups", "coalesce"]
+__all__ = ["CoalesceAxes", "access_indices", "axis_groups", "coalesce"]

@@ -32,19 +32,17 @@ from __future__ import annotations
 from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import (
+    ACCESSES,
     DimOp,
     ForOp,
-    LoadOp,
-    MaskedLoadOp,
     ReduceOp,
-    StoreOp,
     YieldOp,
+    access_parts,
 )
 from mlfuse.dialects.reductions import level_ops, loop_levels
 from mlfuse.ir.clone import clone_op
 from mlfuse.ir.core import Block, Operation, Region
 from mlfuse.ir.types import INDEX, product_dim
-from mlfuse.transforms.coalesce_axes import access_buffer, access_indices
 from mlfuse.transforms.kernel_pass import KernelPass
 
 
@@ -63,12 +61,12 @@ def _contiguous(levels: list) -> bool:
     extents = [lvl["extent"] for lvl in levels]
     n = len(levels)
     for op in levels[0].walk():
-        if not isinstance(op, (LoadOp, MaskedLoadOp, StoreOp)):
+        if not isinstance(op, ACCESSES):
             continue
-        idx = access_indices(op)
+        buf, idx = access_parts(op)
         if not any(id(v) in ids for v in idx):
             continue
-        shape = list(access_buffer(op).type.shape)
+        shape = list(buf.type.shape)
         if len(idx) < n or [id(v) for v in idx[-n:]] != [id(k) for k in indices] or \
                 any(id(v) in ids for v in idx[:-n]) or shape[-n:] != extents:
             return False
