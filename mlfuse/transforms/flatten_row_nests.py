@@ -130,10 +130,10 @@ def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
             not all(_contiguous(levels) for levels in nests if len(levels) > 1):
         copy.erase()  # all or none: a kernel of flat and nested loops has no row schedule
         return None
+    flat = [[lvl["extent"] for lvl in levels] for levels in nests if len(levels) > 1]
     for op in list(copy.body.ops):
         if isinstance(op, (ReduceOp, ForOp)):
             _flatten_nest(op)
-    flat = [[lvl["extent"] for lvl in levels] for levels in nests if len(levels) > 1]
     copy.attributes["flat_nests"] = list({repr(e): e for e in flat}.values())
     # what fusion's builder marks a kernel reducing along one trailing axis: a row kernel
     copy.attributes["schedule"] = "row"
