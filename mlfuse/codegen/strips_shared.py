@@ -137,12 +137,7 @@ class SharedStrips:
         k = self.define(top.body.args[0], "k")
         loads = [o for o in top.body.ops if isinstance(o, LoadOp) and id(o) not in self.hold_reads]
         stores = [o for o in top.body.ops if isinstance(o, StoreOp)]
-        for o in loads + stores:
-            if id(o) not in self.vec_held:
-                buf = access_parts(o)[0]
-                self.vec_held[id(o)] = self.local_array(
-                    f"{self.namer(buf)}_vecs", COMPUTE_TYPE[buf.type.dtype],
-                    "STRIP_VECTOR_VALUES" if isinstance(o, LoadOp) else self.vec_name)
+        self.vector_arrays(loads + stores)  # (VectorStrips')
         planes = sorted({p for o in top.body.ops for p in
                          (self.hold_writes.get(id(o)), self.hold_reads.get(id(o))) if p is not None})
         self.hold_cursor = {}

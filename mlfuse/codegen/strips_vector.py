@@ -118,6 +118,16 @@ class VectorStrips:
         stride = self.flat_strides[(id(buf), access.axis)]
         return self.flat_views[id(buf)], self.cursors[(self.row_bases[self._base_code(access)], stride)]
 
+    def vector_arrays(self, accesses) -> None:
+        """A local array for each of ``accesses`` that has none yet: a load's tile of
+        vectors (STRIP_VECTOR_VALUES), a store's one vector."""
+        for o in accesses:
+            if id(o) not in self.vec_held:
+                buf = access_parts(o)[0]
+                self.vec_held[id(o)] = self.local_array(
+                    f"{self.namer(buf)}_vecs", COMPUTE_TYPE[buf.type.dtype],
+                    "STRIP_VECTOR_VALUES" if isinstance(o, LoadOp) else self.vec_name)
+
     def vector_loop(self, top):
         """The loop of top-level ``top`` over this thread's reduced values, a tile at a
         time: the tile's vectors loaded first, then each value's lanes (yielded once
@@ -126,12 +136,7 @@ class VectorStrips:
         k = self.define(top.body.args[0], "k")
         loads = [o for o in top.body.ops if isinstance(o, LoadOp)]
         stores = [o for o in top.body.ops if isinstance(o, StoreOp)]
-        for o in loads + stores:
-            if id(o) not in self.vec_held:
-                buf = access_parts(o)[0]
-                self.vec_held[id(o)] = self.local_array(
-                    f"{self.namer(buf)}_vecs", COMPUTE_TYPE[buf.type.dtype],
-                    "STRIP_VECTOR_VALUES" if isinstance(o, LoadOp) else self.vec_name)
+        self.vector_arrays(loads + stores)
         order = self.stream_order(loc["n_red"], f"{loc['per']} * {self.tile}")
 
         @contextmanager
