@@ -236,6 +236,19 @@ class Probe:
     variants: dict
 
 
+def probe_session(parser: argparse.ArgumentParser):
+    """A knob probe's start, its flags parsed (``parser`` plus --dry-run): the simulator
+    turned on for --dry-run (before numba.cuda is imported), mlfuse's caching allocator,
+    then (opts, Log, Device, copy GB/s: 1 on the simulator)."""
+    parser.add_argument("--dry-run", action="store_true", help="check the script on the simulator")
+    opts = parser.parse_args()
+    if opts.dry_run:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    from mlfuse.runtime.memory import install
+    install()
+    return opts, Log(), Device(opts.dry_run), 1.0 if opts.dry_run else copy_bandwidth()
+
+
 def sweep_probes(description: str, probes_for, sweep_flag: str | None = None) -> None:
     """The driver the knob-sweep probes share (probe_rows, probe_strips, probe_smemstrips,
     probe_smemrows): their flags (--case: labels starting so; --no-peers; --dry-run;
@@ -249,15 +262,8 @@ def sweep_probes(description: str, probes_for, sweep_flag: str | None = None) ->
     parser.add_argument("--no-peers", action="store_true", help="skip torch and torch.compile")
     if sweep_flag:
         parser.add_argument("--no-sweep", action="store_true", help=sweep_flag)
-    parser.add_argument("--dry-run", action="store_true", help="check the script on the simulator")
-    opts = parser.parse_args()
+    opts, log, device, gbs = probe_session(parser)
     t0 = time.perf_counter()
-    if opts.dry_run:
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is imported
-    from mlfuse.runtime.memory import install
-    install()
-    log, device = Log(), Device(opts.dry_run)
-    gbs = 1.0 if opts.dry_run else copy_bandwidth()
     rows = []
     for probe in probes_for(opts, opts.dry_run):
         if opts.case and not any(probe.label.startswith(c) for c in opts.case):
@@ -291,20 +297,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", help="only these cases")
     parser.add_argument("--no-sweep", action="store_true", help="default and v0 variants only")
-    parser.add_argument("--dry-run", action="store_true", help="check the script on the simulator")
-    opts = parser.parse_args()
     t0 = time.perf_counter()
-    log = Log()
-    if opts.dry_run:
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is imported
+    opts, log, device, gbs = probe_session(parser)
     import numba
     from numba import cuda
-
-    from mlfuse.runtime.memory import install
-    install()
-    device = Device(opts.dry_run)
     seed = int(time.time()) % 100000
-    gbs = 1.0 if opts.dry_run else copy_bandwidth()
     log(f"device {'simulator' if opts.dry_run else cuda.get_current_device().name}; numba "
         f"{numba.__version__}; seed {seed}; copy {gbs:.0f} GB/s")
     names = opts.case or list(SWEEP)

@@ -25,7 +25,6 @@ the CUDA simulator (a few rows, nothing timed, no peers).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -72,18 +71,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", help="only these cases")
     parser.add_argument("--no-peers", action="store_true", help="skip torch and torch.compile")
-    parser.add_argument("--dry-run", action="store_true", help="check the script on the simulator")
-    opts = parser.parse_args()
+    from probe_memkern import prepare, probe_session, run_peers, run_variant
     t0 = time.perf_counter()
-    if opts.dry_run:
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is imported
-    from probe_codegen import copy_bandwidth
-    from probe_memkern import Device, Log, prepare, run_peers, run_variant
-
-    from mlfuse.runtime.memory import install
-    install()
-    log, device = Log(), Device(opts.dry_run)
-    gbs = 1.0 if opts.dry_run else copy_bandwidth()
+    opts, log, device, gbs = probe_session(parser)
     cases = _cases()
     names = opts.case or list(SWEEP)
     # every case's default, the suite case's sweep (rows of 16), the peers, then the other

@@ -85,13 +85,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp/mlfuse-shortrows2"))
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/mlfuse-bench-inductor")
-    from mlfuse.runtime.device import gpu_present
-    if not gpu_present():
-        sys.stderr.write("the probe needs a CUDA GPU\n")
+    if not run.gpu_setup("the probe needs"):
         return 2
-    from mlfuse.runtime.memory import install
-    install()
     from mlfuse.cli.bench import measure_copy_bandwidth
     copy_gbps = measure_copy_bandwidth() / 1e9
     all_peers = run.available_peers(True) - {"mlfuse_unfused", "cupy"}

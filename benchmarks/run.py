@@ -335,6 +335,21 @@ def update_markdown_file(path: Path, table: str) -> None:
     path.write_text(f"{before}{TABLE_START}\n{table}{TABLE_END}{after}")
 
 
+def gpu_setup(needs: str) -> bool:
+    """What every timed script does first: torch.compile's cache under /tmp (not in the
+    repository or the home folder), a CUDA GPU or a message on stderr (``needs`` says
+    what needs it; False: none), and mlfuse's caching allocator installed before any
+    Numba CUDA call, as `mlfuse bench` does."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/mlfuse-bench-inductor")
+    from mlfuse.runtime.device import gpu_present
+    if not gpu_present():
+        sys.stderr.write(f"{needs} a CUDA GPU\n")
+        return False
+    from mlfuse.runtime.memory import install
+    install()
+    return True
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", action="append", help="run only this case (repeatable)")
@@ -353,18 +368,12 @@ def main(argv=None) -> int:
         return 0
     if args.dry_run:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    # torch.compile's cache under /tmp, not in the repository or the home folder
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/mlfuse-bench-inductor")
     cases = [c for c in CASES if not args.only or c.name in args.only]
     timed = not args.dry_run
     device = "simulator"
     if timed:
-        from mlfuse.runtime.device import gpu_present
-        if not gpu_present():
-            sys.stderr.write("benchmarks need a CUDA GPU (use --dry-run to check the script)\n")
+        if not gpu_setup("benchmarks need (use --dry-run to check the script)"):
             return 2
-        from mlfuse.runtime.memory import install
-        install()  # before any Numba CUDA call, as `mlfuse bench` does
         from numba import cuda
         device = cuda.get_current_device().name
         device = device.decode() if isinstance(device, bytes) else device

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -54,13 +53,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", action="append", help="only this case's variants (repeatable)")
     p.add_argument("--out", default="/tmp/mlfuse-sweep", help="folder for sweep.json")
     args = p.parse_args(argv)
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/mlfuse-bench-inductor")
-    from mlfuse.runtime.device import gpu_present
-    if not gpu_present():
-        sys.stderr.write("the sweep needs a CUDA GPU\n")
+    if not run.gpu_setup("the sweep needs"):
         return 2
-    from mlfuse.runtime.memory import install
-    install()
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
