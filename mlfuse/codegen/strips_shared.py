@@ -147,18 +147,10 @@ class SharedStrips:
                 if p else names["me"]
             w.line(f"{self.hold_cursor[p]} = {offset}")
 
-        @contextmanager
-        def slots(advance: bool):
-            self.start_cursors(top)
-            with w.indented(f"for {loc['slot']} in range({self.tile}):"):
-                w.line(f"{loc['r']} = {loc['tile']} + {loc['nthreads']} + {loc['slot']} * {loc['per']}")
-                with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
-                    yield
-                for key, cursor in self.cursors.items():
-                    w.line(f"{cursor} += {self.slot_strides[key[1]]}")
-                if advance:
-                    for cursor in self.hold_cursor.values():
-                        w.line(f"{cursor} = numba.uint32({cursor} + {names['vector_step']})")
+        def slots(advance: bool):  # (VectorStrips'), the plane cursors stepped too
+            return self.tile_slots(top, [
+                f"{cursor} = numba.uint32({cursor} + {names['vector_step']})"
+                for cursor in self.hold_cursor.values()] if advance else ())
 
         # (forward: the values come from DRAM once, no L2 re-read to line up)
         with w.indented(f"for {loc['tile']} in range(0, {loc['n_red']}, {loc['per']} * {self.tile}):"):

@@ -128,6 +128,22 @@ class VectorStrips:
                     f"{self.namer(buf)}_vecs", COMPUTE_TYPE[buf.type.dtype],
                     "STRIP_VECTOR_VALUES" if isinstance(o, LoadOp) else self.vec_name)
 
+    @contextmanager
+    def tile_slots(self, top, after=()):
+        """This thread's slots of the current tile of ``top``'s loop: r for each, the
+        body (yielded) where r is in range, then each cursor stepped and the lines
+        ``after`` (the shared variant's plane cursors)."""
+        w, loc = self.w, self.local
+        self.start_cursors(top)
+        with w.indented(f"for {loc['slot']} in range({self.tile}):"):
+            w.line(f"{loc['r']} = {loc['tile']} + {loc['nthreads']} + {loc['slot']} * {loc['per']}")
+            with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
+                yield
+            for key, cursor in self.cursors.items():
+                w.line(f"{cursor} += {self.slot_strides[key[1]]}")
+            for line in after:
+                w.line(line)
+
     def vector_loop(self, top):
         """The loop of top-level ``top`` over this thread's reduced values, a tile at a
         time: the tile's vectors loaded first, then each value's lanes (yielded once
@@ -139,15 +155,8 @@ class VectorStrips:
         self.vector_arrays(loads + stores)
         order = self.stream_order(loc["n_red"], f"{loc['per']} * {self.tile}")
 
-        @contextmanager
         def slots():
-            self.start_cursors(top)
-            with w.indented(f"for {loc['slot']} in range({self.tile}):"):
-                w.line(f"{loc['r']} = {loc['tile']} + {loc['nthreads']} + {loc['slot']} * {loc['per']}")
-                with w.indented(f"if {loc['r']} < {loc['n_red']}:"):
-                    yield
-                for key, cursor in self.cursors.items():
-                    w.line(f"{cursor} += {self.slot_strides[key[1]]}")
+            return self.tile_slots(top)
 
         @contextmanager
         def loop():
