@@ -110,14 +110,9 @@ def main(argv=None) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "probe_shortrows2.json").write_text(
             json.dumps(results, indent=1, default=str))
-        ms = r.get("mlfuse")
-        best = min((r[k] for k in ("torch", "torch_compile") if r.get(k)), default=None)
-        bw = (r["bytes_fused"] / (ms * 1e-3) / 1e9 / copy_gbps * 100
-              if ms and r.get("bytes_fused") else None)
         print(f"{case.name} {dims}: {r['schedule']}", flush=True)
-        rows.append([case.name, ",".join(f"{k}={v}" for k, v in dims.items()), ms, r.get("torch"),
-                     r.get("torch_compile"), f"{ms / best:.2f}" if ms and best else "-",
-                     f"{bw:.0f}%" if bw else "-", "yes" if r["checked"] else "NO"])
+        rows.append([case.name, ",".join(f"{k}={v}" for k, v in dims.items()),
+                     *run.peer_columns(r, copy_gbps)])
     from mlfuse.tools.benchmark import markdown_table
     print(f"\ncopy bandwidth {copy_gbps:.0f} GB/s; times in ms (median); "
           f"total {time.perf_counter() - t0:.0f} s\n")

@@ -335,6 +335,18 @@ def update_markdown_file(path: Path, table: str) -> None:
     path.write_text(f"{before}{TABLE_START}\n{table}{TABLE_END}{after}")
 
 
+def peer_columns(r: dict, copy_gbps: float) -> list:
+    """A run_case result as the sweep scripts' table columns: mlfuse, torch, torch.compile
+    (ms), mlfuse over the faster peer, its share of the copy bandwidth (the bytes a fused
+    kernel moves) and whether every peer was checked."""
+    ms = r.get("mlfuse")
+    best = min((r[k] for k in ("torch", "torch_compile") if r.get(k)), default=None)
+    bw = (r["bytes_fused"] / (ms * 1e-3) / 1e9 / copy_gbps * 100
+          if ms and r.get("bytes_fused") else None)
+    return [ms, r.get("torch"), r.get("torch_compile"), f"{ms / best:.2f}" if ms and best else "-",
+            f"{bw:.0f}%" if bw else "-", "yes" if r["checked"] else "NO"]
+
+
 def gpu_setup(needs: str) -> bool:
     """What every timed script does first: torch.compile's cache under /tmp (not in the
     repository or the home folder), a CUDA GPU or a message on stderr (``needs`` says

@@ -73,13 +73,8 @@ def main(argv=None) -> int:
             results.append(r)
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "sweep.json").write_text(json.dumps(results, indent=1, default=str))
-            ms = r.get("mlfuse")
-            best = min((r[k] for k in ("torch", "torch_compile") if r.get(k)), default=None)
-            bw = (r["bytes_fused"] / (ms * 1e-3) / 1e9 / copy_gbps * 100
-                  if ms and r.get("bytes_fused") else None)
-            rows.append([name, ",".join(f"{k}={v}" for k, v in dims.items()), ms, r.get("torch"),
-                         r.get("torch_compile"), f"{ms / best:.2f}" if ms and best else "-",
-                         f"{bw:.0f}%" if bw else "-", "yes" if r["checked"] else "NO"])
+            rows.append([name, ",".join(f"{k}={v}" for k, v in dims.items()),
+                         *run.peer_columns(r, copy_gbps)])
             print("  ".join(str(c) for c in rows[-1]), flush=True)  # a run cut short keeps its rows
     from mlfuse.tools.benchmark import markdown_table
     print(f"copy bandwidth {copy_gbps:.0f} GB/s; times in ms (median)\n")
