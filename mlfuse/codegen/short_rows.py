@@ -65,7 +65,8 @@ class ShortRowsEmitter(WarpRowsEmitter):
         # layernorm's 16 of x, gamma and beta spilled 144 B at 64, so it keeps 128; so did
         # two buffers of 16 (bf16 and i64 rows: 288 B) and rows read through a reshape,
         # which have no row vector accesses (group norm: 496 B))
-        accesses = _short_vector_accesses(op)[0]
+        plain, flat, _ = _short_vector_accesses(op)
+        accesses = plain + flat
         loaded = {id(o.operands[0]) for o in accesses if isinstance(o, LoadOp)}
         slots = hw.short_row_values if self.vector else scalar_values(hw.short_row_values)
         if hw.short_row_min_blocks > 1 and accesses and \
@@ -83,10 +84,9 @@ def emit_short_rows(op, name: str, target: str, helpers: set[str], names, hw) ->
     """The plan's kernels of row kernel ``op`` (``name``: the row kernel's) and what its
     launch needs: {"short": {variant: kernel name}, "short_lanes": values per vector,
     "short_buffers": the buffers a vector kernel needs aligned}."""
-    accesses, multiples = _short_vector_accesses(op) if hw.vector_width > 1 else ([], [])
-    loops = _row_loops(op)
-    plain, flat = split_vector_buffers(row_vector_accesses(loops),
-                                       [o for o in accesses if o not in row_vector_accesses(loops)])
+    plain, flat, multiples = _short_vector_accesses(op) if hw.vector_width > 1 else ([], [], [])
+    accesses = plain + flat
+    plain_buffers, flat_buffers = split_vector_buffers(plain, flat)
     variants = {"short": names.fresh(f"{name}_short")}
     if accesses:
         variants["short-vector"] = names.fresh(f"{name}_short_vector")
@@ -95,17 +95,18 @@ def emit_short_rows(op, name: str, target: str, helpers: set[str], names, hw) ->
     lanes = vector_lanes(_vector_dtypes(accesses), hw.vector_width)
     launch = {"short": variants, "short_min_lanes": hw.short_row_lanes,
               "short_lanes": "VECTOR_WIDTH" if lanes == hw.vector_width else "VECTOR_WIDTH_16",
-              "short_buffers": plain, "short_flat_buffers": flat, "short_multiples": multiples}
+              "short_buffers": plain_buffers, "short_flat_buffers": flat_buffers,
+              "short_multiples": multiples}
     return launch, "\n\n".join(texts)
 
 
-def _short_vector_accesses(op) -> tuple[list, list]:
-    """The accesses the vector kernel moves whole: plain ``x[..., k]`` ones and those
-    along a flat row (a reshape's read, a flattened nest: flat_rows.row_flat_vectors),
-    with what the host must check of the flat rows' bases."""
+def _short_vector_accesses(op) -> tuple[list, list, list]:
+    """The accesses the vector kernel moves whole: plain ``x[..., k]`` ones, those along
+    a flat row (a reshape's read, a flattened nest: flat_rows.row_flat_vectors), and what
+    the host must check of the flat rows' bases."""
     loops = _row_loops(op)
     flat, multiples = row_flat_vectors(op, loops)
-    return row_vector_accesses(loops) + flat, multiples
+    return row_vector_accesses(loops), flat, multiples
 
 
 def short_rows_launch(host, kernel, points: str, row: str, args: list[str],
