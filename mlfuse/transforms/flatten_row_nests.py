@@ -73,13 +73,11 @@ def _contiguous(levels: list) -> bool:
     return True
 
 
-def _flatten_nest(top: Operation) -> bool:
-    """Rewrite the nest under ``top`` (a top-level reduce or for of a kernel) as one loop
-    over the product of its extents; False where it has one level or does not walk
-    consecutive elements."""
-    levels = loop_levels(top)
-    if len(levels) < 2 or not _contiguous(levels):
-        return False
+def _flatten_nest(levels: list) -> None:
+    """Rewrite the nest ``levels`` (of a kernel's top-level reduce or for; two or more,
+    walking consecutive elements: ``_contiguous``) as one loop over the product of its
+    extents."""
+    top = levels[0]
     extents = [lvl["extent"] for lvl in levels]
     name = "_".join(lvl.body.args[0].name_hint or f"k{d}" for d, lvl in enumerate(levels))
     body = Block([INDEX], [name])
@@ -115,7 +113,6 @@ def _flatten_nest(top: Operation) -> bool:
     if isinstance(top, ReduceOp):
         top.result.replace_all_uses_with(loop.result)
     top.erase()
-    return True
 
 
 def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
@@ -131,9 +128,9 @@ def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
         copy.erase()  # all or none: a kernel of flat and nested loops has no row schedule
         return None
     flat = [[lvl["extent"] for lvl in levels] for levels in nests if len(levels) > 1]
-    for op in list(copy.body.ops):
-        if isinstance(op, (ReduceOp, ForOp)):
-            _flatten_nest(op)
+    for levels in nests:
+        if len(levels) > 1:
+            _flatten_nest(levels)
     copy.attributes["flat_nests"] = list({repr(e): e for e in flat}.values())
     # what fusion's builder marks a kernel reducing along one trailing axis: a row kernel
     copy.attributes["schedule"] = "row"
