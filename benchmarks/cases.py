@@ -194,6 +194,15 @@ func l2norm_both(x: f32[R, C]) -> (f32[R, 1], f32[R, C]) {
 }
 """
 
+# a masked mean pool with soft weights (sigmoid keeps the weights' sums away from 0):
+# two reductions over S, one of them over a [B, S, 1] operand, in one kernel
+MASKED_MEAN_POOL = """
+func masked_mean_pool(x: f32[B, S, D], m: f32[B, S, 1]) -> f32[B, D] {
+    w = sigmoid(m)
+    return sum(x * w, axis=1) / sum(w, axis=1)
+}
+"""
+
 RESIDUAL_LAYERNORM = """
 func residual_layernorm(x: f32[R, C], r: f32[R, C], gamma: f32[C], beta: f32[C]) -> (f32[R, C], f32[R, C]) {
     h = x + r
@@ -318,6 +327,12 @@ def t_l2norm_both(x):
     return n, x / (n + 1e-6)
 
 
+def t_masked_mean_pool(x, m):
+    torch, _ = _torch()
+    w = torch.sigmoid(m)
+    return (x * w).sum(dim=1) / w.sum(dim=1)
+
+
 def t_residual_layernorm(x, r, g, b):
     _, F = _torch()
     h = x + r
@@ -413,6 +428,8 @@ CASES = [
          dry_dims={"N": 1, "C": 16, "H": 3, "W": 5}),
     Case("l2norm_both", L2NORM_BOTH, {"R": 16384, "C": 4096}, t_l2norm_both),
     Case("residual_layernorm", RESIDUAL_LAYERNORM, {"R": 16384, "C": 4096}, t_residual_layernorm),
+    Case("masked_mean_pool", MASKED_MEAN_POOL, {"B": 64, "S": 2048, "D": 1024},
+         t_masked_mean_pool, dry_dims={"B": 2, "S": 9, "D": 40}),
     Case("small_latency", CHAIN.replace("ew_chain", "small_latency"), {"N": 1024}, t_chain, c_chain,
          latency=True),
 ]

@@ -17,7 +17,10 @@ NumPy interpreter, time the replay with CUDA events, median):
   blocks of STRIP_SHARED_THREADS (128), launch_bounds asking 4 resident an SM; where
   vectors do not fit (D = 2047), "strips-shared-scalar": the same, a point a thread;
 - "no shared": strip_shared_bytes 0 (main's kernels: registers, vector or streaming);
-- "shared min6": launch_bounds asking 6 blocks an SM (at most 85 registers);
+- "driver carveout": the SM's L1/shared split left to the driver (``shared_carveout``
+  -1; the default asks for all of it as shared memory);
+- "shared min5", "shared min6": launch_bounds asking 5 (at most 102 registers) or 6
+  blocks an SM (at most 85);
 - "shared 32 in flight": the first loop's tile 32 values (8 f32 / 4 f16 vectors a thread);
 - "shared lane combine": the reductions combine a lane at a time (main's vector kernel's
   way: two barriers and `per` reads a lane) instead of all lanes at once.
@@ -67,12 +70,14 @@ SHAPES = {
     "instance_norm 128x128x64x64": ("instance_norm", {"N": 128, "C": 128, "H": 64, "W": 64},
                                     None, {"N": 2, "C": 3, "H": 5, "W": 7}),
 }
-DEFAULT = {"default": {}, "no shared": {"strip_shared_bytes": 0}}
+DEFAULT = {"default": {}, "no shared": {"strip_shared_bytes": 0},
+           "driver carveout": {"shared_carveout": -1}}
 SWEEP = {**DEFAULT,
+         "shared min5": {"strip_shared_min_blocks": 5},
          "shared min6": {"strip_shared_min_blocks": 6},
          "shared 32 in flight": {"strip_vector_values": 32},
          "shared lane combine": {"strip_lanes_combine": False}}
-SWEPT = ("softmax_mid 64x256x2048", "softmax_mid f16 16x512x1024")
+SWEPT = ("softmax_mid 64x256x2048", "softmax_mid f16 16x512x1024", "channel softmax 32x64x56x56")
 
 
 def main() -> None:

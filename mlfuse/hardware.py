@@ -112,6 +112,12 @@ class Target:
                                 # partials itself: fewer threads a point, a shorter combine)
     strip_shared_min_blocks: int = 4  # its launch_bounds' resident blocks per SM (caps
                                 # registers at 65536 / (this * strip_shared_threads))
+    shared_carveout: int = 100  # the percent of an SM's L1/shared memory asked to be shared
+                                # memory (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
+                                # by kernels holding values in dynamic shared memory (strips
+                                # and rows held there): left to the driver, 40 KB blocks of
+                                # middle softmax got a 164 KB carveout, 4 an SM where 5 fit;
+                                # -1: the driver's choice
     strip_lanes_combine: bool = True  # its reductions combine a thread's lanes at once
                                 # (two barriers a reduce) rather than a lane at a time (two a
                                 # lane; f16 middle softmax at 64 threads a point: 1024 reads)

@@ -109,16 +109,19 @@ def _strip_shared(points, extent, widest, narrowest, threads, lanes, planes, val
             per //= 2
         return per, -(-extent // per) * threads * lanes * planes * value_bytes
 
+    # at most half the block across the strip: the reductions' scratch (a lane's threads'
+    # partials, a row of padding and the totals) then holds 2 x threads values a lane
+    widest = min(widest, threads // 2)
     width = widest
     while width > narrowest and plan(width)[1] > budget:
         width //= 2
-    if plan(width)[1] > budget or extent < 1:
+    if width < narrowest or plan(width)[1] > budget or extent < 1:
         return None
     # a short reduced axis: wider strips and fewer threads down it, until a thread holds
     # ``held_values`` of it (softmax over S = 32 of [512, 32, 1024]: 16 threads of 2
     # values made 32768 blocks of little work each), while the values fit and the grid
     # keeps its blocks an SM
-    while width * 2 <= threads and plan(width)[0] > 1 and \
+    while width * 2 <= threads // 2 and plan(width)[0] > 1 and \
             -(-extent // plan(width)[0]) < held_values and \
             plan(width * 2)[1] <= budget and -(-points // (width * 2)) >= sms * per_sm:
         width *= 2

@@ -72,7 +72,8 @@ def test_shared_strips_agree_with_numpy(source, dims):
 ])
 def test_short_reduced_axes_take_wide_strips(source, dims, kind):
     """A reduced axis shorter than a thread's share: the strip widens to the block's
-    threads (strip_plan._strip_shared), its lanes combined in a scratch of that width."""
+    threads (strip_plan._strip_shared: half the block), its lanes combined in a scratch
+    of twice the block a lane."""
     assert _run(source, dims, widen=True) == kind
 
 
@@ -134,11 +135,14 @@ def test_geometry():
     assert strip_shared(16 * 1024 // 8, 512, 8, 2, 128, 8, 1, 2, 40 * 1024, 132, 4) == \
         (2, 64, 512 * 16 * 2)
     # short extents: wider strips, fewer threads a point, until a thread holds 8 of the
-    # reduced values (or one thread a point holds them all): 32 values of [512, 32, 1024]
-    # by 4 threads of 8 (was 16 threads of 2: 32768 blocks of little work), 3 by one
+    # reduced values, or the strip is half the block wide: 32 values of [512, 32, 1024]
+    # by 4 threads of 8 (was 16 threads of 2: 32768 blocks of little work), 3 by two
+    # threads (one of 2, one of 1): the reductions' scratch stays 2 x threads a lane
     assert strip_shared(512 * 1024 // 4, 32, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == \
         (32, 4, 8 * 128 * 4 * 4)
-    assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == (128, 1, 3 * 128 * 4 * 4)
+    assert strip_shared(1 << 20, 3, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == (64, 2, 2 * 128 * 4 * 4)
+    # a block too narrow for the narrowest strip at half its threads: none
+    assert strip_shared(1 << 20, 64, 8, 2, 2, 4, 1, 4, 40 * 1024, 132, 4) is None
     # too long for the narrowest strip: none
     assert strip_shared(1 << 20, 16384, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) is None
 

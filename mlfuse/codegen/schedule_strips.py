@@ -177,6 +177,7 @@ class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
             self.setup_scalar()
         if self.held_shared:
             self.launch_bound = "(STRIP_SHARED_THREADS, STRIP_SHARED_MIN_BLOCKS)"
+            self.holds_shared = True
             self.setup_shared(self.tops, vector_strip_accesses(op, self.tops))
 
     def emit(self) -> str:

@@ -98,12 +98,13 @@ class SharedStrips:
                f"{loc['per']} * {lanes}STRIP_SHARED_THREADS)")
         w.line(f"{names['vector_step']} = numba.uint32({lanes}STRIP_SHARED_THREADS)")
         # the reductions' lanes, combined at once: per lane (per + 1) x width partials
-        # and width totals, at most (threads + 2 x the widest strip) values; a short
-        # reduced axis widens the strip up to the block's threads (strip_plan.py)
+        # and width totals, (threads + 2 x width) values, where a strip is at most half
+        # the block's threads wide (strip_plan.py): static shared memory counts against
+        # the blocks an SM holds (middle softmax: 32 KB held + 4 KB of scratch, 6)
         threads = shared_threads(self.target, self.hw)
         w.line(f"{names['lanes']} = cuda.local.array({self.vec_name}, numba.float32)")
         w.line(f"{names['lanes_scratch']} = cuda.shared.array("
-               f"{self.vec * 3 * threads}, numba.float32)")
+               f"{self.vec * 2 * threads}, numba.float32)")
 
     def combine_lanes(self, op, parts: list[str]) -> None:
         """All lanes' partials of reduce ``op`` combined at once (helpers'

@@ -89,6 +89,10 @@ class ParamBlock:
 def function_handle(kernel):
     """The CUfunction of a compiled Numba kernel (``_Kernel``) in the current context."""
     from cuda.bindings import driver as cu
+    # bind sets the kernel's attributes (its shared-memory carveout) on the function, as
+    # Numba does for a kernel it compiles; one rebuilt from the kernel cache or handed back
+    # by a compile worker has not been bound
+    kernel.bind()
     handle = kernel._codelibrary.get_cufunc().handle
     if isinstance(handle, cu.CUkernel):  # a library kernel: its function in this context
         err, handle = cu.cuKernelGetFunction(handle)

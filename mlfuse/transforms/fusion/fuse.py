@@ -72,6 +72,8 @@ class Planner(Grouping):
         # convs) -> the one priced the cheaper home of that op's epilogue
         self.not_hosts: dict[Nest, Nest] = {}
         self._chosen_host: dict[Nest, tuple] = {}
+        # a producer kept -> its readers' members then (a second look once they grew)
+        self._kept_readers: dict[Nest, list] = {}
 
     def schedule_for(self, space) -> str:
         """The builder's first guess for a kernel over a reduced space (apply_schedule
@@ -359,7 +361,31 @@ class Planner(Grouping):
         if p in self._chosen_host:  # kept for that contraction's epilogue
             q, others = self._chosen_host.pop(p)
             self.not_hosts.update({other: q for other in others})
+        else:
+            self._kept_readers[p] = [g.member_set for g in readers]
         self.decisions.append(Decision(p.name, names, "kept", "; ".join(dict.fromkeys(tried))))
+
+    def second_look(self) -> None:
+        """Producers were planned last first, so a producer was priced against its readers
+        as they were then: where a reader has grown since (joined by its other producers),
+        the producer's moves are tried again against the grown groups. A masked mean pool
+        ``sum(x*m, axis=1) / sum(m, axis=1)``: sum(m) was priced against the division
+        alone (a kernel of B x D points each walking m: dearer than its own small
+        kernel), before the division joined sum(x*m), whose kernel walks m's values as
+        well. The new decision replaces the kept one."""
+        for p, before in list(self._kept_readers.items()):
+            readers = [g for g in self.reader_groups(p) if p not in g.member_set]
+            if [g.member_set for g in readers] == before or p in self.not_hosts:
+                continue
+            del self._kept_readers[p]
+            at = next(i for i, d in enumerate(self.decisions)
+                      if d.producer == p.name and d.action == "kept")
+            old = self.decisions.pop(at)
+            self.plan_producer(p)
+            new = self.decisions.pop()
+            if new.action == "kept":  # the first reason, which explain showed, stays
+                new = old
+            self.decisions.insert(at, new)
 
     def _accept(self, move: Move, decision: Decision) -> None:
         self.accept(move)
@@ -395,6 +421,7 @@ class Planner(Grouping):
     def run(self) -> list[Group]:
         for p in reversed(self.graph.nests):
             self.plan_producer(p)
+        self.second_look()
         self.horizontal()
         return self.ordered()
 
