@@ -14,13 +14,12 @@ NumPy interpreter, time the replay with CUDA events, median):
 - default: this branch: "strips-shared" (codegen/strips_shared.py) where VECTOR_WIDTH
   (f16: 2x) divides the points, the buffers are aligned and a strip's values fit
   STRIP_SHARED_BYTES (40 KB): x read from DRAM once, the later loops read shared memory;
-  blocks of STRIP_SHARED_THREADS (128), launch_bounds asking 4 resident an SM; where
+  blocks of STRIP_SHARED_THREADS (128), launch_bounds asking 6 resident an SM (4 for 8-lane f16 vectors); where
   vectors do not fit (D = 2047), "strips-shared-scalar": the same, a point a thread;
 - "no shared": strip_shared_bytes 0 (main's kernels: registers, vector or streaming);
-- "driver carveout": the SM's L1/shared split left to the driver (``shared_carveout``
-  -1; the default asks for all of it as shared memory);
-- "shared min5", "shared min6": launch_bounds asking 5 (at most 102 registers) or 6
-  blocks an SM (at most 85);
+- "shared min4", "shared min5", "shared min6": launch_bounds asking 4 (at most 128
+  registers: the default before 2026-11-24's fifth session), 5 (102) or 6 blocks an SM
+  (85) of every shared kernel (the default: 6, and 4 where vectors have 8 lanes);
 - "shared 32 in flight": the first loop's tile 32 values (8 f32 / 4 f16 vectors a thread);
 - "shared lane combine": the reductions combine a lane at a time (main's vector kernel's
   way: two barriers and `per` reads a lane) instead of all lanes at once.
@@ -71,10 +70,10 @@ SHAPES = {
                                     None, {"N": 2, "C": 3, "H": 5, "W": 7}),
 }
 DEFAULT = {"default": {}, "no shared": {"strip_shared_bytes": 0},
-           "driver carveout": {"shared_carveout": -1}}
+           "shared min4": {"strip_shared_min_blocks": 4, "strip_shared_wide_min_blocks": 4}}
 SWEEP = {**DEFAULT,
-         "shared min5": {"strip_shared_min_blocks": 5},
-         "shared min6": {"strip_shared_min_blocks": 6},
+         "shared min5": {"strip_shared_min_blocks": 5, "strip_shared_wide_min_blocks": 5},
+         "shared min6": {"strip_shared_min_blocks": 6, "strip_shared_wide_min_blocks": 6},
          "shared 32 in flight": {"strip_vector_values": 32},
          "shared lane combine": {"strip_lanes_combine": False}}
 SWEPT = ("softmax_mid 64x256x2048", "softmax_mid f16 16x512x1024", "channel softmax 32x64x56x56")

@@ -110,14 +110,12 @@ class Target:
                                 # 48 KB with the reductions' scratch: no opt-in per kernel
     strip_shared_threads: int = 128  # its block's threads (each combines its point's
                                 # partials itself: fewer threads a point, a shorter combine)
-    strip_shared_min_blocks: int = 4  # its launch_bounds' resident blocks per SM (caps
-                                # registers at 65536 / (this * strip_shared_threads))
-    shared_carveout: int = 100  # the percent of an SM's L1/shared memory asked to be shared
-                                # memory (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
-                                # by kernels holding values in dynamic shared memory (strips
-                                # and rows held there): left to the driver, 40 KB blocks of
-                                # middle softmax got a 164 KB carveout, 4 an SM where 5 fit;
-                                # -1: the driver's choice
+    strip_shared_min_blocks: int = 6  # its launch_bounds' resident blocks per SM (caps
+                                # registers at 65536 / (this * strip_shared_threads)): f32
+                                # middle softmax [64, 256, 2048] 0.149 ms at 4 (102
+                                # registers), 0.126 at 6 (80, no spills; torch.compile 0.119)
+    strip_shared_wide_min_blocks: int = 4  # ... where a thread's vectors have 8 lanes (f16,
+                                # bf16): twice the values a thread, 60 B spilled at 6
     strip_lanes_combine: bool = True  # its reductions combine a thread's lanes at once
                                 # (two barriers a reduce) rather than a lane at a time (two a
                                 # lane; f16 middle softmax at 64 threads a point: 1024 reads)

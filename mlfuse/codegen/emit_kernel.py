@@ -124,8 +124,6 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
     """One kernel of ``op`` in one variant (see _SCHEDULE_DOC)."""
 
     launch_bound: str | None = None  # threads per block, where a schedule module fixes them
-    holds_shared = False  # its blocks hold values in dynamic shared memory: it asks the
-                          # SM's carveout for shared memory (Target.shared_carveout)
 
     def __init__(self, op: LoopOp, name: str, variant: str, target: str, helpers: set[str],
                  hw: Target, taken=()):
@@ -225,9 +223,7 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
             # address per value: at 16 values a thread, ptxas would cap it at 128 registers
             # for 2 blocks per SM and spill; one block per SM asked lets it keep them
             bound = f"({bound}, 1)"
-        carveout = (f", shared_memory_carveout={self.hw.shared_carveout}"
-                    if self.holds_shared and self.hw.shared_carveout >= 0 else "")
-        w.line(f"@cuda.jit(launch_bounds={bound}{carveout})"
+        w.line(f"@cuda.jit(launch_bounds={bound})"
                if self.target == "cuda" else "@cuda.jit")  # the simulator takes no bounds
         with w.indented(f"def {self.name}({', '.join(params)}):"):
             space = ", ".join(map(str, self.op.extent_list))

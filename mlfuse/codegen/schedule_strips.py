@@ -175,9 +175,9 @@ class StripsEmitter(SharedStrips, VectorStrips, KernelEmitter):
             self.setup_vectors(vector_strip_accesses(op, self.tops))
         if variant == "strips-shared-scalar":
             self.setup_scalar()
-        if self.held_shared:
-            self.launch_bound = "(STRIP_SHARED_THREADS, STRIP_SHARED_MIN_BLOCKS)"
-            self.holds_shared = True
+        if self.held_shared:  # 8-lane vectors (f16) hold twice the values a thread
+            blocks = "STRIP_SHARED_WIDE_MIN_BLOCKS" if self.vec > 4 else "STRIP_SHARED_MIN_BLOCKS"
+            self.launch_bound = f"(STRIP_SHARED_THREADS, {blocks})"
             self.setup_shared(self.tops, vector_strip_accesses(op, self.tops))
 
     def emit(self) -> str:

@@ -372,6 +372,14 @@ def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident
     return int(again * (1 - target.l2_bytes / in_flight)) if alternating else again
 
 
+def split_column_chunks(points: int, reduced: int, target: Target) -> int:
+    """Chunks per point a split-columns reduction's host takes (codegen helpers'
+    _split_columns): about sm_count x 1024 threads, each walking at least 4 tiles of
+    values, at most 128."""
+    return min(128, max(1, reduced // (4 * target.row_values_per_thread)),
+               -(-target.sm_count * 1024 // max(points, 1)))
+
+
 def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
     """Cost of one kernel (fused.kernel or loops.parallel): each buffer it reads or
     writes counts once at its full size (re-reads of a row or of a broadcast operand
@@ -413,11 +421,9 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         threads = points * min(inner, WARP * target.short_row_values)
     elif schedule == "split-rows":  # chunks of every point's reduction over the whole GPU
         threads = target.sm_count * 2048
-    elif schedule == "split-columns":  # a thread per point and chunk (the host's
-        # _split_columns), each with a tile of values in flight, as a strips thread
-        reduced = reduced_extent(kernel, dims, target)
-        chunks = min(128, max(1, reduced // (4 * target.row_values_per_thread)),
-                     -(-target.sm_count * 1024 // max(points, 1)))
+    elif schedule == "split-columns":  # a thread per point and chunk, each with a
+        # tile of values in flight, as a strips thread
+        chunks = split_column_chunks(points, reduced_extent(kernel, dims, target), target)
         threads = points * chunks * target.row_values_per_thread
     if schedule in (None, "pointwise"):  # a thread per point walks its loops one by one
         rereads = _rereads(kernel, read, dims, target, min(points, target.sm_count * 2048))

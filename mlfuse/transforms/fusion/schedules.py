@@ -55,7 +55,8 @@ from mlfuse.row_groups import (WARP, kernel_row_group, kernel_runtime_group, row
 from mlfuse.row_hold import scalar_held_values
 
 from mlfuse.transforms.fusion.cost import (kernel_cost, reduced_extent, resolve, row_held_shared,
-                                           shared_geometry, strip_held, strip_shape)
+                                           shared_geometry, split_column_chunks, strip_held,
+                                           strip_shape)
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
 from mlfuse.transforms.fusion.moments import shift_centred_squares
 from mlfuse.transforms.fusion.tiles import choose_tiles
@@ -189,9 +190,11 @@ def _seconds(kernel: KernelOp, schedule: str, strip: str, dims, target) -> float
         kernel.attributes.clear()
         kernel.attributes.update(saved)
     seconds = cost.seconds(target)
-    if schedule in SPLIT_SCHEDULES:
+    if schedule in SPLIT_SCHEDULES:  # partials written and read back: a value per chunk
         points = math.prod(resolve(e, dims, target) for e in kernel.extent_list)
-        seconds += target.launch_s + 2 * 32 * points * 4 / target.dram_bytes_per_s
+        chunks = (split_column_chunks(points, reduced_extent(kernel, dims, target), target)
+                  if schedule == "split-columns" else 32)
+        seconds += target.launch_s + 2 * chunks * points * 4 / target.dram_bytes_per_s
     return seconds
 
 
@@ -220,6 +223,11 @@ def strip_values(kernel, dims, target, strip: str, has_for: bool) -> str:
     return tail + "; later loops read the inputs again (from L2 where the strips fit)"
 
 
+# a plan sized per call is kept over pointwise where the model prices it this close at
+# the compile-time sizes (_strips_or_split)
+PER_CALL_MARGIN = 1.05
+
+
 def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
                      unbound=False) -> ScheduleChoice:
     """Over columns: the strips schedule (one kernel, the loops after the reductions
@@ -240,10 +248,17 @@ def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
     if split:
         options["split-columns"] = _seconds(kernel, "split-columns", "", dims, target)
     options["pointwise"] = _seconds(kernel, "pointwise", "", dims, target)
-    best = min(options, key=options.get)
     numbers = ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in options.items())
     if sized_per_call:
         numbers += "; not strips: the reduced extent is known only at run time"
+    if sized_per_call and options["split-columns"] <= options["pointwise"] * PER_CALL_MARGIN:
+        # split-columns' host sizes its chunks per call: one where the points fill the GPU
+        # (a thread per point, as pointwise), more where they are few (a masked mean pool
+        # compiled at the default sizes then called on [64, 2048, 1024]: pointwise's 65536
+        # threads took 1.33 ms, torch.compile 0.24)
+        del options["pointwise"]
+        numbers += "; split-columns, sized per call, within 5% of pointwise"
+    best = min(options, key=options.get)
     what = {"strips": "a block per strip of neighbouring points (coalesced), its threads "
                       f"also split the {reduced} reduced values" +
                       strip_values(kernel, dims, target, "columns", has_for),
