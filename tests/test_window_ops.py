@@ -310,13 +310,14 @@ def test_scan_and_arg_reductions_are_right_under_their_schedules(name):
 def test_arg_reductions_and_cumsum_choose_reduction_schedules():
     """The schedules the test above ran (unbound dims, as compile_source compiles them):
     a block per row, a group of threads per short row, a block per strip of columns (the
-    argmax's two reductions walking the column), and a thread per point (the cost model
-    prices a column's scan per point below strips and split-columns)."""
+    argmax's two reductions walking the column), a thread per point for a row's scan, and
+    split-columns for a column's scan (its chunks sized per call: the cost model prices it
+    within 5% of a thread per point at the default sizes, schedules.PER_CALL_MARGIN)."""
     got = {name: [k["schedule"] for k in compile_text(src, "t.fuse").funcs[0].body.ops
                   if isinstance(k, KernelOp)] for name, src in SCHEDULED.items()}
     assert got == {"argmax rows": ["row"], "argmin short rows": ["warp-rows"],
                    "argmax columns": ["strips"], "cumsum rows": ["pointwise"],
-                   "cumsum columns": ["pointwise"]}
+                   "cumsum columns": ["split-columns"]}
 
 
 def test_cumsum_follows_onnx_cumsum():
