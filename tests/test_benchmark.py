@@ -139,7 +139,7 @@ def test_every_case_compiles_and_names_its_function_after_the_case():
                                        "conv1x1_bias_relu", "conv3x3_256_bias_relu",
                                        "mlp_linear_gelu", "softmax_middle", "instance_norm",
                                        "column_centring", "group_norm", "l2norm_both",
-                                       "residual_layernorm",
+                                       "residual_layernorm", "masked_mean_pool",
                                        "matmul_f16_bias_relu", "matmul_bf16_bias_relu"}
     for case in CASES:
         (func,) = parse_program(case.source, case.name).funcs
