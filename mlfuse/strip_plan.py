@@ -1,6 +1,7 @@
 """The geometry of a strips kernel over columns (codegen/schedule_strips.py), picked per
 call from the sizes of the call: how many neighbouring points a block takes (its strip's
-width) and how many threads share each point's reduced values.
+width) and how many threads share each point's reduced values; and the chunks a
+split-columns reduction cuts each point's values into (codegen/schedule_split.py).
 
 One function, three readers: the host of a generated module (the function's source is
 copied into it, so the module stays standalone), codegen (the registers variant's slots
@@ -160,8 +161,19 @@ def held_planes(tops) -> tuple[dict, dict, int]:
     return writes, reads, planes
 
 
+def _split_columns(points, extent, sms, values):
+    """Chunks per point of a split-columns reduction of ``extent`` values per point:
+    about ``sms`` x 1024 threads in all, each walking at least 4 x ``values`` values, at
+    most 128 chunks (one thread of the second kernel combines them, a tile of ``values``
+    at a time)."""
+    want = -(-sms * 1024 // max(points, 1))
+    most = extent // (4 * values)
+    return max(1, min(want, most, 128))
+
+
 strip_columns = _strip_columns  # the name the cost model and codegen import
 strip_shared = _strip_shared
+split_columns = _split_columns
 
 
 def source() -> str:
@@ -174,5 +186,10 @@ def shared_source() -> str:
     return inspect.getsource(_strip_shared)
 
 
-__all__ = ["strip_columns", "strip_shared", "held_planes", "most_slots", "narrowest_points", "line_points",
-           "source", "shared_source"]
+def split_source() -> str:
+    """``_split_columns``' source, for a generated module."""
+    return inspect.getsource(_split_columns)
+
+
+__all__ = ["strip_columns", "strip_shared", "split_columns", "held_planes", "most_slots",
+           "narrowest_points", "line_points", "source", "shared_source", "split_source"]

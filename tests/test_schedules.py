@@ -120,7 +120,8 @@ def test_split_runs_several_chunks_and_is_deterministic():
     module, first = _run(SUMSQ, {"N": 3001})
     assert module.python_module._split_rows(1, 3001) > 1
     columns = mlfuse.compile_source(COLSUM, "t.fuse", target="simulator", fuse_options=FEW_COLUMNS)
-    assert columns.python_module._split_columns(7, 301) > 1
+    py = columns.python_module
+    assert py._split_columns(7, 301, py.SM_COUNT, py.VALUES_PER_THREAD) > 1
     func = parse_program(SUMSQ, "t.fuse").funcs[0]
     inputs = random_inputs(func, {"N": 3001}, seed=3)
     again = module["f"](*inputs)

@@ -14,7 +14,8 @@ from mlfuse.codegen.ptx_mma import mma_helper_source
 from mlfuse.codegen.ptx_wgmma import wgmma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
 from mlfuse.codegen.tile_model import source as tile_model_source
-from mlfuse.strip_plan import shared_source as strip_shared_source, source as strip_plan_source
+from mlfuse.strip_plan import (shared_source as strip_shared_source, source as strip_plan_source,
+                                split_source as split_columns_source)
 from mlfuse.row_groups import group_width_source
 from mlfuse.row_hold import row_hold_source
 from mlfuse.codegen.vector import vector_helper_sources
@@ -244,18 +245,6 @@ def _split_rows(points, extent):
     most = -(-extent // (THREADS_PER_BLOCK * VALUES_PER_THREAD))
     return max(1, min(want, most, 1024))
 '''
-
-_SPLIT_COLUMNS = '''\
-def _split_columns(points, extent):
-    """Chunks per point of a split-columns reduction of ``extent`` values per point:
-    about SM_COUNT * 1024 threads in all, each walking at least 4 * VALUES_PER_THREAD
-    values, at most 128 chunks (one thread of the second kernel combines them, a tile
-    of VALUES_PER_THREAD at a time)."""
-    want = -(-SM_COUNT * 1024 // max(points, 1))
-    most = extent // (4 * VALUES_PER_THREAD)
-    return max(1, min(want, most, 128))
-'''
-
 
 _TILED_KERNEL = '''\
 class _TiledKernel:
@@ -495,7 +484,7 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP,
-          "_short_row_width": group_width_source(), "_split_columns": _SPLIT_COLUMNS,
+          "_short_row_width": group_width_source(), "_split_columns": split_columns_source(),
           "_strip_threads": _STRIP_THREADS, "_strip_columns": strip_plan_source(),
           "_strip_shared": strip_shared_source(),
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,

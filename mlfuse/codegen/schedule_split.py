@@ -507,7 +507,8 @@ def split_launch(host, kernel, points: str, args: list[str]) -> None:
     host.helpers.update({helper, "_row_blocks", "_row_threads", "_pointwise_blocks"})
     for n in ("n_split", "partials"):
         loc[n] = host.namer.fresh(n)
-    lines = [f"{loc['n_split']} = {helper}({points}, {n_k})"]
+    sizes = "" if rows else ", SM_COUNT, VALUES_PER_THREAD"  # (mlfuse/strip_plan.py's)
+    lines = [f"{loc['n_split']} = {helper}({points}, {n_k}{sizes})"]
     partials = []
     for k, dtype in enumerate(partial_dtypes(op)):
         partials.append(host.namer.fresh(f"partials_{k}"))

@@ -23,7 +23,8 @@ from mlfuse.dialects.reductions import loop_levels, reread_value_bytes, sibling_
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
-from mlfuse.strip_plan import held_planes, line_points, narrowest_points, strip_columns, strip_shared
+from mlfuse.strip_plan import (held_planes, line_points, narrowest_points, split_columns,
+                               strip_columns, strip_shared)
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP, kernel_runtime_group
 from mlfuse.row_hold import (held_buffers, held_rows_first, held_value_bytes, scalar_held_values,
@@ -373,11 +374,9 @@ def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident
 
 
 def split_column_chunks(points: int, reduced: int, target: Target) -> int:
-    """Chunks per point a split-columns reduction's host takes (codegen helpers'
-    _split_columns): about sm_count x 1024 threads, each walking at least 4 tiles of
-    values, at most 128."""
-    return min(128, max(1, reduced // (4 * target.row_values_per_thread)),
-               -(-target.sm_count * 1024 // max(points, 1)))
+    """Chunks per point a split-columns reduction's host takes (strip_plan.split_columns,
+    whose source the host runs)."""
+    return split_columns(points, reduced, target.sm_count, target.row_values_per_thread)
 
 
 def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:

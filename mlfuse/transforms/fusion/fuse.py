@@ -72,8 +72,9 @@ class Planner(Grouping):
         # convs) -> the one priced the cheaper home of that op's epilogue
         self.not_hosts: dict[Nest, Nest] = {}
         self._chosen_host: dict[Nest, tuple] = {}
-        # a producer kept -> its readers' members then (a second look once they grew)
-        self._kept_readers: dict[Nest, list] = {}
+        # a producer kept -> (its decision's index, its readers' members then): a second
+        # look once they have grown
+        self._kept_readers: dict[Nest, tuple[int, list]] = {}
 
     def schedule_for(self, space) -> str:
         """The builder's first guess for a kernel over a reduced space (apply_schedule
@@ -362,7 +363,7 @@ class Planner(Grouping):
             q, others = self._chosen_host.pop(p)
             self.not_hosts.update({other: q for other in others})
         else:
-            self._kept_readers[p] = [g.member_set for g in readers]
+            self._kept_readers[p] = (len(self.decisions), [g.member_set for g in readers])
         self.decisions.append(Decision(p.name, names, "kept", "; ".join(dict.fromkeys(tried))))
 
     def second_look(self) -> None:
@@ -373,14 +374,12 @@ class Planner(Grouping):
         alone (a kernel of B x D points each walking m: dearer than its own small
         kernel), before the division joined sum(x*m), whose kernel walks m's values as
         well. The new decision replaces the kept one."""
-        for p, before in list(self._kept_readers.items()):
+        for p, (at, before) in list(self._kept_readers.items()):
             readers = [g for g in self.reader_groups(p) if p not in g.member_set]
             if [g.member_set for g in readers] == before or p in self.not_hosts:
                 continue
             del self._kept_readers[p]
-            at = next(i for i, d in enumerate(self.decisions)
-                      if d.producer == p.name and d.action == "kept")
-            old = self.decisions.pop(at)
+            old = self.decisions.pop(at)  # (each decision stays at its index)
             self.plan_producer(p)
             new = self.decisions.pop()
             if new.action == "kept":  # the first reason, which explain showed, stays

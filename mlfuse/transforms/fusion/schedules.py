@@ -257,7 +257,7 @@ def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
         # compiled at the default sizes then called on [64, 2048, 1024]: pointwise's 65536
         # threads took 1.33 ms, torch.compile 0.24)
         del options["pointwise"]
-        numbers += "; split-columns, sized per call, within 5% of pointwise"
+        numbers += f"; split-columns, sized per call, within {PER_CALL_MARGIN - 1:.0%} of pointwise"
     best = min(options, key=options.get)
     what = {"strips": "a block per strip of neighbouring points (coalesced), its threads "
                       f"also split the {reduced} reduced values" +
