@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlfuse.dialects.arith import ConstantOp
-from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, YieldOp, combiner_identity
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, MaskedLoadOp, ReduceOp, YieldOp, combiner_identity
 from mlfuse.ir.types import itemsize
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.traits import PURE
@@ -112,11 +112,30 @@ def _same_op(a: Operation, b: Operation, same: dict[int, Value]) -> bool:
     """Whether ``b`` computes what ``a`` does: the same op and attributes, no regions,
     operands the same values (through ``same``: b's values known equal to a's). A
     ``loops.dim`` or constant is the same wherever it stands."""
-    if type(a) is not type(b) or a.regions or b.regions or a.attributes != b.attributes:
+    if type(a) is not type(b) or a.regions or b.regions or not _same_attributes(a, b):
         return False
     if not a.has_trait(PURE) or len(a.operands) != len(b.operands):
         return False
-    return all(same.get(id(vb), vb) is va for va, vb in zip(a.operands, b.operands))
+    return all(same.get(id(vb), vb) is va or _same_anywhere(va, vb)
+               for va, vb in zip(a.operands, b.operands))
+
+
+def _same_anywhere(a: Value, b: Value) -> bool:
+    """Whether two values are equal wherever they are computed: constants of one value
+    and type, or ``loops.dim`` of one symbol (a fused body has a copy of each per
+    producer inlined: ``load %m, %i, %k, %c0`` in one loop, ``%c0_1`` in the next)."""
+    op_a, op_b = getattr(a, "op", None), getattr(b, "op", None)
+    if op_a is None or op_b is None or type(op_a) is not type(op_b):
+        return False
+    if not isinstance(op_a, (ConstantOp, DimOp)) or op_a.operands or op_b.operands:
+        return False
+    return _same_attributes(op_a, op_b) and a.type == b.type
+
+
+def _same_attributes(a: Operation, b: Operation) -> bool:
+    """Attributes equal as written (``==`` takes -0.0 for 0.0, and a NaN for no value)."""
+    return {k: repr(v) for k, v in a.attributes.items()} == \
+        {k: repr(v) for k, v in b.attributes.items()}
 
 
 def shared_body_ops(first: Operation, other: Operation) -> dict[int, Operation]:

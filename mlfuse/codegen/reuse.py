@@ -107,9 +107,12 @@ def _index_key(v, k, inside: set[int]):
     for anything else (a load's value, another loop's)."""
     if v is k:
         return "k"
+    op = getattr(v, "op", None)
+    if op is not None and op.name in ("arith.constant", "loops.dim"):
+        # the same wherever it stands: a fused body holds a copy per inlined producer
+        return (op.name, repr(sorted(op.attributes.items())), str(v.type))
     if id(v) not in inside:
         return id(v)
-    op = getattr(v, "op", None)
     if op is None or op.name not in _INDEX_MATH or op.regions:
         return None
     operands = tuple(_index_key(u, k, inside) for u in op.operands)

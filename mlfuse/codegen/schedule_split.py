@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, LoadOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
-from mlfuse.dialects.reductions import reduce_nests
+from mlfuse.dialects.reductions import reduce_nests, shared_body_ops
 
 from mlfuse.codegen.addressing import access_parts, split_offsets, suffix_of
 from mlfuse.codegen.flat_rows import _key as flat_key
@@ -153,6 +153,9 @@ class SplitEmitter(KernelEmitter):
         w, loc = self.w, self.local
         self.threads()
         inner = [n.inner for n in self.nests]
+        for n in self.nests[1:]:  # walked in one loop: what a nest repeats of the first's
+            if len(n.levels) == 1 and len(self.nests[0].levels) == 1:
+                self.merged.update(shared_body_ops(self.nests[0].top, n.top))
         if all(_clean_outer_levels(n) for n in self.nests):
             self.plan_held_rows(inner, reuse=False)
         if self.vector:
