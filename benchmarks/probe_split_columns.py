@@ -7,8 +7,10 @@ Reductions over a middle or first axis with few kept points, which split-columns
 as a thread per (chunk, point): the masked mean pool (``w = sigmoid(m)``, then
 ``sum(x * w, axis=1) / sum(w, axis=1)``: two sibling reductions that share ``w``) at
 four shapes, the plain ``sum(x * m) / sum(m)`` the planner's second look makes one
-kernel, and column sums at two shapes. Each runs with the tree's defaults (run the
-script from two trees to compare them), beside torch eager and torch.compile on the same
+kernel, and column sums at two shapes. Each runs in three variants (``mlfuse.hardware``
+knobs): the defaults (the vector twin, codegen/split_columns_vector.py, where it applies),
+"scalar" (vector_width 1: a point a thread) and "32 in flight" (strip_vector_values 32: a
+thread's tile of 8 f32 vectors, not 4), beside torch eager and torch.compile on the same
 inputs, every result checked against the NumPy interpreter (probe_memkern.py's
 machinery). The last lines are a table: ms, % of the copy bandwidth's time for the
 bytes a perfect fused kernel moves, the time over the faster peer, ok, the grids.
@@ -46,6 +48,8 @@ SHAPES = {
 }
 
 
+VARIANTS = {"default": {}, "scalar": {"vector_width": 1}, "32 in flight": {"strip_vector_values": 32}}
+
 def t_masked_sum(x, m):
     return (x * m).sum(dim=1) / m.sum(dim=1)
 
@@ -61,7 +65,7 @@ def main() -> None:
                 case = dataclasses.replace(case, name="masked_sum", source=MASKED_SUM,
                                            torch_fn=t_masked_sum)
             case = dataclasses.replace(case, dims=dims, dry_dims=dry)
-            out.append(Probe(label, case, {"default": {}}))
+            out.append(Probe(label, case, VARIANTS))
         return out
     from probe_memkern import sweep_probes
     sweep_probes(__doc__.splitlines()[0], probes)

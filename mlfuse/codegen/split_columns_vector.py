@@ -1,0 +1,257 @@
+"""Split-columns' vector twin ("split-columns-vector"): a thread per (chunk, a vector of
+neighbouring points).
+
+The scalar first stage (schedule_split.py) gives a thread one point and walks its chunk
+of the reduced axis a value at a time. Here a thread takes the VEC neighbouring points
+of one 16-byte vector along the points' last axis (4 f32, 8 f16): a reduced index's
+values of those points are one ``ld.global.v4`` where the scalar kernel issues VEC loads
+from VEC threads. And whatever does not depend on the points' last axis is loaded and
+computed once a vector, not once a point: the masked mean pool's ``sigmoid(m[b, s])``
+(m is [B, S, 1]) is the same for the D points of a row, so a thread computes it once for
+its VEC points, and ``sum(w)`` over the chunk is accumulated once and written to each of
+their partials.
+
+Which kernels qualify (:func:`column_vector_plan`): split-columns kernels over one
+reduced axis walked by cursors (the flat rows of ``flat_rows.py``), whose loads are all
+either *stepped* (last index the points' last index and nowhere else, f32 or f16, all one
+size: one vector a value) or *shared* (no index reads the points' last index: one scalar
+load a value for the VEC points), and whose other ops never read the points' last index
+(a lane's own index is not named). Each lane then computes its values in order, as the
+scalar kernel's thread does, into a partial of its own at the same place: the combining
+kernel is the scalar plan's. The host launches the twin where VEC divides the points'
+last extent and ``_vector_ready`` finds the stepped buffers' rows aligned, with the chunk
+count of its own threads (``_split_columns`` of the vectors).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlfuse.codegen.addressing import access_parts
+from mlfuse.codegen.flat_rows import _key as flat_key
+from mlfuse.codegen.flat_rows import flat_access
+from mlfuse.codegen.scalar import COMPUTE_TYPE, combine, identity
+from mlfuse.dialects.loops import LoadOp, ReduceOp, StoreOp, YieldOp
+from mlfuse.dialects.reductions import reduce_nests
+from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.types import itemsize
+
+# the module constant of a vector's values and its load intrinsic, by value size
+_LANES = {4: ("VECTOR_WIDTH", "_load_vector"), 2: ("VECTOR_WIDTH_16", "_load_halves")}
+
+
+@dataclass
+class ColumnVectors:
+    """The plan of a split-columns vector twin: its stepped loads (a vector a value),
+    the constant naming its lanes and the intrinsic loading them."""
+
+    stepped: list[Operation]
+    lanes: str
+    move: str
+
+
+def _reads(value: Value, target: Value) -> bool:
+    """Whether ``value`` is ``target`` or computed from it (through any ops)."""
+    seen, todo = set(), [value]
+    while todo:
+        v = todo.pop()
+        if v is target:
+            return True
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        producer = getattr(v, "op", None)
+        if producer is not None:
+            todo += list(producer.operands)
+    return False
+
+
+def column_vector_plan(op, hw) -> ColumnVectors | None:
+    """The vector twin's plan of split-columns kernel ``op``, or None where it has none
+    (see the module doc)."""
+    if op["schedule"] != "split-columns" or hw.vector_width == 1 or not op.body.args:
+        return None
+    points = list(op.body.args)
+    last, point_ids = points[-1], {id(a) for a in points}
+    nests = reduce_nests(op)
+    if not nests or any(len(n.levels) != 1 for n in nests):
+        return None
+    # what the first stage computes of the point (no reduction's result in it) is its
+    # first lane's: the nests must not read any of it that is a lane's own
+    tainted: set[int] = set()  # what reads a reduction's result
+    lane_own: set[int] = set()
+    for o in op.body.ops:
+        used = [v for inner in o.walk() for v in inner.operands]
+        if isinstance(o, ReduceOp) or any(id(v) in tainted for v in used):
+            tainted.update(id(r) for r in o.results)
+        elif any(_reads(v, last) for v in used):
+            lane_own.update(id(r) for r in o.results)
+    if any(id(v) in lane_own for n in nests for inner in n.top.walk() for v in inner.operands):
+        return None
+    stepped, sizes = [], set()
+    for n in nests:
+        k = n.top.body.args[0]
+        for o in n.top.body.ops:
+            if isinstance(o, YieldOp):
+                continue
+            if not isinstance(o, LoadOp):
+                if o.regions or any(v is last for v in o.operands):
+                    return None
+                continue
+            buf, idx = access_parts(o)
+            access = flat_access(o, [k], n.extents, point_ids)
+            if access is None:
+                return None
+            if any(_reads(v, last) for v in idx):
+                if idx[-1] is not last or sum(v is last for v in idx) != 1 or \
+                        buf.type.dtype not in ("f32", "f16") or \
+                        access.step is not k or access.axis is None:
+                    return None
+                stepped.append(o)
+                sizes.add(itemsize(buf.type.dtype))
+    if not stepped or len(sizes) != 1:
+        return None
+    lanes, move = _LANES[sizes.pop()]
+    return ColumnVectors(stepped, lanes, move)
+
+
+class ColumnVectorStage:
+    """A mixin of the split emitter (schedule_split.SplitEmitter): the first stage of
+    the vector twin. Needs the split emitter's pieces (threads, each_item, cursors,
+    before_reduces, the flat rows plan)."""
+
+    def column_vector_stage(self, plan: ColumnVectors) -> None:
+        w, loc = self.w, self.local
+        lanes, tile = plan.lanes, f"(STRIP_VECTOR_VALUES // {plan.lanes})"
+        stepped = {id(o) for o in plan.stepped}
+        self.threads()
+        loads = [o for n in self.nests for o in n.top.body.ops
+                 if isinstance(o, LoadOp) and id(o) not in self.merged]
+        for o in loads:  # a tile's values: a vector's lanes a stepped load, else one (a
+            # local array's size is a plain constant: the shared loads' take what they use)
+            self.held[id(o)] = self.local_array(f"{self.namer(o.operands[0])}_vals",
+                                                COMPUTE_TYPE[o.result.type.dtype],
+                                                "STRIP_VECTOR_VALUES")
+        lane_values = self._lane_values(stepped)
+        accs = {}
+        for n in self.nests:  # a lane's own accumulator, or one the lanes share
+            if id(n.top.body.ops[-1].operands[0]) in lane_values:
+                accs[id(n.top)] = self.local_array(f"{n.top.result.name_hint or 'acc'}_part",
+                                                   COMPUTE_TYPE[n.top.result.type.dtype], lanes)
+        n_vectors = loc["n_vectors"]
+        w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+        w.line(f"{n_vectors} = {loc['n_points']} // {lanes}")
+        w.line(f"{loc['n_k']} = {self.points(self.nests[0].extents)}")
+        w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
+        self.plan_flat_rows([(n.top, n.indices, n.extents) for n in self.nests])
+        with self.each_item(f"{n_vectors} * {loc['n_split']}"):
+            w.line(f"{loc['part']}, {loc['point']} = divmod({loc['flat']}, {n_vectors})")
+            w.line(f"{loc['point']} *= {lanes}  # the vector's first point")
+            self.unravel(loc["point"])
+            self.row_base_lines()
+            for op in self.op.body.ops:
+                if not isinstance(op, (ReduceOp, StoreOp)) and self.before_reduces(op):
+                    self.statement(op, shared=False)
+            w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
+            w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
+            shared_parts = {}
+            for n in self.nests:
+                init = identity(n.top["combiner"], n.top.result.type.dtype)
+                if id(n.top) in accs:
+                    with w.indented(f"for {loc['lane']} in range({lanes}):"):
+                        w.line(f"{accs[id(n.top)]}[{loc['lane']}] = {init}")
+                else:
+                    shared_parts[id(n.top)] = self.namer.fresh(
+                        f"{n.top.result.name_hint or 'acc'}_part")
+                    w.line(f"{shared_parts[id(n.top)]} = {init}")
+            self._walk_vectors(plan, tile, loads, lane_values, accs, shared_parts)
+            with w.indented(f"for {loc['lane']} in range({lanes}):"):
+                at = f"{loc['part']} * {loc['n_points']} + {loc['point']} + {loc['lane']}"
+                for n, partials in zip(self.nests, self.partials):
+                    value = f"{accs[id(n.top)]}[{loc['lane']}]" if id(n.top) in accs \
+                        else shared_parts[id(n.top)]
+                    w.line(f"{partials}[{at}] = {value}")
+
+    def _lane_values(self, stepped: set[int]) -> set[int]:
+        """Ids of the nests' values that differ between a vector's lanes: the stepped
+        loads' and what is computed from them."""
+        values: set[int] = set()
+        for n in self.nests:
+            for o in n.top.body.ops:
+                if id(o) in stepped or any(id(v) in values for v in o.operands):
+                    values.update(id(r) for r in o.results)
+                if id(o) in self.merged:  # the same value as the first nest's op
+                    same = self.merged[id(o)]
+                    if any(id(r) in values for r in same.results):
+                        values.update(id(r) for r in o.results)
+        return values
+
+    def _walk_vectors(self, plan, tile, loads, lane_values, accs, shared_parts) -> None:
+        """The chunk [lo, hi) a tile of ``tile`` values at a time: the tile's loads first
+        (a vector a value for the stepped ones), then each value in order, its shared ops
+        once and its lanes' ops for each lane."""
+        w, loc = self.w, self.local
+        lanes, stepped = plan.lanes, {id(o) for o in plan.stepped}
+        here = self.namer.fresh("n_here")
+        k = self.define(self.nests[0].indices[0], "k0")
+        for n in self.nests[1:]:  # every nest walks the same extent: one index name
+            self.namer.bind(n.indices[0], k)
+        self.helpers.add("_vector_access")
+        with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, {tile}):"):
+            w.line(f"{here} = numba.int32(min({loc['hi']} - {loc['tile']}, {tile}))")
+            w.line("# the tile's loads first: no use between them, so all are in flight")
+            self.start_cursors(loc["tile"], loads)
+            with w.indented(f"for {loc['slot']} in range({tile}):"):
+                with w.indented(f"if {loc['slot']} < {here}:"):
+                    # (a shared load along contiguous memory reads at the nest's index)
+                    w.line(f"{k} = {loc['tile']} + {loc['slot']}")
+                    for o in loads:
+                        if id(o) in stepped:
+                            w.line(f"{plan.move}({self.flat_views[id(o.operands[0])]}, "
+                                   f"({self._cursor(o)},), {self.held[id(o)]}, "
+                                   f"{loc['slot']} * {lanes})")
+                        else:
+                            w.line(f"{self.held[id(o)]}[{loc['slot']}] = "
+                                   f"{self.load_expression(o)}")
+                for (_, stride), cursor in self.cursors.items():
+                    w.line(f"{cursor} += {stride}")
+            with w.indented(f"for {loc['slot']} in range({tile}):"):
+                with w.indented(f"if {loc['slot']} < {here}:"):
+                    self._step(lane_values, stepped, shared=True)
+                    for n in self.nests:
+                        if id(n.top) in shared_parts:
+                            part = shared_parts[id(n.top)]
+                            yielded = self.namer(n.top.body.ops[-1].operands[0])
+                            w.line(f"{part} = {combine(n.top['combiner'], part, yielded, self.helpers, n.top.result.type.dtype)}")
+                    with w.indented(f"for {loc['lane']} in range({lanes}):"):
+                        self._step(lane_values, stepped, shared=False, lanes=lanes)
+                        for n in self.nests:
+                            if id(n.top) in accs:
+                                acc = f"{accs[id(n.top)]}[{loc['lane']}]"
+                                yielded = self.namer(n.top.body.ops[-1].operands[0])
+                                w.line(f"{acc} = {combine(n.top['combiner'], acc, yielded, self.helpers, n.top.result.type.dtype)}")
+
+    def _step(self, lane_values: set[int], stepped: set[int], shared: bool,
+              lanes: str = "") -> None:
+        """One value's ops of every nest: those the lanes share (``shared``) or a lane's."""
+        loc = self.local
+        for n in self.nests:
+            for o in n.top.body.ops:
+                if isinstance(o, YieldOp) or (any(id(r) in lane_values for r in o.results)
+                                              == shared):
+                    continue
+                if isinstance(o, LoadOp) and id(o) not in self.merged:
+                    name = self.define(o.result, self.namer(o.operands[0]) + "_v")
+                    slot = f"{loc['slot']} * {lanes} + {loc['lane']}" if id(o) in stepped \
+                        else loc["slot"]
+                    self.w.line(f"{name} = {self.held[id(o)]}[{slot}]")
+                else:
+                    self.statement(o, shared=False)
+
+    def _cursor(self, load: Operation) -> str:
+        """The cursor a stepped load reads its vector at (the first lane's value)."""
+        access = self.flat[flat_key(*access_parts(load))]
+        base = self.row_bases[self._base_code(access)]
+        return self.cursors[(base, self.flat_strides[(id(access.buf), access.axis)])]
+
+
+__all__ = ["ColumnVectors", "ColumnVectorStage", "column_vector_plan"]
