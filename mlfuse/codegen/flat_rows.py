@@ -228,10 +228,15 @@ def row_flat_vectors(op: Operation, row_loops: list[Operation]) -> tuple[list, l
 
 def _reads_step(op: Operation, k: Value) -> bool:
     """Whether an access's indices depend on the loop index ``k``."""
-    seen, todo = set(), list(access_parts(op)[1])
+    return any(reads_value(v, k) for v in access_parts(op)[1])
+
+
+def reads_value(value: Value, target: Value) -> bool:
+    """Whether ``value`` is ``target`` or computed from it (through any ops)."""
+    seen, todo = set(), [value]
     while todo:
         v = todo.pop()
-        if v is k:
+        if v is target:
             return True
         if id(v) in seen:
             continue

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.flat_rows import _key as flat_key
-from mlfuse.codegen.flat_rows import flat_access
+from mlfuse.codegen.flat_rows import flat_access, reads_value
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine, identity
 from mlfuse.dialects.loops import LoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.reductions import reduce_nests
-from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.core import Operation
 from mlfuse.ir.types import itemsize
 
 # the module constant of a vector's values and its load intrinsic, by value size
@@ -47,22 +47,6 @@ class ColumnVectors:
     stepped: list[Operation]
     lanes: str
     move: str
-
-
-def _reads(value: Value, target: Value) -> bool:
-    """Whether ``value`` is ``target`` or computed from it (through any ops)."""
-    seen, todo = set(), [value]
-    while todo:
-        v = todo.pop()
-        if v is target:
-            return True
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        producer = getattr(v, "op", None)
-        if producer is not None:
-            todo += list(producer.operands)
-    return False
 
 
 def column_vector_plan(op, hw) -> ColumnVectors | None:
@@ -83,7 +67,7 @@ def column_vector_plan(op, hw) -> ColumnVectors | None:
         used = [v for inner in o.walk() for v in inner.operands]
         if isinstance(o, ReduceOp) or any(id(v) in tainted for v in used):
             tainted.update(id(r) for r in o.results)
-        elif any(_reads(v, last) for v in used):
+        elif any(reads_value(v, last) for v in used):
             lane_own.update(id(r) for r in o.results)
     if any(id(v) in lane_own for n in nests for inner in n.top.walk() for v in inner.operands):
         return None
@@ -101,7 +85,7 @@ def column_vector_plan(op, hw) -> ColumnVectors | None:
             access = flat_access(o, [k], n.extents, point_ids)
             if access is None:
                 return None
-            if any(_reads(v, last) for v in idx):
+            if any(reads_value(v, last) for v in idx):
                 if idx[-1] is not last or sum(v is last for v in idx) != 1 or \
                         buf.type.dtype not in ("f32", "f16") or \
                         access.step is not k or access.axis is None:
