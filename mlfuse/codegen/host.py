@@ -123,7 +123,7 @@ class HostEmitter:
         if kernel.schedule == "row":
             self.row_launch(kernel, points, args)
         elif kernel.schedule in ("split-rows", "split-columns"):
-            from mlfuse.codegen.schedule_split import split_launch
+            from mlfuse.codegen.split_host import split_launch
             split_launch(self, kernel, points, args)
         elif kernel.schedule == "warp-rows":
             from mlfuse.codegen.schedule_warp_rows import warp_rows_launch
