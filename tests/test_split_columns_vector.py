@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from helpers import assert_results_close, record_launches
 from mlfuse.dialects.fused import KernelOp
 
@@ -98,4 +99,17 @@ def test_many_chunks_of_vectors_take_the_scalar_kernel():
     assert py._split_columns(2, 2200, py.SM_COUNT, py.VALUES_PER_THREAD) > 2 * py.VALUES_PER_THREAD
     assert launched == ["f_0", "f_0_combine"]
     launched, *_ = _run(COLSUM, {"R": 300, "C": 8}, plan)
+    assert launched == ["f_0_vector", "f_0_combine"]
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(a=st.integers(1, 3), b=st.integers(1, 90), vectors=st.integers(1, 3),
+       combiner=st.sampled_from(["sum", "max", "min", "mean"]),
+       prologue=st.sampled_from(["x * w", "exp(x) - w", "x + w * w"]))
+def test_vector_twin_property(a, b, vectors, combiner, prologue):
+    """Any extents (chunks ending part-way, one value a chunk), combiners and a prologue
+    mixing a vector load with a shared one: the twin runs and agrees with NumPy."""
+    source = (f"func f(x: f32[B, S, D], m: f32[B, S, 1]) -> f32[B, D] {{\n"
+              f"    w = sigmoid(m)\n    return {combiner}({prologue}, axis=1)\n}}")
+    launched, *_ = _run(source, {"B": a, "S": b, "D": 4 * vectors})
     assert launched == ["f_0_vector", "f_0_combine"]
