@@ -6,8 +6,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
 from helpers import assert_results_close, record_launches
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mlfuse.dialects.fused import KernelOp
 
 import mlfuse
