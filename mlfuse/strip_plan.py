@@ -174,7 +174,7 @@ def _split_columns(points, extent, sms, values):
     best, best_fill = 1, 0.0
     for waves in range(1, 5):
         n = max(1, min(waves * threads // max(points, 1), most))
-        total = points * n
+        total = max(points, 1) * n  # (no points: no launch; one chunk)
         fill = total / (-(-total // threads) * threads)
         if fill > best_fill or (fill == best_fill and n < best):
             best, best_fill = n, fill

@@ -242,3 +242,8 @@ def test_split_columns_fills_its_last_wave(points, extent):
         assert n == 1
     if (points, extent) == (65536, 2048):
         assert n == 2
+
+
+def test_split_columns_of_no_points_is_one_chunk():
+    from mlfuse.strip_plan import split_columns
+    assert split_columns(0, 300, 132, 16) == 1  # (the cost model may price an empty space)

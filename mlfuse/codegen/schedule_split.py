@@ -87,7 +87,9 @@ def _clean_outer_levels(nest) -> bool:
 class SplitEmitter(ColumnVectorStage, KernelEmitter):
     """One of the two kernels of a split reduction (``variant``: a key of _DOC)."""
 
-    def __init__(self, op, name, variant, target, helpers, hw, taken=()):
+    def __init__(self, op, name, variant, target, helpers, hw, taken=(), twins=(None, None)):
+        """``twins``: the vector twins' plans (``split_vector_loads``,
+        ``column_vector_plan``), found once per kernel op by ``emit_split``."""
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.nests = reduce_nests(op)
         self.rows = "rows" in variant
@@ -97,10 +99,10 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         self.column_plan = None
         if variant == "split-columns-vector":  # the scalar machinery, lanes of its own
             self.vector, self.index_type = False, "numba.uint64"
-            self.column_plan = column_vector_plan(op, hw)
+            self.column_plan = twins[1]
             self.launch_bound = "(THREADS_PER_BLOCK, 2)"
         if self.vector:
-            self.vector_loads_of, self.vector_lanes = split_vector_loads(op, hw)
+            self.vector_loads_of, self.vector_lanes = twins[0]
             self.offsets = split_offsets(op)
             self.index_type = "numba.uint32"
         # the scalar first stage reads at flat offsets too where every load allows it
@@ -481,14 +483,14 @@ def _same(writer):
     yield
 
 
-def split_variants(op, name: str, names, hw) -> dict[str, str]:
+def split_variants(op, name: str, names, twins) -> dict[str, str]:
     """The kernels' variants and names: the first stage (which keeps ``name``), its
-    vector twin where it has one, and the second stage."""
+    vector twin where it has one (``twins``: as SplitEmitter's), and the second stage."""
     first = op["schedule"]
     variants = {first: name}
-    if split_vector_loads(op, hw):
+    if twins[0]:
         variants["split-rows-vector"] = names.fresh(f"{name}_vector")
-    if column_vector_plan(op, hw):
+    if twins[1]:
         variants["split-columns-vector"] = names.fresh(f"{name}_vector")
     variants[COMBINE[first]] = names.fresh(f"{name}_combine")
     return variants
@@ -496,14 +498,11 @@ def split_variants(op, name: str, names, hw) -> dict[str, str]:
 
 def emit_split(op, name: str, target: str, helpers: set[str], names, hw):
     """The KernelCode of a split reduction: both kernels, first stage first."""
-    variants = split_variants(op, name, names, hw)
-    texts = [SplitEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
+    rows, columns = twins = split_vector_loads(op, hw), column_vector_plan(op, hw)
+    variants = split_variants(op, name, names, twins)
+    texts = [SplitEmitter(op, kname, kind, target, helpers, hw, names.taken, twins).emit()
              for kind, kname in variants.items()]
-    vector = split_vector_loads(op, hw)
-    loads, lanes = vector or ([], "VECTOR_WIDTH")
-    columns = column_vector_plan(op, hw)
-    if columns:
-        loads, lanes = columns.stepped, columns.lanes
+    loads, lanes = (columns.stepped, columns.lanes) if columns else rows or ([], "VECTOR_WIDTH")
     return KernelCode(op, op["schedule"], kernel_interface(op), [], variants, "\n\n".join(texts),
                       vector_buffers(loads), vector_lanes=lanes)
 
