@@ -169,12 +169,14 @@ def _split_columns(points, extent, sms, values):
     (the first stage's blocks are capped at 64 registers), the one whose last wave is
     fullest, the fewest chunks on a tie: 65536 points took 3 chunks, 1.45 waves, the
     second 45% full; they take 2 (0.97 of one)."""
+    if points < 1:  # (no launch: the cost model may still price an empty space)
+        return 1
     threads = sms * 1024
     most = max(1, min(extent // (4 * values), 128))
     best, best_fill = 1, 0.0
     for waves in range(1, 5):
-        n = max(1, min(waves * threads // max(points, 1), most))
-        total = max(points, 1) * n  # (no points: no launch; one chunk)
+        n = max(1, min(waves * threads // points, most))
+        total = points * n
         fill = total / (-(-total // threads) * threads)
         if fill > best_fill or (fill == best_fill and n < best):
             best, best_fill = n, fill
