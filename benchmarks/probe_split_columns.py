@@ -6,8 +6,8 @@ Run on the GPU from the repository root (one process, under 3 minutes on an H100
 Reductions over a middle or first axis with few kept points, which split-columns runs
 as a thread per (chunk, point): the masked mean pool (``w = sigmoid(m)``, then
 ``sum(x * w, axis=1) / sum(w, axis=1)``: two sibling reductions that share ``w``) at
-four shapes, the plain ``sum(x * m) / sum(m)`` the planner's second look makes one
-kernel, and column sums at two shapes. Each runs in three variants (``mlfuse.hardware``
+four shapes, in f16, and with D = 1022 (no whole vectors); the plain
+``sum(x * m) / sum(m)`` the planner's second look makes one kernel; and column sums at two shapes. Each runs in three variants (``mlfuse.hardware``
 knobs): the defaults (the vector twin, codegen/split_columns_vector.py, where it applies),
 "scalar" (vector_width 1: a point a thread) and "32 in flight" (strip_vector_values 32: a
 thread's tile of 8 f32 vectors, not 4), beside torch eager and torch.compile on the same
@@ -41,6 +41,11 @@ SHAPES = {
                           {"B": 3, "S": 5, "D": 8}),
     "pool 8x8192x2048": ("masked_mean_pool", {"B": 8, "S": 8192, "D": 2048}, None,
                          {"B": 1, "S": 130, "D": 4}),
+    "pool f16 64x2048x1024": ("masked_mean_pool", {"B": 64, "S": 2048, "D": 1024}, "f16",
+                              {"B": 2, "S": 9, "D": 16}),
+    # D = 1022: no whole vectors of points, the scalar kernel
+    "pool 64x2048x1022": ("masked_mean_pool", {"B": 64, "S": 2048, "D": 1022}, None,
+                          {"B": 2, "S": 9, "D": 6}),
     "masked_sum 64x2048x1024": ("masked_mean_pool", {"B": 64, "S": 2048, "D": 1024},
                                 "masked_sum", {"B": 2, "S": 9, "D": 40}),
     "colsum 16384x4096": ("colsum", {"R": 16384, "C": 4096}, None, {"R": 70, "C": 8}),
@@ -61,6 +66,9 @@ def main() -> None:
         out = []
         for label, (name, dims, override, dry) in SHAPES.items():
             case = next(c for c in CASES if c.name == name)
+            if override == "f16":  # 8 halves a vector (the twin's _load_halves)
+                case = dataclasses.replace(case, name="masked_mean_pool_f16",
+                                           source=case.source.replace("f32", "f16"))
             if override == "masked_sum":
                 case = dataclasses.replace(case, name="masked_sum", source=MASKED_SUM,
                                            torch_fn=t_masked_sum)
