@@ -7,8 +7,8 @@ Reductions over a middle or first axis with few kept points, which split-columns
 as a thread per (chunk, point): the masked mean pool (``w = sigmoid(m)``, then
 ``sum(x * w, axis=1) / sum(w, axis=1)``: two sibling reductions that share ``w``) at
 four shapes, in f16, and with D = 1022 (no whole vectors); the plain
-``sum(x * m) / sum(m)`` the planner's second look makes one kernel; and column sums at two shapes. Each runs in three variants (``mlfuse.hardware``
-knobs): the defaults (the vector twin, codegen/split_columns_vector.py, where it applies),
+``sum(x * m) / sum(m)`` the planner's second look makes one kernel; and column sums at
+two shapes. Each runs in three variants (``mlfuse.hardware`` knobs): the defaults (the vector twin, codegen/split_columns_vector.py, where it applies),
 "scalar" (vector_width 1: a point a thread) and "32 in flight" (strip_vector_values 32: a
 thread's tile of 8 f32 vectors, not 4), beside torch eager and torch.compile on the same
 inputs, every result checked against the NumPy interpreter (probe_memkern.py's
