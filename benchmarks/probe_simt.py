@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
-from cases import CONV3X3_256, MATMUL, t_conv, t_matmul  # noqa: E402
+from cases import ATTN_TAIL, CONV3X3_256, MATMUL, t_conv, t_matmul  # noqa: E402
 from probe_contraction import events_ms  # noqa: E402  (CUDA events, median)
 import mlfuse  # noqa: E402
 
@@ -49,6 +49,11 @@ def t_matmul_t(x, w, b):
     return torch.relu(x @ w.T + b)
 
 
+def t_attn_tail(p, v):
+    b, h, s, d = v.shape
+    return (p @ v).transpose(1, 2).reshape(b, s, h * d)
+
+
 # name -> (source, dims, torch reference, GEMM (m, n, k) for the FLOP count)
 SHAPES = {
     "mm_4096": (MATMUL, {"M": 4096, "K": 4096, "N": 4096}, t_matmul, (4096, 4096, 4096)),
@@ -61,6 +66,10 @@ SHAPES = {
     **{f"conv_{c}": (conv_source(c, s), {"N": 8}, t_conv, (c, 8 * s * s, 9 * c))
        for c, s in ((64, 56), (128, 28), (256, 14), (512, 7))},
     "conv_256_n32": (conv_source(256, 14), {"N": 32}, t_conv, (256, 32 * 196, 2304)),
+    # the suite's attn_tail: 128 batched P.V of (1024, 64, 1024), heads merged on store
+    # (the FLOP count's m takes the batch)
+    "attn_pv": (ATTN_TAIL, {"B": 8, "H": 16, "S": 1024, "D": 64}, t_attn_tail,
+                (128 * 1024, 64, 1024)),
 }
 
 
