@@ -116,6 +116,13 @@ class Target:
                                 # registers), 0.126 at 6 (80, no spills; torch.compile 0.119)
     strip_shared_wide_min_blocks: int = 4  # ... where a thread's vectors have 8 lanes (f16,
                                 # bf16): twice the values a thread, 60 B spilled at 6
+    strip_column_stages: bool = True  # strips over columns: a split plan in two kernels
+                                # for calls whose strips fit on chip nowhere
+                                # (codegen/column_stages.py)
+    column_lanes_epilogue: bool = True  # its epilogue a vector of points a thread where the
+                                # call allows (codegen/column_epilogue_vector.py)
+    column_lanes_min_blocks: int = 1  # ... whose blocks resident per SM launch bounds ask:
+                                # 88 registers at 1 (centring), 92 B spilled at 2 (64)
     strip_lanes_combine: bool = True  # its reductions combine a thread's lanes at once
                                 # (two barriers a reduce) rather than a lane at a time (two a
                                 # lane; f16 middle softmax at 64 threads a point: 1024 reads)

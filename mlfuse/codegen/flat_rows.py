@@ -272,9 +272,12 @@ class FlatRows:
     flat: dict = {}  # _key(buf, indices) -> FlatAccess; empty: no flat rows planned
     rows_planned = False  # a row-family kernel: its index divisions go 32-bit where they fit
 
-    def plan_flat_rows(self, nests: list[tuple[Operation, list[Value], list]]) -> None:
+    def plan_flat_rows(self, nests: list[tuple[Operation, list[Value], list]],
+                       point_reads: bool = True) -> None:
         """Find the flat accesses of each nest (top loop, its indices, its extents), mark
-        the index ops only they used as not emitted, and define the flat views."""
+        the index ops only they used as not emitted, and define the flat views.
+        ``point_reads``: the point's own accesses too (not where lanes of a vector of
+        points each access theirs: column_epilogue_vector.py)."""
         points = {id(a) for a in self.op.body.args}
         self.flat, self.flat_digits, self.row_bases = {}, {}, {}
         self.rows_planned = True
@@ -292,7 +295,7 @@ class FlatRows:
         # the point's own reads through a reshape (a row's shift sample, moments.py): at
         # their row base, their unravel's divmods gone with the index ops only they used
         found = {}
-        for o in self.op.body.ops:
+        for o in self.op.body.ops if point_reads else ():
             if isinstance(o, ACCESSES):
                 access = flat_access(o, [], [], points)
                 if access is not None:

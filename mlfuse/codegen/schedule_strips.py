@@ -490,6 +490,11 @@ def emit_strips(op, name: str, target: str, helpers: set[str], names, hw) -> Ker
         launch["scalar_widths"] = shared_widths(target, hw, itemsize(dtype))
         launch["planes"] = held_planes(top_loops(op))[2]
         launch["held_bytes"] = held_bytes(dtype)
+    if op["strip"] == "columns" and op.attributes.get("split_stages"):
+        from mlfuse.codegen.column_stages import emit_column_stages  # (it imports this module's
+        stages, text = emit_column_stages(op, name, target, helpers, names, hw)  # peers)
+        launch.update(stages)
+        code.text += "\n\n" + text
     return code
 
 
@@ -526,6 +531,12 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
                  f"if {n_red} <= {threads} * VALUES_PER_THREAD and "
                  f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers"]
     lines += [unit + host.call(first, grid, args)]
+    if "column_stages" in kernel.launch:  # fit on chip nowhere: the columns in two stages
+        from mlfuse.codegen.column_stages import column_stages_lines
+        lines += ["else:"] + [unit + line for line in
+                              column_stages_lines(host, kernel, points, n_red, args)]
+        host.guarded(op, points, lines)
+        return
     if "strips-vector" in kernel.variants:
         # the vector kernel has only a streaming form: it stands in for the scalar
         # streaming kernel where VEC divides the points and the buffers are aligned; a

@@ -52,7 +52,9 @@ class ColumnVectors:
 def column_vector_plan(op, hw) -> ColumnVectors | None:
     """The vector twin's plan of split-columns kernel ``op``, or None where it has none
     (see the module doc)."""
-    if op["schedule"] != "split-columns" or hw.vector_width == 1 or not op.body.args:
+    # (a strips kernel over columns: its column stages' first stage, column_stages.py)
+    if op["schedule"] not in ("split-columns", "strips") or hw.vector_width == 1 or \
+            not op.body.args:
         return None
     points = list(op.body.args)
     last, point_ids = points[-1], {id(a) for a in points}

@@ -71,15 +71,11 @@ def columns_first_stage(host, op, points: str, n_k: str, args: list[str], first:
         lines = [f"{n_split} = _split_columns({points}, {sizes})"]
     else:  # a thread a vector of points: the chunks of its own threads' count ...
         lanes = vector["lanes"]
-        width = "" if lanes == "VECTOR_WIDTH" else f", width={lanes}"
-        last = " * ".join(extent_factors([op.extent_list[-1]], lambda s: host.dim(s, op)))
-        buffers = ", ".join(host.namer(b) for b in vector["buffers"])
-        host.helpers.add("_vector_ready")
         vectors = host.namer.fresh("vectors")
         # ... where that count stays within two of the combining thread's tiles: column
         # sums 16384 x 4096 took 128 chunks as vectors, 0.123 ms against 0.098 as points
         # (33 chunks), the combining kernel's 4096 threads each walking 128 partials (H100)
-        lines = [f"{vectors} = ({last}) % {lanes} == 0 and _vector_ready({buffers}{width}) "
+        lines = [f"{vectors} = {vector_call_test(host, op, lanes, vector['buffers'])} "
                  f"and _split_columns({points} // {lanes}, {sizes}) <= 2 * VALUES_PER_THREAD",
                  f"{n_split} = _split_columns({points} // {lanes} if {vectors} else {points}, "
                  f"{sizes})"]
@@ -93,4 +89,15 @@ def columns_first_stage(host, op, points: str, n_k: str, args: list[str], first:
                     "else:", unit + host.call(first, grid, stage_args)], stage_args, n_split
 
 
-__all__ = ["split_launch", "columns_first_stage"]
+def vector_call_test(host, op, lanes: str, buffers) -> str:
+    """The host's test that a call may run a kernel moving vectors of ``lanes`` points
+    along the last axis of ``op``'s points: the extent divides, and ``buffers``' rows
+    start on a vector (``_vector_ready``)."""
+    width = "" if lanes == "VECTOR_WIDTH" else f", width={lanes}"
+    last = " * ".join(extent_factors([op.extent_list[-1]], lambda s: host.dim(s, op)))
+    host.helpers.add("_vector_ready")
+    names = ", ".join(host.namer(b) for b in buffers)
+    return f"({last}) % {lanes} == 0 and _vector_ready({names}{width})"
+
+
+__all__ = ["split_launch", "columns_first_stage", "vector_call_test"]

@@ -68,12 +68,13 @@ def signature(op, kernel: str = ""):
         from mlfuse.codegen.emit_kernel import pointwise_variant
         if pointwise_variant(op) == "pointwise-prefetch":
             args += [types.int64] * (2 * len(lean_divisors(op)))
-    if schedule in ("split-rows", "split-columns") or kernel == "stages":
-        # the partial buffers and n_split (a row kernel's split plan: split_stages.py)
+    if schedule in ("split-rows", "split-columns") or kernel in ("stages", "column-lanes"):
+        # the partial buffers and n_split (a row kernel's split plan: split_stages.py); the
+        # column stages' vector epilogue takes its own chunk count too
         from mlfuse.codegen import schedule_split, split_stages
-        partial_dtypes = (split_stages if kernel == "stages" else schedule_split).partial_dtypes
+        partial_dtypes = (schedule_split if kernel == "" else split_stages).partial_dtypes
         args += [types.Array(getattr(types, d), 1, "C") for d in partial_dtypes(op)]
-        args.append(types.int64)
+        args += [types.int64] * (2 if kernel == "column-lanes" else 1)
     elif schedule == "warp-rows" or kernel == "short":  # the threads per row
         args.append(types.int64)
     elif schedule == "contraction":  # the partial sums (split-K), and the second kernel's
@@ -198,8 +199,9 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
             finish = op.attributes.get("schedule") == "contraction"
             staged = re.search(r"(_stage\d+|_epilogue)(_vector)?$", attr) and op.attributes.get("split_stages")
             short = re.search(r"_short(_vector)?$", attr) and op.attributes.get("warp_rows")
-            yield attr, value, signature(op, "finish" if finish else "stages" if staged else
-                                         "short" if short else "")
+            lanes = attr.endswith("_epilogue_vector") and op.attributes.get("schedule") == "strips"
+            yield attr, value, signature(op, "finish" if finish else "column-lanes" if lanes
+                                         else "stages" if staged else "short" if short else "")
 
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,

@@ -55,8 +55,8 @@ from mlfuse.row_groups import (WARP, kernel_row_group, kernel_runtime_group, row
 from mlfuse.row_hold import scalar_held_values
 
 from mlfuse.transforms.fusion.cost import (kernel_cost, reduced_extent, resolve, row_held_shared,
-                                           shared_geometry, split_column_chunks, strip_held,
-                                           strip_shape)
+                                           shared_geometry, split_column_chunks, stage_count,
+                                           strip_held, strip_shape)
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
 from mlfuse.transforms.fusion.moments import shift_centred_squares
 from mlfuse.transforms.fusion.tiles import choose_tiles
@@ -286,12 +286,42 @@ def why_not_staged(kernel: Operation) -> str | None:
     return None
 
 
+def why_not_column_staged(kernel: Operation) -> str | None:
+    """Why a strips kernel over columns gets no column stages (codegen/column_stages.py:
+    a split-columns first stage, then the loops after the reductions), None where it
+    does: a row kernel's conditions (``why_not_staged``), no reduction reading another's
+    result (one stage of partials), and loops after them that read a result."""
+    why = why_not_staged(kernel)
+    if why is not None:
+        return why
+    if stage_count(kernel) != 2:
+        return "a reduction reads another's result"
+    reduces = {id(o.result) for o in kernel.body.ops if isinstance(o, ReduceOp)}
+    fors = [o for o in kernel.body.ops if isinstance(o, ForOp)]
+    if not fors:
+        return "no loop after the reductions"
+    made = {id(r): o for o in kernel.body.ops for r in o.results}
+
+    def reads_result(op) -> bool:
+        todo, seen = [v for inner in op.walk() for v in inner.operands], set()
+        while todo:
+            v = todo.pop()
+            if id(v) in reduces:
+                return True
+            if id(v) not in seen and id(v) in made:
+                seen.add(id(v))
+                todo += list(made[id(v)].operands)
+        return False
+    if not all(reads_result(o) for o in fors):
+        return "a loop that reads no reduction's result"
+    return None
+
+
 def _with_split_plan(kernel: KernelOp, choice: ScheduleChoice, target: Target) -> ScheduleChoice:
     """A row kernel's choice with its split plan where it has one: the host runs it for
     calls with fewer than sm_count x split_stage_rows_per_sm rows too long for registers."""
     if choice.schedule != "row" or why_not_staged(kernel) is not None:
         return choice
-    from mlfuse.transforms.fusion.cost import stage_count
     rows = target.sm_count * target.split_stage_rows_per_sm
     choice.split_stages = True
     choice.reason += (f"; a call with fewer than {rows} rows longer than a block holds "
@@ -358,6 +388,13 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     if access_layout(kernel) == "rows":
         choice = _with_split_plan(kernel, choice, target)
         choice = _with_short_plan(kernel, choice, dims, target)
+    if choice.schedule == "strips" and choice.strip == "columns" and target.strip_column_stages \
+            and why_not_column_staged(kernel) is None:
+        # codegen/column_stages.py: for calls whose strips fit on chip nowhere
+        choice.split_stages = True
+        choice.reason += ("; a call whose strips' values fit neither shared memory nor "
+                          "registers splits the columns across threads in two kernels (the "
+                          "reductions' partials, then the loops after them)")
     if choice.schedule == "row":
         choice.reason += _held_rows(kernel, dims, target, choice.split_stages)
     return choice

@@ -1,0 +1,96 @@
+"""Probe: strips over columns in column stages (codegen/column_stages.py) at several shapes.
+Run on the GPU from the repository root (one process, a few minutes on an H100):
+
+    python benchmarks/probe_column_stages.py [--case LABEL ...] [--no-peers] [--dry-run]
+
+Programs whose reduction over a first or middle axis is broadcast back over it: column
+centring ``x - mean(x, axis=0)`` at three shapes and in f16, centring over a middle axis
+scaled per column (``gamma[c]``: each lane's own load), and column standardisation by
+two sibling statistics (mean and mean square: one stage of partials). Where a strip's
+values fit neither shared memory nor registers the host runs the column stages: the
+split-columns first stage, then an epilogue. Variants (``mlfuse.hardware`` knobs): the
+defaults (the vector epilogue, codegen/column_epilogue_vector.py, where the call allows),
+"2 blocks" (its launch bounds ask two blocks an SM: 64 registers), "scalar epilogue" (a
+point a thread) and "no stages" (the streaming strips kernel), beside torch eager and
+torch.compile on the same inputs, every result checked against the NumPy interpreter
+(probe_memkern.py's machinery). The last lines are a table: ms, % of the copy
+bandwidth's time for the bytes a perfect fused kernel moves, the time over the faster
+peer, ok, the grids.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+MIDDLE = """
+func middle_centring(x: f32[A, B, C], g: f32[C]) -> f32[A, B, C] {
+    return (x - mean(x, axis=1, keepdims=true)) * g
+}
+"""
+
+STANDARDISE = """
+func standardise(x: f32[R, C]) -> f32[R, C] {
+    m = mean(x, axis=0, keepdims=true)
+    q = mean(x * x, axis=0, keepdims=true)
+    return (x - m) * rsqrt(q - m * m + 1e-5)
+}
+"""
+
+
+def t_middle(x, g):
+    return (x - x.mean(dim=1, keepdim=True)) * g
+
+
+def t_standardise(x):
+    m = x.mean(dim=0, keepdim=True)
+    q = (x * x).mean(dim=0, keepdim=True)
+    return (x - m) * (q - m * m + 1e-5).rsqrt()
+
+
+# label -> (dims, (name, source, torch function) or None for the suite's centring, dtype,
+# dry-run dims)
+SHAPES = {
+    "centring 16384x4096": ({"R": 16384, "C": 4096}, None, "f32", {"R": 70, "C": 8}),
+    "centring 65536x1024": ({"R": 65536, "C": 1024}, None, "f32", {"R": 70, "C": 8}),
+    "centring 4096x16384": ({"R": 4096, "C": 16384}, None, "f32", {"R": 70, "C": 8}),
+    "centring f16 16384x8192": ({"R": 16384, "C": 8192}, None, "f16", {"R": 70, "C": 16}),
+    "mid centring 16x8192x1024": ({"A": 16, "B": 8192, "C": 1024},
+                                  ("middle_centring", MIDDLE, t_middle), "f32",
+                                  {"A": 2, "B": 70, "C": 8}),
+    "standardise 16384x4096": ({"R": 16384, "C": 4096},
+                               ("standardise", STANDARDISE, t_standardise), "f32",
+                               {"R": 70, "C": 8}),
+}
+
+VARIANTS = {"default": {}, "2 blocks": {"column_lanes_min_blocks": 2},
+            "scalar epilogue": {"column_lanes_epilogue": False},
+            "no stages": {"strip_column_stages": False}}
+
+
+def main() -> None:
+    def probes(opts, dry_run):
+        from cases import CASES
+        from probe_memkern import Probe
+        out = []
+        centring = next(c for c in CASES if c.name == "column_centring")
+        for label, (dims, override, dtype, dry) in SHAPES.items():
+            case = centring
+            if override is not None:
+                name, source, fn = override
+                case = dataclasses.replace(case, name=name, source=source, torch_fn=fn)
+            if dtype != "f32":
+                case = dataclasses.replace(case, name=f"{case.name}_{dtype}",
+                                           source=case.source.replace("f32", dtype))
+            out.append(Probe(label, dataclasses.replace(case, dims=dims, dry_dims=dry),
+                             VARIANTS))
+        return out
+    from probe_memkern import sweep_probes
+    sweep_probes(__doc__.splitlines()[0], probes)
+
+
+if __name__ == "__main__":
+    main()

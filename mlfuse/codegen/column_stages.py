@@ -1,0 +1,165 @@
+"""Strips over columns whose values fit on chip nowhere: the reduced axis split across
+threads in two stages.
+
+A strips kernel over columns (schedule_strips.py) runs a block per strip of neighbouring
+points; its loops walk the strip's whole reduced axis. Where a strip's values fit
+neither shared memory nor registers, the streaming variant walks it once per loop, its
+re-reads from DRAM, and the GPU is short of blocks where the points are few: column
+centring ``x - mean(x, axis=0)`` at 16384 x 4096 ran 128 blocks of 512 threads, 25%
+occupancy, 0.303 ms against 0.283 for the unfused split-columns sums and pointwise
+kernel (H100). Where the schedule choice gives the kernel a split plan (``split_stages``:
+every reduction reads none of another, every top-level loop one axis of one extent,
+``schedules.why_not_column_staged``), codegen also emits
+
+- the first stage: split-columns' first kernel (schedule_split.py), and its vector twin
+  (split_columns_vector.py): a thread per (chunk, point), a partial of every reduce;
+- the epilogue (``ColumnEpilogue``): a thread per (chunk, point) combines its point's
+  partials in chunk order (the same bits in every chunk's thread), computes what the
+  point needs, then walks its chunk of the loops after the reductions a tile at a time
+  (the tile's loads first, cursors along the columns as the first stage's). A point's
+  own values (a statistic also returned) are stored by its first chunk's thread.
+
+x is read twice, as by the two unfused kernels, with every thread of the GPU busy in
+both and no intermediate buffer. The host runs the plan where a strip's values fit
+neither shared memory nor registers (``strips_launch``), with the chunks of
+split-columns (``columns_first_stage``).
+"""
+from __future__ import annotations
+
+from mlfuse.codegen.addressing import ACCESSES
+from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD
+from mlfuse.codegen.column_epilogue_vector import ColumnVectorEpilogue, epilogue_vector_plan
+from mlfuse.codegen.schedule_split import SplitEmitter
+from mlfuse.codegen.scalar import COMPUTE_TYPE
+from mlfuse.codegen.split_columns_vector import column_vector_plan
+from mlfuse.codegen.split_host import columns_first_stage, vector_call_test
+from mlfuse.codegen.vector import vector_buffers
+from mlfuse.dialects.loops import ForOp, StoreOp
+from mlfuse.ir.core import Operation
+
+_DOC = ("Strips over [{space}] split in stages, last stage: a thread per (chunk, point) "
+        "combines the point's partials, then walks its chunk of the loops after them.")
+
+
+class ColumnEpilogue(SplitEmitter):
+    """The epilogue of a column-stages plan (see the module doc)."""
+
+    def __init__(self, op, name, target, helpers, hw, taken=()):
+        super().__init__(op, name, "columns-epilogue", target, helpers, hw, taken,
+                         (None, None))
+        self.launch_bound = "(THREADS_PER_BLOCK, 2)"  # (the first stage's registers)
+        self.loops = [o for o in op.body.ops if isinstance(o, ForOp)]
+
+    def emit(self) -> str:
+        w, loc = self.w, self.local
+        with self.kernel_def(self.partials + [loc["n_split"]], _DOC):
+            self.threads()
+            vals = {id(n.top): self.local_array(f"{n.top.result.name_hint or 'acc'}_vals",
+                                                COMPUTE_TYPE[n.top.result.type.dtype],
+                                                VALUES_PER_THREAD) for n in self.nests}
+            self.plan_held_rows(self.loops, reuse=False)
+            w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+            w.line(f"{loc['n_k']} = {self.points(self.loops[0].extent_list)}")
+            w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
+            self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in self.loops])
+            nest_of = {id(n.top): (n, p) for n, p in zip(self.nests, self.partials)}
+            with self.each_item(f"{loc['n_points']} * {loc['n_split']}"):
+                w.line(f"{loc['part']}, {loc['point']} = divmod({loc['flat']}, {loc['n_points']})")
+                self.unravel(loc["point"])
+                self.row_base_lines()
+                w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
+                w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
+                for op in self.op.body.ops:
+                    if id(op) in nest_of:
+                        self.combine_partials(op, *nest_of[id(op)], vals[id(op)])
+                    elif isinstance(op, ForOp):
+                        self.walk_loop(op)
+                    elif isinstance(op, StoreOp):  # a point's own value: one thread's
+                        with w.indented(f"if {loc['part']} == 0:"):
+                            self.statement(op, shared=False)
+                    else:
+                        self.statement(op, shared=False)
+        return self.w.text()
+
+    def walk_loop(self, op: Operation) -> None:
+        """This thread's chunk [lo, hi) of the loop ``op``, a tile of VALUES_PER_THREAD
+        values at a time: the tile's loads first (no use between them, so all are in
+        flight), then each value's ops and stores in order."""
+        w, loc = self.w, self.local
+        k = self.define(op.body.args[0], "k")
+        here = self.namer.fresh("n_here")
+        loads = self.fills[id(op)][1]
+        accesses = [o for o in op.walk() if isinstance(o, ACCESSES) and id(o) not in self.held]
+
+        def each_value(phase_accesses, body):
+            self.start_cursors(loc["tile"], phase_accesses)
+            with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}):"):
+                with w.indented(f"if {loc['slot']} < {here}:"):
+                    w.line(f"{k} = {loc['tile']} + {loc['slot']}")
+                    body()
+                for (_, stride), cursor in self.cursors.items():
+                    w.line(f"{cursor} += {stride}")
+
+        with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, "
+                        f"{VALUES_PER_THREAD}):"):
+            w.line(f"{here} = numba.int32(min({loc['hi']} - {loc['tile']}, {VALUES_PER_THREAD}))")
+            if loads:
+                w.line("# the tile's loads first: no use between them, so all are in flight")
+                each_value(loads, lambda: self.fill(op))
+            each_value(accesses, lambda: self.block(op.body, top=False))
+
+
+def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw) -> tuple[dict, str]:
+    """The column-stages plan's launch entries (``column_stages``: the first stage's
+    name; its vector twin's and the epilogue's vector twin's names, lanes and buffers
+    where they have one; the scalar epilogue's name) and the kernels' text."""
+    first = names.fresh(f"{name}_stage0")
+    twins = (None, column_vector_plan(op, hw))
+    texts = [SplitEmitter(op, first, "split-columns", target, helpers, hw, names.taken,
+                          twins).emit()]
+    vector = None
+    if twins[1] is not None:
+        vname = names.fresh(f"{name}_stage0_vector")
+        texts.append(SplitEmitter(op, vname, "split-columns-vector", target, helpers, hw,
+                                  names.taken, twins).emit())
+        vector = {"name": vname, "lanes": twins[1].lanes,
+                  "buffers": vector_buffers(twins[1].stepped)}
+    epilogue = names.fresh(f"{name}_epilogue")
+    texts.append(ColumnEpilogue(op, epilogue, target, helpers, hw, names.taken).emit())
+    lanes_plan, lanes = epilogue_vector_plan(op, hw), None
+    if lanes_plan is not None:
+        ename = names.fresh(f"{name}_epilogue_vector")
+        texts.append(ColumnVectorEpilogue(op, ename, target, helpers, hw, names.taken,
+                                          lanes_plan).emit())
+        lanes = {"name": ename, "lanes": lanes_plan.lanes,
+                 "buffers": vector_buffers(lanes_plan.stepped)}
+    return {"column_stages": {"first": first, "vector": vector, "epilogue": epilogue,
+                              "epilogue_vector": lanes}}, "\n\n".join(texts)
+
+
+def column_stages_lines(host, kernel, points: str, n_k: str, args: list[str]) -> list[str]:
+    """The host lines of the plan: split-columns' first stage (chunks, partials, the
+    vector twin where it runs), then the epilogue: its vector twin (a thread per (chunk
+    of its own, vector of points)) where the points' last extent divides into vectors
+    and the buffers are aligned, else a thread per (first-stage chunk, point)."""
+    plan = kernel.launch["column_stages"]
+    lines, stage_args, n_split = columns_first_stage(host, kernel.op, points, n_k, args,
+                                                     plan["first"], plan["vector"])
+    scalar = host.call(plan["epilogue"], f"_pointwise_blocks({points} * {n_split}, 1), "
+                       "THREADS_PER_BLOCK", stage_args)
+    lanes = plan.get("epilogue_vector")
+    if lanes is None:
+        return lines + [scalar]
+    unit, n_chunks = host.w.unit, host.namer.fresh("n_chunks")
+    vectors = f"{points} // {lanes['lanes']}"
+    # its own chunks: the first stage's are sized for a thread a point (33 at 16384 x
+    # 4096, a quarter of a wave as vectors)
+    return lines + [
+        f"if {vector_call_test(host, kernel.op, lanes['lanes'], lanes['buffers'])}:",
+        unit + f"{n_chunks} = _split_columns({vectors}, {n_k}, SM_COUNT, VALUES_PER_THREAD)",
+        unit + host.call(lanes["name"], f"_pointwise_blocks({vectors} * {n_chunks}, 1), "
+                         "THREADS_PER_BLOCK", stage_args + [n_chunks]),
+        "else:", unit + scalar]
+
+
+__all__ = ["ColumnEpilogue", "emit_column_stages", "column_stages_lines"]

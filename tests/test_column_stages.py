@@ -1,0 +1,96 @@
+"""Strips over columns split in two stages (codegen/column_stages.py): which kernels the
+schedule choice gives the plan, and its kernels under the simulator against the NumPy
+interpreter where the host takes them (a strip's values fit neither shared memory nor
+registers: here the host's limits are lowered to zero)."""
+import numpy as np
+import pytest
+
+import mlfuse
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.interp import run_tensor
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.tools.checking import random_inputs
+from mlfuse.transforms.fusion.schedules import why_not_column_staged
+
+from helpers import assert_results_close, record_launches
+
+CENTRING = "func f(x: f32[R, C]) -> f32[R, C] { return x - mean(x, axis=0, keepdims=true) }"
+# the column means returned too: stored once a point, by its first chunk's thread
+BOTH = ("func f(x: f32[R, C]) -> (f32[R, C], f32[1, C]) {\n"
+        " m = mean(x, axis=0, keepdims=true)\n return x - m, m }")
+# centred over a middle axis, scaled per channel: points (a, c), gamma read at c
+MIDDLE = ("func f(x: f32[A, B, C], g: f32[C]) -> f32[A, B, C] {\n"
+          " return (x - mean(x, axis=1, keepdims=true)) * g }")
+SOFTMAX = "func f(x: f32[A, B, C]) -> f32[A, B, C] { return softmax(x, axis=1) }"
+PLAN = {"dims": {"R": 1024, "C": 1024, "A": 16, "B": 1024}}
+
+
+def _kernel(source):
+    module = compile_text(source, "t.fuse", fuse_options=PLAN)
+    (kernel,) = [o for o in module.funcs[0].body.ops if isinstance(o, KernelOp)]
+    return kernel
+
+
+def test_which_strips_get_column_stages():
+    kernel = _kernel(CENTRING)
+    assert (kernel["schedule"], kernel["strip"]) == ("strips", "columns")
+    assert kernel.attributes.get("split_stages") == 1
+    assert _kernel(BOTH).attributes.get("split_stages") == 1
+    # softmax's sum reads its max: two levels of partials, no plan of two kernels
+    softmax = _kernel(SOFTMAX)
+    assert softmax["schedule"] == "strips" and not softmax.attributes.get("split_stages")
+    assert why_not_column_staged(softmax) == "a reduction reads another's result"
+
+
+def _run(source, dims, inputs=None):
+    """The kernels the host launched for a call whose strips fit on chip nowhere."""
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = inputs or random_inputs(func, dims, seed=8)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=PLAN)
+    py = module.python_module
+    py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0  # neither shared memory nor registers
+    names = [n for n in vars(py) if n.startswith("f_0") and hasattr(getattr(py, n), "py_func")]
+    launched = record_launches(py, names)
+    got = module["f"](*inputs)
+    assert_results_close(func, run_tensor(func, inputs), got)
+    return launched, got
+
+
+CENTRING_F16 = CENTRING.replace("f32", "f16")
+# a per-row scale read once for a vector's points (a shared load), centred columns
+ROW_SCALED = ("func f(x: f32[R, C], s: f32[R, 1]) -> f32[R, C] {\n"
+              " return (x - mean(x, axis=0, keepdims=true)) * s }")
+# two statistics, the second over the first's centred values is not one stage: the
+# variance here is of x itself, both returned beside the normalised values
+STATS_BOTH = ("func f(x: f32[R, C]) -> (f32[R, C], f32[1, C], f32[1, C]) {\n"
+              " m = mean(x, axis=0, keepdims=true)\n"
+              " q = mean(x * x, axis=0, keepdims=true)\n"
+              " return (x - m) * rsqrt(q - m * m + 1e-5), m, q }")
+
+
+@pytest.mark.parametrize("source, dims, first, epilogue", [
+    (CENTRING, {"R": 300, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (CENTRING, {"R": 301, "C": 6}, "f_0_stage0", "f_0_epilogue"),  # 4 does not divide C
+    (CENTRING_F16, {"R": 70, "C": 16}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (CENTRING_F16, {"R": 70, "C": 12}, "f_0_stage0", "f_0_epilogue"),  # 8 does not divide
+    (BOTH, {"R": 97, "C": 12}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (STATS_BOTH, {"R": 61, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (ROW_SCALED, {"R": 90, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (MIDDLE, {"A": 2, "B": 130, "C": 5}, "f_0_stage0", "f_0_epilogue"),
+    (MIDDLE, {"A": 3, "B": 70, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+])
+def test_column_stages_agree_with_numpy(source, dims, first, epilogue):
+    launched, _ = _run(source, dims)
+    assert launched == [first, epilogue]
+
+
+def test_column_stages_nan_stays_in_its_column_and_runs_repeat():
+    func = parse_program(CENTRING, "t.fuse").funcs[0]
+    (x,) = random_inputs(func, {"R": 200, "C": 8}, seed=3)
+    x[150, 5] = np.nan
+    launched, got = _run(CENTRING, {}, [x])
+    out = np.asarray(got[0] if isinstance(got, tuple) else got)
+    assert np.isnan(out[:, 5]).all() and not np.isnan(np.delete(out, 5, axis=1)).any()
+    _, again = _run(CENTRING, {}, [x])
+    again = np.asarray(again[0] if isinstance(again, tuple) else again)
+    assert again.tobytes() == out.tobytes()
