@@ -11,7 +11,7 @@ values fit neither shared memory nor registers the host runs the column stages: 
 split-columns first stage, then an epilogue. Variants (``mlfuse.hardware`` knobs): the
 defaults (the vector epilogue, codegen/column_epilogue_vector.py, where the call allows),
 "2 blocks" (its launch bounds ask two blocks an SM: 64 registers), "scalar epilogue" (a
-point a thread) and "no stages" (the streaming strips kernel), beside torch eager and
+point a thread) and "32 in flight" (a thread's tile of 8 f32 vectors, not 4), beside torch eager and
 torch.compile on the same inputs, every result checked against the NumPy interpreter
 (probe_memkern.py's machinery). The last lines are a table: ms, % of the copy
 bandwidth's time for the bytes a perfect fused kernel moves, the time over the faster
@@ -68,7 +68,7 @@ SHAPES = {
 
 VARIANTS = {"default": {}, "2 blocks": {"column_lanes_min_blocks": 2},
             "scalar epilogue": {"column_lanes_epilogue": False},
-            "no stages": {"strip_column_stages": False}}
+            "32 in flight": {"strip_vector_values": 32}}
 
 
 def main() -> None:

@@ -161,18 +161,18 @@ def held_planes(tops) -> tuple[dict, dict, int]:
     return writes, reads, planes
 
 
-def _split_columns(points, extent, sms, values):
+def _split_columns(points, extent, sms, values, cap=128):
     """Chunks per point of a split-columns reduction of ``extent`` values per point: a
-    thread per (point, chunk), each walking at least 4 x ``values`` values, at most 128
-    chunks (one thread of the second kernel combines them, a tile of ``values`` at a
-    time). Of the counts that fill 1 to 4 whole waves of ``sms`` x 1024 resident threads
+    thread per (point, chunk), each walking at least 4 x ``values`` values, at most
+    ``cap`` chunks (128: one thread of the second kernel combines them, a tile of
+    ``values`` at a time; column stages' epilogue combines none). Of the counts that fill 1 to 4 whole waves of ``sms`` x 1024 resident threads
     (the first stage's blocks are capped at 64 registers), the one whose last wave is
     fullest, the fewest chunks on a tie: 65536 points took 3 chunks, 1.45 waves, the
     second 45% full; they take 2 (0.97 of one)."""
     if points < 1:  # (no launch: the cost model may still price an empty space)
         return 1
     threads = sms * 1024
-    most = max(1, min(extent // (4 * values), 128))
+    most = max(1, min(extent // (4 * values), cap))
     best, best_fill = 1, 0.0
     for waves in range(1, 5):
         n = max(1, min(waves * threads // points, most))

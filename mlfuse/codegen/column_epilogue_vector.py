@@ -7,9 +7,8 @@ centring ``x - mean(x, axis=0)`` at 16384 x 4096 ran no faster for it than the s
 strips kernel (0.305 ms against torch.compile's 0.283, H100). Here a thread takes the
 VEC neighbouring points of one 16-byte vector along the points' last axis (4 f32, 8 f16):
 
-- each lane combines its point's partials of every reduce in chunk order, as the scalar
-  epilogue's thread does (the same bits), loading the VEC points' partials of a chunk as
-  vectors (the partials of neighbouring points are neighbours), a tile at a time;
+- each lane reads its point's results, which the column stages' combine left in the
+  first chunk's partials (those of neighbouring points are neighbours: a vector);
 - the ops after the reductions run per lane where they read a reduction's result or the
   point's last index (a statistic also returned is stored by the first chunk's thread,
   each lane at its own point), once where they read neither;
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.flat_rows import flat_access, reads_value
-from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.codegen.schedule_split import SplitEmitter
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.reductions import loop_levels
@@ -43,8 +42,8 @@ _LANES = {4: ("VECTOR_WIDTH", "_load_vector", "_store_vector"),
           2: ("VECTOR_WIDTH_16", "_load_halves", "_store_halves")}
 
 _DOC = ("Strips over [{space}] split in stages, last stage, in vectors: a thread per "
-        "(chunk, vector of neighbouring points) combines its points' partials, then walks "
-        "its chunk of the loops after them a vector a value.")
+        "(chunk, vector of neighbouring points) reads its points' combined partials, then "
+        "walks its chunk of the loops after them a vector a value.")
 
 
 @dataclass
@@ -143,9 +142,6 @@ class ColumnVectorEpilogue(SplitEmitter):
             reduces = [o for o in self.op.body.ops if isinstance(o, ReduceOp)]
             accs = [self.local_array(f"{o.result.name_hint or 'acc'}_lanes",
                                      COMPUTE_TYPE[o.result.type.dtype], lanes) for o in reduces]
-            parts = [self.local_array(f"{o.result.name_hint or 'acc'}_tile",  # (a plain
-                                      COMPUTE_TYPE[o.result.type.dtype],  # constant's size)
-                                      "STRIP_VECTOR_VALUES") for o in reduces]
             kept = self._kept_arrays()
             for o in plan.stepped + plan.shared:
                 if isinstance(o, LoadOp):
@@ -172,8 +168,8 @@ class ColumnVectorEpilogue(SplitEmitter):
                             not any(id(r) in self.lane_values for r in o.results) and \
                             not isinstance(o, StoreOp):
                         self.statement(o, shared=False)
-                for o, acc, part in zip(reduces, accs, parts):
-                    self._combine(o, acc, part)
+                for o, acc in zip(reduces, accs):
+                    self._combined(o, acc)
                 self._lanes_before_walk(reduces, accs, kept)
                 w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
                 w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
@@ -199,32 +195,15 @@ class ColumnVectorEpilogue(SplitEmitter):
                                                COMPUTE_TYPE[v.type.dtype], self.plan.lanes)
         return kept
 
-    def _combine(self, op: ReduceOp, acc: str, part: str) -> None:
-        """Each lane's ``acc[lane]``: the reduce's init combined with its point's partials
-        in chunk order, a tile of STRIP_VECTOR_VALUES loaded before they are combined."""
+    def _combined(self, op: ReduceOp, acc: str) -> None:
+        """Each lane's ``acc[lane]``: its point's result of reduce ``op``, combined in
+        place by the column stages' combine (neighbouring points' are neighbours: f32,
+        VECTOR_WIDTH a vector)."""
         w, loc, lanes = self.w, self.local, self.plan.lanes
-        tile = f"(STRIP_VECTOR_VALUES // {lanes})"  # chunks' vectors of partials a tile
-        dtype, combiner = op.result.type.dtype, op["combiner"]
         partials = self.partials[[o for o in self.op.body.ops if isinstance(o, ReduceOp)].index(op)]
-        w.line(f"# {combiner} of each lane's point's n_split partials, in chunk order")
-        with w.indented(f"for {loc['lane']} in range({lanes}):"):
-            w.line(f"{acc}[{loc['lane']}] = {self.namer(op.operands[0])}")
-        with w.indented(f"for {loc['tile']} in range(0, {loc['n_split']}, {tile}):"):
-            for phase in ("load", "combine"):
-                with w.indented(f"for {loc['slot']} in range({tile}):"):
-                    w.line(f"{loc['s']} = {loc['tile']} + {loc['slot']}")
-                    with w.indented(f"if {loc['s']} < {loc['n_split']}:"):
-                        if phase == "load":  # (partials are f32: VECTOR_WIDTH a vector)
-                            with w.indented(f"for {loc['vec']} in range(0, {lanes}, "
-                                            "VECTOR_WIDTH):"):
-                                at = f"{loc['s']} * {loc['n_points']} + {loc['point']} + {loc['vec']}"
-                                w.line(f"_load_vector({partials}, (numba.uint64({at}),), {part}, "
-                                       f"{loc['slot']} * {lanes} + {loc['vec']})")
-                        else:
-                            with w.indented(f"for {loc['lane']} in range({lanes}):"):
-                                value = f"{part}[{loc['slot']} * {lanes} + {loc['lane']}]"
-                                mine = f"{acc}[{loc['lane']}]"
-                                w.line(f"{mine} = {combine(combiner, mine, value, self.helpers, dtype)}")
+        with w.indented(f"for {loc['vec']} in range(0, {lanes}, VECTOR_WIDTH):"):
+            w.line(f"_load_vector({partials}, (numba.uint64({loc['point']} + {loc['vec']}),), "
+                   f"{acc}, {loc['vec']})")
 
     def _lanes_before_walk(self, reduces, accs, kept) -> None:
         """Each lane's ops after the reductions (its point's last index named for it) and

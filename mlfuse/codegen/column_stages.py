@@ -13,24 +13,32 @@ every reduction reads none of another, every top-level loop one axis of one exte
 
 - the first stage: split-columns' first kernel (schedule_split.py), and its vector twin
   (split_columns_vector.py): a thread per (chunk, point), a partial of every reduce;
-- the epilogue (``ColumnEpilogue``): a thread per (chunk, point) combines its point's
-  partials in chunk order (the same bits in every chunk's thread), computes what the
-  point needs, then walks its chunk of the loops after the reductions a tile at a time
-  (the tile's loads first, cursors along the columns as the first stage's). A point's
-  own values (a statistic also returned) are stored by its first chunk's thread.
+- the combine (``ColumnCombine``): a thread per point combines its partials in chunk
+  order into the first chunk's place (the second stage of split-columns, in place);
+- the epilogue (``ColumnEpilogue``): a thread per (chunk, point) reads its point's
+  combined values, computes what the point needs, then walks its chunk of the loops
+  after the reductions a tile at a time (the tile's loads first, cursors along the
+  columns as the first stage's). A point's own values (a statistic also returned) are
+  stored by its first chunk's thread. Its vector twin (column_epilogue_vector.py) takes
+  a vector of points a thread.
 
 x is read twice, as by the two unfused kernels, with every thread of the GPU busy in
-both and no intermediate buffer. The host runs the plan where a strip's values fit
-neither shared memory nor registers (``strips_launch``), with the chunks of
-split-columns (``columns_first_stage``).
+both and no intermediate buffer. Each epilogue thread once combined its point's
+partials itself: 128 partials a point at 65536 x 1024, 277 MB of L2 reads a call for
+a 512 KB buffer. The host runs the plan where a strip's values fit neither shared
+memory nor registers (``strips_launch``), with the chunks of split-columns
+(``columns_first_stage``).
 """
 from __future__ import annotations
 
 from mlfuse.codegen.addressing import ACCESSES
+from mlfuse.codegen.column_epilogue_vector import (
+    ColumnVectorEpilogue,
+    epilogue_vector_plan,
+)
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD
-from mlfuse.codegen.column_epilogue_vector import ColumnVectorEpilogue, epilogue_vector_plan
-from mlfuse.codegen.schedule_split import SplitEmitter
 from mlfuse.codegen.scalar import COMPUTE_TYPE
+from mlfuse.codegen.schedule_split import SplitEmitter
 from mlfuse.codegen.split_columns_vector import column_vector_plan
 from mlfuse.codegen.split_host import columns_first_stage, vector_call_test
 from mlfuse.codegen.vector import vector_buffers
@@ -38,7 +46,46 @@ from mlfuse.dialects.loops import ForOp, StoreOp
 from mlfuse.ir.core import Operation
 
 _DOC = ("Strips over [{space}] split in stages, last stage: a thread per (chunk, point) "
-        "combines the point's partials, then walks its chunk of the loops after them.")
+        "reads its point's combined partials, then walks its chunk of the loops after them.")
+_COMBINE_DOC = ("Strips over [{space}] split in stages, second stage: a thread per point "
+                "combines its partials in chunk order into the first chunk's place.")
+
+
+def _feeding(op, values) -> list[Operation]:
+    """The top-level ops of kernel ``op`` that ``values`` are computed from, in order."""
+    made = {id(r): o for o in op.body.ops for r in o.results}
+    needed, todo = set(), list(values)
+    while todo:
+        producer = made.get(id(todo.pop()))
+        if producer is not None and id(producer) not in needed:
+            needed.add(id(producer))
+            todo += list(producer.operands)
+    return [o for o in op.body.ops if id(o) in needed]
+
+
+class ColumnCombine(SplitEmitter):
+    """The combine of a column-stages plan: each point's partials folded in chunk order
+    from the reduce's init (as split-columns' second stage) into partials[point]."""
+
+    def __init__(self, op, name, target, helpers, hw, taken=()):
+        super().__init__(op, name, "columns-combine", target, helpers, hw, taken, (None, None))
+
+    def emit(self) -> str:
+        w, loc = self.w, self.local
+        with self.kernel_def(self.partials + [loc["n_split"]], _COMBINE_DOC):
+            self.threads()
+            vals = [self.local_array(f"{n.top.result.name_hint or 'acc'}_vals",
+                                     COMPUTE_TYPE[n.top.result.type.dtype], VALUES_PER_THREAD)
+                    for n in self.nests]
+            w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
+            for o in _feeding(self.op, [n.top.operands[0] for n in self.nests]):
+                self.statement(o, shared=False)  # the inits (constants)
+            with self.each_item(loc["n_points"]):
+                w.line(f"{loc['point']} = {loc['flat']}")
+                for n, partials, v in zip(self.nests, self.partials, vals):
+                    self.combine_partials(n.top, n, partials, v)
+                    w.line(f"{partials}[{loc['point']}] = {self.namer(n.top.result)}")
+        return self.w.text()
 
 
 class ColumnEpilogue(SplitEmitter):
@@ -54,15 +101,12 @@ class ColumnEpilogue(SplitEmitter):
         w, loc = self.w, self.local
         with self.kernel_def(self.partials + [loc["n_split"]], _DOC):
             self.threads()
-            vals = {id(n.top): self.local_array(f"{n.top.result.name_hint or 'acc'}_vals",
-                                                COMPUTE_TYPE[n.top.result.type.dtype],
-                                                VALUES_PER_THREAD) for n in self.nests}
             self.plan_held_rows(self.loops, reuse=False)
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             w.line(f"{loc['n_k']} = {self.points(self.loops[0].extent_list)}")
             w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
             self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in self.loops])
-            nest_of = {id(n.top): (n, p) for n, p in zip(self.nests, self.partials)}
+            partials_of = {id(n.top): p for n, p in zip(self.nests, self.partials)}
             with self.each_item(f"{loc['n_points']} * {loc['n_split']}"):
                 w.line(f"{loc['part']}, {loc['point']} = divmod({loc['flat']}, {loc['n_points']})")
                 self.unravel(loc["point"])
@@ -70,8 +114,9 @@ class ColumnEpilogue(SplitEmitter):
                 w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
                 w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
                 for op in self.op.body.ops:
-                    if id(op) in nest_of:
-                        self.combine_partials(op, *nest_of[id(op)], vals[id(op)])
+                    if id(op) in partials_of:  # combined in place (ColumnCombine)
+                        w.line(f"{self.define(op.result, 'acc')} = "
+                               f"{partials_of[id(op)]}[{loc['point']}]")
                     elif isinstance(op, ForOp):
                         self.walk_loop(op)
                     elif isinstance(op, StoreOp):  # a point's own value: one thread's
@@ -124,6 +169,8 @@ def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw)
                                   names.taken, twins).emit())
         vector = {"name": vname, "lanes": twins[1].lanes,
                   "buffers": vector_buffers(twins[1].stepped)}
+    combine = names.fresh(f"{name}_combine")
+    texts.append(ColumnCombine(op, combine, target, helpers, hw, names.taken).emit())
     epilogue = names.fresh(f"{name}_epilogue")
     texts.append(ColumnEpilogue(op, epilogue, target, helpers, hw, names.taken).emit())
     lanes_plan, lanes = epilogue_vector_plan(op, hw), None
@@ -133,18 +180,21 @@ def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw)
                                           lanes_plan).emit())
         lanes = {"name": ename, "lanes": lanes_plan.lanes,
                  "buffers": vector_buffers(lanes_plan.stepped)}
-    return {"column_stages": {"first": first, "vector": vector, "epilogue": epilogue,
-                              "epilogue_vector": lanes}}, "\n\n".join(texts)
+    return {"column_stages": {"first": first, "vector": vector, "combine": combine,
+                              "epilogue": epilogue, "epilogue_vector": lanes}}, \
+        "\n\n".join(texts)
 
 
 def column_stages_lines(host, kernel, points: str, n_k: str, args: list[str]) -> list[str]:
     """The host lines of the plan: split-columns' first stage (chunks, partials, the
-    vector twin where it runs), then the epilogue: its vector twin (a thread per (chunk
+    vector twin where it runs), the combine, then the epilogue: its vector twin (a thread per (chunk
     of its own, vector of points)) where the points' last extent divides into vectors
     and the buffers are aligned, else a thread per (first-stage chunk, point)."""
     plan = kernel.launch["column_stages"]
     lines, stage_args, n_split = columns_first_stage(host, kernel.op, points, n_k, args,
                                                      plan["first"], plan["vector"])
+    lines.append(host.call(plan["combine"], f"_pointwise_blocks({points}, 1), THREADS_PER_BLOCK",
+                           stage_args))
     scalar = host.call(plan["epilogue"], f"_pointwise_blocks({points} * {n_split}, 1), "
                        "THREADS_PER_BLOCK", stage_args)
     lanes = plan.get("epilogue_vector")
@@ -153,13 +203,15 @@ def column_stages_lines(host, kernel, points: str, n_k: str, args: list[str]) ->
     unit, n_chunks = host.w.unit, host.namer.fresh("n_chunks")
     vectors = f"{points} // {lanes['lanes']}"
     # its own chunks: the first stage's are sized for a thread a point (33 at 16384 x
-    # 4096, a quarter of a wave as vectors)
+    # 4096, a quarter of a wave as vectors), and capped for the combine's loop (none
+    # here: 128 at 65536 x 1024 left a quarter of a wave as vectors)
     return lines + [
         f"if {vector_call_test(host, kernel.op, lanes['lanes'], lanes['buffers'])}:",
-        unit + f"{n_chunks} = _split_columns({vectors}, {n_k}, SM_COUNT, VALUES_PER_THREAD)",
+        unit + f"{n_chunks} = _split_columns({vectors}, {n_k}, SM_COUNT, VALUES_PER_THREAD, "
+        f"{n_k})",
         unit + host.call(lanes["name"], f"_pointwise_blocks({vectors} * {n_chunks}, 1), "
                          "THREADS_PER_BLOCK", stage_args + [n_chunks]),
         "else:", unit + scalar]
 
 
-__all__ = ["ColumnEpilogue", "emit_column_stages", "column_stages_lines"]
+__all__ = ["ColumnCombine", "ColumnEpilogue", "emit_column_stages", "column_stages_lines"]
