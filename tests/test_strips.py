@@ -57,6 +57,7 @@ def _run(source, dims, inputs=None, streaming=False):
     py.STRIP_SHARED_BYTES = 0  # the scalar kernels (test_strips_shared.py: the shared one)
     if streaming:
         py.STRIP_HELD_THREADS = 0  # the host then launches the streaming variant
+        py.COLUMN_STAGES = False  # (not the column stages: test_column_stages.py)
     launched = record_launches(py, list(kernel_names(py, kernel)))
     got = module["f"](*inputs)
     got = assert_results_close(func, expected, got)

@@ -30,6 +30,7 @@ def _run(source, dims, inputs=None, held=False):
     (kernel,) = _strips(module)
     py = module.python_module
     py.STRIP_SHARED_BYTES = 0  # none in shared memory (test_strips_shared.py)
+    py.COLUMN_STAGES = False  # the streaming kernels (test_column_stages.py: the stages)
     if not held:
         py.STRIP_HELD_THREADS = 0  # no block holds its strip's values: stream them
     name = kernel["kernel_name"]

@@ -97,6 +97,7 @@ SIMT_THREADS = {simt_threads}  # a SIMT contraction block's threads, where its t
 STRIP_POINTS = {strip_points}  # the most neighbouring points per block of a strips kernel over columns
 STRIP_THREADS = {strip_threads}  # the fewest threads of a strips block
 STRIP_HELD_THREADS = {strip_held}  # the most threads of a strips block holding its values
+COLUMN_STAGES = True  # strips over columns fitting on chip nowhere: column stages, not streamed
 STRIP_BLOCK_THREADS = {strip_block}  # the most threads of a strips block over columns
 STRIP_BLOCKS_PER_SM = {strip_fill}  # strips over columns narrow until the grid has this many a SM
 STRIP_MIN_BLOCKS = {strip_min_blocks}  # resident per SM, asked of a strips kernel over columns

@@ -531,12 +531,10 @@ def strips_launch(host, kernel, points: str, args: list[str]) -> None:
                  f"if {n_red} <= {threads} * VALUES_PER_THREAD and "
                  f"{threads} <= STRIP_HELD_THREADS:  # each thread's values fit in registers"]
     lines += [unit + host.call(first, grid, args)]
-    if "column_stages" in kernel.launch:  # fit on chip nowhere: the columns in two stages
+    if "column_stages" in kernel.launch:  # fit on chip nowhere: the columns in stages
         from mlfuse.codegen.column_stages import column_stages_lines
-        lines += ["else:"] + [unit + line for line in
-                              column_stages_lines(host, kernel, points, n_red, args)]
-        host.guarded(op, points, lines)
-        return
+        lines += ["elif COLUMN_STAGES:"] + [unit + line for line in
+                                            column_stages_lines(host, kernel, points, n_red, args)]
     if "strips-vector" in kernel.variants:
         # the vector kernel has only a streaming form: it stands in for the scalar
         # streaming kernel where VEC divides the points and the buffers are aligned; a
