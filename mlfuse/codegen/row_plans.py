@@ -59,9 +59,9 @@ def row_variants(op: LoopOp, hw: Target) -> list[str]:
 class RowPlans:
     """Needs from its host class: w, local, namer, op, variant, vector, target, hw,
     helpers, scratch, held, fills, reuse, kept, passes, followers, merged, row_slots,
-    held_rows, lanes, prefilled, staged, vector_lanes, define, extent, points,
-    local_array, hold, fill, unravel, block, plan_flat_rows, row_base_lines,
-    stream_order, plan_vectors, each_vector, each_lane, vector_fill, vector_drain."""
+    held_rows, lanes, prefilled, vector_lanes, define, extent, points, local_array,
+    hold, fill, unravel, block, plan_flat_rows, row_base_lines, stream_order,
+    plan_vectors, vector_walk."""
 
     # -- plans -------------------------------------------------------------------
     def row_body(self, row_loops: list[Operation]) -> None:
@@ -215,15 +215,9 @@ class RowPlans:
         elif self.vector:  # a row's vectors: registers-vector, warp-rows-vector
             self.lanes = Lanes(op.body.args[0], k, loc["first"], extent)
             vectors, first = self.row_vectors()
-            if self.fills[id(op)][1] and id(op) not in self.prefilled:
-                w.line("# this thread's vectors of the row first: loads with no use between "
-                       "them are in flight at once")
-                with self.each_vector(vectors, first, extent):
-                    self.vector_fill(op)
-            with self.each_vector(vectors, first, extent):
-                with self.each_lane():
-                    yield
-                self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
+            fill = bool(self.fills[id(op)][1]) and id(op) not in self.prefilled
+            with self.vector_walk(op, vectors, first, extent, fill, "row"):
+                yield
         elif self.held_rows or (self.variant == "streaming" and self.fills[id(op)][1]):
             slots, start = self.row_slots, loc["tid"]
             with ExitStack() as tiles:
