@@ -1,10 +1,10 @@
 """One ``@cuda.jit`` kernel per ``loops.parallel`` / ``fused.kernel``.
 
-Why this module is long: it holds the kernel emitter that every schedule shares
-(statements, loads and stores, held rows, reuse, the hooks the schedule modules
-override) together with the pointwise and row schedules built on it; the other
-schedules have modules of their own (``SCHEDULE_MODULES``). Moving pointwise and
-row out as well is the next split.
+The kernel emitter that every schedule shares (statements, loads and stores, held
+rows' fill phases, reuse, the hooks the schedule modules override), the pointwise
+schedule, and the kernels of the row schedule, whose plans and reductions are the
+mixin ``row_plans.RowPlans`` (the "row" schedule's variants are described there). The
+other schedules have modules of their own (``SCHEDULE_MODULES``).
 
 "pointwise": a 1-D grid-stride loop over the flat index of the iteration space
 (int64, so spaces past 2**31 points do not overflow), unravelled into the loop
@@ -13,21 +13,6 @@ loop-free body takes POINTS_PER_THREAD points per thread, one block width apart
 (coalesced): it first issues the loads of all of them into local arrays (registers
 once Numba unrolls the constant-trip loop), then computes and stores each point, so
 several loads per thread are in flight at once.
-
-"row": one block per point (blocks stride over points). At the top of the body, a
-``loops.reduce`` is split over the block's threads (each accumulates a strided part,
-then a block reduction hands the result to every thread) and a ``loops.for`` strides
-its threads over the extent; other top-level ops run redundantly in every thread
-(cheap scalars), and top-level stores are done by thread 0 alone. Two variants:
-"registers" (rows of at most VALUES_PER_THREAD * REGISTER_ROW_THREADS values: thread
-t takes values t, t + nthreads, ... of a row in VALUES_PER_THREAD slots; each row loop
-first issues its loads for every slot, and a row value that several row loops read
-is loaded once into a local array, so the row is read from memory once, and a costly
-value that several row loops compute, such as softmax's exp(x - max), is computed
-once and kept the same way) and
-"streaming" (any row length: each row loop re-reads the row, STREAM_TILE values per
-thread at a time, that tile's loads issued first). The host picks one by
-the row length; a constant row length needs only one.
 
 Vector variants ("pointwise-vector", "registers-vector"; see ``vector.py``): the same
 schedules with each thread's values taken as vectors of VECTOR_WIDTH neighbours, so
@@ -43,28 +28,57 @@ so that the compiler keeps its registers within what a block of them may use.
 from __future__ import annotations
 
 import textwrap
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 
-from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
-from mlfuse.dialects.reductions import shared_body_ops, sibling_passes
-from mlfuse.errors import MlfuseError
-from mlfuse.ir.core import Block, Operation, Value
-from mlfuse.hardware import Target
-
+from mlfuse.codegen.addressing import lean_divisors
 from mlfuse.codegen.bf16 import BF16_HELPER, bf16_load, bf16_store
-from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity, literal, scalar_expression
 from mlfuse.codegen.emit_lean import LeanPointwise
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes, VectorPhases
-from mlfuse.codegen.flat_rows import FlatRows, _key, row_flat_vectors, split_vector_buffers
-from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
-from mlfuse.codegen.kernel_code import (KernelCode, dim_code, extent_factors,
-                                        kernel_interface)
+from mlfuse.codegen.flat_rows import (
+    FlatRows,
+    _key,
+    row_flat_vectors,
+    split_vector_buffers,
+)
+from mlfuse.codegen.kernel_code import (
+    KernelCode,
+    dim_code,
+    extent_factors,
+    kernel_interface,
+)
 from mlfuse.codegen.names import Namer
-from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads, row_reused_values
-from mlfuse.codegen.addressing import lean_divisors
-from mlfuse.codegen.vector import (half_vectors, pointwise_vector_accesses, row_vector_accesses)
+from mlfuse.codegen.reuse import Reuse, prefetchable_loads
+
+# the row schedule's plans (row_plans.py); STREAM_TILE, VALUES_PER_THREAD and _row_loops
+# are also imported from here by the schedule modules
+from mlfuse.codegen.row_plans import STREAM_TILE as STREAM_TILE
+from mlfuse.codegen.row_plans import (
+    VALUES_PER_THREAD,
+    RowPlans,
+    _row_loops,
+    row_variants,
+)
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal, scalar_expression
+from mlfuse.codegen.vector import (
+    half_vectors,
+    pointwise_vector_accesses,
+    row_vector_accesses,
+)
 from mlfuse.codegen.writer import Writer
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.loops import (
+    DimOp,
+    ForOp,
+    LoadOp,
+    LoopOp,
+    MaskedLoadOp,
+    ReduceOp,
+    StoreOp,
+    YieldOp,
+)
+from mlfuse.errors import MlfuseError
+from mlfuse.hardware import Target
+from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.traits import SCALAR_COMPUTE
 
 # Locals every kernel may define; IR names are kept off them.
@@ -73,8 +87,6 @@ _KERNEL_LOCALS = ("n_points", "n_vectors", "start", "stride", "step", "base", "f
 
 # Module constants (from mlfuse.hardware) that kernels read as compile-time constants.
 POINTS_PER_THREAD = "POINTS_PER_THREAD"
-VALUES_PER_THREAD = "VALUES_PER_THREAD"
-STREAM_TILE = "max(1, VALUES_PER_THREAD // 2)"  # a streaming loop's values per thread in flight
 MAX_THREADS = 1024  # per block, on every CUDA GPU
 
 # The most threads per block each variant is launched with (module constants or ints).
@@ -106,21 +118,7 @@ def _sources(op: LoopOp) -> list[str]:
     return [source] if source else []
 
 
-def _row_loops(op: LoopOp) -> list[Operation]:
-    return [o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
-
-
-def row_variants(op: LoopOp, hw: Target) -> list[str]:
-    """The row kernels ``op`` needs: "registers" unless a constant row extent is too
-    long for it, "streaming" unless every row extent is a constant short enough."""
-    extents = [o["extent"] for o in _row_loops(op)]
-    limit = hw.row_values_per_thread * hw.row_threads
-    short = all(isinstance(e, int) and e <= limit for e in extents)
-    long = any(isinstance(e, int) and e > limit for e in extents)
-    return (["registers"] if not long else []) + (["streaming"] if not short else [])
-
-
-class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
+class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
     """One kernel of ``op`` in one variant (see _SCHEDULE_DOC)."""
 
     launch_bound: str | None = None  # threads per block, where a schedule module fixes them
@@ -271,99 +269,6 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
         base = self.row_bases[self._base_code(access)]
         return f"{self.flat_views[id(buf)]}, (numba.uint64({base} + {self.lanes.first}),)"
 
-    def row_body(self, row_loops: list[Operation]) -> None:
-        w, loc = self.w, self.local
-        w.line(f"{loc['tid']} = cuda.threadIdx.x")
-        w.line(f"{loc['nthreads']} = cuda.blockDim.x")
-        self.declare_scratch(row_loops)
-        if self.variant in ("registers", "registers-vector"):
-            self.plan_held_rows(row_loops)
-        elif self.variant == "streaming":
-            row_loops = self.plan_passes(row_loops)
-            self.plan_stream_tiles(row_loops)
-        flat_vectors = row_flat_vectors(self.op, row_loops)[0] if self.vector else []
-        if not self.vector or flat_vectors:  # rows through a reshape or a flattened nest:
-            # one contiguous range each (flat_rows.py), in vectors too where they step along it
-            self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in row_loops])
-        if self.vector:
-            self.plan_vectors(row_vector_accesses(row_loops) + flat_vectors, VALUES_PER_THREAD)
-        w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
-        with w.indented(f"for {loc['point']} in range(numba.int64(cuda.blockIdx.x), "
-                        f"{loc['n_points']}, cuda.gridDim.x):"):
-            self.unravel(loc["point"])
-            self.row_base_lines()
-            self.block(self.op.body, top=True)
-
-    def declare_scratch(self, row_loops: list[Operation], slots: str | None = None) -> None:
-        """A shared array per compute type of the reduces among ``row_loops``, for the
-        block reductions (``slots`` each, default the target's SCRATCH_SLOTS)."""
-        for o in row_loops:
-            if isinstance(o, ReduceOp):
-                ctype = COMPUTE_TYPE[o.result.type.dtype]
-                if ctype not in SHARED_TYPE:
-                    raise MlfuseError(f"codegen: no block reduction of {o.result.type}", o.loc)
-                if ctype not in self.scratch:
-                    self.scratch[ctype] = self.namer.fresh(f"scratch_{ctype}")
-                    self.w.line(f"{self.scratch[ctype]} = cuda.shared.array("
-                                f"{slots or SCRATCH_SLOTS[self.target]}, {SHARED_TYPE[ctype]})")
-
-    def plan_held_rows(self, row_loops: list[Operation], reuse: bool = True) -> None:
-        """The registers variant's local arrays: every load a row loop can issue early
-        gets VALUES_PER_THREAD slots (shared by the loops that load the same values),
-        filled by the loop's fill phase."""
-        groups, index_ops = row_held_loads(row_loops)
-        first = {id(g.loads[0]) for g in groups}  # the load that fills a group's array
-        for group in groups:
-            self.hold(group.loads, self.row_slots)
-        for loop in row_loops:
-            loads = [o for o in loop.body.ops if id(o) in first]
-            self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
-        if self.hw.row_reuse and reuse:  # costly values later row loops read again
-            self.reuse = row_reused_values(row_loops)
-            for o in self.reuse.kept.values():
-                self.kept[id(o)] = self.local_array(
-                    f"{o.result.name_hint or o.name.split('.')[1]}_vals",
-                    COMPUTE_TYPE[o.result.type.dtype], self.row_slots)
-
-    def plan_stream_tiles(self, row_loops: list[Operation]) -> None:
-        """The streaming variant's tiles: each row loop walks the row STREAM_TILE values per
-        thread at a time, that tile's loads issued first (in flight together: one load per
-        thread at a time cannot hide DRAM's latency). The j-th early loads of every row
-        loop share a local array of STREAM_TILE slots; each loop fills it again."""
-        arrays: dict[tuple, str] = {}
-        # a loop that loads several buffers holds a tile of each: fewer values of each,
-        # so the tiles fit the streaming variant's 64 registers (8 of one buffer do)
-        most = max((len(prefetchable_loads(loop.body)[0]) for loop in row_loops), default=1)
-        self.stream_tile = STREAM_TILE if most <= 1 else \
-            f"max(1, VALUES_PER_THREAD // {2 * most if most <= 2 else 4 * most})"
-        for loop in row_loops:
-            loads, index_ops = prefetchable_loads(loop.body)
-            for j, o in enumerate(loads):
-                key = (j, COMPUTE_TYPE[o.result.type.dtype])
-                if key not in arrays:  # (a local array's size must be a plain constant)
-                    self.hold([o], VALUES_PER_THREAD)
-                    arrays[key] = self.held[id(o)]
-                self.held[id(o)] = arrays[key]
-            self.fills[id(loop)] = (index_ops if loads else [], loads)
-
-    def plan_passes(self, row_loops: list[Operation]) -> list[Operation]:
-        """Sibling reduces walked in one loop (``sibling_passes``: variance's shifted
-        sums with the mean's): returns the loops that walk the row, one per pass."""
-        walked = {id(o) for o in row_loops}
-        for group in sibling_passes(self.op.body.ops):
-            group = [o for o in group if id(o) in walked]
-            if not group:
-                continue
-            self.passes[id(group[0])] = group
-            for op in group[1:]:
-                self.followers.add(id(op))
-                self.merged.update(shared_body_ops(group[0], op))
-        return [o for o in row_loops if id(o) not in self.followers]
-
-    def leader(self) -> str:
-        """The condition of the one thread that stores a value the block shares."""
-        return f"{self.local['tid']} == 0"
-
     def unravel(self, flat: str, last: str | None = None) -> None:
         """Loop indices from the flat index: divmod by the extents, last dim fastest
         (the last index into ``last`` instead, when given)."""
@@ -481,126 +386,6 @@ class KernelEmitter(VectorPhases, LeanPointwise, FlatRows):
             self.w.line(f"{name} = {self.held[id(op)]}[{self.local['slot']}]")
         else:
             self.w.line(f"{name} = {self.load_expression(op)}")
-
-    def sequential_reduce(self, op: ReduceOp) -> None:
-        acc = self.define(op.result, "acc")
-        self.w.line(f"{acc} = {self.namer(op.operands[0])}")
-        self.accumulate(op, acc, shared=False)
-
-    def block_reduce(self, op: ReduceOp) -> None:
-        if id(op) in self.followers:  # walked with its pass's first reduce
-            return
-        group = self.passes.get(id(op), [op])
-        parts = self.parts(group)
-        if len(group) == 1:  # (a schedule module's own accumulate: strips)
-            self.accumulate(op, parts[0], shared=True)
-        else:
-            self.walk_together(group, parts, shared=True)
-        for o, part in zip(group, parts):
-            dtype, combiner = o.result.type.dtype, o["combiner"]
-            total = self.shared_combine(combiner, part, dtype)
-            init = self.namer(o.operands[0])
-            acc = self.define(o.result, "acc")
-            self.w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
-
-    def parts(self, group: list[ReduceOp]) -> list[str]:
-        """Each reduce's per-thread part of a shared loop, at its identity."""
-        names = []
-        for op in group:
-            dtype, combiner = op.result.type.dtype, op["combiner"]
-            names.append(self.namer.fresh(f"{self.define(op.result, 'acc')}_part"))
-            self.w.line(f"# {combiner} over {op['extent']}: each thread takes a strided part, "
-                        "then the block combines the parts")
-            self.w.line(f"{names[-1]} = {identity(combiner, dtype)}")
-        return names
-
-    def shared_combine(self, combiner: str, part: str, dtype: str) -> str:
-        """The expression combining every sharing thread's ``part`` (the block's)."""
-        helper = block_reduce_name(combiner)
-        self.helpers.add(helper)
-        return (f"{helper}({part}, {identity(combiner, dtype)}, "
-                f"{self.scratch[COMPUTE_TYPE[dtype]]})")
-
-    @contextmanager
-    def loop(self, op: LoopOp, shared: bool):
-        """The loop over a reduce's or for's extent. Not ``shared``: one thread runs all
-        of it. ``shared``: the block's threads stride over it; in the registers variant
-        as VALUES_PER_THREAD slots (a constant trip count, so Numba unrolls it and the
-        slots of the local arrays become registers)."""
-        w, loc = self.w, self.local
-        k = self.define(op.body.args[0], "k")
-        extent = self.extent(op.extent_list[0])
-        row_start = "0"
-        if shared:  # a block's part of the row (split_stages.py: a chunk of it)
-            row_start, extent = self.row_span(op)
-        if not shared:
-            with w.indented(f"for {k} in range({extent}):"):
-                yield
-        elif self.vector:  # a row's vectors: registers-vector, warp-rows-vector
-            self.lanes = Lanes(op.body.args[0], k, loc["first"], extent)
-            vectors, first = self.row_vectors()
-            if self.fills[id(op)][1] and id(op) not in self.prefilled:
-                w.line("# this thread's vectors of the row first: loads with no use between "
-                       "them are in flight at once")
-                with self.each_vector(vectors, first, extent):
-                    self.vector_fill(op)
-            with self.each_vector(vectors, first, extent):
-                with self.each_lane():
-                    yield
-                self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
-        elif self.held_rows or (self.variant == "streaming" and self.fills[id(op)][1]):
-            slots, start = self.row_slots, loc["tid"]
-            with ExitStack() as tiles:
-                if not self.held_rows:  # streaming: a tile of the row at a time
-                    slots, start = self.stream_tile, f"{loc['base']} + {loc['tid']}"
-                    span = f"{self.stream_tile} * {loc['nthreads']}"
-                    tiles.enter_context(w.indented(
-                        f"for {loc['base']} in {self.stream_order(extent, span, row_start)}:"))
-
-                def each_slot():
-                    w.line(f"{k} = {start} + {loc['slot']} * {loc['nthreads']}")
-                    return w.indented(f"if {k} < {extent}:")
-                if self.fills[id(op)][1]:
-                    w.line("# this thread's values of the row first: loads with no use "
-                           "between them are in flight at once")
-                    with w.indented(f"for {loc['slot']} in range({slots}):"):
-                        with each_slot():
-                            self.fill(op)
-                with w.indented(f"for {loc['slot']} in range({slots}):"):
-                    with each_slot():
-                        yield
-        else:
-            first = loc["tid"] if row_start == "0" else f"{row_start} + {loc['tid']}"
-            with w.indented(f"for {k} in range({first}, {extent}, {loc['nthreads']}):"):
-                yield
-
-    def row_span(self, op: LoopOp) -> tuple[str, str]:
-        """(start, end) of the values of a shared loop's row that this block walks:
-        the whole row here; a chunk of it in split_stages.py."""
-        return "0", self.extent(op.extent_list[0])
-
-    def row_vectors(self) -> tuple[str, str]:
-        """A row kernel's vector loop: how many vectors a thread takes of a row, and the
-        index of the first value of its ``vec``-th (vectors ``tid``, ``tid + nthreads``, ...)."""
-        loc, lanes = self.local, self.vector_lanes
-        return (f"{self.row_slots} // {lanes}",
-                f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {lanes}")
-
-    def accumulate(self, op: ReduceOp, acc: str, shared: bool) -> None:
-        """The reduce's loop: its body, then ``acc = combine(acc, yielded)``."""
-        self.walk_together([op], [acc], shared)
-
-    def walk_together(self, group: list[ReduceOp], accs: list[str], shared: bool) -> None:
-        """One loop for the reduces of a pass (the first's loop index for all): each
-        body, then ``acc = combine(acc, yielded)`` per reduce."""
-        with self.loop(group[0], shared):
-            for op, acc in zip(group, accs):
-                if op is not group[0]:
-                    self.namer.bind(op.body.args[0], self.namer(group[0].body.args[0]))
-                self.block(op.body, top=False)
-                yielded = self.namer(op.body.ops[-1].operands[0])
-                step = combine(op["combiner"], acc, yielded, self.helpers, op.result.type.dtype)
-                self.w.line(f"{acc} = {step}")
 
 
 def pointwise_variant(op: LoopOp) -> str:

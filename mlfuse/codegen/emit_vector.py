@@ -20,10 +20,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from mlfuse.codegen.scalar import COMPUTE_TYPE
 from mlfuse.dialects.loops import LoadOp, StoreOp
 from mlfuse.ir.core import Operation, Value
-
-from mlfuse.codegen.scalar import COMPUTE_TYPE
 
 VECTOR_WIDTH = "VECTOR_WIDTH"
 
@@ -76,6 +75,22 @@ class VectorPhases:
             w.line(f"{loc['slot']} = " + (f"{first} + " if first != "0" else "") + loc["lane"])
             w.line(f"{lanes.index} = {lanes.first} + {loc['lane']}")
             yield
+
+    @contextmanager
+    def vector_walk(self, op: Operation, vectors: str, first: str, limit: str, fill: bool,
+                    what: str):
+        """Loop ``op``'s ``vectors`` of a thread (``each_vector``): where ``fill``, first
+        each one's fill phase (its loads in flight at once), then each one's lanes (the
+        body goes inside) and drain; ``what`` the vectors are of, for the comment."""
+        if fill:
+            self.w.line(f"# this thread's vectors of the {what} first: loads with no use "
+                        "between them are in flight at once")
+            with self.each_vector(vectors, first, limit):
+                self.vector_fill(op)
+        with self.each_vector(vectors, first, limit):
+            with self.each_lane():
+                yield
+            self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
 
     def vector_slot(self) -> str:
         """The slot of the current vector's first lane in the thread's local arrays."""

@@ -38,19 +38,18 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
-from mlfuse.ir.core import Operation
-
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, emit_kernel
-from mlfuse.codegen.kernel_code import KernelCode
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 from mlfuse.codegen.flat_rows import _key
+from mlfuse.codegen.held_rows import shared_rows_code
+from mlfuse.codegen.kernel_code import KernelCode
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains
 from mlfuse.codegen.reuse import defined_inside
-from mlfuse.codegen.held_rows import shared_rows_code
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
+from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
+from mlfuse.ir.core import Operation
 
 _DOC = {"stage": "Row schedule over [{space}] split across blocks, stage {level}: a block per "
                  "(point, chunk) writes the partials of the level-{level} reductions.",
@@ -195,15 +194,8 @@ class StageEmitter(KernelEmitter):
         span = f"{vectors} * {VECTOR_WIDTH} * {loc['nthreads']}"
         first = f"{loc['base']} + ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
         with w.indented(f"for {loc['base']} in range({lo}, {hi}, {span}):"):
-            if self.fills[id(op)][1]:
-                w.line("# this thread's vectors of the tile first: loads with no use between "
-                       "them are in flight at once")
-                with self.each_vector(vectors, first, hi):
-                    self.vector_fill(op)
-            with self.each_vector(vectors, first, hi):
-                with self.each_lane():
-                    yield
-                self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
+            with self.vector_walk(op, vectors, first, hi, bool(self.fills[id(op)][1]), "tile"):
+                yield
 
     def row_span(self, op) -> tuple[str, str]:
         return self.local["lo"], self.local["hi"]
