@@ -242,20 +242,10 @@ class ColumnVectorEpilogue(SplitEmitter):
         w, loc, plan = self.w, self.local, self.plan
         lanes, tile = plan.lanes, f"(STRIP_VECTOR_VALUES // {plan.lanes})"
         k = self.define(loop.body.args[0], "k")
-        here = self.namer.fresh("n_here")
         body = [o for o in loop.body.ops if not isinstance(o, YieldOp)]
         loads = [o for o in body if id(o) in self.held]
         stores = [o for o in body if id(o) in self.staged]
         values = {id(v): v for o in body for v in o.operands if id(v) in kept}
-
-        def each_value(accesses, emit):
-            self.start_cursors(loc["tile"], accesses)
-            with w.indented(f"for {loc['slot']} in range({tile}):"):
-                with w.indented(f"if {loc['slot']} < {here}:"):
-                    w.line(f"{k} = {loc['tile']} + {loc['slot']}")
-                    emit()
-                for (_, stride), cursor in self.cursors.items():
-                    w.line(f"{cursor} += {stride}")
 
         def load_tile():
             for o in loads:
@@ -287,12 +277,11 @@ class ColumnVectorEpilogue(SplitEmitter):
                 w.line(f"{plan.store}({self.flat_views[id(o.operands[1])]}, "
                        f"({self._cursor(o)},), {self.staged[id(o)]}, 0)")
 
-        with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, {tile}):"):
-            w.line(f"{here} = numba.int32(min({loc['hi']} - {loc['tile']}, {tile}))")
+        with self.chunk_tiles(tile) as here:
             if loads:
                 w.line("# the tile's loads first: no use between them, so all are in flight")
-                each_value(loads, load_tile)
-            each_value(stores, compute)
+                self.tile_pass(tile, here, k, loads, load_tile)
+            self.tile_pass(tile, here, k, stores, compute)
 
 
 __all__ = ["ColumnVectorEpilogue", "EpilogueVectors", "epilogue_vector_plan"]

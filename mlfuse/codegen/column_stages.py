@@ -130,28 +130,16 @@ class ColumnEpilogue(SplitEmitter):
         """This thread's chunk [lo, hi) of the loop ``op``, a tile of VALUES_PER_THREAD
         values at a time: the tile's loads first (no use between them, so all are in
         flight), then each value's ops and stores in order."""
-        w, loc = self.w, self.local
+        w = self.w
         k = self.define(op.body.args[0], "k")
-        here = self.namer.fresh("n_here")
         loads = self.fills[id(op)][1]
         accesses = [o for o in op.walk() if isinstance(o, ACCESSES) and id(o) not in self.held]
-
-        def each_value(phase_accesses, body):
-            self.start_cursors(loc["tile"], phase_accesses)
-            with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}):"):
-                with w.indented(f"if {loc['slot']} < {here}:"):
-                    w.line(f"{k} = {loc['tile']} + {loc['slot']}")
-                    body()
-                for (_, stride), cursor in self.cursors.items():
-                    w.line(f"{cursor} += {stride}")
-
-        with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, "
-                        f"{VALUES_PER_THREAD}):"):
-            w.line(f"{here} = numba.int32(min({loc['hi']} - {loc['tile']}, {VALUES_PER_THREAD}))")
+        with self.chunk_tiles(VALUES_PER_THREAD) as here:
             if loads:
                 w.line("# the tile's loads first: no use between them, so all are in flight")
-                each_value(loads, lambda: self.fill(op))
-            each_value(accesses, lambda: self.block(op.body, top=False))
+                self.tile_pass(VALUES_PER_THREAD, here, k, loads, lambda: self.fill(op))
+            self.tile_pass(VALUES_PER_THREAD, here, k, accesses,
+                           lambda: self.block(op.body, top=False))
 
 
 def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw) -> tuple[dict, str]:

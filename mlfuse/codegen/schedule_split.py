@@ -333,6 +333,30 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
             yield
             w.line(f"{loc['flat']} = {T}({loc['flat']} + {T}(cuda.gridDim.x))")
 
+    @contextmanager
+    def chunk_tiles(self, tile: str):
+        """This thread's chunk [lo, hi), a tile of ``tile`` values at a time (one column
+        per thread: split-columns' vector twin, the column stages' epilogues); yields the
+        name of the current tile's count of values."""
+        w, loc = self.w, self.local
+        here = self.namer.fresh("n_here")
+        with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, {tile}):"):
+            w.line(f"{here} = numba.int32(min({loc['hi']} - {loc['tile']}, {tile}))")
+            yield here
+
+    def tile_pass(self, tile: str, here: str, k: str, accesses, emit) -> None:
+        """One pass over the current tile's values (``chunk_tiles``): the cursors of
+        ``accesses`` started at the tile, each value's index ``k`` named, ``emit()`` for
+        it, then the cursors stepped."""
+        w, loc = self.w, self.local
+        self.start_cursors(loc["tile"], accesses)
+        with w.indented(f"for {loc['slot']} in range({tile}):"):
+            with w.indented(f"if {loc['slot']} < {here}:"):
+                w.line(f"{k} = {loc['tile']} + {loc['slot']}")
+                emit()
+            for (_, stride), cursor in self.cursors.items():
+                w.line(f"{cursor} += {stride}")
+
     def start_cursors(self, first: str, loads: list[Operation]) -> None:
         """The cursors of a phase that emits ``loads``: each strided flat access's
         offset at value ``first`` of the chunk, stepped by its stride a value

@@ -177,29 +177,22 @@ class ColumnVectorStage:
         once and its lanes' ops for each lane."""
         w, loc = self.w, self.local
         lanes, stepped = plan.lanes, {id(o) for o in plan.stepped}
-        here = self.namer.fresh("n_here")
         k = self.define(self.nests[0].indices[0], "k0")
         for n in self.nests[1:]:  # every nest walks the same extent: one index name
             self.namer.bind(n.indices[0], k)
         self.helpers.add("_vector_access")
-        with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, {tile}):"):
-            w.line(f"{here} = numba.int32(min({loc['hi']} - {loc['tile']}, {tile}))")
+
+        def load_tile():  # (a shared load along contiguous memory reads at the nest's index)
+            for o in loads:
+                if id(o) in stepped:
+                    w.line(f"{plan.move}({self.flat_views[id(o.operands[0])]}, "
+                           f"({self._cursor(o)},), {self.held[id(o)]}, {loc['slot']} * {lanes})")
+                else:
+                    w.line(f"{self.held[id(o)]}[{loc['slot']}] = {self.load_expression(o)}")
+
+        with self.chunk_tiles(tile) as here:
             w.line("# the tile's loads first: no use between them, so all are in flight")
-            self.start_cursors(loc["tile"], loads)
-            with w.indented(f"for {loc['slot']} in range({tile}):"):
-                with w.indented(f"if {loc['slot']} < {here}:"):
-                    # (a shared load along contiguous memory reads at the nest's index)
-                    w.line(f"{k} = {loc['tile']} + {loc['slot']}")
-                    for o in loads:
-                        if id(o) in stepped:
-                            w.line(f"{plan.move}({self.flat_views[id(o.operands[0])]}, "
-                                   f"({self._cursor(o)},), {self.held[id(o)]}, "
-                                   f"{loc['slot']} * {lanes})")
-                        else:
-                            w.line(f"{self.held[id(o)]}[{loc['slot']}] = "
-                                   f"{self.load_expression(o)}")
-                for (_, stride), cursor in self.cursors.items():
-                    w.line(f"{cursor} += {stride}")
+            self.tile_pass(tile, here, k, loads, load_tile)
             with w.indented(f"for {loc['slot']} in range({tile}):"):
                 with w.indented(f"if {loc['slot']} < {here}:"):
                     self._step(lane_values, stepped, shared=True)
