@@ -168,8 +168,8 @@ class ColumnVectorEpilogue(SplitEmitter):
                             not any(id(r) in self.lane_values for r in o.results) and \
                             not isinstance(o, StoreOp):
                         self.statement(o, shared=False)
-                for o, acc in zip(reduces, accs):
-                    self._combined(o, acc)
+                for acc, partials in zip(accs, self.partials):  # (reduce_nests' order)
+                    self._combined(acc, partials)
                 self._lanes_before_walk(reduces, accs, kept)
                 w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
                 w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
@@ -177,10 +177,10 @@ class ColumnVectorEpilogue(SplitEmitter):
                     self._walk(loop, kept)
         return self.w.text()
 
-    def _kept_arrays(self) -> dict[int, str]:
+    def _kept_arrays(self) -> dict[int, tuple]:
         """A local array of VEC values for each lane value that the loops read and that
         is computed before them (a reduction's result, what follows from it, a lane
-        load): id(value) -> its array."""
+        load): id(value) -> (the value, its array)."""
         inside = {id(o) for loop in self.loops for o in loop.walk()}
         before = {id(r): r for o in self.op.walk() if id(o) not in inside
                   for r in o.results if id(r) in self.lane_values}
@@ -191,16 +191,15 @@ class ColumnVectorEpilogue(SplitEmitter):
         kept = {}
         for v in read:
             if id(v) not in kept:
-                kept[id(v)] = self.local_array(f"{v.name_hint or 'value'}_lanes",
-                                               COMPUTE_TYPE[v.type.dtype], self.plan.lanes)
+                kept[id(v)] = (v, self.local_array(f"{v.name_hint or 'value'}_lanes",
+                                                   COMPUTE_TYPE[v.type.dtype], self.plan.lanes))
         return kept
 
-    def _combined(self, op: ReduceOp, acc: str) -> None:
-        """Each lane's ``acc[lane]``: its point's result of reduce ``op``, combined in
-        place by the column stages' combine (neighbouring points' are neighbours: f32,
-        VECTOR_WIDTH a vector)."""
+    def _combined(self, acc: str, partials: str) -> None:
+        """Each lane's ``acc[lane]``: its point's result of a reduce, combined in place in
+        ``partials`` by the column stages' combine (neighbouring points' are neighbours:
+        f32, VECTOR_WIDTH a vector)."""
         w, loc, lanes = self.w, self.local, self.plan.lanes
-        partials = self.partials[[o for o in self.op.body.ops if isinstance(o, ReduceOp)].index(op)]
         with w.indented(f"for {loc['vec']} in range(0, {lanes}, VECTOR_WIDTH):"):
             w.line(f"_load_vector({partials}, (numba.uint64({loc['point']} + {loc['vec']}),), "
                    f"{acc}, {loc['vec']})")
@@ -230,12 +229,11 @@ class ColumnVectorEpilogue(SplitEmitter):
                 for o in loop.walk():
                     if id(o) in self.lane_loads:
                         self.statement(o, shared=False)
-            for vid, array in kept.items():
-                value = next(r for o in self.op.walk() for r in o.results if id(r) == vid)
+            for value, array in kept.values():
                 w.line(f"{array}[{loc['lane']}] = {self.namer(value)}")
             self.namer.bind(last, point_last)
 
-    def _walk(self, loop: Operation, kept: dict[int, str]) -> None:
+    def _walk(self, loop: Operation, kept: dict[int, tuple]) -> None:
         """This thread's chunk [lo, hi) of ``loop``, a tile at a time: the tile's loads
         first (a vector a value for the stepped ones), then each value: what the lanes
         share once, each lane's ops, the stores' vectors."""
@@ -245,7 +243,7 @@ class ColumnVectorEpilogue(SplitEmitter):
         body = [o for o in loop.body.ops if not isinstance(o, YieldOp)]
         loads = [o for o in body if id(o) in self.held]
         stores = [o for o in body if id(o) in self.staged]
-        values = {id(v): v for o in body for v in o.operands if id(v) in kept}
+        read = {id(v): kept[id(v)] for o in body for v in o.operands if id(v) in kept}
 
         def load_tile():
             for o in loads:
@@ -261,8 +259,8 @@ class ColumnVectorEpilogue(SplitEmitter):
                         not any(id(r) in self.lane_values for r in o.results):
                     self.statement(o, shared=False)
             with w.indented(f"for {loc['lane']} in range({lanes}):"):
-                for vid, v in values.items():
-                    w.line(f"{self.namer(v)} = {kept[vid]}[{loc['lane']}]")
+                for v, array in read.values():
+                    w.line(f"{self.namer(v)} = {array}[{loc['lane']}]")
                 for o in body:
                     if id(o) in self.stepped and isinstance(o, LoadOp):
                         name = self.define(o.result, self.namer(o.operands[0]) + "_v")
