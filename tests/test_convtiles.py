@@ -73,7 +73,9 @@ def test_a_k_major_weight_is_read_16_bytes_at_a_time():
     """The "cuda" module reads a [N, K] weight's 4 consecutive K as one vector load
     under VECTOR_B, which the host sets from K's multiple of 4 and the alignment."""
     source = generate(compile_text(LINEAR, "t.fuse"), target="cuda")
-    assert "_load_vector(w_flat, (numba.uint32(i1 * 12 + k),)" in source, source  # flat: no unravel of K
+    # flat offsets planned once a tile (no unravel of K), a K step's loads at them
+    assert "b_off[slot_1] = numba.uint32(i1 * 12 + k)" in source, source
+    assert "_load_vector(w_flat, (b_off[slot_1],)" in source
     host = source[source.index("def linear("):]
     assert "_address(w) % 16 == 0" in host and "12" in host
     odd = LINEAR.replace("12", "10")  # K = 10: no whole 16-byte groups, no vector reads

@@ -126,7 +126,7 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
     """A tiled contraction: a factory of kernels, one per tile shape, on tensor cores
     (``emit_mma``) or SIMT (``contraction``) as the kernel's ``variant`` says."""
     helpers.add("_TiledKernel")
-    plan = tiled_kernel_plan(op)
+    plan, launch = tiled_kernel_plan(op), {}
     if op["variant"] in TF32_VARIANTS:  # tensor cores: their own tiles and threads
         text, vector_sides = emit_mma_contraction(op, name, target, helpers, hw, names.taken,
                                                   Tf32ContractionEmitter, plan)
@@ -134,7 +134,8 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
         text, vector_sides = emit_16bit_contraction(op, name, target, helpers, hw, names.taken,
                                                     plan)
     else:
-        text, vector_sides = emit_contraction(op, name, target, helpers, hw, names.taken)
+        text, vector_sides, launch["wide"] = emit_contraction(op, name, target, helpers, hw,
+                                                              names.taken)
         f64 = target == "cuda" and tile_model_inputs(op)["tiles"] == F64_TILES
         tiles = f"tiles={F64_TILES}, " if f64 else ""  # else the module's CONTRACTION_TILES
         text += (f"\n\n{name} = _TiledKernel({factory_name(name)}, {tiles}k_step={BK}, {plan}, "
@@ -144,7 +145,8 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
         variants["finish"] = names.fresh(finish_name(name))
         pieces.append(emit_finish(op, variants["finish"], target, helpers, hw, names.taken))
     return KernelCode(op, "contraction", kernel_interface(op), [], variants,
-                      "\n\n".join(pieces), vector_sides=vector_sides, pieces=pieces)
+                      "\n\n".join(pieces), vector_sides=vector_sides, pieces=pieces,
+                      launch=launch)
 
 
 # The schedules with a module of their own; pointwise is emit_kernel's, and so is row

@@ -16,6 +16,9 @@ fragment reads are 16-byte and conflict-free. K runs BK (8 for 8 x 8 threads, el
 at a time through two shared-memory stages: while the block multiplies one stage, each
 thread already has the next tile's operand values loading into registers (double
 buffering), and stores them into the other stage after the math, one barrier a step.
+The loop counts steps in 32 bits, its stage offsets move by +-STAGE a step, and plain
+operands are read at flat offsets planned once a tile, the partial K step first, so the
+loop is one basic block (simt_fetch.py).
 A stage's BK outer products are written out as calls of an inlined device function
 (NVVM does not unroll a loop of 8 x 64 FMAs; unrolled, the fragment reads take constant
 offsets and ptxas issues the next K value's reads among this one's FMAs). The
@@ -55,6 +58,7 @@ from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; cal
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.gather import GatheredOperands
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
+from mlfuse.codegen.simt_fetch import SteppedOperands
 from mlfuse.codegen.tile_model import (FMA_PER_US, GATHER_INSTRUCTIONS, STEP_US, _simt_shape,
                                        wgmma_tile_rates)
 
@@ -74,20 +78,22 @@ _LOCALS = ("tid", "row", "col", "m_size", "n_size", "k_size", "n_tiles",
            "tile_m", "tile_n", "m0", "n0", "batch", "m_tiles", "block", "stage", "k0", "kk", "slot", "e",
            "q", "m", "n", "k", "i", "j", "value", "a_base", "b_base",
            "tiles", "a_next", "b_next", "a_frag", "b_frag", "acc", "k_lo", "chunk", "partials",
-           "products", "a_at", "b_at")
+           "products", "a_at", "b_at", "a_store", "b_store", "a_read", "b_read", "steps", "full",
+           "step", "nxt", "span", "left")
 
 
 # The factory's own names (its parameters and constants): IR values must not take them.
 FACTORY_NAMES = ("BM", "BN", "VECTOR_A", "VECTOR_B", "SPLIT", "TM", "TN", "BK", "MIN_BLOCKS",
                  "THREADS", "ACC", "A_STRIDE", "A_SPAN", "B_SPAN", "A_COUNT", "B_COUNT",
-                 "A_GROUPS", "B_GROUPS", "A_NEXT", "B_NEXT", "A_TILES", "SHARED")
+                 "A_GROUPS", "B_GROUPS", "A_NEXT", "B_NEXT", "A_TILES", "SHARED", "WIDE", "OFFSET", "STAGE",
+                 "A_SLOT", "B_SLOT")
 
 
 def factory_name(kernel_name: str) -> str:
     return f"_tiles_{kernel_name}"
 
 
-class ContractionEmitter(GatheredOperands, KernelEmitter):
+class ContractionEmitter(SteppedOperands, GatheredOperands, KernelEmitter):
     """The factory of one contraction kernel (see the module doc)."""
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
@@ -161,7 +167,7 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
         sources = list(self.op["sources"])
         for line in textwrap.wrap(f"sources: {', '.join(sources)}", 92) if sources else []:
             w.line(f"# {line}")
-        with w.indented(f"def {self.factory_name()}(BM, BN, VECTOR_A, VECTOR_B, SPLIT):"):
+        with w.indented(f"def {self.factory_name()}({self.factory_params()}):"):
             self.docstring()
             self.factory_constants()
             bounds = "(launch_bounds=(THREADS, MIN_BLOCKS))" if self.target == "cuda" else ""
@@ -176,6 +182,11 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
     def factory_name(self) -> str:
         """The factory's name (emit_wgmma's has its own beside mma.sync's)."""
         return factory_name(self.name)
+
+    def factory_params(self) -> str:
+        """The factory's parameters: a tile configuration (WIDE: 64-bit flat offsets for
+        the stepped operands, simt_fetch.py; the host sets it where one reaches 2**31)."""
+        return "BM, BN, VECTOR_A, VECTOR_B, SPLIT, WIDE=False"
 
     def factory_result(self) -> str:
         """What the factory returns: the kernel (a tensor-core one wraps it)."""
@@ -205,9 +216,16 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
             w.line(f"A_STRIDE = BM + ({VECTOR} if BK == 16 else 0)")
         else:
             w.line("A_STRIDE = BM  # an A stage row")
-        w.line("A_TILES = 2 * BK * A_STRIDE  # two stages of A, then two of B; later the "
-               "staged outputs")
-        w.line("SHARED = max(A_TILES + 2 * BK * BN, A_SPAN * BN)")
+        w.line("A_TILES, STAGE = BK * A_STRIDE, BK * (A_STRIDE + BN)  # a stage: A, then B; "
+               "two stages, later the staged outputs")
+        w.line("SHARED = max(2 * STAGE, A_SPAN * BN)")
+        w.line("OFFSET = numba.uint64 if WIDE else numba.uint32  # flat offsets (simt_fetch.py)")
+        b_per = "BN" if self.groups_along_k("b") else f"(BN // {VECTOR})"  # a stage row's groups
+        b_rows = f"{VECTOR} * BN" if self.groups_along_k("b") else "BN"  # ... a row of them
+        w.line("# a thread's next group slot stores this far on in a stage where THREADS is a "
+               "multiple of a stage row's groups (else 0: placed one by one)")
+        w.line(f"A_SLOT = THREADS // (BK // {VECTOR}) if THREADS % (BK // {VECTOR}) == 0 else 0")
+        w.line(f"B_SLOT = THREADS // {b_per} * {b_rows} if THREADS % {b_per} == 0 else 0")
         self.device_functions()
 
     def docstring(self) -> None:
@@ -300,26 +318,54 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
         w.line(f"{L['tile_m']}, {L['tile_n']} = divmod({L['block']}, {L['n_tiles']})")
 
     def tile(self) -> None:
+        """The K loop: 32-bit step counts; the first tile fetched before it, then each
+        step stores the fetched tile into a stage, fetches the next, multiplies the stage
+        and moves its stage offsets (no branch around the store or the products). The
+        last, partial K step (K or a share of it no multiple of BK) runs first, so the
+        loop's fetches check no K (with the checks in it, 128 x 128 spilled)."""
         w, L = self.w, self.loc
         with w.indented(f"for {L['slot']} in range(ACC):"):
             w.line(f"{L['acc']}[{L['slot']}] = {self.zero}")
         self.gather_setup()
-        w.line(f"{L['stage']} = 0")
-        w.line("# step k0 fetches the tile at k0 into registers while it multiplies the "
-               "tile at k0 - BK")
-        with w.indented(f"for {L['k0']} in range({L['k_lo']}, {L['k_size']} + BK, BK):"):
-            w.line(f"{L['a_base']}, {L['b_base']} = {L['stage']} * BK * A_STRIDE, "
-                   f"A_TILES + {L['stage']} * BK * BN")
-            with w.indented(f"if {L['k0']} > {L['k_lo']}:"):
-                self.stage_store()
-                w.line("cuda.syncthreads()")
-            with w.indented(f"if {L['k0']} < {L['k_size']}:"):
-                self.fetch("a", L["k0"])
-                self.fetch("b", L["k0"])
-            with w.indented(f"if {L['k0']} > {L['k_lo']}:"):
-                self.multiply()
-                w.line(f"{L['stage']} = 1 - {L['stage']}")
+        self.step_setup()
+        self.stage_setup()
+        span = L["span"]
+        w.line(f"{span} = numba.int32(max({L['k_size']} - {L['k_lo']}, 0))  # this block's K "
+               "(a share past K has none)")
+        w.line(f"{L['steps']} = numba.int32(-(-{span} // BK))  # its K steps")
+        w.line(f"{L['full']} = numba.int32({span} // BK)  # those wholly inside K")
+        self.first_tile()
+        w.line(f"{L['step']} = numba.int32(0)")
+        with w.indented(f"while {L['step']} < {L['steps']}:"):
+            self.stage_store()
+            w.line("cuda.syncthreads()")
+            w.line(f"{L['nxt']} = numba.int32({L['step']} + 1)")
+            self.next_tile()
+            self.multiply()
+            w.line("# the other stage for the next step")
+            for side in ("a", "b"):
+                for place in ("store", "read"):
+                    w.line(f"{L[side + '_' + place]} += {L['stage']}")
+            w.line(f"{L['stage']} = -{L['stage']}")
+            w.line(f"{L['step']} = {L['nxt']}")
         self.epilogue()
+
+    def stage_setup(self) -> None:
+        """Where in the first stage this thread stores its first group of each side and
+        reads its fragments; each step moves them by ``stage`` (STAGE, then -STAGE, ...)
+        to the other stage. (Four offsets and a step: 128 x 128 gathering the old way,
+        examples/mobile_block.fuse, spilled with a stage offset added to each instead.)"""
+        w, L = self.w, self.loc
+        w.line("# where in the first stage this thread stores its groups and reads its fragments")
+        for side, base, at in (("a", "", f"{L['row']} * 4"), ("b", "A_TILES + ", f"{L['col']} * 4")):
+            w.line(f"{L[side + '_store']} = numba.int64({base}{self.stage_place(side, L['tid'])})")
+            w.line(f"{L[side + '_read']} = numba.int64({base}{at})")
+        w.line(f"{L['stage']} = numba.int64(STAGE)  # to the other stage")
+
+    def stage_place(self, side: str, e: str) -> str:
+        """Where group ``e`` of a side's step starts in a stage (its first value)."""
+        own, k = self.group_position(side, None, e)
+        return f"({k}) * {'A_STRIDE' if side == 'a' else 'BN'} + {own}"
 
     def groups_along_k(self, side: str) -> bool:
         """How a side's tile is split into groups of 4: along K (A always; B when it is
@@ -340,39 +386,42 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
         load = self.c.direct_load(side) or self.c.k_major_load(side)
         return load if load is not None and load.operands[0].type.dtype == "f32" else None
 
-    def group_position(self, side: str, k_start: str) -> tuple[str, str]:
-        """Lines placing this thread's group ``e`` of a side's tile: its own-axis
-        position (m or n) and first K, relative (k_start None) or absolute."""
-        L = self.loc
+    def group_position(self, side: str, k_start: str, e: str | None = None) -> tuple[str, str]:
+        """Lines placing this thread's group ``e`` (default: the name ``e``) of a side's
+        tile: its own-axis position (m or n) and first K, relative (k_start None) or
+        absolute."""
+        L, e = self.loc, e or self.loc["e"]
         own, width = ("m", "BM") if side == "a" else ("n", "BN")
         origin = "" if k_start is None else f"{L[own + '0']} + "
         k_origin = "" if k_start is None else f"{k_start} + "
         if self.groups_along_k(side):  # 4 consecutive K of one own position
-            per_k = f"(BK // {VECTOR})" if side == "a" else width
             if side == "a":
-                return (f"{origin}{L['e']} // {per_k}", f"{k_origin}({L['e']} % {per_k}) * {VECTOR}")
-            return (f"{origin}{L['e']} % {width}", f"{k_origin}({L['e']} // {width}) * {VECTOR}")
-        return (f"{origin}({L['e']} % ({width} // {VECTOR})) * {VECTOR}",
-                f"{k_origin}{L['e']} // ({width} // {VECTOR})")
+                per_k = f"(BK // {VECTOR})"
+                return (f"{origin}{e} // {per_k}", f"{k_origin}({e} % {per_k}) * {VECTOR}")
+            return (f"{origin}{e} % {width}", f"{k_origin}({e} // {width}) * {VECTOR}")
+        return (f"{origin}({e} % ({width} // {VECTOR})) * {VECTOR}",
+                f"{k_origin}{e} // ({width} // {VECTOR})")
 
     def stage_store(self) -> None:
         """The registers fetched for this step into the current stage, K-major: a
-        fragment read is then 4 consecutive M (or N)."""
+        fragment read is then 4 consecutive M (or N). A slot's place is the first one's
+        plus a constant (S_SLOT; else computed), so its stores take immediate offsets."""
         w, L = self.w, self.loc
         for side in ("a", "b"):
-            own, width = ("m", "A_STRIDE") if side == "a" else ("n", "BN")  # stage rows
-            base, regs = L[f"{side}_base"], L[f"{side}_next"]
+            s, width = side.upper(), ("A_STRIDE" if side == "a" else "BN")  # stage rows
+            regs, at = L[f"{side}_next"], L["i"]
             with self.each_group(side):
-                position, k = self.group_position(side, None)
-                w.line(f"{L[own]}, {L['k']} = {position}, {k}")
+                with w.indented(f"if {s}_SLOT:"):
+                    w.line(f"{at} = {L[side + '_store']} + {L['slot']} * {s}_SLOT")
+                with w.indented("else:"):
+                    w.line(f"{at} = {L[side + '_store']} + {self.stage_place(side, L['e'])} - "
+                           f"({self.stage_place(side, L['tid'])})")
                 if self.groups_along_k(side):  # an unsigned index: no wraparound code
                     with w.indented(f"for {L['q']} in range({VECTOR}):"):
-                        w.line(f"{L['tiles']}[numba.uint32({base} + ({L['k']} + {L['q']}) * "
-                               f"{width} + {L[own]})] = {regs}[{L['slot']} * {VECTOR} + "
-                               f"{L['q']}]")
+                        w.line(f"{L['tiles']}[numba.uint64({at} + {L['q']} * {width})] = "
+                               f"{regs}[{L['slot']} * {VECTOR} + {L['q']}]")
                 else:
-                    self.copy4(f"{base} + {L['k']} * {width} + {L[own]}", regs,
-                               f"{L['slot']} * {VECTOR}")
+                    self.copy4(at, regs, f"{L['slot']} * {VECTOR}")
 
     @contextmanager
     def each_group(self, side: str):
@@ -423,20 +472,16 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
                 self.scalar_fetch(side)
 
     def vector_fetch(self, side: str, load: Operation) -> None:
+        """A B group along N (one whose K is not stepped, simt_fetch.py) as one load."""
         w, L, c = self.w, self.loc, self.c
-        own, regs = ("m", L["a_next"]) if side == "a" else ("n", L["b_next"])
-        along_k = self.groups_along_k(side)  # K-major: the flat view at lead + k (gather.py)
-        if not along_k:  # the group's first N
-            self.unravel_into(L["n"], *self.dims(c.n_dims))
-            self.unravel_into(L["k"], self.k_vals, c.k_extents)
-        with w.indented(f"if {L[own]} < {L[own + '_size']} and {L['k']} < {L['k_size']}:"):
-            lead = load.operands[1:len(load.operands) - len(self.k_vals)] if along_k else []
-            self.slice_of(lead if along_k else list(load.operands[1:]))
+        regs = L[f"{side}_next"]
+        self.unravel_into(L["n"], *self.dims(c.n_dims))  # the group's first N
+        self.unravel_into(L["k"], self.k_vals, c.k_extents)
+        with w.indented(f"if {L['n']} < {L['n_size']} and {L['k']} < {L['k_size']}:"):
+            self.slice_of(list(load.operands[1:]))
             self.helpers.add("_vector_access")
-            index = (self.k_major_offset(load, lead, L["k"]) if along_k else
-                     ", ".join(self.namer(v) for v in load.operands[1:]))
-            buf = self.flat_view(load.operands[0]) if along_k else self.namer(load.operands[0])
-            w.line(f"_load_vector({buf}, ({index},), {regs}, "
+            index = ", ".join(self.namer(v) for v in load.operands[1:])
+            w.line(f"_load_vector({self.namer(load.operands[0])}, ({index},), {regs}, "
                    f"{L['slot']} * {VECTOR})")
         with w.indented("else:"):
             with w.indented(f"for {L['q']} in range({VECTOR}):"):
@@ -517,9 +562,8 @@ class ContractionEmitter(GatheredOperands, KernelEmitter):
         """The BK outer products of the current stage, written out (NVVM does not unroll
         a loop of them): 8, then 8 more where BK is 16."""
         w, L = self.w, self.loc
-        w.line(f"{L['a_at']} = {L['a_base']} + {L['row']} * 4  # this thread's A and B "
-               "fragments' first values")
-        w.line(f"{L['b_at']} = {L['b_base']} + {L['col']} * 4")
+        w.line(f"{L['a_at']}, {L['b_at']} = {L['a_read']}, {L['b_read']}  # this thread's A "
+               "and B fragments' first values")
 
         def products(first: int) -> None:
             for kk in range(first, first + 8):
@@ -646,10 +690,10 @@ def _inside(op: Operation, kernel: Operation) -> bool:
 
 
 def emit_contraction(op, name: str, target: str, helpers: set[str], hw, taken):
-    """The factory's source, and the operand sides it can read 16 bytes at a time
-    (side -> the buffer the host must find aligned)."""
+    """The factory's source, the operand sides it can read 16 bytes at a time (side ->
+    the buffer the host must find aligned) and the buffers whose size decides WIDE."""
     emitter = ContractionEmitter(op, name, target, helpers, hw, taken)
     text = emitter.emit()
     sides = {side: load.operands[0] for side in ("a", "b")
              if (load := emitter.vector_side(side)) is not None}
-    return text, sides
+    return text, sides, emitter.wide_buffers()

@@ -101,6 +101,9 @@ class MmaContractionEmitter(StageCopies, ContractionEmitter):
                 "STAGE_K K deep; the epilogue runs on the accumulators, half a tile at a time "
                 "through shared memory (coalesced stores).")
 
+    def factory_params(self) -> str:
+        return "BM, BN, VECTOR_A, VECTOR_B, SPLIT"
+
     def factory_result(self) -> str:
         return f"_DynamicShared({self.name}, SHARED * 4)  # its stages' bytes, given at launch"
 

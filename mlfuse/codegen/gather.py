@@ -41,8 +41,8 @@ from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.ir.types import INDEX
 
 from mlfuse.codegen.scalar import SHARED_TYPE
+from mlfuse.codegen.simt_fetch import INT32_MAX, stride_code
 
-INT32_MAX = 2 ** 31 - 1
 _FREE = (ConstantOp, DimOp)  # named wherever used: no register kept for them
 _LOADS = (LoadOp, MaskedLoadOp)
 
@@ -232,10 +232,6 @@ class GatheredOperands:
         registers, each flat load's base and the K the slot gathers up to."""
         self.plan_gathers()
         w = self.w
-        for side in ("a", "b"):  # K-major 16-byte reads address the flat view (vector_fetch)
-            load = self.vector_side(side)
-            if load is not None and self.groups_along_k(side):
-                self.flat_view(load.operands[0])
         for side, plan in self.gathers.items():
             s = side.upper()
             w.line(f"# {side.upper()} is gathered: each group slot's position-only values, "
@@ -307,16 +303,6 @@ class GatheredOperands:
             self.w.line(f"{views[id(buf)]} = _flat({self.namer(buf)})")
         return views[id(buf)]
 
-    def k_major_offset(self, load: Operation, lead: list[Value], k: str) -> str:
-        """The flat offset of a K-major load (dialects/contraction.py ``k_major_load``:
-        its trailing indices are the reduction's over the buffer's trailing dims) at flat
-        K position ``k``: no unravel of K, no 4-D index."""
-        buf = load.operands[0]
-        terms = [f"{self.namer(v)} * {self._stride(buf, d)}" for d, v in enumerate(lead)]
-        narrow = all(isinstance(s, int) for s in buf.type.shape) and \
-            math.prod(buf.type.shape) <= INT32_MAX
-        return f"numba.uint{32 if narrow else 64}({' + '.join(terms + [k])})"
-
     # -- pieces ----------------------------------------------------------------------
     def _bounds(self) -> dict:
         ext = self.op.extent_list
@@ -384,11 +370,7 @@ class GatheredOperands:
             self.statement(op, shared=False)
 
     def _stride(self, buf: Value, axis: int) -> str:
-        dims = buf.type.shape[axis + 1:]
-        if all(isinstance(d, int) for d in dims):
-            return str(math.prod(dims))
-        return " * ".join(str(d) if isinstance(d, int) else f"{self.namer(buf)}.shape[{j}]"
-                          for j, d in enumerate(buf.type.shape) if j > axis) or "1"
+        return stride_code(buf, axis, self.namer(buf))
 
     def _terms(self, load: FlatLoad, parts) -> str:
         terms = []

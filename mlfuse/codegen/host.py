@@ -293,9 +293,14 @@ class HostEmitter:
             lines = [f"{copies} = ({flags[0]}, {flags[1]})  # values per cp.async of A, B",
                      f"{geometry}, {copies})",
                      f"{config} = {tiles}[:2] + {copies} + ({split},){names}"]
-        else:
+        else:  # WIDE (given only where true): 64-bit flat offsets, where an operand the
+            # kernel steps through (simt_fetch.py) reaches 2**31 values
+            wide = " or ".join(f"{' * '.join(extent_factors(b.type.shape, name_of))} >= 2**31"
+                               for b in kernel.launch["wide"])
+            wide = f" + ((True,) if {wide} else ())" if wide else ""
             lines = [f"{geometry})",
-                     f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split}){names}"]
+                     f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split}){wide}"
+                     f"{names}{', WIDE' if wide else ''}"]
         tiled = f"{kernel.name}[{config}]"
         # the launch gives the dynamic shared memory the tile's kernel takes (its stages)
         launch = f"{grid}, {threads}, 0, {kernel.name}.shared_bytes({config})"

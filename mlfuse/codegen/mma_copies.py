@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from mlfuse.codegen.simt_fetch import k_axis
 from mlfuse.dialects.contraction import arg_deps
 
 
@@ -134,12 +135,9 @@ class StageCopies:
         load = self.vector_side(side)
         if side == "a":
             return "1"
-        ks = [r.body.args[0] for r in self.c.reduces]
-        lead = list(load.operands[1:-1])
-        if len(ks) != 1 or sum(v is ks[0] for v in lead) != 1 or any(
-                ks[0] in arg_deps(v) for v in lead if v is not ks[0]):
+        pos = k_axis(load, [r.body.args[0] for r in self.c.reduces])
+        if pos is None:
             return None
-        pos = next(d for d, v in enumerate(lead) if v is ks[0])
         array, rank = self.namer(load.operands[0]), len(load.operands) - 1
         return " * ".join(f"{array}.shape[{d}]" for d in range(pos + 1, rank))
 
