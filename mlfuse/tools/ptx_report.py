@@ -3,7 +3,7 @@ H100 (sm_90a, as Numba compiles for it) by Numba and assembled by ptxas, with wh
 
     CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json]
         [--matmul-precision=highest|high|medium] [--first-tile] [--sass=DIR]
-        [--copies=A,B] [--tile=BMxBN[,BMxBN...]] [--split-first] FILE.fuse...
+        [--copies=A,B] [--tile=BMxBN[,BMxBN...]] [--split-first] [--wide] FILE.fuse...
 
 ``--sass=DIR`` also writes each kernel's machine code (nvdisasm of ptxas's cubin) to
 DIR/KERNEL.sass and counts its instructions: what an instruction-bound kernel runs.
@@ -13,6 +13,8 @@ would pick then (a TF32 kernel's narrow tiles where a copy is under 16 bytes).
 ``--tile=BMxBN``: a contraction's kernels of that tile shape only (its SASS in seconds);
 several, comma-separated: those.
 ``--split-first``: the split-K form of the first tile shape only (the others unsplit).
+``--wide``: a SIMT contraction's tiles in their WIDE form (64-bit flat offsets, as the
+host launches them where an operand has 2**31 values or more: codegen/simt_fetch.py).
 
 Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
 supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
@@ -170,13 +172,14 @@ def _integer_counts(code: list[str]) -> dict:
 
 
 def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=None,
-                split_all: bool = True):
+                split_all: bool = True, wide: bool = False):
     """(label, dispatcher, signature) of every kernel the module has for ``op``: its
     variants, or every tile shape (with 16-byte operand reads where it has them) of a
     contraction, unsplit and, where K may be split, split (and the second kernel);
     ``all_tiles`` False: the first (largest) tile shape only; ``only``: those (BM, BN);
     ``split_all`` False: the split form of the first tile only (a split tile differs from
-    its unsplit one in where the accumulator goes, not in its main loop)."""
+    its unsplit one in where the accumulator goes, not in its main loop); ``wide``: a
+    SIMT contraction's WIDE tiles instead."""
     name = op["kernel_name"] if op.name == "fused.kernel" else None
     for attr, value in vars(python_module).items():
         if name is None or not (attr == name or attr.startswith(name + "_")):
@@ -188,12 +191,15 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
             tiles = value.tiles
             if (a, b) != (16 // value.value_bytes,) * 2 and value.narrow_tiles is not None:
                 tiles = value.narrow_tiles
+            wide_form = ((True,), " wide") if wide and value.shape is not None else ((), "")
             for n, (bm, bn) in enumerate(tiles if all_tiles else tiles[:1]):
                 if only is not None and (bm, bn) not in only:
                     continue
-                yield f"{attr}[{bm}x{bn}]", value.factory(bm, bn, a, b, False), signature(op)
+                yield (f"{attr}[{bm}x{bn}{wide_form[1]}]",
+                       value.factory(bm, bn, a, b, False, *wide_form[0]), signature(op))
                 if value.max_split > 1 and (split_all or n == 0):
-                    yield (f"{attr}[{bm}x{bn} split]", value.factory(bm, bn, a, b, True),
+                    yield (f"{attr}[{bm}x{bn} split{wide_form[1]}]",
+                           value.factory(bm, bn, a, b, True, *wide_form[0]),
                            signature(op, "split"))
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
             finish = op.attributes.get("schedule") == "contraction"
@@ -206,7 +212,7 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,
            all_tiles: bool = True, sass_dir: str | None = None, copies=None, only=None,
-           split_all: bool = True):
+           split_all: bool = True, wide: bool = False):
     """Yield one dict per kernel of the program at ``path`` (f32 contractions at
     ``matmul_precision``; a contraction's first tile shape only unless ``all_tiles``;
     ``copies``: a tensor-core contraction's (VECTOR_A, VECTOR_B), else 16 bytes)."""
@@ -221,7 +227,7 @@ def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None
             if op.name not in ("fused.kernel", "loops.parallel"):
                 continue
             for label, kernel, sig in _kernels_of(op, python_module, all_tiles, copies, only,
-                                                  split_all):
+                                                  split_all, wide):
                 yield {"file": path, "func": func.sym_name, "kernel": label,
                        "schedule": op.attributes.get("schedule", "pointwise"),
                        "variant": op.attributes.get("variant", ""),
@@ -244,7 +250,7 @@ def main(argv: list[str]) -> int:
         with open(path, encoding="utf-8") as f:
             text = f.read()
         for r in report(path, text, fuse, precision, "--first-tile" not in argv, sass_dir, copies,
-                        only, "--split-first" not in argv):
+                        only, "--split-first" not in argv, "--wide" in argv):
             if as_json:
                 print(json.dumps(r), flush=True)
             else:
