@@ -353,8 +353,8 @@ class ContractionEmitter(SteppedOperands, GatheredOperands, KernelEmitter):
     def stage_setup(self) -> None:
         """Where in the first stage this thread stores its first group of each side and
         reads its fragments; each step moves them by ``stage`` (STAGE, then -STAGE, ...)
-        to the other stage. (Four offsets and a step: 128 x 128 gathering the old way,
-        examples/mobile_block.fuse, spilled with a stage offset added to each instead.)"""
+        to the other stage. (A stage offset added to each where used instead: the same
+        registers, a 128 x 128 matmul step 576 SASS instructions against 572.)"""
         w, L = self.w, self.loc
         w.line("# where in the first stage this thread stores its groups and reads its fragments")
         for side, base, at in (("a", "", f"{L['row']} * 4"), ("b", "A_TILES + ", f"{L['col']} * 4")):
