@@ -1,10 +1,10 @@
 """Tiled kernels for contractions (``schedule = "contraction"``): matmul, batched
 matmul, conv2d as an implicit GEMM, each with its fused prologue and epilogue.
 
-Why this module is long: the SIMT tile kernel's emitter (stages, fragments, the
-written-out K steps, the gather and the epilogue) and the factory that the tensor-core
-emitters share with it (tiles, split-K, launch geometry) are one unit; the tensor-core
-pipelines themselves live in emit_mma.py and emit_tf32.py.
+Here: the SIMT tile kernel's emitter (stages, fragments, the written-out K steps) and
+the factory that the tensor-core emitters share with it (tiles, split-K, launch
+geometry). Its operand fetches are simt_fetch.py (and gather.py), its epilogue
+contraction_epilogue.py; the tensor-core pipelines live in emit_mma.py and emit_tf32.py.
 
 The kernel computes C[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n]
 (the kernel's attributes, written by ``schedule-contractions``, say which IR values
@@ -46,21 +46,31 @@ passes any array there (the kernel then never touches it).
 from __future__ import annotations
 
 import textwrap
-from contextlib import contextmanager, nullcontext
-
-from mlfuse.dialects.loops import ReduceOp, StoreOp
-from mlfuse.errors import MlfuseError
-from mlfuse.ir.core import Operation, Value
-from mlfuse.dialects.contraction import TF32_VARIANTS, Contraction, arg_deps, contraction_of
-from mlfuse.ir.traits import PURE
+from contextlib import contextmanager
 
 from mlfuse.codegen.abi import is_tiled_kernel  # noqa: F401  (its old home; callers import .abi)
+from mlfuse.codegen.contraction_epilogue import TileEpilogue
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.gather import GatheredOperands
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, literal
-from mlfuse.codegen.simt_fetch import SteppedOperands
-from mlfuse.codegen.tile_model import (FMA_PER_US, GATHER_INSTRUCTIONS, STEP_US, _simt_shape,
-                                       wgmma_tile_rates)
+from mlfuse.codegen.simt_fetch import VECTOR, IndexedOperands, SteppedOperands
+from mlfuse.codegen.tile_model import (
+    FMA_PER_US,
+    GATHER_INSTRUCTIONS,
+    STEP_US,
+    _simt_shape,
+    wgmma_tile_rates,
+)
+from mlfuse.dialects.contraction import (
+    TF32_VARIANTS,
+    Contraction,
+    arg_deps,
+    contraction_of,
+)
+from mlfuse.dialects.loops import ReduceOp
+from mlfuse.errors import MlfuseError
+from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.traits import PURE
 
 BK = 8  # a share of K (split-K) is whole multiples of this: every tile's K step is one
 # Tile shapes (BM, BN) the host chooses from (each thread's TM x TN from _simt_shape). The
@@ -72,7 +82,6 @@ CUDA_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (16, 128), 
 F64_TILES = tuple(t for t in CUDA_TILES if t not in ((128, 128), (64, 128)))
 SIMULATOR_TILES = ((16, 16),)  # 4 threads a block: the simulator runs each in Python
 SIMULATOR_THREADS = 4  # SIMT_THREADS under the simulator: 16 x 16 takes 8 x 8 a thread
-VECTOR = 4  # operand values a thread loads together (one 16-byte load when VECTOR_*)
 
 _LOCALS = ("tid", "row", "col", "m_size", "n_size", "k_size", "n_tiles",
            "tile_m", "tile_n", "m0", "n0", "batch", "m_tiles", "block", "stage", "k0", "kk", "slot", "e",
@@ -93,7 +102,8 @@ def factory_name(kernel_name: str) -> str:
     return f"_tiles_{kernel_name}"
 
 
-class ContractionEmitter(SteppedOperands, GatheredOperands, KernelEmitter):
+class ContractionEmitter(SteppedOperands, IndexedOperands, GatheredOperands, TileEpilogue,
+                         KernelEmitter):
     """The factory of one contraction kernel (see the module doc)."""
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
@@ -444,91 +454,6 @@ class ContractionEmitter(SteppedOperands, GatheredOperands, KernelEmitter):
             with w.indented(f"for {L['q']} in range({VECTOR}):"):
                 w.line(f"{L['tiles']}[{at} + {L['q']}] = {regs}[{first} + {L['q']}]")
 
-    def fetch(self, side: str, k_start: str) -> None:
-        """This thread's groups of the operand's tile at K offset ``k_start`` into
-        registers (zeros outside the sizes)."""
-        w, L, c = self.w, self.loc, self.c
-        own = "m" if side == "a" else "n"
-        guard = self.gathers[side].guard if side in self.gathers else None
-        if guard == "":  # addressed once per tile (gather.py)
-            self.gather_fetch(side, k_start)
-            return
-        if guard:
-            with w.indented(f"if {guard}:  # addressed once per tile (gather.py)"):
-                self.gather_fetch(side, k_start)
-        with w.indented("else:") if guard else nullcontext(), self.each_group(side):
-            position, k = self.group_position(side, k_start)
-            w.line(f"{L[own]} = {position}")
-            w.line(f"{L['k']} = {k}")
-            if self.groups_along_k(side):  # one own position for the group's 4 values
-                self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
-            load = self.vector_side(side)
-            if load is not None:
-                with w.indented(f"if VECTOR_{side.upper()}:  # the group is 16 contiguous bytes"):
-                    self.vector_fetch(side, load)
-                with w.indented("else:"):
-                    self.scalar_fetch(side)
-            else:
-                self.scalar_fetch(side)
-
-    def vector_fetch(self, side: str, load: Operation) -> None:
-        """A B group along N (one whose K is not stepped, simt_fetch.py) as one load."""
-        w, L, c = self.w, self.loc, self.c
-        regs = L[f"{side}_next"]
-        self.unravel_into(L["n"], *self.dims(c.n_dims))  # the group's first N
-        self.unravel_into(L["k"], self.k_vals, c.k_extents)
-        with w.indented(f"if {L['n']} < {L['n_size']} and {L['k']} < {L['k_size']}:"):
-            self.slice_of(list(load.operands[1:]))
-            self.helpers.add("_vector_access")
-            index = ", ".join(self.namer(v) for v in load.operands[1:])
-            w.line(f"_load_vector({self.namer(load.operands[0])}, ({index},), {regs}, "
-                   f"{L['slot']} * {VECTOR})")
-        with w.indented("else:"):
-            with w.indented(f"for {L['q']} in range({VECTOR}):"):
-                w.line(f"{regs}[{L['slot']} * {VECTOR} + {L['q']}] = {self.zero}")
-
-    def scalar_fetch(self, side: str) -> None:
-        """The group's 4 values one by one: consecutive K (or N) positions. Along K,
-        the reduction indices are unravelled once and then counted up (mixed radix),
-        not divided out for every value."""
-        w, L, c = self.w, self.loc, self.c
-        own, regs = ("m", L["a_next"]) if side == "a" else ("n", L["b_next"])
-        value = c.a if side == "a" else c.b
-        along_k = self.groups_along_k(side)
-        if along_k:
-            self.unravel_into(L["k"], self.k_vals, c.k_extents)
-        with w.indented(f"for {L['q']} in range({VECTOR}):"):
-            w.line(f"{L['value']} = {self.zero}")
-            if along_k:
-                cond = (f"{L[own]} < {L[own + '_size']} and {L['k']} + {L['q']} < "
-                        f"{L['k_size']}")
-            else:
-                w.line(f"{L['j']} = {L['n']} + {L['q']}")
-                cond = f"{L['j']} < {L['n_size']} and {L['k']} < {L['k_size']}"
-            with w.indented(f"if {cond}:"):
-                if not along_k:
-                    self.unravel_into(L["j"], *self.dims(c.n_dims))
-                    self.unravel_into(L["k"], self.k_vals, c.k_extents)
-                self.slice_of([value])
-                w.line(f"{L['value']} = {self.namer(value)}")
-            w.line(f"{regs}[{L['slot']} * {VECTOR} + {L['q']}] = {L['value']}")
-            if along_k:
-                self.count_up(self.k_vals, c.k_extents)
-
-    def count_up(self, values: list[Value], extents: list) -> None:
-        """The next position of a flat index unravelled into ``values``: the last
-        index steps, and carries into the one before it at its extent."""
-        names = [self.namer(v) for v in values]
-        self.w.line(f"{names[-1]} += 1")
-
-        def carry(d: int) -> None:
-            if d > 0:
-                with self.w.indented(f"if {names[d]} == {self.extent(extents[d])}:"):
-                    self.w.line(f"{names[d]} = 0")
-                    self.w.line(f"{names[d - 1]} += 1")
-                    carry(d - 1)
-        carry(len(names) - 1)
-
     def device_functions(self) -> None:
         """``products``: one K value's outer product into the accumulators, inlined
         where the kernel calls it (see ``multiply``)."""
@@ -573,74 +498,6 @@ class ContractionEmitter(SteppedOperands, GatheredOperands, KernelEmitter):
         products(0)
         with w.indented("if BK == 16:"):
             products(8)
-
-    def epilogue(self) -> None:
-        """A_SPAN rows of the tile at a time (each thread's rows 4h..4h+3: all of them
-        for TM = 4, half for TM = 8) into shared memory (a copy with constant register
-        indices), then the block's threads walk them with consecutive threads on
-        consecutive N (coalesced), run the ops after the reduction and store. The two
-        passes are written out: a loop over them would keep all the accumulators live
-        through the first pass's stores."""
-        w, L = self.w, self.loc
-        for h in (0, 1):
-            w.line(f"# epilogue, {('first', 'second')[h]} A_SPAN rows of the tile: the fused "
-                   "ops after the reduction")
-            with w.indented("if TM == 8:  # a second pass: the other half of the rows") if h \
-                    else nullcontext():
-                w.line("cuda.syncthreads()  # the block is done with what the tiles held")
-                with w.indented(f"for {L['i']} in range(4):"):
-                    with w.indented(f"for {L['j']} in range(0, TN, 4):"):
-                        at = (f"({L['row']} * 4 + {L['i']}) * BN + {L['col']} * 4 + "
-                              f"({L['j']} // 4) * B_SPAN")
-                        self.copy4(at, L["acc"], f"({L['i']} + {4 * h}) * TN + {L['j']}")
-                w.line("cuda.syncthreads()")
-                self.epilogue_half(h, "A_SPAN")
-        w.line("cuda.syncthreads()  # all stores read the tiles before they are refilled")
-
-    def staged_accumulator(self) -> str:
-        """Where the epilogue reads the accumulator of element (i, j) of the staged half
-        tile (``e`` = i * BN + j): the SIMT kernel stages it densely."""
-        return f"{self.loc['tiles']}[{self.loc['e']}]"
-
-    def epilogue_half(self, half: int, rows: str = "BM // 2") -> None:
-        """Each thread takes elements of the staged ``rows`` rows of the tile in turn
-        (coalesced; ``half``: the first or the next ``rows``), runs the epilogue on the
-        accumulator and stores."""
-        w, L = self.w, self.loc
-        stores = [o for o in self.op.body.ops if isinstance(o, StoreOp)]
-        with w.indented(f"for {L['e']} in range({L['tid']}, {rows} * BN, THREADS):"):
-            w.line(f"{L['i']}, {L['j']} = divmod({L['e']}, BN)")
-            offset = f" + {rows}" if half else ""
-            w.line(f"{L['m']} = {L['m0']}{offset} + {L['i']}")
-            w.line(f"{L['n']} = {L['n0']} + {L['j']}")
-            with w.indented(f"if {L['m']} < {L['m_size']} and {L['n']} < {L['n_size']}:"):
-                self.finish_or_partial(stores)
-
-    def finish_or_partial(self, stores: list) -> None:
-        """The output at (m, n) (inside the sizes): with SPLIT its partial sum, for the
-        second kernel; else the epilogue and the stores (``finish_point``)."""
-        w, L, c = self.w, self.loc, self.c
-        if not self.may_split:
-            self.finish_point(stores)
-            return
-        with w.indented("if SPLIT:  # a share of K: its partial sum, for the second kernel"):
-            row = f"({L['batch']} * {L['m_size']} + {L['m']})" if c.batch_dims else L["m"]
-            w.line(f"{L['partials']}[cuda.blockIdx.y, {row} * {L['n_size']} + "
-                   f"{L['n']}] = {self.staged_accumulator()}")
-        with w.indented("else:"):
-            self.finish_point(stores)
-
-    def finish_point(self, stores: list) -> None:
-        """The epilogue of the output at (m, n) (and the batch index): the indices, the
-        accumulator from where the tile staged it, the ops after the reduction, stores."""
-        w, L, c = self.w, self.loc, self.c
-        self.unravel_into(L["m"], *self.dims(c.m_dims))
-        self.unravel_into(L["n"], *self.dims(c.n_dims))
-        acc = self.define(c.acc, "acc_value")
-        w.line(f"{acc} = {self.staged_accumulator()}")
-        self.slice_of([v for s in stores for v in s.operands], stop=c.acc)
-        for store in stores:
-            self.statement(store, shared=False)
 
 
 def tile_model_inputs(op) -> dict:

@@ -43,6 +43,7 @@ from mlfuse.dialects.contraction import arg_deps
 from mlfuse.ir.core import Operation, Value
 
 INT32_MAX = 2 ** 31 - 1
+VECTOR = 4  # operand values a thread loads together (one 16-byte load when VECTOR_*)
 
 
 def k_axis(load: Operation, k_vals: list[Value]) -> int | None:
@@ -274,4 +275,97 @@ class SteppedOperands:
                     w.line(f"{at} = {value}")
 
 
-__all__ = ["INT32_MAX", "SteppedOperands", "k_axis", "narrow_buffer", "stride_code"]
+
+class IndexedOperands:
+    """The sides that are not stepped: a gather addressed once a tile (gather.py), else
+    each group's values through the IR at their (m or n, k) position, checked against
+    the sizes (zeros outside), 16 bytes at a time for a B along N under VECTOR_B."""
+
+    def fetch(self, side: str, k_start: str) -> None:
+        """This thread's groups of the operand's tile at K offset ``k_start`` into
+        registers (zeros outside the sizes)."""
+        w, L, c = self.w, self.loc, self.c
+        own = "m" if side == "a" else "n"
+        guard = self.gathers[side].guard if side in self.gathers else None
+        if guard == "":  # addressed once per tile (gather.py)
+            self.gather_fetch(side, k_start)
+            return
+        if guard:
+            with w.indented(f"if {guard}:  # addressed once per tile (gather.py)"):
+                self.gather_fetch(side, k_start)
+        with w.indented("else:") if guard else nullcontext(), self.each_group(side):
+            position, k = self.group_position(side, k_start)
+            w.line(f"{L[own]} = {position}")
+            w.line(f"{L['k']} = {k}")
+            if self.groups_along_k(side):  # one own position for the group's 4 values
+                self.unravel_into(L[own], *self.dims(c.m_dims if side == "a" else c.n_dims))
+            load = self.vector_side(side)
+            if load is not None:
+                with w.indented(f"if VECTOR_{side.upper()}:  # the group is 16 contiguous bytes"):
+                    self.vector_fetch(side, load)
+                with w.indented("else:"):
+                    self.scalar_fetch(side)
+            else:
+                self.scalar_fetch(side)
+
+    def vector_fetch(self, side: str, load: Operation) -> None:
+        """A B group along N (one whose K is not stepped, simt_fetch.py) as one load."""
+        w, L, c = self.w, self.loc, self.c
+        regs = L[f"{side}_next"]
+        self.unravel_into(L["n"], *self.dims(c.n_dims))  # the group's first N
+        self.unravel_into(L["k"], self.k_vals, c.k_extents)
+        with w.indented(f"if {L['n']} < {L['n_size']} and {L['k']} < {L['k_size']}:"):
+            self.slice_of(list(load.operands[1:]))
+            self.helpers.add("_vector_access")
+            index = ", ".join(self.namer(v) for v in load.operands[1:])
+            w.line(f"_load_vector({self.namer(load.operands[0])}, ({index},), {regs}, "
+                   f"{L['slot']} * {VECTOR})")
+        with w.indented("else:"):
+            with w.indented(f"for {L['q']} in range({VECTOR}):"):
+                w.line(f"{regs}[{L['slot']} * {VECTOR} + {L['q']}] = {self.zero}")
+
+    def scalar_fetch(self, side: str) -> None:
+        """The group's 4 values one by one: consecutive K (or N) positions. Along K,
+        the reduction indices are unravelled once and then counted up (mixed radix),
+        not divided out for every value."""
+        w, L, c = self.w, self.loc, self.c
+        own, regs = ("m", L["a_next"]) if side == "a" else ("n", L["b_next"])
+        value = c.a if side == "a" else c.b
+        along_k = self.groups_along_k(side)
+        if along_k:
+            self.unravel_into(L["k"], self.k_vals, c.k_extents)
+        with w.indented(f"for {L['q']} in range({VECTOR}):"):
+            w.line(f"{L['value']} = {self.zero}")
+            if along_k:
+                cond = (f"{L[own]} < {L[own + '_size']} and {L['k']} + {L['q']} < "
+                        f"{L['k_size']}")
+            else:
+                w.line(f"{L['j']} = {L['n']} + {L['q']}")
+                cond = f"{L['j']} < {L['n_size']} and {L['k']} < {L['k_size']}"
+            with w.indented(f"if {cond}:"):
+                if not along_k:
+                    self.unravel_into(L["j"], *self.dims(c.n_dims))
+                    self.unravel_into(L["k"], self.k_vals, c.k_extents)
+                self.slice_of([value])
+                w.line(f"{L['value']} = {self.namer(value)}")
+            w.line(f"{regs}[{L['slot']} * {VECTOR} + {L['q']}] = {L['value']}")
+            if along_k:
+                self.count_up(self.k_vals, c.k_extents)
+
+    def count_up(self, values: list[Value], extents: list) -> None:
+        """The next position of a flat index unravelled into ``values``: the last
+        index steps, and carries into the one before it at its extent."""
+        names = [self.namer(v) for v in values]
+        self.w.line(f"{names[-1]} += 1")
+
+        def carry(d: int) -> None:
+            if d > 0:
+                with self.w.indented(f"if {names[d]} == {self.extent(extents[d])}:"):
+                    self.w.line(f"{names[d]} = 0")
+                    self.w.line(f"{names[d - 1]} += 1")
+                    carry(d - 1)
+        carry(len(names) - 1)
+
+
+__all__ = ["INT32_MAX", "IndexedOperands", "SteppedOperands", "VECTOR", "k_axis", "narrow_buffer",
+           "stride_code"]
