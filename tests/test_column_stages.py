@@ -93,3 +93,28 @@ def test_column_stages_nan_stays_in_its_column_and_runs_repeat():
     _, again = _run(CENTRING, {}, [x])
     again = np.asarray(again[0] if isinstance(again, tuple) else again)
     assert again.tobytes() == out.tobytes()
+
+
+@pytest.mark.parametrize("rows", ["interleaved", "one"])
+@pytest.mark.parametrize("source, dims", [(CENTRING, {"R": 301, "C": 8}),
+                                          (ROW_SCALED, {"R": 90, "C": 8}),
+                                          (STATS_BOTH, {"R": 61, "C": 8}),
+                                          (MIDDLE, {"A": 3, "B": 70, "C": 8})])
+def test_column_epilogue_rows_apart_or_one_a_thread_agree(rows, source, dims):
+    """The vector epilogue's other row plans (hw.column_lanes_rows): a chunk's rows
+    n_chunks apart, and a row a thread (n_chunks = the rows)."""
+    import dataclasses
+
+    from mlfuse.codegen import generate
+    from mlfuse.hardware import get_target
+    from mlfuse.runtime.loader import load_source
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=5)
+    hw = dataclasses.replace(get_target(), column_lanes_rows=rows)
+    text = generate(compile_text(source, "t.fuse", fuse_options=PLAN), "simulator", hw)
+    py = load_source(text, f"rows_{rows}")
+    py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0
+    launched = record_launches(py, ["f_0_epilogue_vector"])
+    got = py.ENTRY_POINTS["f"](*inputs)
+    assert launched == ["f_0_epilogue_vector"]
+    assert_results_close(func, run_tensor(func, inputs), got)

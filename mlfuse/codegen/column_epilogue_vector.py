@@ -117,6 +117,8 @@ class ColumnVectorEpilogue(SplitEmitter):
         self.stepped = {id(o) for o in plan.stepped}
         self.lane_loads = {id(o) for o in plan.lane_loads}
         self.lane_values = self._lane_values()
+        # a chunk's values n_chunks apart (hw.column_lanes_rows), else consecutive
+        self.apart = self.local["n_chunks"] if hw.column_lanes_rows == "interleaved" else None
 
     def _lane_values(self) -> set[int]:
         """Ids of the values that differ between a vector's lanes: the reductions'
@@ -171,8 +173,12 @@ class ColumnVectorEpilogue(SplitEmitter):
                 for acc, partials in zip(accs, self.partials):  # (reduce_nests' order)
                     self._combined(acc, partials)
                 self._lanes_before_walk(reduces, accs, kept)
-                w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
-                w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
+                if self.apart:  # the chunk's values n_chunks apart: the GPU's threads
+                    # walk neighbouring rows together
+                    w.line(f"{loc['lo']}, {loc['hi']} = {loc['part']}, {loc['n_k']}")
+                else:
+                    w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
+                    w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
                 for loop in self.loops:
                     self._walk(loop, kept)
         return self.w.text()
@@ -275,11 +281,11 @@ class ColumnVectorEpilogue(SplitEmitter):
                 w.line(f"{plan.store}({self.flat_views[id(o.operands[1])]}, "
                        f"({self._cursor(o)},), {self.staged[id(o)]}, 0)")
 
-        with self.chunk_tiles(tile) as here:
+        with self.chunk_tiles(tile, self.apart) as here:
             if loads:
                 w.line("# the tile's loads first: no use between them, so all are in flight")
-                self.tile_pass(tile, here, k, loads, load_tile)
-            self.tile_pass(tile, here, k, stores, compute)
+                self.tile_pass(tile, here, k, loads, load_tile, self.apart)
+            self.tile_pass(tile, here, k, stores, compute, self.apart)
 
 
 __all__ = ["ColumnVectorEpilogue", "EpilogueVectors", "epilogue_vector_plan"]

@@ -167,7 +167,8 @@ def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw)
         texts.append(ColumnVectorEpilogue(op, ename, target, helpers, hw, names.taken,
                                           lanes_plan).emit())
         lanes = {"name": ename, "lanes": lanes_plan.lanes,
-                 "buffers": vector_buffers(lanes_plan.stepped)}
+                 "buffers": vector_buffers(lanes_plan.stepped),
+                 "row_a_thread": hw.column_lanes_rows == "one"}
     return {"column_stages": {"first": first, "vector": vector, "combine": combine,
                               "epilogue": epilogue, "epilogue_vector": lanes}}, \
         "\n\n".join(texts)
@@ -195,8 +196,9 @@ def column_stages_lines(host, kernel, points: str, n_k: str, args: list[str]) ->
     # here: 128 at 65536 x 1024 left a quarter of a wave as vectors)
     return lines + [
         f"if {vector_call_test(host, kernel.op, lanes['lanes'], lanes['buffers'])}:",
-        unit + f"{n_chunks} = _split_columns({vectors}, {n_k}, SM_COUNT, VALUES_PER_THREAD, "
-        f"{n_k})",
+        unit + (f"{n_chunks} = {n_k}" if lanes.get("row_a_thread") else
+                f"{n_chunks} = _split_columns({vectors}, {n_k}, SM_COUNT, VALUES_PER_THREAD, "
+                f"{n_k})"),
         unit + host.call(lanes["name"], f"_pointwise_blocks({vectors} * {n_chunks}, 1), "
                          "THREADS_PER_BLOCK", stage_args + [n_chunks]),
         "else:", unit + scalar]

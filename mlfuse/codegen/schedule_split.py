@@ -334,28 +334,33 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
             w.line(f"{loc['flat']} = {T}({loc['flat']} + {T}(cuda.gridDim.x))")
 
     @contextmanager
-    def chunk_tiles(self, tile: str):
+    def chunk_tiles(self, tile: str, apart: str | None = None):
         """This thread's chunk [lo, hi), a tile of ``tile`` values at a time (one column
         per thread: split-columns' vector twin, the column stages' epilogues); yields the
-        name of the current tile's count of values."""
+        name of the current tile's count of values. ``apart``: the chunk's values are
+        that many apart (lo, lo + apart, ... below hi), not consecutive."""
         w, loc = self.w, self.local
         here = self.namer.fresh("n_here")
-        with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, {tile}):"):
-            w.line(f"{here} = numba.int32(min({loc['hi']} - {loc['tile']}, {tile}))")
+        span = f"{tile} * {apart}" if apart else tile
+        with w.indented(f"for {loc['tile']} in range({loc['lo']}, {loc['hi']}, {span}):"):
+            left = (f"({loc['hi']} - {loc['tile']} + {apart} - 1) // {apart}" if apart
+                    else f"{loc['hi']} - {loc['tile']}")
+            w.line(f"{here} = numba.int32(min({left}, {tile}))")
             yield here
 
-    def tile_pass(self, tile: str, here: str, k: str, accesses, emit) -> None:
+    def tile_pass(self, tile: str, here: str, k: str, accesses, emit,
+                  apart: str | None = None) -> None:
         """One pass over the current tile's values (``chunk_tiles``): the cursors of
         ``accesses`` started at the tile, each value's index ``k`` named, ``emit()`` for
-        it, then the cursors stepped."""
+        it, then the cursors stepped (by ``apart`` values where the chunk's are apart)."""
         w, loc = self.w, self.local
         self.start_cursors(loc["tile"], accesses)
         with w.indented(f"for {loc['slot']} in range({tile}):"):
             with w.indented(f"if {loc['slot']} < {here}:"):
-                w.line(f"{k} = {loc['tile']} + {loc['slot']}")
+                w.line(f"{k} = {loc['tile']} + {loc['slot']}" + (f" * {apart}" if apart else ""))
                 emit()
             for (_, stride), cursor in self.cursors.items():
-                w.line(f"{cursor} += {stride}")
+                w.line(f"{cursor} += {stride}" + (f" * {apart}" if apart else ""))
 
     def start_cursors(self, first: str, loads: list[Operation]) -> None:
         """The cursors of a phase that emits ``loads``: each strided flat access's
