@@ -4,7 +4,8 @@ Run on the GPU from the repository root (a minute a case on an H100):
     python benchmarks/probe_kernels.py group_norm softmax_middle [--dims K=V,...]
 
 For each case of benchmarks/cases.py named: mlfuse's launches for one call (recorded
-through the host function), each replayed alone and timed with CUDA events (median),
+through the host function), each replayed alone through the driver (parameters packed
+once, as the runtime launches) and timed with CUDA events (median),
 with the kernel's registers and local bytes and the bytes it would move at the copy
 bandwidth; then the whole call's launches back to back, checked against the NumPy
 interpreter; then torch.compile's CUDA kernels on the same inputs (torch.profiler, the
@@ -22,8 +23,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def mlfuse_kernels(p) -> list[tuple[str, str, float, str]]:
-    """(kernel, grid, ms alone, resources) of each launch of one call, then the total."""
+def driver_launch(dispatcher, config, args):
+    """One recorded launch as mlfuse's runtime makes it (its parameters packed once,
+    cuLaunchKernel through cuda-bindings: runtime/cuda_driver.py). Numba's own launch
+    rebuilds the parameters each call, tens of microseconds of host time, more than a
+    short kernel runs: timed back to back, it measured the host, not the kernel."""
+    from mlfuse.runtime.cuda_driver import (BindingsLaunch, ParamBlock, function_handle,
+                                            pack_arguments)
+    from mlfuse.runtime.launch_plan import _dim3
+    from mlfuse.runtime.launcher import _overload
+    kernel = _overload(dispatcher, args)
+    words, _ = pack_arguments(kernel._prepare_args, kernel.argument_types, args)
+    params = ParamBlock(words)
+    shared = int(config[3]) if len(config) > 3 else 0
+    go = BindingsLaunch(dispatcher.__name__, function_handle(kernel), _dim3(config[0]),
+                        _dim3(config[1]), shared, params)
+    go.params = params  # (kept alive with the launch)
+    return go
+
+
+def mlfuse_kernels(p, edit=None) -> list[tuple[str, str, float, str]]:
+    """(kernel, grid, ms alone, resources) of each launch of one call, then the total;
+    ``edit``: a function of the generated module's text, run on it first (a variant)."""
     from numba import cuda
     from probe_codegen import LaunchRecorder, kernel_resources
     from probe_memkern import _KERNEL_DEF, check
@@ -32,6 +53,7 @@ def mlfuse_kernels(p) -> list[tuple[str, str, float, str]]:
     from mlfuse.pipeline import compile_text
     from mlfuse.runtime.loader import load_source
     source = generate(compile_text(p.case.source, f"{p.case.name}.fuse", level="fused"), "cuda")
+    source = edit(source) if edit else source
     module = load_source(source, p.case.name)
     kernels = {name: getattr(module, name) for name in _KERNEL_DEF.findall(source)}
     launches: list = []
@@ -42,11 +64,12 @@ def mlfuse_kernels(p) -> list[tuple[str, str, float, str]]:
     ok, err = check(p, p.device.array(out[0] if isinstance(out, tuple) else out))
     names = {id(k): n for n, k in kernels.items()}
     rows = []
-    for kernel, config, args in launches:
+    calls = [driver_launch(k, c, a) for k, c, a in launches]
+    for (kernel, config, args), go in zip(launches, calls):
         name = names[id(kernel)]
-        ms = p.device.time_ms(lambda _: kernel[config](*args))
+        ms = p.device.time_ms(lambda _: go())
         rows.append((name, str(config[0]), ms, " ".join(kernel_resources({name: kernel}))))
-    total = p.device.time_ms(lambda _: [k[c](*a) for k, c, a in launches])
+    total = p.device.time_ms(lambda _: [go() for go in calls])
     rows.append(("(all, back to back)", "", total, f"ok={ok} err={err:.2g}"))
     return rows
 
