@@ -28,8 +28,12 @@ def driver_launch(dispatcher, config, args):
     cuLaunchKernel through cuda-bindings: runtime/cuda_driver.py). Numba's own launch
     rebuilds the parameters each call, tens of microseconds of host time, more than a
     short kernel runs: timed back to back, it measured the host, not the kernel."""
-    from mlfuse.runtime.cuda_driver import (BindingsLaunch, ParamBlock, function_handle,
-                                            pack_arguments)
+    from mlfuse.runtime.cuda_driver import (
+        BindingsLaunch,
+        ParamBlock,
+        function_handle,
+        pack_arguments,
+    )
     from mlfuse.runtime.launch_plan import _dim3
     from mlfuse.runtime.launcher import _overload
     kernel = _overload(dispatcher, args)
