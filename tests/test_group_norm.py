@@ -108,6 +108,20 @@ def test_group_norm_is_one_kernel_and_matches_the_interpreter():
     assert kernel["extents"] == ["N", 8] and kernel["schedule"] == "row"
 
 
+def test_a_channel_index_is_one_division_not_two():
+    """The channel of a value along a group's row, ``(B + k) // W // H``, is divided once
+    by ``W * H`` in the generated code (a division's result is never divided again)."""
+    import re
+
+    from mlfuse.codegen import generate
+    from mlfuse.pipeline import compile_text
+    text = generate(compile_text(EXAMPLE.read_text(), "g.fuse"), "cuda")
+    quotients = set(re.findall(r"(\w+) = _divmod_index\([^\n]*\)\[0\]", text))
+    divided = set(re.findall(r"_divmod_index\((\w+),", text))
+    assert quotients and not quotients & divided
+    assert re.search(r"_divmod_index\(\w+, W \* H\)\[0\]", text)
+
+
 def test_groups_as_a_dim_is_one_kernel_and_matches_the_interpreter():
     module = _check(GROUPS_AS_DIM, "gn", {"N": 2, "C": 6, "G": 3, "H": 2, "W": 5}, seed=3)
     assert len(_kernels(module, "gn")) == 1

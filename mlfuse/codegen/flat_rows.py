@@ -365,6 +365,14 @@ class FlatRows:
                 op.result.type != INDEX or isinstance(op_of(op.operands[1]), ConstantOp):
             return None
         self.helpers.add("_divmod_index")
+        inner = op_of(op.operands[0])
+        if isinstance(op, FloorDivOp) and isinstance(inner, FloorDivOp) and \
+                not isinstance(op_of(inner.operands[1]), ConstantOp):
+            # (x // a) // b == x // (a * b) for x >= 0: one division where the unravel of a
+            # reshape nests two (group norm's channel ``(B + k) // W // H``, once a vector
+            # of its epilogue); the inner one stays only where something else reads it
+            x, a = (self.namer(v) for v in inner.operands)
+            return f"_divmod_index({x}, {a} * {operands[1]})[0]"
         return f"_divmod_index({operands[0]}, {operands[1]})[{int(isinstance(op, ModOp))}]"
 
     def base_multiples(self, access: FlatAccess) -> list[list]:
