@@ -121,6 +121,26 @@ def test_group_norm_vector_lanes_share_the_channel_division_where_they_agree(dim
     assert text.index("lanes_agree = ") < text.index("for lane in range")
 
 
+def test_split_stage_vector_twins_divide_in_32_bits_only_where_every_index_fits():
+    # the twins' index divisions are 32-bit only (no 64-bit path: its registers cost group
+    # norm's epilogue its second vector in flight); the host runs them only where every
+    # buffer and the space of row values have fewer than 2**31 values
+    from types import SimpleNamespace
+    _, launched, module = _run_split(GROUP_NORM, {"N": 1, "C": 16, "H": 5, "W": 110})
+    assert launched == ["group_norm_0_stage0_vector", "group_norm_0_epilogue_vector"]
+    source = module.source
+    twin = source[source.index("def group_norm_0_epilogue_vector"):]
+    twin = twin[:twin.index("\n\n\n")]
+    scalar = source[source.index("def group_norm_0_epilogue("):]
+    scalar = scalar[:scalar.index("\n\n\n")]
+    assert "_divmod_index32(" in twin and "_divmod_index(" not in twin
+    assert "_divmod_index(" in scalar and "_divmod_index32(" not in scalar
+    test = next(line for line in source.splitlines() if "whole vectors, aligned" in line)
+    assert "_fits_31_bits(x, gamma, beta, add)" in test and "<= 0x7FFFFFFF" in test
+    fits = module.python_module._fits_31_bits
+    assert fits(SimpleNamespace(size=2 ** 31 - 1)) and not fits(SimpleNamespace(size=2 ** 31))
+
+
 def test_group_norm_split_rows_not_whole_vectors_take_the_scalar_stages():
     # rows of 2 * 1 * 3 = 6 values: not whole vectors, so the scalar stages run
     _, launched, _ = _run_split(GROUP_NORM, {"N": 1, "C": 16, "H": 1, "W": 3})

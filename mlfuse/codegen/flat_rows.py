@@ -271,6 +271,8 @@ class FlatRows:
 
     flat: dict = {}  # _key(buf, indices) -> FlatAccess; empty: no flat rows planned
     rows_planned = False  # a row-family kernel: its index divisions go 32-bit where they fit
+    # ... and only 32-bit: the host runs the kernel only where every index fits 31 bits
+    narrow_divisions = False
 
     def plan_flat_rows(self, nests: list[tuple[Operation, list[Value], list]],
                        point_reads: bool = True) -> None:
@@ -364,7 +366,8 @@ class FlatRows:
         if not self.rows_planned or not isinstance(op, (FloorDivOp, ModOp)) or \
                 op.result.type != INDEX or isinstance(op_of(op.operands[1]), ConstantOp):
             return None
-        self.helpers.add("_divmod_index")
+        divide = "_divmod_index32" if self.narrow_divisions else "_divmod_index"
+        self.helpers.add(divide)
         inner = op_of(op.operands[0])
         if isinstance(op, FloorDivOp) and isinstance(inner, FloorDivOp) and \
                 not isinstance(op_of(inner.operands[1]), ConstantOp):
@@ -372,8 +375,8 @@ class FlatRows:
             # reshape nests two (group norm's channel ``(B + k) // W // H``, once a vector
             # of its epilogue); the inner one stays only where something else reads it
             x, a = (self.namer(v) for v in inner.operands)
-            return f"_divmod_index({x}, {a} * {operands[1]})[0]"
-        return f"_divmod_index({operands[0]}, {operands[1]})[{int(isinstance(op, ModOp))}]"
+            return f"{divide}({x}, {a} * {operands[1]})[0]"
+        return f"{divide}({operands[0]}, {operands[1]})[{int(isinstance(op, ModOp))}]"
 
     def base_multiples(self, access: FlatAccess) -> list[list]:
         return base_multiples(access)

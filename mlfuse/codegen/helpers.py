@@ -9,16 +9,17 @@ from __future__ import annotations
 from mlfuse.codegen.addressing import addressing_helper_sources
 from mlfuse.codegen.bf16 import bf16_helper_source
 from mlfuse.codegen.held_access import held_helper_source
-from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.ptx_mma import mma_helper_source
-from mlfuse.codegen.ptx_wgmma import wgmma_helper_source
 from mlfuse.codegen.ptx_tf32 import tf32_helper_source
+from mlfuse.codegen.ptx_wgmma import wgmma_helper_source
+from mlfuse.codegen.scalar import combine
 from mlfuse.codegen.tile_model import source as tile_model_source
-from mlfuse.strip_plan import (shared_source as strip_shared_source, source as strip_plan_source,
-                                split_source as split_columns_source)
+from mlfuse.codegen.vector import vector_helper_sources
 from mlfuse.row_groups import group_width_source
 from mlfuse.row_hold import row_hold_source
-from mlfuse.codegen.vector import vector_helper_sources
+from mlfuse.strip_plan import shared_source as strip_shared_source
+from mlfuse.strip_plan import source as strip_plan_source
+from mlfuse.strip_plan import split_source as split_columns_source
 
 WARP = 32
 # Shared-memory slots per block reduction: one per thread (tree) or one per warp (shuffles).
@@ -49,6 +50,25 @@ def _divmod_index(flat, size):
         quotient, rest = divmod(numba.uint32(flat), numba.uint32(size))
         return numba.int64(quotient), numba.int64(rest)
     return divmod(numba.int64(flat), numba.int64(size))
+'''
+
+# The same where the host has checked that every index of the call fits 31 bits (its
+# buffers and spaces have fewer than 2**31 values): no 64-bit path, whose registers
+# (the division routine's) cost a split-stage epilogue its second vector in flight.
+_DIVMOD_INDEX32 = '''\
+@cuda.jit(device=True, inline="always")
+def _divmod_index32(flat, size):
+    """divmod of a non-negative flat index by a positive size, both under 2**31 (the
+    host checked it), in unsigned 32 bits."""
+    quotient, rest = divmod(numba.uint32(flat), numba.uint32(size))
+    return numba.int64(quotient), numba.int64(rest)
+'''
+
+# The host's test for such a call: every array argument under 2**31 values.
+_FITS_31_BITS = '''\
+def _fits_31_bits(*arrays):
+    """Whether every array has fewer than 2**31 values (its indices fit 31 bits)."""
+    return all(a.size <= 0x7FFFFFFF for a in arrays)
 '''
 
 # blockDim.x is a power of two (the host picks it): the tree halves it each step.
@@ -481,6 +501,7 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
 
 
 _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_INDEX,
+          "_divmod_index32": _DIVMOD_INDEX32, "_fits_31_bits": _FITS_31_BITS,
           "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP,
@@ -490,14 +511,15 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
           "_contraction_plan": tile_model_source(), "_shared_row_plan": row_hold_source()}
 # The order helpers appear in a module: device helpers before those that call them.
-ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_magic", "_divmod_wide"] + [
+ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_index32", "_divmod_magic",
+         "_divmod_wide"] + [
     f(c) for f in (block_reduce_name, group_reduce_name, strip_reduce_name,
                    strip_lanes_reduce_name)
     for c in ("add", "max", "min")] + [
     "_vector_access", "_held_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_wgmma_intrinsics",
     "_mma_geometry", "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stages",
     "_shared_row_plan", "_split_columns", "_short_row_width", "_row_group", "_strip_threads", "_strip_columns",
-    "_strip_shared", "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan",
+    "_strip_shared", "_address", "_vector_ready", "_fits_31_bits", "_copy_values", "_TiledKernel", "_contraction_plan",
     "_contraction_geometry"]
 
 

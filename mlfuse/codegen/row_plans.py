@@ -42,6 +42,14 @@ VALUES_PER_THREAD = "VALUES_PER_THREAD"
 STREAM_TILE = "max(1, VALUES_PER_THREAD // 2)"  # a streaming loop's values per thread in flight
 
 
+def stream_tile(loads: int) -> str:
+    """A streaming loop's values per thread in flight where it loads ``loads`` buffers a
+    value: a tile of each, fewer values of each, so the tiles fit the streaming
+    variant's 64 registers (8 of one buffer do)."""
+    return STREAM_TILE if loads <= 1 else \
+        f"max(1, VALUES_PER_THREAD // {2 * loads if loads <= 2 else 4 * loads})"
+
+
 def _row_loops(op: LoopOp) -> list[Operation]:
     return [o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
 
@@ -124,11 +132,8 @@ class RowPlans:
         thread at a time cannot hide DRAM's latency). The j-th early loads of every row
         loop share a local array of STREAM_TILE slots; each loop fills it again."""
         arrays: dict[tuple, str] = {}
-        # a loop that loads several buffers holds a tile of each: fewer values of each,
-        # so the tiles fit the streaming variant's 64 registers (8 of one buffer do)
         most = max((len(prefetchable_loads(loop.body)[0]) for loop in row_loops), default=1)
-        self.stream_tile = STREAM_TILE if most <= 1 else \
-            f"max(1, VALUES_PER_THREAD // {2 * most if most <= 2 else 4 * most})"
+        self.stream_tile = stream_tile(most)
         for loop in row_loops:
             loads, index_ops = prefetchable_loads(loop.body)
             for j, o in enumerate(loads):

@@ -43,9 +43,10 @@ from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, emit_ke
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 from mlfuse.codegen.flat_rows import _key
 from mlfuse.codegen.held_rows import shared_rows_code
-from mlfuse.codegen.kernel_code import KernelCode
+from mlfuse.codegen.kernel_code import KernelCode, kernel_interface
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains
 from mlfuse.codegen.reuse import defined_inside
+from mlfuse.codegen.row_plans import stream_tile
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
@@ -88,6 +89,8 @@ class StageEmitter(KernelEmitter):
         # the vector twin: a thread's values of its chunk as vectors of VECTOR_WIDTH
         # neighbours, its vector accesses (``stage_vector_accesses``) moved whole
         self.vectors = vectors
+        # the twin runs only where every index fits 31 bits (the host's vector_tests)
+        self.narrow_divisions = vectors
         self.vector_accesses: list[Operation] = []
         self.multiples: list[list] = []  # what the host checks of the flat row bases
         # the current vector loop's divisions its lanes share (lane_uniform.py), the ops
@@ -190,7 +193,13 @@ class StageEmitter(KernelEmitter):
             o for o in self.fills[id(op)][1] if isinstance(o, LoadOp) and
             id(o) not in self.vector_loads and any(id(v) in ends for v in o.operands[1:]) and
             all(id(v) in ends or id(v) not in inside for v in o.operands[1:])]
-        vectors = f"max(1, {self.stream_tile} // {VECTOR_WIDTH})"
+        # the tile counts the loads that stream along the row: a load at a shared
+        # division's value (group norm's gamma[channel]) is one scalar a vector, held a
+        # slot each but cheap; counted as a stream, group norm's epilogue had one vector
+        # a thread in flight, latency-bound at 45% occupancy (ncu)
+        chained = {id(o) for o in self.chain_loads}
+        streams = [o for o in self.fills[id(op)][1] if id(o) not in chained]
+        vectors = f"max(1, {stream_tile(len(streams))} // {VECTOR_WIDTH})"
         span = f"{vectors} * {VECTOR_WIDTH} * {loc['nthreads']}"
         first = f"{loc['base']} + ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
         with w.indented(f"for {loc['base']} in range({lo}, {hi}, {span}):"):
@@ -338,18 +347,25 @@ def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[
         return lines + calls
     unit = host.w.unit
     vectors = [host.call(name, grid, args + partials + [n_split]) for name in twin["names"]]
-    return lines + [f"if {' and '.join(vector_tests(host, kernel, twin))}:  # whole vectors, aligned"] + \
+    return lines + [f"if {' and '.join(vector_tests(host, kernel, twin, points, row))}:  # whole vectors, aligned"] + \
         [unit + c for c in vectors] + ["else:"] + [unit + c for c in calls]
 
 
-def vector_tests(host, kernel, twin: dict) -> list[str]:
+def vector_tests(host, kernel, twin: dict, points: str, row: str) -> list[str]:
     """The host's conditions for the vector twin: VECTOR_WIDTH divides every row extent
     (chunks of whole vectors) and every flat row base (each monomial's dims and constants,
-    ``FlatRows.base_multiples``), and each buffer it moves whole starts on a vector."""
+    ``FlatRows.base_multiples``), each buffer it moves whole starts on a vector, and
+    every index fits 31 bits (its divisions are 32-bit only)."""
     host.helpers.add("_vector_ready")  # (brings _address)
     tests = [f"{d} % VECTOR_WIDTH == 0"
              for d in dict.fromkeys(host.dim(e, kernel.op) for e in kernel.row_extents)]
     tests += host.multiple_tests(twin["multiples"], kernel.op)
+    # its index divisions are 32-bit only (flat_rows.index_division): every buffer, and
+    # the space of points by row values, under 2**31 values
+    host.helpers.add("_fits_31_bits")
+    buffers = [host.namer(b) for b in kernel_interface(kernel.op).buffers]
+    tests.append(f"_fits_31_bits({', '.join(buffers)})")
+    tests.append(f"({points}) * ({row}) <= 0x7FFFFFFF")
     for buf in twin["buffers"]:
         name = host.namer(buf)
         tests.append(f"_address({name}) % (VECTOR_WIDTH * {name}.dtype.itemsize) == 0")
