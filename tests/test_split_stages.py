@@ -193,3 +193,19 @@ def test_a_stage_without_whole_vectors_keeps_its_scalar_kernel_in_the_vector_pla
     _, launched, module = _run_split(source, {"R": 2, "C": 1100})
     assert launched == ["f_0_stage0", "f_0_epilogue_vector"]
     assert not hasattr(module.python_module, "f_0_stage0_vector")
+
+
+@pytest.mark.parametrize("points, extent, chunks", [
+    (256, 131072, 3),  # 768 blocks: 2.9 waves of 264, as _split_rows picks
+    (128, 65536, 4),  # _split_rows' 5 would make 640 blocks: 2.42 waves
+    (64, 131072, 8),  # its 9: 576 blocks, 2.18 waves
+    (1, 2 ** 26, 528),  # whole waves already
+])
+def test_split_stage_chunks_fill_whole_waves(points, extent, chunks):
+    # H100's constants: 132 SMs, two blocks of 512 threads resident an SM (the stages'
+    # launch bounds): the chunk count nearest _split_rows' whose blocks fill whole waves
+    from mlfuse.codegen.helpers import _SPLIT_ROWS, _SPLIT_STAGE_ROWS
+    space = {"SM_COUNT": 132, "THREADS_PER_BLOCK": 512, "VALUES_PER_THREAD": 16,
+             "SPLIT_BLOCKS_PER_SM": 4}
+    exec(_SPLIT_ROWS + _SPLIT_STAGE_ROWS, space)
+    assert space["_split_stage_rows"](points, extent) == chunks
