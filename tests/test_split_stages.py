@@ -103,7 +103,7 @@ def test_group_norm_split_across_blocks_matches_the_interpreter():
     # rows of 1100: VECTOR_WIDTH divides them and their bases, so the vector twins run
     got, launched, module = _run_split(GROUP_NORM, {"N": 1, "C": 16, "H": 5, "W": 110})
     assert launched == ["group_norm_0_stage0_vector", "group_norm_0_epilogue_vector"]
-    assert module.python_module._split_rows(8, 1100) == 2
+    assert module.python_module._split_stage_rows(8, 1100) == 2
 
 
 @pytest.mark.parametrize("dims", [
@@ -196,16 +196,17 @@ def test_a_stage_without_whole_vectors_keeps_its_scalar_kernel_in_the_vector_pla
 
 
 @pytest.mark.parametrize("points, extent, chunks", [
-    (256, 131072, 3),  # 768 blocks: 2.9 waves of 264, as _split_rows picks
-    (128, 65536, 4),  # _split_rows' 5 would make 640 blocks: 2.42 waves
-    (64, 131072, 8),  # its 9: 576 blocks, 2.18 waves
-    (1, 2 ** 26, 528),  # whole waves already
+    (256, 131072, 1),  # 256 blocks: a wave of 264 already
+    (128, 65536, 2),  # 256 blocks (_split_rows' 5 chunks made 640: 2.4 waves)
+    (64, 131072, 4),  # (its 9: 576 blocks, 2.2 waves)
+    (1, 2 ** 26, 264),
+    (8, 1100, 1),  # a chunk is at least a pass of the block's threads
 ])
-def test_split_stage_chunks_fill_whole_waves(points, extent, chunks):
+def test_split_stage_chunks_fill_one_wave(points, extent, chunks):
     # H100's constants: 132 SMs, two blocks of 512 threads resident an SM (the stages'
-    # launch bounds): the chunk count nearest _split_rows' whose blocks fill whole waves
-    from mlfuse.codegen.helpers import _SPLIT_ROWS, _SPLIT_STAGE_ROWS
-    space = {"SM_COUNT": 132, "THREADS_PER_BLOCK": 512, "VALUES_PER_THREAD": 16,
-             "SPLIT_BLOCKS_PER_SM": 4}
-    exec(_SPLIT_ROWS + _SPLIT_STAGE_ROWS, space)
+    # launch bounds). Each epilogue block first combines its row's partials, so one wave
+    # of longer chunks beat more waves of shorter ones (docs/perf-notes.md)
+    from mlfuse.codegen.helpers import _SPLIT_STAGE_ROWS
+    space = {"SM_COUNT": 132, "THREADS_PER_BLOCK": 512, "VALUES_PER_THREAD": 16}
+    exec(_SPLIT_STAGE_ROWS, space)
     assert space["_split_stage_rows"](points, extent) == chunks

@@ -333,7 +333,7 @@ def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[
     """The host lines of the split plan: chunks per point from the sizes, a partial
     buffer per reduce, then the stages in order (run where ``_split_stages`` says)."""
     n_split = host.namer.fresh("n_split")
-    host.helpers.update({"_split_rows", "_split_stage_rows", "_row_blocks", "_row_threads"})
+    host.helpers.update({"_split_stage_rows", "_row_blocks", "_row_threads"})
     lines = [f"{n_split} = _split_stage_rows({points}, {row})"]
     partials = []
     for k, dtype in enumerate(partial_dtypes(kernel.op)):
