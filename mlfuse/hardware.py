@@ -156,6 +156,9 @@ class Target:
         if self.strip_shared_bytes > 40 * 1024:  # (plus its static scratch, under 48 KB)
             raise ValueError("strip_shared_bytes over 40 KB would need a kernel's opt-in to more "
                              "than 48 KB of shared memory, which strips kernels do not ask")
+        if self.column_lanes_rows not in ("bands", "interleaved", "one"):
+            raise ValueError(f"column_lanes_rows must be 'bands', 'interleaved' or 'one', "
+                             f"not {self.column_lanes_rows!r}")
         for knob in ("pointwise_per_thread", "row_values_per_thread", "short_row_values"):
             if getattr(self, knob) % self.vector_width:
                 raise ValueError(f"{knob} must be a multiple of vector_width "

@@ -118,3 +118,11 @@ def test_column_epilogue_rows_apart_or_one_a_thread_agree(rows, source, dims):
     got = py.ENTRY_POINTS["f"](*inputs)
     assert launched == ["f_0_epilogue_vector"]
     assert_results_close(func, run_tensor(func, inputs), got)
+
+
+def test_an_unknown_row_order_for_the_column_epilogue_is_refused():
+    import dataclasses
+
+    from mlfuse.hardware import get_target
+    with pytest.raises(ValueError, match="column_lanes_rows"):
+        dataclasses.replace(get_target(), column_lanes_rows="diagonal")
