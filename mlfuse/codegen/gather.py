@@ -41,7 +41,7 @@ from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.ir.types import INDEX
 
 from mlfuse.codegen.scalar import SHARED_TYPE
-from mlfuse.codegen.simt_fetch import INT32_MAX, stride_code
+from mlfuse.codegen.simt_fetch import INT32_MAX, count_up, stride_code
 
 _FREE = (ConstantOp, DimOp)  # named wherever used: no register kept for them
 _LOADS = (LoadOp, MaskedLoadOp)
@@ -349,16 +349,7 @@ class GatheredOperands:
         w.line(f"{', '.join(names)} = {', '.join(f'numba.int32({n})' for n in names)}")
 
     def _count_up32(self) -> None:
-        names, ext = self.gathering.taps, self.c.k_extents
-        self.w.line(f"{names[-1]} = numba.int32({names[-1]} + 1)")
-
-        def carry(d: int) -> None:
-            if d > 0:
-                with self.w.indented(f"if {names[d]} == {ext[d]}:"):
-                    self.w.line(f"{names[d]} = numba.int32(0)")
-                    self.w.line(f"{names[d - 1]} = numba.int32({names[d - 1]} + 1)")
-                    carry(d - 1)
-        carry(len(names) - 1)
+        count_up(self.w, self.gathering.taps, [str(e) for e in self.c.k_extents], "numba.int32")
 
     def _gather_statement(self, op: Operation, plan: GatherPlan) -> None:
         if id(op) in plan.narrow:  # its range fits: 32-bit instructions

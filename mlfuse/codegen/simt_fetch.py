@@ -353,19 +353,27 @@ class IndexedOperands:
                 self.count_up(self.k_vals, c.k_extents)
 
     def count_up(self, values: list[Value], extents: list) -> None:
-        """The next position of a flat index unravelled into ``values``: the last
-        index steps, and carries into the one before it at its extent."""
-        names = [self.namer(v) for v in values]
-        self.w.line(f"{names[-1]} += 1")
-
-        def carry(d: int) -> None:
-            if d > 0:
-                with self.w.indented(f"if {names[d]} == {self.extent(extents[d])}:"):
-                    self.w.line(f"{names[d]} = 0")
-                    self.w.line(f"{names[d - 1]} += 1")
-                    carry(d - 1)
-        carry(len(names) - 1)
+        """The next position of a flat index unravelled into ``values`` (``count_up``)."""
+        count_up(self.w, [self.namer(v) for v in values], [self.extent(e) for e in extents])
 
 
-__all__ = ["INT32_MAX", "IndexedOperands", "SteppedOperands", "VECTOR", "k_axis", "narrow_buffer",
-           "stride_code"]
+def count_up(w, names: list[str], extents: list[str], cast: str = "") -> None:
+    """The next position of a flat index unravelled into ``names`` (mixed radix over
+    ``extents``): the last index steps, and carries into the one before it at its
+    extent. ``cast`` wraps each new value (``numba.int32``: gather.py's 32-bit taps)."""
+    def step(name: str) -> str:
+        return f"{name} = {cast}({name} + 1)" if cast else f"{name} += 1"
+
+    w.line(step(names[-1]))
+
+    def carry(d: int) -> None:
+        if d > 0:
+            with w.indented(f"if {names[d]} == {extents[d]}:"):
+                w.line(f"{names[d]} = {cast}(0)" if cast else f"{names[d]} = 0")
+                w.line(step(names[d - 1]))
+                carry(d - 1)
+    carry(len(names) - 1)
+
+
+__all__ = ["INT32_MAX", "IndexedOperands", "SteppedOperands", "VECTOR", "count_up", "k_axis",
+           "narrow_buffer", "stride_code"]
