@@ -41,7 +41,7 @@ from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.ir.types import INDEX
 
 from mlfuse.codegen.scalar import SHARED_TYPE
-from mlfuse.codegen.simt_fetch import INT32_MAX, count_up, stride_code
+from mlfuse.codegen.simt_fetch import INT32_MAX, count_up, narrow_buffer, stride_code
 
 _FREE = (ConstantOp, DimOp)  # named wherever used: no register kept for them
 _LOADS = (LoadOp, MaskedLoadOp)
@@ -196,8 +196,7 @@ def _flat_load(buf: Value, indices: list[Value], moves) -> FlatLoad:
     base = [(d, v) for d, v in enumerate(indices) if not moves(v)]
     steps = [(d, v) for d, v in enumerate(indices) if moves(v)]
     shape = buf.type.shape
-    static = all(isinstance(s, int) for s in shape)
-    narrow = static and math.prod(shape) <= INT32_MAX
+    narrow = bool(narrow_buffer(buf))  # (None, a symbolic shape: not known narrow)
     tail_static = all(isinstance(s, int) for s in shape[min((d for d, _ in steps), default=0):])
     # a valid access's indices lie in [0, shape): the moving part is under this bound
     step_bound = sum((shape[d] - 1) * math.prod(shape[d + 1:]) for d, _ in steps) \
