@@ -64,13 +64,6 @@ def _divmod_index32(flat, size):
     return numba.int64(quotient), numba.int64(rest)
 '''
 
-# The host's test for such a call: every array argument under 2**31 values.
-_FITS_31_BITS = '''\
-def _fits_31_bits(*arrays):
-    """Whether every array has fewer than 2**31 values (its indices fit 31 bits)."""
-    return all(a.size <= 0x7FFFFFFF for a in arrays)
-'''
-
 # blockDim.x is a power of two (the host picks it): the tree halves it each step.
 _BLOCK_REDUCE_TREE = '''\
 @cuda.jit(device=True)
@@ -515,7 +508,7 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
 
 
 _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_INDEX,
-          "_divmod_index32": _DIVMOD_INDEX32, "_fits_31_bits": _FITS_31_BITS,
+          "_divmod_index32": _DIVMOD_INDEX32,
           "_pointwise_blocks": _POINTWISE_BLOCKS,
           "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_split_stage_rows": _SPLIT_STAGE_ROWS,
@@ -535,7 +528,7 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_index32", "_
     "_mma_geometry", "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stage_rows",
     "_split_stages",
     "_shared_row_plan", "_split_columns", "_short_row_width", "_row_group", "_strip_threads", "_strip_columns",
-    "_strip_shared", "_address", "_vector_ready", "_fits_31_bits", "_copy_values", "_TiledKernel", "_contraction_plan",
+    "_strip_shared", "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan",
     "_contraction_geometry"]
 
 

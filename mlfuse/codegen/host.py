@@ -43,6 +43,10 @@ class HostEmitter:
         self.points_var: str | None = None  # holds a launch's number of points
         self.w = Writer()
 
+    def buffer_values(self, buf) -> str:
+        """The number of values of ``buf`` as host code (its dims' variables multiplied)."""
+        return " * ".join(extent_factors(buf.type.shape, self.dims.__getitem__))
+
     def dim(self, d, where) -> str:
         """A dim as host code (a product of symbols: their variables multiplied)."""
         for s in [d] if is_quotient(d) else symbols_of([d]):
@@ -295,8 +299,7 @@ class HostEmitter:
                      f"{config} = {tiles}[:2] + {copies} + ({split},){names}"]
         else:  # WIDE (given only where true): 64-bit flat offsets, where an operand the
             # kernel steps through (simt_fetch.py) reaches 2**31 values
-            wide = " or ".join(f"{' * '.join(extent_factors(b.type.shape, name_of))} >= 2**31"
-                               for b in kernel.launch["wide"])
+            wide = " or ".join(f"{self.buffer_values(b)} >= 2**31" for b in kernel.launch["wide"])
             wide = f" + ((True,) if {wide} else ())" if wide else ""
             lines = [f"{geometry})",
                      f"{config} = {tiles}[:2] + ({flags[0]}, {flags[1]}, {split}){wide}"

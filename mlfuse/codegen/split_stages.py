@@ -362,10 +362,8 @@ def vector_tests(host, kernel, twin: dict, points: str, row: str) -> list[str]:
     tests += host.multiple_tests(twin["multiples"], kernel.op)
     # its index divisions are 32-bit only (flat_rows.index_division): every buffer, and
     # the space of points by row values, under 2**31 values
-    host.helpers.add("_fits_31_bits")
-    buffers = [host.namer(b) for b in kernel_interface(kernel.op).buffers]
-    tests.append(f"_fits_31_bits({', '.join(buffers)})")
-    tests.append(f"({points}) * ({row}) <= 0x7FFFFFFF")
+    tests += [f"{host.buffer_values(b)} < 2**31" for b in kernel_interface(kernel.op).buffers]
+    tests.append(f"({points}) * ({row}) < 2**31")
     for buf in twin["buffers"]:
         name = host.namer(buf)
         tests.append(f"_address({name}) % (VECTOR_WIDTH * {name}.dtype.itemsize) == 0")
