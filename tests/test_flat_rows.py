@@ -122,7 +122,7 @@ def test_streaming_passes_alternate_direction_over_several_tiles():
     module = mlfuse.compile_source(source, "t.fuse", target="simulator")
     py = module.python_module
     kernel = _kernel_text(module.source, "group_norm_0_streaming")
-    assert kernel.count(", -1, -(") == 1  # the second of two passes runs backwards
+    assert kernel.count(", -1, -span") == 1  # the second of two passes runs backwards
     launched = record_launches(py, ["group_norm_0", "group_norm_0_streaming"])
     py.REGISTER_ROW_THREADS, py.VALUES_PER_THREAD = 0, 2  # streaming, tiles of 1 value
     py.SHORT_ROW_VALUES = py.SHORT_ROW_SCALARS = 0  # (no short-row plan)

@@ -106,6 +106,35 @@ def test_group_norm_split_across_blocks_matches_the_interpreter():
     assert module.python_module._split_stage_rows(8, 1100) == 2
 
 
+def _kernel(source: str, name: str) -> str:
+    text = source[source.index(f"def {name}("):]
+    return text[:text.index("\n\n\n")]
+
+
+def test_stages_alternate_direction_over_their_chunks_and_combine_partials_in_one_loop():
+    """Each stage walks its chunk the other way from the stage before it (the epilogue
+    first re-reads what stage 0 read last: in L2 where the rows fit); the partials of a
+    level are combined in one loop over the chunks. Rows of 1500 values in two chunks of
+    tiles of 512 (the last partial): walked backwards, the partial tile comes first."""
+    got, launched, module = _run_split(SOFTMAX, {"R": 3, "C": 1500})
+    assert launched == ["f_0_stage0_vector", "f_0_stage1_vector", "f_0_epilogue_vector"]
+    backwards = "lo - 1, -span):"
+    for name, back in (("stage0", False), ("stage1", True), ("epilogue", False)):
+        for twin in ("", "_vector"):
+            kernel = _kernel(module.source, f"f_0_{name}{twin}")
+            assert (backwards in kernel) == back, (name, twin)
+    epilogue = _kernel(module.source, "f_0_epilogue_vector")
+    # max's partials (level 0), then sum's (level 1): a loop each, both after the stages
+    assert epilogue.count("in range(n_split):") == 2
+    _, _, module = _run_split(GROUP_NORM, {"N": 1, "C": 16, "H": 5, "W": 110})
+    epilogue = _kernel(module.source, "group_norm_0_epilogue_vector")
+    assert backwards in epilogue
+    loop = epilogue[epilogue.index("in range(n_split):"):]
+    # the sum and the shifted sum of squares (both level 0) in the one loop
+    assert epilogue.count("in range(n_split):") == 1
+    assert loop.index("acc_partials[") < loop.index("acc_partials_1[") < loop.index("\n        m")
+
+
 @pytest.mark.parametrize("dims", [
     {"N": 1, "C": 16, "H": 1, "W": 2},  # channels of 2 values: every vector spans two
     {"N": 1, "C": 16, "H": 3, "W": 6},  # channels of 18: some vectors cross, most do not

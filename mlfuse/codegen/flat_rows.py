@@ -323,15 +323,26 @@ class FlatRows:
                 self.flat_strides[key] = names[text]
 
     def stream_order(self, extent: str, span: str, start: str = "0") -> str:
-        """The range of tile starts of a streaming kernel's next pass over its rows: the
-        passes alternate direction, so each re-read starts where the previous pass ended,
-        on the values it read last (those still in L2 where a pass's rows in flight pass
-        it: group norm's 132 rows of 512 KB at once on an H100, 50 MB of L2). Only the
-        order of a thread's partials changes (still the same in every run)."""
-        self.stream_passes = getattr(self, "stream_passes", 0) + 1
-        if self.stream_passes % 2 or start != "0":  # (a chunk of a row: one pass a kernel)
+        """The range of tile starts of a streaming kernel's next pass over its rows (or
+        over ``[start, extent)``, a chunk of one): the passes alternate direction, so each
+        re-read starts where the previous pass ended, on the values it read last (those
+        still in L2 where a pass's rows in flight pass it: group norm's 132 rows of 512 KB
+        at once on an H100, 50 MB of L2). Only the order of a thread's partials changes
+        (still the same in every run)."""
+        if not self.backward_pass():
             return f"range({start}, {extent}, {span})"
-        return f"range(({extent} - 1) // ({span}) * ({span}), -1, -({span}))"
+        if not span.isidentifier():  # (named once: the range's three places read it)
+            name = self.namer.fresh("span")
+            self.w.line(f"{name} = {span}")
+            span = name
+        if start == "0":
+            return f"range(({extent} - 1) // {span} * {span}, -1, -{span})"
+        return f"range({start} + ({extent} - {start} - 1) // {span} * {span}, {start} - 1, -{span})"
+
+    def backward_pass(self) -> bool:
+        """Whether the next pass walks backwards: every second pass of the kernel."""
+        self.stream_passes = getattr(self, "stream_passes", 0) + 1
+        return self.stream_passes % 2 == 0
 
     def row_base_lines(self) -> None:
         """Each distinct row base of the current point, once (after its indices)."""
