@@ -169,6 +169,18 @@ def test_mean_over_a_symbolic_axis_divides_by_its_runtime_size():
     assert {op.name for op in lowered.walk()} >= {"loops.dim", "arith.cast", "arith.div"}
 
 
+def test_f16_mean_over_more_values_than_f16_counts_is_numpys():
+    # 65536 and more values: the count is inf in f16, so the mean adds up and divides in
+    # f32 (the loops interpreter computes f16 as written: what the kernels compute)
+    text = func_text("%x: f16[2, 70000]", "f16[2]",
+                     "  %0 = tensor.mean %x {axis = [1]} : f16[2]\n", "%0")
+    x = np.random.default_rng(3).uniform(0.5, 1.5, (2, 70000)).astype(np.float16)
+    check_lowering(text, inputs=[x])
+    (got,) = run_loops(lower(parse_ir(text)).funcs[0], [x])
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, x.mean(axis=1))
+
+
 # -- data movement ------------------------------------------------------------------------------
 @pytest.mark.parametrize("src,dst", [
     ("N, 6", "3, N, 2"), ("2, 3, 4", "4, 6"), ("6", "1, 6, 1"), ("N, 1, 4", "4, N"),

@@ -18,6 +18,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+# the float dtypes whose means add up in f32 (lower_reduction)
+NARROW_FLOATS = ("f16", "bf16")
+
 from mlfuse.dialects import tensor
 from mlfuse.dialects.loops import AllocOp, ParallelOp, combiner_identity
 from mlfuse.errors import MlfuseError
@@ -167,17 +170,22 @@ def lower_reduction(op: tensor.ReduceOp, em: Emitter, idx: list[Value]) -> Value
     at the full input index: kept axes take output indices, reduced axes reduce indices."""
     x, axes, keepdims = op.operand("x"), op["axis"], op["keepdims"]
     dtype = op.result.type.dtype
+    # a 16-bit float's mean adds up and divides in f32, rounded once (as NumPy's mean
+    # of f16): its count in f16 is inf from 65520 on (65536.0 : f16 made a layernorm
+    # over 65536 values divide by inf) and in bf16 inexact from 257
+    acc = "f32" if op.name == "tensor.mean" and dtype in NARROW_FLOATS else dtype
     in_shape = x.type.shape
     # output index position of each kept input axis (keepdims keeps size-1 slots for reduced ones)
     kept = [a for a in range(len(in_shape)) if a not in axes]
     out_pos = {a: (a if keepdims else n) for n, a in enumerate(kept)}
-    init = em.constant(combiner_identity(op.combiner, dtype), dtype)
+    init = em.constant(combiner_identity(op.combiner, acc), acc)
 
     def level(inner: Emitter, depth: int, reduce_idx: list[Value]) -> Value:
         if depth == len(axes):
             full = [reduce_idx[axes.index(a)] if a in axes else idx[out_pos[a]]
                     for a in range(len(in_shape))]
-            return inner.read(x, full)
+            value = inner.read(x, full)
+            return value if acc == dtype else inner.arith("cast", value, dtype=acc)
         return inner.reduce(init, in_shape[axes[depth]], op.combiner, f"k{depth}",
                             lambda e, k: level(e, depth + 1, reduce_idx + [k]))
 
@@ -186,10 +194,11 @@ def lower_reduction(op: tensor.ReduceOp, em: Emitter, idx: list[Value]) -> Value
         return total
     counted = [in_shape[a] for a in axes]
     if all(isinstance(d, int) for d in counted):
-        count = em.constant(math.prod(counted), dtype)
+        count = em.constant(math.prod(counted), acc)
     else:
-        count = em.arith("cast", em.size_product(counted), dtype=dtype)
-    return em.arith("div", total, count)  # sum / count, as NumPy's mean
+        count = em.arith("cast", em.size_product(counted), dtype=acc)
+    mean = em.arith("div", total, count)  # sum / count, as NumPy's mean
+    return mean if acc == dtype else em.arith("cast", mean, dtype=dtype)
 
 
 def lower_reshape(op: tensor.ReshapeOp, em: Emitter, idx: list[Value]) -> Value:

@@ -47,3 +47,32 @@ func @mean4(%x: f32[N, 4]) -> (f32[N]) {
   %a = tensor.mean %x {axis = [1]} : f32[N]
   return %a
 }
+
+// A 16-bit float's mean adds up and divides in f32 and rounds once, as NumPy's mean of
+// f16: 65536.0 is inf in f16 (a layernorm over 65536 values divided by it on the GPU).
+// CHECK-LABEL: func @mean_f16
+// CHECK:          [[Z:%[a-z0-9_]+]] = arith.constant {value = 0.0} : f32
+// CHECK-NEXT:     [[T:%[a-z0-9_]+]] = loops.reduce [[Z]] {combiner = "add", extent = 65536} : f32
+// CHECK-NEXT:       [[V:%[a-z0-9_]+]] = loops.load %x, {{.*}} : f16
+// CHECK-NEXT:       [[W:%[a-z0-9_]+]] = arith.cast [[V]] {dtype = "f32"} : f32
+// CHECK-NEXT:       loops.yield [[W]]
+// CHECK:          [[N:%[a-z0-9_]+]] = arith.constant {value = 65536.0} : f32
+// CHECK-NEXT:     [[Q:%[a-z0-9_]+]] = arith.div [[T]], [[N]] : f32
+// CHECK-NEXT:     [[R:%[a-z0-9_]+]] = arith.cast [[Q]] {dtype = "f16"} : f16
+// CHECK-NEXT:     loops.store [[R]], %a,
+func @mean_f16(%x: f16[2, 65536]) -> (f16[2]) {
+  %a = tensor.mean %x {axis = [1]} : f16[2]
+  return %a
+}
+
+// So does bf16's (a count over 256 is inexact in bf16); a sum keeps its own dtype.
+// CHECK-LABEL: func @mean_bf16
+// CHECK:          loops.reduce {{.*}} {combiner = "add", extent = N} : f32
+// CHECK:          arith.div {{.*}} : f32
+// CHECK-NEXT:     arith.cast {{.*}} {dtype = "bf16"} : bf16
+// CHECK:          loops.reduce {{.*}} {combiner = "add", extent = N} : bf16
+func @mean_bf16(%x: bf16[3, N]) -> (bf16[3], bf16[3]) {
+  %a = tensor.mean %x {axis = [1]} : bf16[3]
+  %s = tensor.sum %x {axis = [1]} : bf16[3]
+  return %a, %s
+}
