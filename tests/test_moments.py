@@ -119,3 +119,23 @@ def test_inf_and_nan_rows_follow_the_interpreter():
                                    fuse_options={"dims": {"C": 65536}})  # priced as long rows
     module.python_module._split_stages = lambda points, extent, reread: True
     assert_results_close(func, run_tensor(func, inputs), module["f"](*inputs))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_sixteen_bit_variance_is_shifted_in_f32(dtype):
+    """A 16-bit float's mean adds up in f32 (lower_to_loops), so its centred squares are
+    cast to f32 before the sum: the rewrite still takes them, and shifts and squares in
+    f32 (the kernels' arithmetic). Split plan in two kernels, as f32's; the results
+    (mean 100 + N(0, 1), past what f16 sums of squares hold) follow the interpreter."""
+    source = VARIANCE.replace("f32", dtype)
+    kernel = _kernel(LAYERNORM.replace("f32", dtype), {"C": 65536})
+    reduces = [o for o in kernel.body.ops if isinstance(o, ReduceOp)]
+    assert [o.result.type.dtype for o in reduces] == ["f32"] * 3
+    assert stage_count(kernel) == 2
+    func = parse_program(source, "t.fuse").funcs[0]
+    (x,) = random_inputs(func, {"R": 2, "C": 4200}, seed=4)
+    x[...] = 100 + np.random.default_rng(4).standard_normal(x.shape)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator",
+                                   fuse_options={"dims": {"C": 65536}})
+    module.python_module._split_stages = lambda points, extent, reread: True
+    assert_results_close(func, run_tensor(func, [x]), module["f"](x))

@@ -5,7 +5,9 @@ reads the first's result, so a kernel that streams its rows (they do not fit in
 registers) or splits them across blocks (``codegen/split_stages.py``) walks y twice
 before its epilogue walks it a third time. Here every top-level add-reduce of a kernel
 body that yields ``(y - c) * (y - c)``, where ``c`` is computed outside the loop from
-another reduce of the same extent and y inside it from the loop index, becomes
+another reduce of the same extent and y inside it from the loop index (or that square of
+16-bit floats cast to f32, as a 16-bit float's mean adds up: y and c are then cast to
+f32 and S1, S2 and the rest computed there), becomes
 
     s  = y(0)                      (the row's first value: a sample of the data)
     S1 = sum(y - s),  S2 = sum((y - s)^2)                   (independent of c)
@@ -28,7 +30,7 @@ are all constants that registers hold is left alone.
 """
 from __future__ import annotations
 
-from mlfuse.dialects.arith import SCALAR_OPS, ConstantOp
+from mlfuse.dialects.arith import SCALAR_OPS, CastOp, ConstantOp
 from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.ir.clone import clone_op
 from mlfuse.ir.core import Block, Operation, Value
@@ -37,6 +39,7 @@ from mlfuse.transforms.cse import cse_block
 from mlfuse.transforms.loop_emitter import Emitter
 
 _FLOATS = ("f32", "f64")
+_NARROW = ("f16", "bf16")  # squares a widening cast may add up in f32
 MulOp, SubOp = SCALAR_OPS["mul"], SCALAR_OPS["sub"]
 
 
@@ -72,14 +75,17 @@ def _chain(value: Value, body: Block) -> list[Operation] | None:
 
 
 def _match(reduce: ReduceOp, block: Block):
-    """(y's ops, c, the earliest reduce of the same extent that c reads) of a centred
-    sum of squares, else None."""
+    """(y's ops, c, the earliest reduce of the same extent that c reads, the ops y reads
+    outside, whether the square is widened) of a centred sum of squares, else None."""
     if reduce["combiner"] != "add" or reduce.result.type.dtype not in _FLOATS:
         return None
     body = reduce.body
     if any(o.regions for o in body.ops):
         return None
     square = getattr(body.ops[-1].operands[0], "op", None)
+    widened = isinstance(square, CastOp) and square.operands[0].type.dtype in _NARROW
+    if widened:  # a 16-bit float's square added up in f32 (lower_to_loops: a mean's)
+        square = getattr(square.operands[0], "op", None)
     if not isinstance(square, MulOp) or square.operands[0] is not square.operands[1]:
         return None
     centred = getattr(square.operands[0], "op", None)
@@ -96,7 +102,7 @@ def _match(reduce: ReduceOp, block: Block):
     deps = _top_deps(outside, block)
     if not heads or any(isinstance(o, (ReduceOp, ForOp)) or not o.has_trait(PURE) for o in deps):
         return None  # y reads a reduce (or a loop's result): no pass to save
-    return ops, c, heads[0], deps
+    return ops, c, heads[0], deps, widened
 
 
 def _clone_chain(ops: list[Operation], k_old: Value, k_new: Value, into: Emitter) -> Value:
@@ -110,7 +116,7 @@ def _shift(reduce: ReduceOp, block: Block) -> bool:
     found = _match(reduce, block)
     if found is None:
         return False
-    ops, c, head, deps = found
+    ops, c, head, deps, widened = found
     dtype, extent = reduce.result.type.dtype, reduce["extent"]
     order = {id(o): n for n, o in enumerate(block.ops)}
     for dep in sorted((d for d in deps if order[id(d)] > order[id(head)]),
@@ -124,14 +130,18 @@ def _shift(reduce: ReduceOp, block: Block) -> bool:
     s = _clone_chain(ops, reduce.body.args[0], early.index(0), early)
     zero = early.constant(0.0, dtype)
 
+    if widened:  # 16-bit values: shifted and squared in the sums' dtype (f32), as the
+        s = early.arith("cast", s, dtype=dtype)  # kernels compute them anyway
+
     def shifted(squared: bool):
         def body(inner: Emitter, k: Value) -> Value:
-            d = inner.arith("sub", _clone_chain(ops, reduce.body.args[0], k, inner), s)
+            y = _clone_chain(ops, reduce.body.args[0], k, inner)
+            d = inner.arith("sub", inner.arith("cast", y, dtype=dtype) if widened else y, s)
             return inner.arith("mul", d, d) if squared else d
         return early.reduce(zero, extent, "add", "k", body)
     s1, s2 = shifted(False), shifted(True)
     late = Emitter(Block(), {})  # the centred sum from them: where the reduce was
-    delta = late.arith("sub", c, s)
+    delta = late.arith("sub", late.arith("cast", c, dtype=dtype) if widened else c, s)
     n = late.arith("cast", late.size(extent), dtype=dtype)
     total = late.arith("sub", s2, late.arith("mul", delta, late.arith(
         "sub", late.arith("add", s1, s1), late.arith("mul", n, delta))))
