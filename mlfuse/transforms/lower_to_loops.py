@@ -18,9 +18,6 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-# the float dtypes whose means add up in f32 (lower_reduction)
-NARROW_FLOATS = ("f16", "bf16")
-
 from mlfuse.dialects import tensor
 from mlfuse.dialects.loops import AllocOp, ParallelOp, combiner_identity
 from mlfuse.errors import MlfuseError
@@ -34,6 +31,9 @@ from mlfuse.transforms.loop_emitter import Emitter, Source
 from mlfuse.transforms.lower_indexing import INDEXING_LOWERINGS
 from mlfuse.transforms.lower_windows import WINDOW_LOWERINGS
 from mlfuse.ir.traits import COMPOSITE
+
+# the float dtypes whose means add up in f32 (lower_reduction)
+NARROW_FLOATS = ("f16", "bf16")
 
 # An op lowering: (the tensor op, the nest body's emitter, the nest's output index)
 # -> the scalar value the nest stores at that index.
