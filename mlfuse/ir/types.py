@@ -23,6 +23,8 @@ from typing import Iterable, Union
 Dim = Union[int, str]
 
 FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
+# the 16-bit floats: kernels compute them in f32, and their means add up there
+HALF_FLOAT_DTYPES = ("f16", "bf16")
 INT_DTYPES = ("i32", "i64")
 DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
 # NumPy's name for each; "bfloat16" is ml_dtypes' (mlfuse.dtypes imports it, which

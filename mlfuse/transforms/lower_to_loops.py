@@ -25,15 +25,12 @@ from mlfuse.ir.builtin import FuncOp, ModuleOp, ReturnOp
 from mlfuse.ir.core import Block, Operation, Region, Value
 from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.rewrite import PatternRewriteWalker, Rewriter, RewritePattern
-from mlfuse.ir.types import INDEX, BufferType, TensorType
+from mlfuse.ir.types import HALF_FLOAT_DTYPES, INDEX, BufferType, TensorType
 
 from mlfuse.transforms.loop_emitter import Emitter, Source
 from mlfuse.transforms.lower_indexing import INDEXING_LOWERINGS
 from mlfuse.transforms.lower_windows import WINDOW_LOWERINGS
 from mlfuse.ir.traits import COMPOSITE
-
-# the float dtypes whose means add up in f32 (lower_reduction)
-NARROW_FLOATS = ("f16", "bf16")
 
 # An op lowering: (the tensor op, the nest body's emitter, the nest's output index)
 # -> the scalar value the nest stores at that index.
@@ -173,7 +170,7 @@ def lower_reduction(op: tensor.ReduceOp, em: Emitter, idx: list[Value]) -> Value
     # a 16-bit float's mean adds up and divides in f32, rounded once (as NumPy's mean
     # of f16): its count in f16 is inf from 65520 on (65536.0 : f16 made a layernorm
     # over 65536 values divide by inf) and in bf16 inexact from 257
-    acc = "f32" if op.name == "tensor.mean" and dtype in NARROW_FLOATS else dtype
+    acc = "f32" if op.name == "tensor.mean" and dtype in HALF_FLOAT_DTYPES else dtype
     in_shape = x.type.shape
     # output index position of each kept input axis (keepdims keeps size-1 slots for reduced ones)
     kept = [a for a in range(len(in_shape)) if a not in axes]

@@ -35,11 +35,11 @@ from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.ir.clone import clone_op
 from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.ir.traits import PURE
+from mlfuse.ir.types import HALF_FLOAT_DTYPES
 from mlfuse.transforms.cse import cse_block
 from mlfuse.transforms.loop_emitter import Emitter
 
 _FLOATS = ("f32", "f64")
-_NARROW = ("f16", "bf16")  # squares a widening cast may add up in f32
 MulOp, SubOp = SCALAR_OPS["mul"], SCALAR_OPS["sub"]
 
 
@@ -83,7 +83,7 @@ def _match(reduce: ReduceOp, block: Block):
     if any(o.regions for o in body.ops):
         return None
     square = getattr(body.ops[-1].operands[0], "op", None)
-    widened = isinstance(square, CastOp) and square.operands[0].type.dtype in _NARROW
+    widened = isinstance(square, CastOp) and square.operands[0].type.dtype in HALF_FLOAT_DTYPES
     if widened:  # a 16-bit float's square added up in f32 (lower_to_loops: a mean's)
         square = getattr(square.operands[0], "op", None)
     if not isinstance(square, MulOp) or square.operands[0] is not square.operands[1]:
