@@ -21,28 +21,95 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 VARIANTS = {
-    "softmax": [{"R": 65536, "C": 1024}, {"R": 4000, "C": 12289}, {"R": 131072, "C": 100}],
-    "layernorm": [{"R": 65536, "C": 768}, {"R": 8192, "C": 5120}, {"R": 1000, "C": 50000}],
-    "colsum": [{"R": 65536, "C": 1024}, {"R": 1024, "C": 65536}, {"R": 100000, "C": 300}],
-    "sumsq_all": [{"N": 2 ** 24 + 3}, {"N": 100_000_000}],
-    "softmax_long": [{"R": 128, "C": 262144}, {"R": 2048, "C": 16384}],
-    "bias_gelu_f16": [{"R": 4096, "C": 30000}, {"R": 100000, "C": 768}],
-    "transpose_add": [{"N": 4096}, {"N": 6000}],
+    "softmax": [{"R": 65536, "C": 1024}, {"R": 4000, "C": 12289}, {"R": 131072, "C": 100},
+                {"R": 32768, "C": 2048, "dtype": "f16"}, {"R": 8192, "C": 3000, "dtype": "bf16"}],
+    "layernorm": [{"R": 65536, "C": 768}, {"R": 8192, "C": 5120}, {"R": 1000, "C": 50000},
+                  {"R": 65536, "C": 1024, "dtype": "f16"}, {"R": 4096, "C": 16384, "dtype": "f16"}],
+    "colsum": [{"R": 65536, "C": 1024}, {"R": 1024, "C": 65536}, {"R": 100000, "C": 300},
+               {"R": 4194304, "C": 16}, {"R": 32768, "C": 4096, "dtype": "f16"}],
+    "sumsq_all": [{"N": 2 ** 24 + 3}, {"N": 100_000_000}, {"N": 2 ** 27, "dtype": "f16"}],
+    "softmax_long": [{"R": 128, "C": 262144}, {"R": 2048, "C": 16384},
+                     {"R": 512, "C": 131072, "dtype": "f16"}],
+    "bias_gelu_f16": [{"R": 4096, "C": 30000}, {"R": 100000, "C": 768},
+                      {"R": 16384, "C": 4096, "dtype": "bf16"}],
+    "transpose_add": [{"N": 4096}, {"N": 6000}, {"N": 8192, "dtype": "f16"}],
     "nchw_nhwc": [{"N": 8, "C": 64, "H": 224, "W": 224}, {"N": 64, "C": 512, "H": 14, "W": 14}],
-    "bce_mean": [{"N": 65536, "C": 1000}],
-    "attn_tail": [{"B": 32, "H": 12, "S": 512, "D": 64}, {"B": 4, "H": 32, "S": 2048, "D": 128}],
+    "bce_mean": [{"N": 65536, "C": 1000}, {"N": 1000, "C": 65536}],
     "softmax_middle": [{"B": 32, "S": 128, "D": 4096}, {"B": 8, "S": 1024, "D": 2048},
-                       {"B": 512, "S": 32, "D": 1024}],
-    "instance_norm": [{"N": 32, "C": 64, "H": 128, "W": 128}, {"N": 64, "C": 512, "H": 16, "W": 16}],
-    "column_centring": [{"R": 65536, "C": 1024}, {"R": 1024, "C": 65536}],
-    "group_norm": [{"N": 8, "C": 512, "H": 64, "W": 64}, {"N": 64, "C": 128, "H": 28, "W": 28}],
-    "l2norm_both": [{"R": 65536, "C": 1024}],
-    "residual_layernorm": [{"R": 65536, "C": 768}],
+                       {"B": 512, "S": 32, "D": 1024}, {"B": 64, "S": 256, "D": 2048, "dtype": "f16"}],
+    "instance_norm": [{"N": 32, "C": 64, "H": 128, "W": 128}, {"N": 64, "C": 512, "H": 16, "W": 16},
+                      {"N": 8, "C": 32, "H": 256, "W": 256},
+                      {"N": 128, "C": 128, "H": 64, "W": 64, "dtype": "f16"}],
+    "column_centring": [{"R": 65536, "C": 1024}, {"R": 1024, "C": 65536}, {"R": 100000, "C": 300}],
+    "group_norm": [{"N": 8, "C": 512, "H": 64, "W": 64}, {"N": 64, "C": 128, "H": 28, "W": 28},
+                   {"N": 16, "C": 512, "H": 32, "W": 32},
+                   {"N": 16, "C": 512, "H": 32, "W": 32, "dtype": "f16"},
+                   {"N": 32, "C": 256, "H": 64, "W": 64, "dtype": "f16"}],
+    "l2norm_both": [{"R": 65536, "C": 1024}, {"R": 4096, "C": 16384}],
+    "residual_layernorm": [{"R": 65536, "C": 768}, {"R": 16384, "C": 4096, "dtype": "f16"}],
+    "masked_mean_pool": [{"B": 256, "S": 512, "D": 768}, {"B": 16, "S": 8192, "D": 1024}],
+    # programs of the issue's families that the suite does not time (EXTRA_CASES below)
+    "batchnorm_train": [{"N": 32, "K": 256, "H": 56, "W": 56}, {"N": 256, "K": 64, "H": 28, "W": 28}],
+    "channel_softmax": [{"N": 32, "K": 64, "H": 112, "W": 112}, {"N": 64, "K": 21, "H": 128, "W": 128}],
+    "spatial_centring": [{"N": 64, "C": 256, "H": 56, "W": 56}],
+    "rmsnorm": [{"R": 32768, "C": 4096, "dtype": "f16"}, {"R": 65536, "C": 1000}],
     "matmul_bias_relu": [{"M": 2048, "K": 2048, "N": 2048}, {"M": 3000, "K": 1000, "N": 2000}],
     "matmul_f16_bias_relu": [{"M": 8192, "K": 1024, "N": 8192}, {"M": 2048, "K": 8192, "N": 2048}],
     "matmul_decode": [{"M": 8, "K": 8192, "N": 8192}, {"M": 64, "K": 2048, "N": 8192}],
     "matmul_projection": [{"M": 16384, "K": 1024, "N": 1024}, {"M": 4096, "K": 512, "N": 2048}],
 }
+
+
+def _extra_cases() -> list:
+    """Programs of issue 13's families that the suite does not time: batch-norm's training
+    step (statistics over [0, 2, 3], also returned), a channel softmax over NCHW, centring
+    by spatial means, RMSNorm."""
+    from cases import Case, _torch
+
+    def t_batchnorm_train(x, g, b):
+        m = x.mean(dim=(0, 2, 3), keepdim=True)
+        v = ((x - m) * (x - m)).mean(dim=(0, 2, 3), keepdim=True)
+        k = x.shape[1]
+        y = (x - m) * (v + 1e-5).rsqrt() * g.reshape(1, k, 1, 1) + b.reshape(1, k, 1, 1)
+        return y, m.reshape(k), v.reshape(k)
+
+    def t_channel_softmax(x):
+        return _torch()[0].softmax(x, dim=1)
+
+    def t_spatial_centring(x):
+        return x - x.mean(dim=(2, 3), keepdim=True)
+
+    def t_rmsnorm(x, g):
+        return x * (x * x).mean(dim=-1, keepdim=True).add(1e-6).rsqrt() * g
+
+    root = HERE.parent / "examples"
+    return [
+        Case("batchnorm_train", (root / "batchnorm_train.fuse").read_text(), {}, t_batchnorm_train),
+        Case("channel_softmax", (root / "channel_softmax.fuse").read_text(), {}, t_channel_softmax),
+        Case("spatial_centring", """
+func spatial_centring(x: f32[N, C, H, W]) -> f32[N, C, H, W] {
+    return x - mean(x, axis=[2, 3], keepdims=true)
+}
+""", {}, t_spatial_centring),
+        Case("rmsnorm", """
+func rmsnorm(x: f32[R, C], g: f32[C]) -> f32[R, C] {
+    return x * rsqrt(mean(x * x, axis=1, keepdims=true) + 1e-6) * g
+}
+""", {}, t_rmsnorm),
+    ]
+
+
+def in_dtype(case, dtype: str | None):
+    """The case with its f32 values in ``dtype`` (f16, bf16): the same program text and
+    peer, the inputs and the result in the narrower type."""
+    import dataclasses
+    import re
+    if dtype is None:
+        return case
+    name = f"{case.name}_{dtype}"
+    source = re.sub(r"\b(f16|f32)\[", f"{dtype}[", case.source)
+    return dataclasses.replace(case, name=name,
+                               source=source.replace(f"func {case.name}(", f"func {name}("))
 
 
 def main(argv=None) -> int:
@@ -61,19 +128,22 @@ def main(argv=None) -> int:
     from mlfuse.cli.bench import measure_copy_bandwidth
     copy_gbps = measure_copy_bandwidth() / 1e9
     peers = run.available_peers(True) - {"mlfuse_unfused", "cupy"}
-    by_name = {c.name: c for c in CASES}
+    by_name = {c.name: c for c in CASES + _extra_cases()}
     rows, results = [], []
     for name, shapes in VARIANTS.items():
         if args.only and name not in args.only:
             continue
-        for dims in shapes:
+        for variant in shapes:
+            dims = {k: v for k, v in variant.items() if k != "dtype"}
+            case = in_dtype(by_name[name], variant.get("dtype"))
+            torch._dynamo.reset()  # each shape compiled afresh: no dynamic-shape recompile
             started = time.perf_counter()
-            r = run.run_case(by_name[name], dims, True, peers)
-            r.update(case=name, dims=dims, wall_s=round(time.perf_counter() - started, 1))
+            r = run.run_case(case, dims, True, peers)
+            r.update(case=case.name, dims=dims, wall_s=round(time.perf_counter() - started, 1))
             results.append(r)
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "sweep.json").write_text(json.dumps(results, indent=1, default=str))
-            rows.append([name, ",".join(f"{k}={v}" for k, v in dims.items()),
+            rows.append([case.name, ",".join(f"{k}={v}" for k, v in dims.items()),
                          *run.peer_columns(r, copy_gbps)])
             print("  ".join(str(c) for c in rows[-1]), flush=True)  # a run cut short keeps its rows
     from mlfuse.tools.benchmark import markdown_table

@@ -161,17 +161,28 @@ def held_planes(tops) -> tuple[dict, dict, int]:
     return writes, reads, planes
 
 
-def _split_columns(points, extent, sms, values, cap=128):
+THREAD_COMBINE_CHUNKS = 128  # the most chunks a split-columns thread of the second kernel combines
+BLOCK_COMBINE_CHUNKS = 65536  # ... a block of it combines (fewer points than fill a wave)
+
+
+def _split_columns(points, extent, sms, values, cap=None):
     """Chunks per point of a split-columns reduction of ``extent`` values per point: a
     thread per (point, chunk), each walking at least 4 x ``values`` values, at most
-    ``cap`` chunks (128: one thread of the second kernel combines them, a tile of
-    ``values`` at a time; column stages' epilogue combines none). Of the counts that fill 1 to 4 whole waves of ``sms`` x 1024 resident threads
-    (the first stage's blocks are capped at 64 registers), the one whose last wave is
-    fullest, the fewest chunks on a tie: 65536 points took 3 chunks, 1.45 waves, the
-    second 45% full; they take 2 (0.97 of one)."""
+    ``cap`` chunks. By default THREAD_COMBINE_CHUNKS (one thread of the second kernel
+    combines them, a tile of ``values`` at a time), or BLOCK_COMBINE_CHUNKS where so few
+    points would leave most of a wave idle (a block of the second kernel combines a
+    point's chunks: column sums of [4194304, 16] took 128 chunks, 2048 threads, 1.9 ms
+    on an H100); column stages' epilogue passes its own cap. Of the counts that fill 1
+    to 4 whole waves of ``sms`` x 1024 resident threads (the first stage's blocks are
+    capped at 64 registers), the one whose last wave is fullest, the fewest chunks on a
+    tie: 65536 points took 3 chunks, 1.45 waves, the second 45% full; they take 2 (0.97
+    of one)."""
     if points < 1:  # (no launch: the cost model may still price an empty space)
         return 1
     threads = sms * 1024
+    if cap is None:
+        cap = THREAD_COMBINE_CHUNKS if points * THREAD_COMBINE_CHUNKS >= threads \
+            else BLOCK_COMBINE_CHUNKS
     most = max(1, min(extent // (4 * values), cap))
     best, best_fill = 1, 0.0
     for waves in range(1, 5):
@@ -199,9 +210,12 @@ def shared_source() -> str:
 
 
 def split_source() -> str:
-    """``_split_columns``' source, for a generated module."""
-    return inspect.getsource(_split_columns)
+    """``_split_columns``' source and its constants, for a generated module."""
+    return (f"THREAD_COMBINE_CHUNKS = {THREAD_COMBINE_CHUNKS}  # most chunks a combining thread "
+            f"walks\nBLOCK_COMBINE_CHUNKS = {BLOCK_COMBINE_CHUNKS}  # ... a combining block\n\n\n"
+            + inspect.getsource(_split_columns))
 
 
-__all__ = ["strip_columns", "strip_shared", "split_columns", "held_planes", "most_slots",
+__all__ = ["strip_columns", "strip_shared", "split_columns", "THREAD_COMBINE_CHUNKS",
+           "BLOCK_COMBINE_CHUNKS", "held_planes", "most_slots",
            "narrowest_points", "line_points", "source", "shared_source", "split_source"]

@@ -79,16 +79,32 @@ def test_every_bf16_widens_exactly(conversions):
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))  # NaN payloads too
 
 
-def test_f32_rounds_to_bf16_as_ml_dtypes_does(conversions):
+def rounding_cases(count: int = 20000) -> np.ndarray:
+    """f32 values (NaN among them) that probe rounding to bf16: random words; ties (the
+    lower 16 bits exactly 0x8000, even and odd kept parts) and their neighbours; the
+    largest finite values (rounding up overflows to inf), zeros, subnormals, inf, NaNs
+    with either sign and low payload bits."""
     rng = np.random.default_rng(0)
-    words = rng.integers(0, 1 << 32, 20000, dtype=np.uint64).astype(np.uint32)
-    # ties (the lower 16 bits exactly 0x8000, even and odd kept parts), their neighbours,
-    # the largest finite values (rounding up overflows to inf), zeros, subnormals, inf
-    upper = rng.integers(0, 1 << 16, 2000, dtype=np.uint64).astype(np.uint32) << 16
+    words = rng.integers(0, 1 << 32, count, dtype=np.uint64).astype(np.uint32)
+    upper = rng.integers(0, 1 << 16, count // 10, dtype=np.uint64).astype(np.uint32) << 16
     special = np.array([0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000, 0x7F7F7FFF, 0, 0x80000000, 1,
-                        0x8000, 0x18000, 0x7F800000, 0xFF800000], np.uint32)
-    words = np.concatenate([words, upper | 0x8000, upper | 0x7FFF, upper | 0x8001, special])
-    x = words.view(np.float32)
+                        0x8000, 0x18000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000,
+                        0x7F800001, 0xFF800001, 0x7FFFFFFF], np.uint32)
+    return np.concatenate([words, upper | 0x8000, upper | 0x7FFF, upper | 0x8001,
+                           special]).view(np.float32)
+
+
+def assert_bf16_rounded(got_bits: np.ndarray, x: np.ndarray) -> None:
+    """``got_bits`` are f32 ``x`` rounded to bf16 as ``_bf16_store`` rounds: ml_dtypes'
+    bits where x is a number; NaN with x's sign where it is not."""
+    nan = np.isnan(x)
+    assert np.array_equal(got_bits[~nan], x[~nan].astype(BF16).view(np.uint16))
+    assert np.all(np.isnan(got_bits[nan].view(BF16)))
+    assert np.array_equal(got_bits[nan] >> 15, x[nan].view(np.uint32) >> 31)
+
+
+def test_f32_rounds_to_bf16_as_ml_dtypes_does(conversions):
+    x = rounding_cases()
     x = x[~np.isnan(x)]
     want = x.astype(BF16).view(np.uint16)
     got = np.array([conversions["_bf16_store"](v) for v in x], np.uint16)
@@ -187,6 +203,24 @@ def test_i64_kernels_wrap_around_as_numpy():
         got = _compile(I64, fuse).f(k, j)
         for g, w in zip(got, _oracle(I64, [k, j])):
             assert g.dtype == w.dtype and np.array_equal(g, w), (fuse, g, w)
+
+
+def test_vector_kernels_move_bf16_as_the_scalar_conversions_do():
+    """A pointwise kernel whose bf16 loads and stores move 8 values (16 bytes) at a time
+    widens every bit pattern exactly and rounds f32 as ``_bf16_store`` does (the GPU's
+    twin of those moves is LLVM integer code, checked there by benchmarks' gpu scripts)."""
+    from helpers import record_launches
+    source = ("func f(x: f32[N], b: bf16[M]) -> (bf16[N], f32[M]) {\n"
+              "    return cast(x, dtype=bf16), cast(b, dtype=f32)\n}\n")
+    x = rounding_cases(2000)
+    x = np.concatenate([x, np.zeros(-len(x) % 8, np.float32)])
+    b = np.arange(0, 1 << 16, 7, dtype=np.uint16)[:4096].view(BF16)
+    module = _compile(source)
+    launched = record_launches(module.python_module, ["f_0_vector", "f_1_vector"])
+    got_b, got_x = module.f(x, b)
+    assert sorted(launched) == ["f_0_vector", "f_1_vector"]
+    assert_bf16_rounded(got_b.view(np.uint16), x)
+    assert np.array_equal(got_x.view(np.uint32), b.astype(np.float32).view(np.uint32))
 
 
 def test_bf16_elementwise_and_reduction_kernels_match_the_oracle():

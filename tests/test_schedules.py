@@ -222,13 +222,18 @@ def test_split_columns_computes_what_sibling_reduces_share_once():
 
 @pytest.mark.parametrize("points, extent", [(65536, 2048), (4096, 16384), (100000, 4096),
                                             (200000, 4096), (1, 1 << 26), (65536, 16),
-                                            (7, 301), (135168 * 3, 8192)])
+                                            (7, 301), (135168 * 3, 8192), (16, 1 << 22),
+                                            (1056, 1 << 20), (1057, 1 << 20)])
 def test_split_columns_fills_its_last_wave(points, extent):
     """The chunk count leaves the last wave of resident threads fullest among every count
-    that runs in at most 4 waves (65536 points: 2 chunks, 0.97 of a wave; 3 made 1.45)."""
+    that runs in at most 4 waves (65536 points: 2 chunks, 0.97 of a wave; 3 made 1.45),
+    up to 128 chunks (a thread combines them), or many more where fewer points than fill
+    a wave at 128 take a block to combine each (16 columns: 8448 chunks, a wave)."""
     from mlfuse.strip_plan import split_columns
     sms, values = 132, 16
-    threads, most = sms * 1024, max(1, min(extent // (4 * values), 128))
+    threads = sms * 1024
+    cap = 128 if points * 128 >= threads else 65536
+    most = max(1, min(extent // (4 * values), cap))
 
     def fill(n):
         return points * n / (-(-points * n // threads) * threads)
@@ -242,6 +247,24 @@ def test_split_columns_fills_its_last_wave(points, extent):
         assert n == 1
     if (points, extent) == (65536, 2048):
         assert n == 2
+    if (points, extent) == (16, 1 << 22):
+        assert n == 8448
+
+
+def test_few_columns_of_many_rows_take_many_chunks_each_combined_by_a_block():
+    """Column sums of 2 columns: more chunks than a thread of the second kernel combines
+    (the simulator's one SM leaves 2 x 128 threads most of a wave idle); the blocks'
+    combine agrees with NumPy and gives the same bits on every call."""
+    module = mlfuse.compile_source(COLSUM, "t.fuse", target="simulator", fuse_options=FEW_COLUMNS)
+    py = module.python_module
+    assert py._split_columns(2, 9000, py.SM_COUNT, py.VALUES_PER_THREAD) > py.THREAD_COMBINE_CHUNKS
+    launched = record_launches(py, [n for n in vars(py) if n.startswith("f_0")])
+    func = parse_program(COLSUM, "t.fuse").funcs[0]
+    inputs = random_inputs(func, {"R": 9000, "C": 2}, seed=5)
+    got = module["f"](*inputs)
+    assert launched == ["f_0", "f_0_combine_blocks"]
+    assert_results_close(func, run_tensor(func, inputs), got)
+    assert np.asarray(module["f"](*inputs)).tobytes() == np.asarray(got).tobytes()
 
 
 def test_split_columns_of_no_points_is_one_chunk():

@@ -103,6 +103,16 @@ def test_many_chunks_of_vectors_take_the_scalar_kernel():
     assert launched == ["f_0_vector", "f_0_combine"]
 
 
+def test_sixteen_bit_columns_take_vectors_however_many_chunks():
+    """A scalar 16-bit load moves 2 bytes: f16 columns take the twin's vectors of 8 even
+    where its chunk count passes two of the combining thread's tiles."""
+    plan = {"dims": {"R": 1 << 20, "C": 16}}
+    launched, *_, module = _run(COLSUM.replace("f32", "f16"), {"R": 2200, "C": 16}, plan)
+    py = module.python_module
+    assert py._split_columns(2, 2200, py.SM_COUNT, py.VALUES_PER_THREAD) > 2 * py.VALUES_PER_THREAD
+    assert launched == ["f_0_vector", "f_0_combine"]
+
+
 @settings(max_examples=6, deadline=None, derandomize=True)
 @given(a=st.integers(1, 3), b=st.integers(1, 90), vectors=st.integers(1, 3),
        combiner=st.sampled_from(["sum", "max", "min", "mean"]),

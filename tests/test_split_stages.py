@@ -212,15 +212,25 @@ def test_a_statistic_also_returned_is_stored_once_per_row():
 
 
 def test_a_stage_without_whole_vectors_keeps_its_scalar_kernel_in_the_vector_plan():
-    """The sum over bf16 values moves no vector (bf16 has none), the epilogue's f32
+    """The sum over f64 values moves no vector (f64 has none), the epilogue's f32
     stores do: the vector plan runs the scalar stage 0, then the epilogue's twin (its
     chunks cut at whole vectors: the partials still cover each row once)."""
-    source = ("func f(x: bf16[R, C]) -> f32[R, C] {\n"
+    source = ("func f(x: f64[R, C]) -> f32[R, C] {\n"
               "    y = cast(x, dtype=f32)\n"
               "    return y * sum(y, axis=1, keepdims=true)\n}\n")
     _, launched, module = _run_split(source, {"R": 2, "C": 1100})
     assert launched == ["f_0_stage0", "f_0_epilogue_vector"]
     assert not hasattr(module.python_module, "f_0_stage0_vector")
+
+
+def test_bf16_stages_move_vectors_of_its_bits_widened_and_rounded_as_scalars_are():
+    """bf16 loads and stores are vectors of 8 words (16 bytes), widened to f32 and
+    rounded back as ``_bf16_load`` / ``_bf16_store`` do: results as the interpreter's."""
+    source = ("func f(x: bf16[R, C]) -> bf16[R, C] {\n"
+              "    y = cast(x, dtype=f32)\n"
+              "    return cast(y * sum(y, axis=1, keepdims=true), dtype=bf16)\n}\n")
+    _, launched, _ = _run_split(source, {"R": 2, "C": 1104})
+    assert launched == ["f_0_stage0_vector", "f_0_epilogue_vector"]
 
 
 @pytest.mark.parametrize("points, extent, chunks", [

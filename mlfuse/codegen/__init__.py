@@ -48,7 +48,7 @@ from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.row_groups import scalar_values
 
 TARGETS = ("cuda", "simulator")
-_MODULE_GLOBALS = ("TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
+_MODULE_GLOBALS = ("THREAD_COMBINE_CHUNKS", "BLOCK_COMBINE_CHUNKS", "TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
                    "VALUES_PER_THREAD", "SHORT_ROW_VALUES", "SHORT_ROW_SCALARS",
                    "SHORT_ROW_MIN_BLOCKS",                   "REGISTER_ROW_THREADS", "MAX_ROW_BLOCKS",
                    "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "VECTOR_WIDTH_16",
@@ -161,6 +161,12 @@ def _kernel_ops(func: FuncOp) -> list:
     return [op for op in func.body.ops if isinstance(op, (ParallelOp, KernelOp))]
 
 
+def _moves_bf16(module: ModuleOp) -> bool:
+    """Whether any kernel of ``module`` reads or writes a bf16 buffer."""
+    return any(getattr(v.type, "dtype", None) == "bf16"
+               for func in module.funcs for op in _kernel_ops(func) for v in op.operands)
+
+
 def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -> str:
     """Python source of a module running ``module`` (loops or fused level) on ``target``
     (a "cuda" or "simulator" module), with the launch parameters of ``hw`` (default:
@@ -183,6 +189,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
             kernels[id(op)] = emit(op, name, target, helpers, names, hw)
     hosts = [emit_host(f, host_names[f.sym_name], kernels, helpers, names.taken, target)
              for f in module.funcs]
+    if target == "simulator" and "_vector_access" in helpers and _moves_bf16(module):
+        helpers.add("_bf16")  # the simulator's vector moves convert bf16 with its helpers
     threads = hw.threads_per_block if target == "cuda" else _SIMULATOR_THREADS_PER_BLOCK
     intrinsics = target == "cuda" and bool({"_vector_access", "_mma_intrinsics", "_bf16",
                                             "_flat"} & helpers)

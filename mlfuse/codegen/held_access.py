@@ -12,7 +12,7 @@ Its CUDA form is built on the vector helpers (``_vector_intrinsic``, ``_widen``)
 from __future__ import annotations
 
 _CUDA = '''\
-def _held_load(builder, element, ptx, register, first, lanes, stored, value):
+def _held_load(builder, element, ptx, register, first, lanes, conversion, value):
     """values[slot + lane] = the lane-th value of an aligned vector in shared memory, in
     one LLVM vector load (the compiler's ld.shared.v4 or .v2), widened."""
     vector_type = ir.VectorType(element, VECTOR_WIDTH)
@@ -20,7 +20,7 @@ def _held_load(builder, element, ptx, register, first, lanes, stored, value):
     vector = builder.load(builder.bitcast(first, vector_type.as_pointer()), align=align)
     for lane, pointer in enumerate(lanes):
         word = builder.extract_element(vector, ir.Constant(ir.IntType(32), lane))
-        builder.store(_widen(builder, word, stored, value), pointer)
+        builder.store(_widen(builder, word, conversion, value), pointer)
 
 
 _load_held = _vector_intrinsic(_held_load)

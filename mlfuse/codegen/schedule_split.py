@@ -53,6 +53,9 @@ _DOC = {
                     "its partials in order, then the epilogue.",
     "combine-columns": "Split reduction over [{space}], second stage: a thread per point "
                        "combines its partials in order, then the epilogue.",
+    "combine-columns-blocks": "Split reduction over [{space}], second stage: a block per point "
+                              "combines its partials (few points, many chunks), then the "
+                              "epilogue.",
 }
 # The second kernel of each split schedule.
 COMBINE = {"split-rows": "combine-rows", "split-columns": "combine-columns"}
@@ -92,7 +95,9 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         ``column_vector_plan``), found once per kernel op by ``emit_split``."""
         super().__init__(op, name, variant, target, helpers, hw, taken)
         self.nests = reduce_nests(op)
-        self.rows = "rows" in variant
+        self.rows = "rows" in variant  # the partials' layout: a point's chunks together
+        # a block per point (split-rows; a columns' combine of many chunks), not a thread
+        self.blocks = self.rows or variant == "combine-columns-blocks"
         for n in self.nests[1:]:  # walked in one loop: what a nest repeats of the first's
             if len(n.levels) == 1 and len(self.nests[0].levels) == 1:
                 self.merged.update(shared_body_ops(self.nests[0].top, n.top))
@@ -138,7 +143,7 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         w, loc = self.w, self.local
         w.line(f"{loc['tid']} = cuda.threadIdx.x")
         w.line(f"{loc['nthreads']} = cuda.blockDim.x")
-        if self.rows:
+        if self.blocks:
             self.declare_scratch([n.top for n in self.nests])
 
     @contextmanager
@@ -146,7 +151,7 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         """``flat`` over ``count`` items: a block per item (rows) or a thread per item
         (columns), striding over the rest."""
         w, loc = self.w, self.local
-        if self.rows:
+        if self.blocks:
             header = (f"for {loc['flat']} in range(numba.int64(cuda.blockIdx.x), {count}, "
                       "cuda.gridDim.x):")
         else:
@@ -475,13 +480,15 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                 if id(op) in nest_of:
                     self.combine_partials(op, *nest_of[id(op)], vals.get(id(op)))
                 else:
-                    self.statement(op, shared=self.rows)
+                    self.statement(op, shared=self.blocks)
 
     def combine_partials(self, op: ReduceOp, nest, partials: str, vals: str | None) -> None:
         w, loc = self.w, self.local
         dtype, combiner = op.result.type.dtype, op["combiner"]
         acc = self.define(op.result, "acc")
-        w.line(f"# {combiner} of the point's n_split partials, in chunk order")
+        w.line(f"# {combiner} of the point's n_split partials, in chunk order" if not self.blocks
+               else f"# {combiner} of the point's n_split partials: each thread's in order, "
+               "then the block's")
         if self.rows:
             part = self.namer.fresh(f"{acc}_part")
             w.line(f"{part} = {identity(combiner, dtype)}")
@@ -493,17 +500,27 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
             init = self.namer(op.operands[0])
             w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
             return
-        w.line(f"{acc} = {self.namer(op.operands[0])}")
-        with w.indented(f"for {loc['tile']} in range(0, {loc['n_split']}, {VALUES_PER_THREAD}):"):
+        # a thread's partials a tile at a time, its loads first: chunks tid, tid + step, ...
+        # of the block's (a block per point), or all of the point's in order
+        first, step = (loc["tid"], loc["nthreads"]) if self.blocks else ("0", "1")
+        part = self.namer.fresh(f"{acc}_part") if self.blocks else acc
+        w.line(f"{part} = {identity(combiner, dtype) if self.blocks else self.namer(op.operands[0])}")
+        tiles = f"{step} * {VALUES_PER_THREAD}" if self.blocks else str(VALUES_PER_THREAD)
+        with w.indented(f"for {loc['tile']} in range({first}, {loc['n_split']}, {tiles}):"):
             for phase in ("load", "combine"):
                 with w.indented(f"for {loc['slot']} in range({VALUES_PER_THREAD}):"):
-                    w.line(f"{loc['s']} = {loc['tile']} + {loc['slot']}")
+                    slot = f"{loc['slot']} * {step}" if self.blocks else loc["slot"]
+                    w.line(f"{loc['s']} = {loc['tile']} + {slot}")
                     with w.indented(f"if {loc['s']} < {loc['n_split']}:"):
                         if phase == "load":
                             w.line(f"{vals}[{loc['slot']}] = {partials}[{self.partial_index()}]")
                         else:
                             value = f"{vals}[{loc['slot']}]"
-                            w.line(f"{acc} = {combine(combiner, acc, value, self.helpers, dtype)}")
+                            w.line(f"{part} = {combine(combiner, part, value, self.helpers, dtype)}")
+        if self.blocks:
+            total = self.shared_combine(combiner, part, dtype)
+            init = self.namer(op.operands[0])
+            w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
 
 
 @contextmanager
@@ -522,6 +539,8 @@ def split_variants(op, name: str, names, twins) -> dict[str, str]:
     if twins[1]:
         variants["split-columns-vector"] = names.fresh(f"{name}_vector")
     variants[COMBINE[first]] = names.fresh(f"{name}_combine")
+    if first == "split-columns":  # few points, many chunks: a block combines a point's
+        variants["combine-columns-blocks"] = names.fresh(f"{name}_combine_blocks")
     return variants
 
 

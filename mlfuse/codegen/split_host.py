@@ -19,10 +19,18 @@ def split_launch(host, kernel, points: str, args: list[str]) -> None:
         columns = kernel.variants.get("split-columns-vector")
         vector = columns and {"name": columns, "lanes": kernel.vector_lanes,
                               "buffers": kernel.vector_buffers}
-        lines, stage_args, _ = columns_first_stage(host, op, points, n_k, args,
-                                                   kernel.variants["split-columns"], vector)
-        lines.append(host.call(second, f"_pointwise_blocks({points}, 1), THREADS_PER_BLOCK",
-                               stage_args))
+        lines, stage_args, n_split = columns_first_stage(host, op, points, n_k, args,
+                                                         kernel.variants["split-columns"], vector)
+        # a thread combines a point's chunks; a block, where few points took many
+        host.helpers.update({"_row_blocks", "_row_threads"})
+        blocks = (f"_row_blocks({points}), _row_threads(-(-{n_split} // VALUES_PER_THREAD), "
+                  "THREADS_PER_BLOCK)")
+        unit = host.w.unit
+        lines += [f"if {n_split} <= THREAD_COMBINE_CHUNKS:",
+                  unit + host.call(second, f"_pointwise_blocks({points}, 1), THREADS_PER_BLOCK",
+                                   stage_args),
+                  "else:",
+                  unit + host.call(kernel.variants["combine-columns-blocks"], blocks, stage_args)]
         host.guarded(op, points, lines)
         return
     host.helpers.update({"_split_rows", "_row_blocks", "_row_threads"})
@@ -74,9 +82,12 @@ def columns_first_stage(host, op, points: str, n_k: str, args: list[str], first:
         vectors = host.namer.fresh("vectors")
         # ... where that count stays within two of the combining thread's tiles: column
         # sums 16384 x 4096 took 128 chunks as vectors, 0.123 ms against 0.098 as points
-        # (33 chunks), the combining kernel's 4096 threads each walking 128 partials (H100)
-        lines = [f"{vectors} = {vector_call_test(host, op, lanes, vector['buffers'])} "
-                 f"and _split_columns({points} // {lanes}, {sizes}) <= 2 * VALUES_PER_THREAD",
+        # (33 chunks), the combining kernel's 4096 threads each walking 128 partials (H100).
+        # 16-bit values always: a scalar load moves 2 bytes (f16 column sums 32768 x 4096
+        # as points 0.191 ms, as vectors of 8 0.105; f32 as vectors 0.100 against 0.098)
+        few = "" if lanes == "VECTOR_WIDTH_16" else \
+            f" and _split_columns({points} // {lanes}, {sizes}) <= 2 * VALUES_PER_THREAD"
+        lines = [f"{vectors} = {vector_call_test(host, op, lanes, vector['buffers'])}{few}",
                  f"{n_split} = _split_columns({points} // {lanes} if {vectors} else {points}, "
                  f"{sizes})"]
     stage_args = args + _partial_buffers(host, op, points, n_split, lines) + [n_split]

@@ -96,11 +96,14 @@ def vector_buffers(accesses: list[Operation]) -> list[Value]:
 # The "cuda" target's intrinsics: PTX vector loads and stores between a buffer and a
 # per-thread local array (whose slots Numba keeps in registers once its loops unroll).
 _CUDA_INTRINSICS = '''\
-# PTX type and register class of each element type a vector access may move.
+# PTX type and register class of each element type a vector access may move; bf16
+# arrays reach kernels as uint16 arrays of their bits (codegen/bf16.py).
 _VECTOR_PTX = {types.float32: ("f32", "f"), types.int32: ("s32", "r"),
-               types.float16: ("b16", "h")}
-# Element types held in registers of a wider type (f16 computes in f32).
-_WIDENED = {types.float16: types.float32}
+               types.float16: ("b16", "h"), types.uint16: ("b16", "h")}
+# Element types held in registers of a wider type (f16 and bf16 compute in f32), and
+# the conversion a move makes between them.
+_WIDENED = {types.float16: types.float32, types.uint16: types.float32}
+_CONVERSION = {types.float16: "f16", types.uint16: "bf16"}
 
 
 def _vector_operands(context, builder, sig, args, count=VECTOR_WIDTH):
@@ -125,8 +128,9 @@ def _vector_operands(context, builder, sig, args, count=VECTOR_WIDTH):
 def _vector_intrinsic(move, count=VECTOR_WIDTH, dtypes=None):
     """An intrinsic ``(array, index, values, slot)`` moving ``count`` lanes, whose code
     ``move`` emits, given the element type as the PTX moves it (f16 as 16-bit words),
-    its PTX type and register class, the operands' pointers, and the element type of
-    ``values``; ``dtypes``: the element types it takes (default: _VECTOR_PTX's)."""
+    its PTX type and register class, the operands' pointers, the conversion between the
+    two ("f16", "bf16" or None: the same type) and the element type of ``values``;
+    ``dtypes``: the element types it takes (default: _VECTOR_PTX's)."""
     @intrinsic
     def access(typingctx, array, index, values, slot):
         if array.dtype not in (dtypes or _VECTOR_PTX) or values.dtype not in (
@@ -135,32 +139,49 @@ def _vector_intrinsic(move, count=VECTOR_WIDTH, dtypes=None):
 
         def codegen(context, builder, sig, args):
             element = context.get_value_type(array.dtype)  # a half is an i16 in Numba
+            conversion = None if values.dtype == array.dtype else _CONVERSION[array.dtype]
             move(builder, element, *_VECTOR_PTX[array.dtype],
                  *_vector_operands(context, builder, sig, args, count),
-                 context.get_value_type(array.dtype), context.get_value_type(values.dtype))
+                 conversion, context.get_value_type(values.dtype))
         return types.void(array, index, values, slot), codegen
     return access
 
 
-def _widen(builder, word, stored, value):
+def _widen(builder, word, conversion, value):
     """A moved element as the registers hold it: f16 bits to f32 (Numba keeps a half as
-    a 16-bit integer and converts it with the same ``cvt``)."""
-    if stored == value:
+    a 16-bit integer and converts it with the same ``cvt``); bf16 bits shifted up are
+    the f32 bits of the same value."""
+    if conversion is None:
         return word
+    if conversion == "bf16":
+        bits = builder.shl(builder.zext(word, ir.IntType(32)), ir.Constant(ir.IntType(32), 16))
+        return builder.bitcast(bits, value)
     cvt = ir.InlineAsm(ir.FunctionType(value, [word.type]), "cvt.f32.f16 $0, $1;", "=f,h")
     return builder.call(cvt, [word])
 
 
-def _narrow(builder, register, stored, element):
-    """A register value as the PTX moves it: f32 rounded to f16 bits, to nearest even."""
-    if register.type == element:
+def _narrow(builder, register, conversion, element):
+    """A register value as the PTX moves it: f32 rounded to f16 bits, to nearest even;
+    or to bf16 bits as ``_bf16_store`` rounds (codegen/bf16.py: ties to even, NaN kept
+    quiet with its sign)."""
+    if conversion is None:
         return register
+    if conversion == "bf16":
+        word = ir.IntType(32)
+        bits = builder.bitcast(register, word)
+        high = builder.lshr(bits, ir.Constant(word, 16))
+        rounded = builder.lshr(builder.add(builder.add(bits, ir.Constant(word, 0x7FFF)),
+                                           builder.and_(high, ir.Constant(word, 1))),
+                               ir.Constant(word, 16))
+        quiet = builder.or_(high, ir.Constant(word, 0x40))
+        nan = builder.fcmp_unordered("uno", register, register)
+        return builder.trunc(builder.select(nan, quiet, rounded), element)
     cvt = ir.InlineAsm(ir.FunctionType(element, [register.type]), "cvt.rn.f16.f32 $0, $1;",
                        "=h,f")
     return builder.call(cvt, [register])
 
 
-def _vector_load(builder, element, ptx, register, first, lanes, stored, value):
+def _vector_load(builder, element, ptx, register, first, lanes, conversion, value):
     """values[slot + lane] = the lane-th value from array[index] on along the last axis,
     for each of the VECTOR_WIDTH lanes, in one PTX vector load. array[index] must be
     aligned to the vector (the host checks before it launches a vector kernel)."""
@@ -171,11 +192,11 @@ def _vector_load(builder, element, ptx, register, first, lanes, stored, value):
         ",".join([f"={register}"] * VECTOR_WIDTH + ["l"]))
     loaded = builder.call(load, [first])
     for lane, pointer in enumerate(lanes):
-        builder.store(_widen(builder, builder.extract_value(loaded, lane), stored, value),
+        builder.store(_widen(builder, builder.extract_value(loaded, lane), conversion, value),
                       pointer)
 
 
-def _vector_store(builder, element, ptx, register, first, lanes, stored, value):
+def _vector_store(builder, element, ptx, register, first, lanes, conversion, value):
     """The lane-th value from array[index] on along the last axis = values[slot + lane],
     for each of the VECTOR_WIDTH lanes, in one PTX vector store (aligned, as above)."""
     inputs = ", ".join(f"${lane + 1}" for lane in range(VECTOR_WIDTH))
@@ -183,14 +204,14 @@ def _vector_store(builder, element, ptx, register, first, lanes, stored, value):
         ir.FunctionType(ir.VoidType(), [first.type] + [element] * VECTOR_WIDTH),
         f"st.global{STORE_CACHE}.v{VECTOR_WIDTH}.{ptx} [$0], {{{inputs}}};",
         ",".join(["l"] + [register] * VECTOR_WIDTH) + ",~{memory}")
-    builder.call(store, [first] + [_narrow(builder, builder.load(p), stored, element)
+    builder.call(store, [first] + [_narrow(builder, builder.load(p), conversion, element)
                                    for p in lanes])
 
 
-def _shared_load(builder, element, ptx, register, first, lanes, stored, value):
+def _shared_load(builder, element, ptx, register, first, lanes, conversion, value):
     """As _vector_load, from shared memory: an LLVM vector load, which the compiler
     turns into ld.shared.v4 (it knows the address is in a shared array). f32 only."""
-    assert stored == value and ptx == "f32", "shared vectors move f32 values"
+    assert conversion is None and ptx == "f32", "shared vectors move f32 values"
     vector_type = ir.VectorType(element, VECTOR_WIDTH)
     vector = builder.load(builder.bitcast(first, vector_type.as_pointer()),
                           align=VECTOR_WIDTH * 4)
@@ -199,9 +220,9 @@ def _shared_load(builder, element, ptx, register, first, lanes, stored, value):
                       pointer)
 
 
-def _shared_store(builder, element, ptx, register, first, lanes, stored, value):
+def _shared_store(builder, element, ptx, register, first, lanes, conversion, value):
     """As _vector_store, into shared memory (st.shared.v4). f32 only."""
-    assert stored == value and ptx == "f32", "shared vectors move f32 values"
+    assert conversion is None and ptx == "f32", "shared vectors move f32 values"
     vector_type = ir.VectorType(element, VECTOR_WIDTH)
     vector = ir.Constant(vector_type, ir.Undefined)
     for lane, pointer in enumerate(lanes):
@@ -211,7 +232,7 @@ def _shared_store(builder, element, ptx, register, first, lanes, stored, value):
                   align=VECTOR_WIDTH * 4)
 
 
-def _halves_load(builder, element, ptx, register, first, lanes, stored, value):
+def _halves_load(builder, element, ptx, register, first, lanes, conversion, value):
     """As _vector_load for 2 * VECTOR_WIDTH 16-bit values: VECTOR_WIDTH 32-bit words in
     one PTX vector load (16 bytes), each split into its two halves (low half first,
     as little-endian memory holds them) and widened."""
@@ -227,13 +248,13 @@ def _halves_load(builder, element, ptx, register, first, lanes, stored, value):
         if lane % 2:
             bits = builder.lshr(bits, ir.Constant(word, 16))
         half = builder.trunc(bits, element)
-        builder.store(_widen(builder, half, stored, value), pointer)
+        builder.store(_widen(builder, half, conversion, value), pointer)
 
 
-def _halves_store(builder, element, ptx, register, first, lanes, stored, value):
+def _halves_store(builder, element, ptx, register, first, lanes, conversion, value):
     """As _vector_store for 2 * VECTOR_WIDTH 16-bit values, paired into 32-bit words."""
     word = ir.IntType(32)
-    halves = [builder.zext(_narrow(builder, builder.load(p), stored, element), word)
+    halves = [builder.zext(_narrow(builder, builder.load(p), conversion, element), word)
               for p in lanes]
     words = [builder.or_(halves[2 * w], builder.shl(halves[2 * w + 1], ir.Constant(word, 16)))
              for w in range(VECTOR_WIDTH)]
@@ -248,8 +269,8 @@ def _halves_store(builder, element, ptx, register, first, lanes, stored, value):
 _load_vector = _vector_intrinsic(_vector_load)
 _store_vector = _vector_intrinsic(_vector_store)
 # 16-bit values, 2 * VECTOR_WIDTH a vector: the same 16 bytes as VECTOR_WIDTH floats
-_load_halves = _vector_intrinsic(_halves_load, 2 * VECTOR_WIDTH, (types.float16,))
-_store_halves = _vector_intrinsic(_halves_store, 2 * VECTOR_WIDTH, (types.float16,))
+_load_halves = _vector_intrinsic(_halves_load, 2 * VECTOR_WIDTH, (types.float16, types.uint16))
+_store_halves = _vector_intrinsic(_halves_store, 2 * VECTOR_WIDTH, (types.float16, types.uint16))
 _load_shared = _vector_intrinsic(_shared_load)  # contraction tiles: see emit_contraction.py
 _store_shared = _vector_intrinsic(_shared_store)
 '''
@@ -271,37 +292,45 @@ def _vector_row(array, index, width=VECTOR_WIDTH):
 
 
 @cuda.jit(device=True)
-def _load_vector(array, index, values, slot):
-    """values[slot + lane] = the lane-th value from array[index] on along the last axis,
-    for each of the VECTOR_WIDTH lanes (one vector load on the GPU)."""
-    row, first = _vector_row(array, index)
-    for lane in range(VECTOR_WIDTH):
-        values[slot + lane] = row[first + lane]
+def _moved(value, source, target):
+    """A value of a ``source`` array as a ``target`` array holds it: bf16 bits (a uint16
+    array's words) widened to f32 or f32 rounded to them, as the GPU's moves convert
+    (``_bf16_load``, ``_bf16_store``); NumPy's conversion otherwise (f16 and f32)."""
+    if source.dtype == np.uint16 and target.dtype == np.float32:
+        return _bf16_load(value)
+    if source.dtype == np.float32 and target.dtype == np.uint16:
+        return _bf16_store(value)
+    return value
 
 
 @cuda.jit(device=True)
-def _store_vector(array, index, values, slot):
+def _load_vector(array, index, values, slot, width=VECTOR_WIDTH):
+    """values[slot + lane] = the lane-th value from array[index] on along the last axis,
+    for each of the VECTOR_WIDTH lanes (one vector load on the GPU)."""
+    row, first = _vector_row(array, index, width)
+    for lane in range(width):
+        values[slot + lane] = _moved(row[first + lane], row, values)
+
+
+@cuda.jit(device=True)
+def _store_vector(array, index, values, slot, width=VECTOR_WIDTH):
     """The lane-th value from array[index] on along the last axis = values[slot + lane],
     for each of the VECTOR_WIDTH lanes (one vector store on the GPU)."""
-    row, first = _vector_row(array, index)
-    for lane in range(VECTOR_WIDTH):
-        row[first + lane] = values[slot + lane]
+    row, first = _vector_row(array, index, width)
+    for lane in range(width):
+        row[first + lane] = _moved(values[slot + lane], values, row)
 
 
 @cuda.jit(device=True)
 def _load_halves(array, index, values, slot):
     """_load_vector of 2 * VECTOR_WIDTH 16-bit values (16 bytes on the GPU)."""
-    row, first = _vector_row(array, index, 2 * VECTOR_WIDTH)
-    for lane in range(2 * VECTOR_WIDTH):
-        values[slot + lane] = row[first + lane]
+    _load_vector(array, index, values, slot, 2 * VECTOR_WIDTH)
 
 
 @cuda.jit(device=True)
 def _store_halves(array, index, values, slot):
     """_store_vector of 2 * VECTOR_WIDTH 16-bit values (16 bytes on the GPU)."""
-    row, first = _vector_row(array, index, 2 * VECTOR_WIDTH)
-    for lane in range(2 * VECTOR_WIDTH):
-        row[first + lane] = values[slot + lane]
+    _store_vector(array, index, values, slot, 2 * VECTOR_WIDTH)
 '''
 
 _COPY_VALUES = '''\
@@ -345,7 +374,7 @@ def _address(array):
 CUDA_IMPORTS = ("from llvmlite import ir", "from numba import types",
                 "from numba.cuda import cgutils", "from numba.cuda.extending import intrinsic")
 # Module-level names the vector helpers define or import: generated names avoid them.
-VECTOR_NAMES = ("_VECTOR_PTX", "_WIDENED", "_widen", "_narrow", "_vector_operands", "_vector_intrinsic", "_vector_load",
+VECTOR_NAMES = ("_VECTOR_PTX", "_WIDENED", "_CONVERSION", "_moved", "_widen", "_narrow", "_vector_operands", "_vector_intrinsic", "_vector_load",
                 "_vector_store", "_vector_row", "_load_vector", "_store_vector", "_address",
                 "_halves_load", "_halves_store", "_load_halves", "_store_halves", "_copy_values",
                 "_shared_load", "_shared_store", "_load_shared", "_store_shared",
