@@ -318,3 +318,28 @@ def test_f16_vector_kernel_compiles_to_16_byte_accesses_without_spills(tmp_path)
     vector = rows["bias_gelu_f16_0_vector"]
     assert vector["global_v4_loads"] > 0 and vector["v4_stores"] > 0, vector
     assert vector["spill_bytes"] == 0 and vector["stack_bytes"] == 0, vector
+
+
+def test_sixteen_bit_rows_held_in_registers_move_16_byte_vectors():
+    """An f16 row kernel's registers variant loads and stores 8 halves a vector (16
+    bytes, as many values a thread as before); rows of whole 4-value vectors but not
+    8-value ones take the scalar kernel. Both agree with NumPy."""
+    from numba import cuda
+
+    from mlfuse.pipeline import compile_text
+    module_ir = compile_text("func softmax(x: f16[R, C]) -> f16[R, C] "
+                             "{ return softmax(x, axis=1) }", "s.fuse", level="fused")
+    source = generate(module_ir, "simulator", HW)
+    vector = _kernel_text(source, "softmax_0_vector")
+    assert "_load_halves(" in vector and "_store_halves(" in vector
+    assert "_load_vector(" not in vector
+    # rows a warp holds take the short-row plan first: these are meant for a block
+    source = re.sub(r"^SHORT_ROW_(VALUES|SCALARS) = \d+", r"SHORT_ROW_\1 = 0", source, flags=re.M)
+    module = load_source(source, "halves_test")
+    launched = record_launches(module, ["softmax_0", "softmax_0_vector"])
+    for columns in (48, 44):
+        x = np.random.default_rng(columns).standard_normal((3, columns)).astype(np.float16)
+        got = module.softmax(cuda.to_device(x)).copy_to_host()
+        assert_close(got, softmax(x.astype(np.float32)).astype(np.float16), n_ops=5,
+                     reduced=columns)
+    assert launched == ["softmax_0_vector", "softmax_0"]

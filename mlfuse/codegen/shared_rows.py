@@ -69,6 +69,7 @@ class SharedRowsEmitter(KernelEmitter):
     # smaller SHARED_ROW_THREADS lets two rows' loads and reductions overlap)
     launch_bound = "(SHARED_ROW_THREADS, max(1, 1024 // SHARED_ROW_THREADS))"
     base_variant = "registers-vector"  # the registers part's variant
+    half_rows = False  # its areas and the host's plan count VECTOR_WIDTH vectors
     doc = _DOC
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):

@@ -423,9 +423,17 @@ def _reduce(op, ins, out, dims):
     total = err.sum(axis=axes, keepdims=keep)
     # any order's rounding: (n - 1) eps sum |x|, unless every partial sum is exact
     exact = (total == 0) & _sums_exactly(x.value, axes, keep)
-    total = total + np.where(exact, 0.0, max(n - 1, 0) * _eps(out) * magnitude)
+    # a 16-bit float's mean (and a bf16 sum) adds up in f32 at every level (NumPy's
+    # mean of f16, the interpreters' widened bf16, the lowering's cast), then rounds once;
+    # an f16 sum may add up in f16 (NumPy's, along a non-contiguous axis)
+    wide = str(out.dtype) in ("float16", "bfloat16") and (
+        op.name == "tensor.mean" or str(out.dtype) == "bfloat16")
+    step = eps(np.dtype(np.float32)) if wide else _eps(out)
+    total = total + np.where(exact, 0.0, max(n - 1, 0) * step * magnitude)
     if op.name == "tensor.mean":  # sum / n, one correctly rounded division
         total = total / max(n, 1) + np.where(total > 0, _rounding(out), 0.0)
+    elif wide:  # the f32 sum rounded to the result's dtype
+        total = total + np.where(total > 0, _rounding(out), 0.0)
     return total, undecided
 
 
