@@ -294,7 +294,9 @@ def convert_result(array, kind: str, dtype: str | None = None):
     if kind == "torch":
         import torch
         if bf16:  # PyTorch takes no uint16 through the interface: int16, then the bits
-            return torch.as_tensor(array.view(np.int16), device="cuda").view(torch.bfloat16)
+            # (as one axis: Numba's view of a 0-d device array fails, "unhashable list")
+            words = array.reshape(array.size).view(np.int16)
+            return torch.as_tensor(words, device="cuda").view(torch.bfloat16).reshape(array.shape)
         return torch.as_tensor(array, device="cuda")
     if kind == "cupy":
         import cupy
