@@ -30,10 +30,11 @@ from dataclasses import dataclass
 
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.reductions import loop_levels
+from mlfuse.ir.types import HALF_FLOAT_DTYPES
 
 WARP = 32
 VECTOR_DTYPES = ("f32", "i32", "f16", "bf16")  # what a vector access may move (codegen/vector.py)
-HALF_DTYPES = ("f16", "bf16")  # of those, the 16-bit ones: 8 to a 16-byte vector
+HALF_DTYPES = HALF_FLOAT_DTYPES  # of those, the 16-bit ones: 8 to a 16-byte vector
 
 
 def group_width(units, per_thread, fewest):

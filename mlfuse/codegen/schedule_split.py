@@ -466,40 +466,28 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         w, loc = self.w, self.local
         self.threads()
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
-        vals = {}
-        if not self.rows:  # a thread reads its partials a tile at a time
-            for n in self.nests:
-                ctype = COMPUTE_TYPE[n.top.result.type.dtype]
-                vals[id(n.top)] = self.local_array(f"{n.top.result.name_hint or 'acc'}_vals",
-                                                   ctype, VALUES_PER_THREAD)
+        vals = {}  # a thread reads its partials a tile at a time
+        for n in self.nests:
+            ctype = COMPUTE_TYPE[n.top.result.type.dtype]
+            vals[id(n.top)] = self.local_array(f"{n.top.result.name_hint or 'acc'}_vals",
+                                               ctype, VALUES_PER_THREAD)
         with self.each_item(loc["n_points"]):
             w.line(f"{loc['point']} = {loc['flat']}")
             self.unravel(loc["point"])
             nest_of = {id(n.top): (n, p) for n, p in zip(self.nests, self.partials)}
             for op in self.op.body.ops:
                 if id(op) in nest_of:
-                    self.combine_partials(op, *nest_of[id(op)], vals.get(id(op)))
+                    self.combine_partials(op, *nest_of[id(op)], vals[id(op)])
                 else:
                     self.statement(op, shared=self.blocks)
 
-    def combine_partials(self, op: ReduceOp, nest, partials: str, vals: str | None) -> None:
+    def combine_partials(self, op: ReduceOp, nest, partials: str, vals: str) -> None:
         w, loc = self.w, self.local
         dtype, combiner = op.result.type.dtype, op["combiner"]
         acc = self.define(op.result, "acc")
         w.line(f"# {combiner} of the point's n_split partials, in chunk order" if not self.blocks
                else f"# {combiner} of the point's n_split partials: each thread's in order, "
                "then the block's")
-        if self.rows:
-            part = self.namer.fresh(f"{acc}_part")
-            w.line(f"{part} = {identity(combiner, dtype)}")
-            with w.indented(f"for {loc['s']} in range({loc['tid']}, {loc['n_split']}, "
-                            f"{loc['nthreads']}):"):
-                value = f"{partials}[{self.partial_index()}]"
-                w.line(f"{part} = {combine(combiner, part, value, self.helpers, dtype)}")
-            total = self.shared_combine(combiner, part, dtype)
-            init = self.namer(op.operands[0])
-            w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
-            return
         # a thread's partials a tile at a time, its loads first: chunks tid, tid + step, ...
         # of the block's (a block per point), or all of the point's in order
         first, step = (loc["tid"], loc["nthreads"]) if self.blocks else ("0", "1")

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlfuse.dialects import tensor
-from mlfuse.dtypes import eps, finfo, is_float
+from mlfuse.dtypes import BFLOAT16, eps, finfo, is_float
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 
 from mlfuse.interp import tensor_windows as windows
@@ -426,8 +426,7 @@ def _reduce(op, ins, out, dims):
     # a 16-bit float's mean (and a bf16 sum) adds up in f32 at every level (NumPy's
     # mean of f16, the interpreters' widened bf16, the lowering's cast), then rounds once;
     # an f16 sum may add up in f16 (NumPy's, along a non-contiguous axis)
-    wide = str(out.dtype) in ("float16", "bfloat16") and (
-        op.name == "tensor.mean" or str(out.dtype) == "bfloat16")
+    wide = out.dtype == BFLOAT16 or op.name == "tensor.mean" and out.dtype == np.float16
     step = eps(np.dtype(np.float32)) if wide else _eps(out)
     total = total + np.where(exact, 0.0, max(n - 1, 0) * step * magnitude)
     if op.name == "tensor.mean":  # sum / n, one correctly rounded division
