@@ -51,7 +51,10 @@ VARIANTS = {
     "residual_layernorm": [{"R": 65536, "C": 768}, {"R": 16384, "C": 4096, "dtype": "f16"}],
     "masked_mean_pool": [{"B": 256, "S": 512, "D": 768}, {"B": 16, "S": 8192, "D": 1024}],
     # programs of the families that the suite does not time (EXTRA_CASES below)
-    "batchnorm_train": [{"N": 32, "K": 256, "H": 56, "W": 56}, {"N": 256, "K": 64, "H": 28, "W": 28}],
+    "batchnorm_train": [{"N": 32, "K": 256, "H": 56, "W": 56}, {"N": 256, "K": 64, "H": 28, "W": 28},
+                        {"N": 64, "K": 512, "H": 14, "W": 14}, {"N": 8, "K": 64, "H": 112, "W": 112},
+                        {"N": 32, "K": 128, "H": 56, "W": 56, "dtype": "f16"},
+                        {"N": 256, "K": 1024, "H": 7, "W": 7}],
     "channel_softmax": [{"N": 32, "K": 64, "H": 112, "W": 112}, {"N": 64, "K": 21, "H": 128, "W": 128}],
     "spatial_centring": [{"N": 64, "C": 256, "H": 56, "W": 56}],
     "rmsnorm": [{"R": 32768, "C": 4096, "dtype": "f16"}, {"R": 65536, "C": 1000}],

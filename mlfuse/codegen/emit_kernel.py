@@ -266,6 +266,10 @@ class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
     def vector_operand(self, buf: Value, indices: list[Value]) -> str:
         """A vector access's first value: a flat row's view at ``row_base + first``
         (flat_rows.py), else as the vector phases address it."""
+        segmented = self.segments.get(_key(buf, indices))
+        if segmented is not None:  # (the host checked that a vector lies in one segment)
+            offset = self.segment_offset(segmented, self.lanes.first)
+            return f"{self.flat_views[id(buf)]}, (numba.uint64({offset}),)"
         access = self.flat.get(_key(buf, indices))
         if access is None:
             return super().vector_operand(buf, indices)
@@ -369,7 +373,7 @@ class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
         where the access collapses, unsigned indices otherwise)."""
         if self.lean:
             return self.lean_subscript(buf, indices, self.lane)
-        if self.flat:  # a row-family kernel's row at row_base + step (flat_rows.py)
+        if self.flat or self.segments:  # a row-family kernel's row at row_base + step (flat_rows.py)
             flat = self.flat_subscript(buf, indices, self.local.get("r", ""))
             if flat is not None:
                 return flat

@@ -19,6 +19,13 @@ with ``row_base`` the same for every value of the point:
   offset = (leading indices . strides) + r, so the nest's indices need not be counted
   at all where nothing else reads them.
 
+- **a flattened nest over axes that are not all trailing** (batch norm's statistics over
+  [N, H, W] of NCHW, flatten-row-nests: ``x[X // (H*W), c, X // W % H, X % W]``): the
+  trailing indices are the unravel of X over the trailing axes of its radixes, and one
+  earlier index is the quotient left, the others the point's: offset = row_base +
+  q * stride + r with q, r = divmod(X, H*W), one division a value where the indices
+  took three (``SegmentedAccess``: X walks segments of H*W contiguous values).
+
 The access reads the buffer's flat view (``_flat``: every kernel buffer is
 C-contiguous, ``runtime.arguments`` refuses others) at an unsigned offset (Numba skips
 its wraparound check). ``row_base`` is computed once per point, from the point's
@@ -34,7 +41,7 @@ from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import ACCESSES, access_parts
 from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
-from mlfuse.dialects.index_forms import ADD, MUL, op_of, unravel_form
+from mlfuse.dialects.index_forms import ADD, MUL, op_of, same_size, size_of, unravel_form
 from mlfuse.dialects.loops import DimOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.traits import SCALAR_COMPUTE
@@ -55,6 +62,60 @@ class FlatAccess:
     offset: Value | None
     step: object
     axis: int | None = None
+
+
+@dataclass
+class SegmentedAccess:
+    """An access at ``row_base + q * stride(axis) + r``, (q, r) = divmod(step, the product
+    of ``divisors``): its buffer, the point's indices with their axes, the quotient's
+    axis, the radixes of the trailing unravel (Values, outer first) and the step (the
+    loop index). ``offset`` is None (for ``_base_code``, as FlatAccess's)."""
+
+    buf: Value
+    lead: list[tuple[int, Value]]
+    axis: int
+    divisors: list[Value]
+    step: Value
+    offset: None = None
+
+
+def segmented_access(op: Operation, k: Value, points: set[int]) -> SegmentedAccess | None:
+    """The segmented form of access ``op`` in a loop over ``k`` (see the module doc): its
+    trailing indices the unravel of ``k`` over axes of exactly its radixes, the quotient
+    left at one earlier axis that is not the run's neighbour (that is the plain unravel,
+    ``flat_access``), every other index and radix the point's or a size. None elsewhere."""
+    buf, idx = access_parts(op)
+    shape = list(buf.type.shape)
+    last = op_of(idx[-1]) if idx else None
+    if len(idx) < 3 or len(shape) != len(idx) or not isinstance(last, ModOp) or \
+            last.operands[0] is not k:
+        return None
+    base, divisor = k, last.operands[1]
+    divisors, start = [divisor], len(idx) - 1
+    for j in range(len(idx) - 2, 0, -1):
+        o = op_of(idx[j])
+        inner = op_of(o.operands[0]) if isinstance(o, ModOp) else None
+        if not (isinstance(inner, FloorDivOp) and inner.operands[0] is base and
+                same_size(inner.operands[1], divisor)):
+            break
+        base, divisor = o.operands[0], o.operands[1]
+        divisors.insert(0, divisor)
+        start = j
+    if [size_of(d) for d in divisors] != shape[start:]:
+        return None
+
+    def quotient(v: Value) -> bool:
+        o = op_of(v)
+        return isinstance(o, FloorDivOp) and o.operands[0] is base and \
+            same_size(o.operands[1], divisor)
+    at = [j for j in range(start) if quotient(idx[j])]
+    if len(at) != 1 or at[0] == start - 1:
+        return None
+    lead = [(j, idx[j]) for j in range(start) if j != at[0]]
+    if not all(_invariant(v, points) for _, v in lead) or \
+            not all(_invariant(d, points) for d in divisors):
+        return None
+    return SegmentedAccess(buf, lead, at[0], divisors, k)
 
 
 def _key(buf: Value, indices) -> tuple:
@@ -185,11 +246,14 @@ def uses_besides(values: list[Value], top: Operation, dead: set[int], flat: dict
     return False
 
 
-def base_multiples(access: FlatAccess) -> list[list]:
+def base_multiples(access: FlatAccess | SegmentedAccess) -> list[list]:
     """What makes ``access``'s row base a multiple of a vector's width at every point:
     the base is a sum of monomials of the point's indices, and each monomial's other
-    factors (dims, constants: a list) must multiply to one (the host checks)."""
+    factors (dims, constants: a list) must multiply to one (the host checks). A
+    segmented access's segment too (a vector of values then lies in one segment)."""
     terms = []
+    if isinstance(access, SegmentedAccess):
+        terms.append([size_of(d) for d in access.divisors])
     for d, v in access.lead:
         strides = list(access.buf.type.shape[d + 1:])
         terms += [m + strides for m in _monomials(v)]
@@ -200,8 +264,8 @@ def base_multiples(access: FlatAccess) -> list[list]:
 
 def row_flat_vectors(op: Operation, row_loops: list[Operation]) -> tuple[list, list[list]]:
     """The early loads and stores of a row kernel's loops that step along contiguous
-    memory through an unravel (a reshape's read, a flattened nest: flatten-row-nests)
-    and that vectors of neighbouring row values may move, and what the host must check
+    memory through an unravel (a reshape's read, a flattened nest: flatten-row-nests;
+    or segments of it, ``SegmentedAccess``) and that vectors of neighbouring row values may move, and what the host must check
     of their row bases (``base_multiples``). Plain ``x[..., k]`` accesses are not
     among them (``vector.row_vector_accesses`` finds those)."""
     from mlfuse.codegen.reuse import prefetchable_loads
@@ -212,6 +276,12 @@ def row_flat_vectors(op: Operation, row_loops: list[Operation]) -> tuple[list, l
         k = loop.body.args[0]
         for o in (o for o in loop.walk() if isinstance(o, ACCESSES)):
             access = flat_access(o, [k], loop.extent_list, points)
+            segmented = segmented_access(o, k, points) if access is None else None
+            if segmented is not None:  # a vector within a segment (the host checks it)
+                if segmented.buf.type.dtype in VECTOR_DTYPES:
+                    accesses.append(o)
+                    multiples += base_multiples(segmented)
+                continue
             if access is None or access.step is not k or access.axis is not None:
                 if access is None and _reads_step(o, k):
                     # another read at a division of the step (group norm's gamma[c]):
@@ -270,6 +340,7 @@ class FlatRows:
     class: w, op, namer, sym, helpers, reuse."""
 
     flat: dict = {}  # _key(buf, indices) -> FlatAccess; empty: no flat rows planned
+    segments: dict = {}  # _key(buf, indices) -> SegmentedAccess
     rows_planned = False  # a row-family kernel: its index divisions go 32-bit where they fit
     # ... and only 32-bit: the host runs the kernel only where every index fits 31 bits
     narrow_divisions = False
@@ -282,15 +353,22 @@ class FlatRows:
         points each access theirs: column_epilogue_vector.py)."""
         points = {id(a) for a in self.op.body.args}
         self.flat, self.flat_digits, self.row_bases = {}, {}, {}
+        self.segments = {}  # _key(buf, indices) -> SegmentedAccess
         self.rows_planned = True
         for top, args, extents in nests:
-            found = {}
+            found, segments = {}, {}
             for o in _nest_ops(top):
                 if isinstance(o, ACCESSES):
                     access = flat_access(o, args, extents, points)
                     if access is not None:
                         found[_key(*access_parts(o))] = access
+                    elif len(args) == 1:
+                        segmented = segmented_access(o, args[0], points)
+                        if segmented is not None:
+                            segments[_key(*access_parts(o))] = segmented
             self.flat.update(found)
+            self.segments.update(segments)
+            found = {**found, **segments}  # (their index ops are not emitted either)
             dead = unneeded_index_ops(top, found)
             self.reuse.dead |= dead  # (the set of ops the emitter skips)
             self.flat_digits[id(top)] = len(args) < 2 or uses_besides(args, top, dead, found)
@@ -305,7 +383,7 @@ class FlatRows:
         self.flat.update(found)
         self.reuse.dead |= unneeded_index_ops(self.op, found)
         views = {}
-        for access in self.flat.values():
+        for access in [*self.flat.values(), *self.segments.values()]:
             if id(access.buf) not in views:
                 self.helpers.add("_flat")
                 views[id(access.buf)] = self.namer.fresh(f"{self.namer(access.buf)}_flat")
@@ -313,7 +391,7 @@ class FlatRows:
         self.flat_views = views
         self.flat_strides = {}  # (id(buf), axis) -> the name of its stride
         names: dict[str, str] = {}  # one name per stride text
-        for access in self.flat.values():
+        for access in [*self.flat.values(), *self.segments.values()]:
             key = (id(access.buf), access.axis)
             if access.axis is not None and key not in self.flat_strides:
                 text = " * ".join(self._strides(access.buf, access.axis))
@@ -347,7 +425,7 @@ class FlatRows:
     def row_base_lines(self) -> None:
         """Each distinct row base of the current point, once (after its indices)."""
         self.row_bases = {}
-        for key, access in self.flat.items():
+        for access in [*self.flat.values(), *self.segments.values()]:
             text = self._base_code(access)
             if text not in self.row_bases:
                 self.row_bases[text] = self.namer.fresh("row_base")
@@ -356,6 +434,9 @@ class FlatRows:
     def flat_subscript(self, buf: Value, indices, flat_index: str) -> str | None:
         """``view[row_base + step]`` of a flat access (``flat_index``: a nest's flat
         index), or None where the access is not flat."""
+        segmented = self.segments.get(_key(buf, indices))
+        if segmented is not None:
+            return self.segment_subscript(segmented)
         access = self.flat.get(_key(buf, indices))
         if access is None:
             return None
@@ -366,6 +447,64 @@ class FlatRows:
         if access.axis is not None:
             step = f"{step} * {self.flat_strides[(id(buf), access.axis)]}"
         return f"{self.flat_views[id(buf)]}[numba.uint64({base} + {step})]"
+
+    def segment_subscript(self, access: SegmentedAccess) -> str:
+        """``view[row_base + q * stride + r]`` of a segmented access at its step."""
+        offset = self.segment_offset(access, self.namer(access.step))
+        return f"{self.flat_views[id(access.buf)]}[numba.uint64({offset})]"
+
+    def segment_offset(self, access: SegmentedAccess, step: str) -> str:
+        """A segmented access's element offset at flat index ``step``: (q, r) the step's
+        place in its segments, from the loop's cursor where it counts them
+        (``segment_cursors``), else its divmod by the segment, one division of
+        ``index_division``'s kind (LLVM computes it once for both)."""
+        size = self._segment_size(access)
+        base = self.row_bases[self._base_code(access)]
+        stride = self.flat_strides[(id(access.buf), access.axis)]
+        cursor = getattr(self, "cursor_names", {}).get((step, size))
+        if cursor is not None:
+            return f"{base} + {cursor[0]} * {stride} + {cursor[1]}"
+        split = f"{self._divide()}({step}, {size})"
+        return f"{base} + {split}[0] * {stride} + {split}[1]"
+
+    def _divide(self) -> str:
+        divide = "_divmod_index32" if self.narrow_divisions else "_divmod_index"
+        self.helpers.add(divide)
+        return divide
+
+    def _segment_size(self, access: SegmentedAccess) -> str:
+        return " * ".join(self._index_code(d) for d in access.divisors)
+
+    def start_segment_cursors(self, accesses: list[Operation], step: str, first: str,
+                              apart: str) -> None:
+        """Before a loop over a thread's values ``first``, ``first + apart``, ... (named
+        ``step`` in the body) that emits ``accesses``: a cursor (q, r) per segment size
+        their segmented ones use, the first value's divmod, so that each later value is
+        a carry away (``step_segment_cursors``), not a division (batch norm at 7 x 7
+        pixels: segments of 49, no whole vectors, a division a value)."""
+        sizes = sorted({self._segment_size(self.segments[_key(*access_parts(o))])
+                        for o in accesses if _key(*access_parts(o)) in self.segments})
+        self.cursor_names, self.cursor_steps = {}, []
+        for size in sizes:
+            q, r = self.namer.fresh("segment"), self.namer.fresh("in_segment")
+            dq, dr = self.namer.fresh("segment_step"), self.namer.fresh("in_segment_step")
+            self.w.line(f"{q}, {r} = {self._divide()}({first}, {size})  # this thread's first "
+                        "value's place in the segments")
+            self.w.line(f"{dq}, {dr} = {self._divide()}({apart}, {size})")
+            self.cursor_names[(step, size)] = (q, r)
+            self.cursor_steps.append((q, r, dq, dr, size))
+
+    def step_segment_cursors(self) -> None:
+        """The cursors to the next value: add the step, carry once (both parts < size)."""
+        for q, r, dq, dr, size in getattr(self, "cursor_steps", ()):
+            self.w.line(f"{q} += {dq}")
+            self.w.line(f"{r} += {dr}")
+            with self.w.indented(f"if {r} >= {size}:  # carry"):
+                self.w.line(f"{r} -= {size}")
+                self.w.line(f"{q} += 1")
+
+    def stop_segment_cursors(self) -> None:
+        self.cursor_names, self.cursor_steps = {}, []
 
     def index_division(self, op: Operation, operands: list[str]) -> str | None:
         """A row-family kernel's ``//`` or ``%`` of index values by a size known only at
@@ -429,4 +568,5 @@ class FlatRows:
         return self.namer(v)
 
 
-__all__ = ["FlatRows", "FlatAccess", "flat_access", "unneeded_index_ops"]
+__all__ = ["FlatRows", "FlatAccess", "SegmentedAccess", "flat_access", "segmented_access",
+           "unneeded_index_ops"]

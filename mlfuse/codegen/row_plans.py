@@ -31,7 +31,7 @@ from mlfuse.codegen.helpers import SCRATCH_SLOTS, block_reduce_name
 from mlfuse.codegen.reuse import prefetchable_loads, row_held_loads, row_reused_values
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
 from mlfuse.codegen.vector import row_vector_accesses
-from mlfuse.dialects.loops import ForOp, LoopOp, ReduceOp
+from mlfuse.dialects.loops import ACCESSES, ForOp, LoopOp, ReduceOp
 from mlfuse.dialects.reductions import shared_body_ops, sibling_passes
 from mlfuse.errors import MlfuseError
 from mlfuse.hardware import Target
@@ -235,15 +235,23 @@ class RowPlans:
                 def each_slot():
                     w.line(f"{k} = {start} + {loc['slot']} * {loc['nthreads']}")
                     return w.indented(f"if {k} < {extent}:")
+                walked = self.passes.get(id(op), [op])  # (a pass's reduces: one loop)
+                emitted = [o for top in walked for o in top.walk()
+                           if isinstance(o, ACCESSES) and id(o) not in self.held]
                 if self.fills[id(op)][1]:
                     w.line("# this thread's values of the row first: loads with no use "
                            "between them are in flight at once")
+                    self.start_segment_cursors(self.fills[id(op)][1], k, start, loc["nthreads"])
                     with w.indented(f"for {loc['slot']} in range({slots}):"):
                         with each_slot():
                             self.fill(op)
+                        self.step_segment_cursors()
+                self.start_segment_cursors(emitted, k, start, loc["nthreads"])
                 with w.indented(f"for {loc['slot']} in range({slots}):"):
                     with each_slot():
                         yield
+                    self.step_segment_cursors()
+                self.stop_segment_cursors()
         else:
             first = loc["tid"] if row_start == "0" else f"{row_start} + {loc['tid']}"
             with w.indented(f"for {k} in range({first}, {extent}, {loc['nthreads']}):"):

@@ -180,7 +180,7 @@ class WarpRowsEmitter(KernelEmitter):
         w.line(f"{loc['point']} = min({loc['row']}, {loc['n_points']} - 1)  "
                "# past the end: the last row again, not stored")
         self.unravel(loc["point"])
-        if self.flat:  # rows at row_base + k (flat_rows.py), planned above
+        if self.flat or self.segments:  # rows at row_base + k (flat_rows.py), planned above
             self.row_base_lines()
 
     def batched_rows(self, first_loop) -> None:

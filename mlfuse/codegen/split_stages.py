@@ -151,7 +151,9 @@ class StageEmitter(KernelEmitter):
     def stage_vector_accesses(self, walked: list[Operation]) -> list[Operation]:
         """The loads a walked loop issues early and the stores of its body that vectors
         of neighbouring chunk values may share: a flat row's step along contiguous
-        memory (group norm's rows through the reshape), or a plain row access whose last
+        memory (group norm's rows through the reshape), a segmented access (batch norm's
+        statistics over [N, H, W]: whole vectors where the segment, H*W, is whole
+        vectors), or a plain row access whose last
         index is the loop's (``vector.vectorizable``). Also records what the host must
         check of the flat accesses' row bases (``base_multiples``)."""
         inside = defined_inside(walked)
@@ -163,7 +165,12 @@ class StageEmitter(KernelEmitter):
                     continue
                 buf, idx = access_parts(o)
                 flat = self.flat.get(_key(buf, idx))
-                if flat is not None:
+                segmented = self.segments.get(_key(buf, idx))
+                if segmented is not None:  # a vector within a segment: the host checks it
+                    if buf.type.dtype in VECTOR_DTYPES:
+                        accesses.append(o)
+                        self.multiples += self.base_multiples(segmented)
+                elif flat is not None:
                     if buf.type.dtype in VECTOR_DTYPES and flat.step is k and flat.axis is None:
                         accesses.append(o)
                         self.multiples += self.base_multiples(flat)

@@ -21,11 +21,21 @@ one body (recomputed per value: pure index and load work). Reduce nests over add
 and min are sums over the same values in the same order; the result is the same but for
 the rounding of a different grouping, as any schedule's.
 
-The kernel's schedule is then chosen again (fusion/schedules.apply_schedule). The
-flattened kernel is kept only where the new choice holds several short rows a warp
-(``warp-rows``, or a row kernel with its short-row plan): for long rows a block per row
-walks the nest as one flat loop already, and the strips kernel's 16-byte accesses along
-the last axis stay.
+The kernel's schedule is then chosen again (fusion/schedules.apply_schedule). A kernel
+whose nests walk consecutive elements is kept flattened only where the new choice holds
+several short rows a warp (``warp-rows``, or a row kernel with its short-row plan): for
+long rows a block per row walks the nest as one flat loop already, and the strips
+kernel's 16-byte accesses along the last axis stay.
+
+A nest whose values are not consecutive (batch norm's statistics over [N, H, W] of
+NCHW: C lies between N and H) is kept flattened wherever the new choice is a row kernel.
+Its index is then segments of H*W consecutive values, which codegen addresses with one
+division a value or a vector (codegen/flat_rows.SegmentedAccess), and the row kernel
+brings what the strips kernel over rows lacks: the split plan, which spreads few
+channels over the whole GPU (a block per channel left 64 channels on 64 of 132 SMs),
+variance in the mean's pass (fusion/moments.py: x read twice, not three times), and
+16-byte vectors. Batch norm's training step on an H100: [32, 256, 56, 56] 0.355 ->
+0.120 ms, [256, 64, 28, 28] 0.345 -> 0.067 (torch.compile 0.153 and 0.094).
 """
 from __future__ import annotations
 
@@ -117,14 +127,15 @@ def _flatten_nest(levels: list) -> None:
 
 def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
     """A copy of ``kernel`` (a strips kernel over rows) with its nests flattened and its
-    schedule chosen again, where that gives short rows; None where it does not."""
+    schedule chosen again, where that gives short rows (consecutive nests) or a row
+    kernel (nests of segments); None where it does not."""
     from mlfuse.transforms.fusion.schedules import apply_schedule
     holder = Block()
     clone_op(kernel, {}, into=holder)
     copy = holder.detach(holder.ops[0])
     nests = [loop_levels(op) for op in copy.body.ops if isinstance(op, (ReduceOp, ForOp))]
-    if not any(len(levels) > 1 for levels in nests) or \
-            not all(_contiguous(levels) for levels in nests if len(levels) > 1):
+    contiguous = all(_contiguous(levels) for levels in nests if len(levels) > 1)
+    if not any(len(levels) > 1 for levels in nests):
         copy.erase()  # all or none: a kernel of flat and nested loops has no row schedule
         return None
     flat = [[lvl["extent"] for lvl in levels] for levels in nests if len(levels) > 1]
@@ -136,7 +147,9 @@ def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
     copy.attributes["schedule"] = "row"
     copy.attributes.pop("strip", None)
     choice = apply_schedule(copy, dims, target)
-    if choice.schedule == "warp-rows" or copy.attributes.get("warp_rows"):
+    if contiguous and (choice.schedule == "warp-rows" or copy.attributes.get("warp_rows")):
+        return copy
+    if not contiguous and choice.schedule == "row":
         return copy
     copy.erase()
     return None
@@ -144,8 +157,8 @@ def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
 
 class FlattenRowNests(KernelPass):
     name = "flatten-row-nests"
-    doc = ("Walk a rows kernel's nests over several trailing axes as one loop each, where "
-           "that gives it several short rows a warp.")
+    doc = ("Walk a rows kernel's nests over several axes as one loop each, where that gives "
+           "it several short rows a warp, or a row kernel for nests of segments.")
 
     def rewrite(self, kernel: KernelOp) -> tuple[KernelOp, list[str]]:
         if kernel["schedule"] != "strips" or kernel.attributes.get("strip") != "rows":

@@ -42,10 +42,20 @@ func @long_rows(%x: f32[N, C, 128, 128]) -> (f32[N, C, 128, 128]) {
 }
 
 // Batch norm's statistics over [N, H, W] of NCHW: the nest's values are not
-// consecutive (C lies between N and H), so it is left as it is.
+// consecutive (C lies between N and H). Flattened, the index is the unravel of one X
+// with the quotient left at axis 0, C's index between: codegen reads it as segments of
+// H*W contiguous values (flat_rows.SegmentedAccess). Kept where it gives a row kernel,
+// whose split plan spreads few channels over the GPU (split_stages = 1).
 // CHECK-LABEL: func @batch_statistics
-// CHECK:        fused.kernel {{.*}}extents = [C]{{.*}}schedule = "strips"
-// CHECK:          loops.reduce {{.*}} extent = N}
+// CHECK:        fused.kernel {extents = [C], flat_nests = {{\[}}[N, H, W]], {{.*}}schedule = "row", {{.*}}split_stages = 1
+// CHECK:          loops.reduce {{.*}} {combiner = "add", extent = "H*N*W"} : f32 (%[[X:.*]]: index) {
+// CHECK-NEXT:       %[[W2:.*]] = loops.dim {sym = "W"} : index
+// CHECK-NEXT:       %[[w2:.*]] = arith.mod %[[X]], %[[W2]] : index
+// CHECK-NEXT:       %[[q:.*]] = arith.floordiv %[[X]], %[[W2]] : index
+// CHECK-NEXT:       %[[H2:.*]] = loops.dim {sym = "H"} : index
+// CHECK-NEXT:       %[[h2:.*]] = arith.mod %[[q]], %[[H2]] : index
+// CHECK-NEXT:       %[[n2:.*]] = arith.floordiv %[[q]], %[[H2]] : index
+// CHECK-NEXT:       loops.load %x, %[[n2]], %i0, %[[h2]], %[[w2]] : f32
 func @batch_statistics(%x: f32[N, C, H, W]) -> (f32[1, C, 1, 1]) {
   %m = tensor.mean %x {axis = [0, 2, 3], keepdims = true} : f32[1, C, 1, 1]
   return %m
@@ -53,4 +63,5 @@ func @batch_statistics(%x: f32[N, C, H, W]) -> (f32[1, C, 1, 1]) {
 
 // The pass says what it did (mlfuse opt --print-decisions), after the IR.
 // CHECK: // flatten-row-nests: instance_norm_0: its nests walked as one loop each (row)
+// CHECK: // flatten-row-nests: batch_statistics_0: its nests walked as one loop each (row)
 // CHECK-NOT: flatten-row-nests: long_rows
