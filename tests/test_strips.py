@@ -22,7 +22,7 @@ CASES = [
      {"N": 2, "C": 3, "H": 3, "W": 3}),
     # (instance norm's rows over [H, W] walk one loop each since flatten-row-nests, a row
     # kernel: tests/test_flat_rows.py, tests/test_flatten_row_nests.py; batch norm's
-    # statistics over [N, H, W] below are not consecutive and stay strips over rows)
+    # statistics over [N, H, W] below too, as segments, but not here: _strips_over_rows)
     ("func f(x: f32[N, C, H, W]) -> (f32[N, C, H, W], f32[C], f32[C]) {\n"
      " m = mean(x, axis=[0, 2, 3], keepdims=true)\n"
      " v = mean((x - m) * (x - m), axis=[0, 2, 3], keepdims=true)\n"
@@ -39,6 +39,17 @@ CASES = [
 # the masked mean pool over S = 32: at 128, split-columns' two chunks a point price lower)
 PLAN = {"dims": {"A": 32, "B": 128, "C": 4096, "R": 4096, "N": 32, "H": 56, "W": 56,
                  "S": 32, "D": 1024}}
+
+
+@pytest.fixture(autouse=True)
+def _strips_over_rows(monkeypatch):
+    """Batch norm's statistics over [N, H, W] (CASES[3]) are a row kernel of segments
+    since flatten-row-nests takes nests that are not consecutive (tests/test_segmented_rows.py);
+    here flattening is off, so they test the strips kernel over rows that walks a nest
+    over several axes with carries (a kernel flatten-row-nests leaves, as it leaves
+    nests whose flattened kernel is not a row kernel)."""
+    from mlfuse.transforms import flatten_row_nests
+    monkeypatch.setattr(flatten_row_nests, "flattened", lambda *args, **kwargs: None)
 
 
 def _strips(module) -> list[KernelOp]:

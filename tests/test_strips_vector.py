@@ -13,6 +13,7 @@ from mlfuse.tools.checking import random_inputs
 
 from helpers import assert_results_close, record_launches
 from test_strips import CASES, MIDDLE_SOFTMAX, PLAN, _strips
+from test_strips import _strips_over_rows  # noqa: F401  (autouse: the strips kernel over rows)
 
 CENTRING = "func f(x: f32[R, C]) -> f32[R, C] { return x - mean(x, axis=0, keepdims=true) }"
 F16_MAX = "func f(x: f16[A, B, C]) -> f16[A, B, C] { return x - max(x, axis=1, keepdims=true) }"
