@@ -385,8 +385,8 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         """A flat access of the split-columns first stage: at its cursor where it steps
         by a stride, else at row_base + kf (a nest's flat index is the chunk's kf)."""
         access = self.flat.get(flat_key(buf, indices))
-        if access is None:
-            return None
+        if access is None:  # (a segmented access, flat_rows.py, or none)
+            return super().flat_subscript(buf, indices, self.local["kf"])
         if access.axis is not None and access.step != "flat":
             stride = self.flat_strides[(id(buf), access.axis)]
             cursor = self.cursors[(self.row_bases[self._base_code(access)], stride)]
