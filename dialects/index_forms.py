@@ -9,6 +9,8 @@ so they live with the dialect rather than in either.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mlfuse.dialects.arith import SCALAR_OPS, ConstantOp, FloorDivOp, ModOp
 from mlfuse.dialects.loops import DimOp
 from mlfuse.ir.core import Value
@@ -39,6 +41,54 @@ def same_size(a: Value, b: Value) -> bool:
     return a is b or (size_of(a) is not None and size_of(a) == size_of(b))
 
 
+@dataclass
+class UnravelRun:
+    """The trailing indices ``idx[start:]`` of an access as the remainders of one value
+    X's row-major unravel (``X // W % H, X % W``): X, the Value each is taken modulo
+    (None for the constant 0 of a dim of 1), outer first, and what is left of X, whose
+    quotient ``base // divisor`` an outer index may be (``is_quotient``)."""
+
+    start: int
+    flat: Value
+    divisors: list
+    base: Value
+    divisor: Value
+
+    @property
+    def radix(self) -> list:
+        return [None if d is None else size_of(d) for d in self.divisors]
+
+    def is_quotient(self, v: Value) -> bool:
+        op = op_of(v)
+        return isinstance(op, FloorDivOp) and op.operands[0] is self.base and \
+            same_size(op.operands[1], self.divisor)
+
+
+def unravel_run(idx: list[Value]) -> UnravelRun | None:
+    """The longest run of remainders ending ``idx`` (``UnravelRun``), None where the
+    last index is no ``X % size``."""
+    if not idx or not isinstance(op_of(idx[-1]), ModOp):
+        return None
+    flat, size = op_of(idx[-1]).operands
+    divisors: list = [size]
+    base, divisor = flat, size  # the next index to the left is base // divisor (% ...)
+    start = len(idx) - 1
+    for j in range(len(idx) - 2, -1, -1):
+        if size_of(idx[j]) == 0:  # a dim of 1 among the unraveled ones
+            divisors.insert(0, None)
+            start = j
+            continue
+        op = op_of(idx[j])
+        inner = op_of(op.operands[0]) if isinstance(op, ModOp) else None
+        if not (isinstance(inner, FloorDivOp) and inner.operands[0] is base and
+                same_size(inner.operands[1], divisor)):
+            break
+        base, divisor = op.operands[0], op.operands[1]
+        divisors.insert(0, divisor)
+        start = j
+    return UnravelRun(start, flat, divisors, base, divisor)
+
+
 def unravel_form(idx: list[Value]) -> tuple[int, Value, list] | None:
     """Where the trailing indices ``idx[j:]`` of an access are the row-major unravel of
     one value X (a read through a reshape: ``x[n, X // (H*W), X // W % H, X % W]``):
@@ -46,26 +96,10 @@ def unravel_form(idx: list[Value]) -> tuple[int, Value, list] | None:
     of a dim of 1). The outermost, ``idx[j]``, is a plain quotient (no ``%``), so
     ``idx[j:]`` over axes of exactly those radixes address element X of them. None where
     the indices are not of that form."""
-    if not idx or not isinstance(op_of(idx[-1]), ModOp):
+    run = unravel_run(idx)
+    if run is None or run.start == 0 or not run.is_quotient(idx[run.start - 1]):
         return None
-    flat, size = op_of(idx[-1]).operands
-    radix: list = [size_of(size)]
-    base, divisor = flat, size  # the next index to the left is base // divisor (% ...)
-    for j in range(len(idx) - 2, -1, -1):
-        op = op_of(idx[j])
-        if size_of(idx[j]) == 0:  # a dim of 1 among the unraveled ones
-            radix.insert(0, None)
-            continue
-        if isinstance(op, FloorDivOp) and op.operands[0] is base and \
-                same_size(op.operands[1], divisor):
-            return j, flat, radix  # the outermost: what is left of X
-        inner = op_of(op.operands[0]) if isinstance(op, ModOp) else None
-        if not (isinstance(inner, FloorDivOp) and inner.operands[0] is base and
-                same_size(inner.operands[1], divisor)):
-            return None
-        base, divisor = op.operands[0], op.operands[1]
-        radix.insert(0, size_of(divisor))
-    return None
+    return run.start - 1, run.flat, run.radix
 
 
 def unraveled(idx: list[Value]) -> tuple[list[Value], Value] | None:
@@ -111,4 +145,4 @@ def row_step(flat: Value, extents: dict[int, Dim]) -> Value | None:
     return None
 
 
-__all__ = ["size_of", "same_size", "unravel_form", "unraveled", "merged_view", "row_step", "op_of"]
+__all__ = ["size_of", "same_size", "UnravelRun", "unravel_run", "unravel_form", "unraveled", "merged_view", "row_step", "op_of"]

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import ACCESSES, access_parts
 from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
-from mlfuse.dialects.index_forms import ADD, MUL, op_of, same_size, size_of, unravel_form
+from mlfuse.dialects.index_forms import ADD, MUL, op_of, size_of, unravel_form, unravel_run
 from mlfuse.dialects.loops import DimOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.traits import SCALAR_COMPUTE
@@ -86,36 +86,18 @@ def segmented_access(op: Operation, k: Value, points: set[int]) -> SegmentedAcce
     ``flat_access``), every other index and radix the point's or a size. None elsewhere."""
     buf, idx = access_parts(op)
     shape = list(buf.type.shape)
-    last = op_of(idx[-1]) if idx else None
-    if len(idx) < 3 or len(shape) != len(idx) or not isinstance(last, ModOp) or \
-            last.operands[0] is not k:
+    run = unravel_run(idx)
+    if len(idx) < 3 or len(shape) != len(idx) or run is None or run.flat is not k or \
+            None in run.divisors or run.radix != shape[run.start:]:
         return None
-    base, divisor = k, last.operands[1]
-    divisors, start = [divisor], len(idx) - 1
-    for j in range(len(idx) - 2, 0, -1):
-        o = op_of(idx[j])
-        inner = op_of(o.operands[0]) if isinstance(o, ModOp) else None
-        if not (isinstance(inner, FloorDivOp) and inner.operands[0] is base and
-                same_size(inner.operands[1], divisor)):
-            break
-        base, divisor = o.operands[0], o.operands[1]
-        divisors.insert(0, divisor)
-        start = j
-    if [size_of(d) for d in divisors] != shape[start:]:
+    at = [j for j in range(run.start) if run.is_quotient(idx[j])]
+    if len(at) != 1 or at[0] == run.start - 1:
         return None
-
-    def quotient(v: Value) -> bool:
-        o = op_of(v)
-        return isinstance(o, FloorDivOp) and o.operands[0] is base and \
-            same_size(o.operands[1], divisor)
-    at = [j for j in range(start) if quotient(idx[j])]
-    if len(at) != 1 or at[0] == start - 1:
-        return None
-    lead = [(j, idx[j]) for j in range(start) if j != at[0]]
+    lead = [(j, idx[j]) for j in range(run.start) if j != at[0]]
     if not all(_invariant(v, points) for _, v in lead) or \
-            not all(_invariant(d, points) for d in divisors):
+            not all(_invariant(d, points) for d in run.divisors):
         return None
-    return SegmentedAccess(buf, lead, at[0], divisors, k)
+    return SegmentedAccess(buf, lead, at[0], run.divisors, k)
 
 
 def _key(buf: Value, indices) -> tuple:
@@ -341,6 +323,9 @@ class FlatRows:
 
     flat: dict = {}  # _key(buf, indices) -> FlatAccess; empty: no flat rows planned
     segments: dict = {}  # _key(buf, indices) -> SegmentedAccess
+    # the current loop's segment cursors: (step, size) -> (q, r), and how each steps
+    cursor_names: dict = {}
+    cursor_steps: list = []
     rows_planned = False  # a row-family kernel: its index divisions go 32-bit where they fit
     # ... and only 32-bit: the host runs the kernel only where every index fits 31 bits
     narrow_divisions = False
@@ -456,12 +441,12 @@ class FlatRows:
     def segment_offset(self, access: SegmentedAccess, step: str) -> str:
         """A segmented access's element offset at flat index ``step``: (q, r) the step's
         place in its segments, from the loop's cursor where it counts them
-        (``segment_cursors``), else its divmod by the segment, one division of
+        (``start_segment_cursors``), else its divmod by the segment, one division of
         ``index_division``'s kind (LLVM computes it once for both)."""
         size = self._segment_size(access)
         base = self.row_bases[self._base_code(access)]
         stride = self.flat_strides[(id(access.buf), access.axis)]
-        cursor = getattr(self, "cursor_names", {}).get((step, size))
+        cursor = self.cursor_names.get((step, size))
         if cursor is not None:
             return f"{base} + {cursor[0]} * {stride} + {cursor[1]}"
         split = f"{self._divide()}({step}, {size})"
@@ -496,7 +481,7 @@ class FlatRows:
 
     def step_segment_cursors(self) -> None:
         """The cursors to the next value: add the step, carry once (both parts < size)."""
-        for q, r, dq, dr, size in getattr(self, "cursor_steps", ()):
+        for q, r, dq, dr, size in self.cursor_steps:
             self.w.line(f"{q} += {dq}")
             self.w.line(f"{r} += {dr}")
             with self.w.indented(f"if {r} >= {size}:  # carry"):
@@ -516,8 +501,7 @@ class FlatRows:
         if not self.rows_planned or not isinstance(op, (FloorDivOp, ModOp)) or \
                 op.result.type != INDEX or isinstance(op_of(op.operands[1]), ConstantOp):
             return None
-        divide = "_divmod_index32" if self.narrow_divisions else "_divmod_index"
-        self.helpers.add(divide)
+        divide = self._divide()
         inner = op_of(op.operands[0])
         if isinstance(op, FloorDivOp) and isinstance(inner, FloorDivOp) and \
                 not isinstance(op_of(inner.operands[1]), ConstantOp):
