@@ -48,7 +48,8 @@ VARIANTS = {
                    {"N": 16, "C": 512, "H": 32, "W": 32, "dtype": "f16"},
                    {"N": 32, "C": 256, "H": 64, "W": 64, "dtype": "f16"}],
     "l2norm_both": [{"R": 65536, "C": 1024}, {"R": 4096, "C": 16384}],
-    "residual_layernorm": [{"R": 65536, "C": 768}, {"R": 16384, "C": 4096, "dtype": "f16"}],
+    "residual_layernorm": [{"R": 65536, "C": 768}, {"R": 16384, "C": 4096, "dtype": "f16"},
+                           {"R": 8192, "C": 8192, "dtype": "f16"}],
     "masked_mean_pool": [{"B": 256, "S": 512, "D": 768}, {"B": 16, "S": 8192, "D": 1024}],
     # programs of the families that the suite does not time (EXTRA_CASES below)
     "batchnorm_train": [{"N": 32, "K": 256, "H": 56, "W": 56}, {"N": 256, "K": 64, "H": 28, "W": 28},

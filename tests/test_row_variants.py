@@ -18,7 +18,7 @@ from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.runtime.loader import load_source
 from mlfuse.tools.checking import program_size, random_inputs
 
-from helpers import assert_close, record_launches
+from helpers import assert_close, assert_results_close, record_launches
 
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NaN rows
 
@@ -166,3 +166,55 @@ def test_a_thread_per_column_pays_for_its_rereads():
     DRAM as it does for strips: strips at the default size and at the benchmark's."""
     assert _schedules(MIDDLE_SOFTMAX) == ["strips"]
     assert _schedules(MIDDLE_SOFTMAX, {"B": 64, "S": 256, "D": 2048}) == ["strips"]
+
+
+RESIDUAL_LAYERNORM = (
+    "func f(x: f32[R, C], r: f32[R, C], g: f32[C], b: f32[C]) -> (f32[R, C], f32[R, C]) {\n"
+    "    h = x + r\n    return h, layernorm(h, g, b, axis=-1, eps=1e-5)\n}")
+
+
+def _kernel(source: str, name: str) -> str:
+    kernel = source[source.index(f"def {name}("):]
+    return kernel[:kernel.index("\n\n\n")]
+
+
+@pytest.mark.parametrize("c, kernel", [(520, "f_0_vector"), (522, "f_0")])
+def test_a_residual_row_keeps_its_sum_not_both_operands(c, kernel):
+    """h = x + r, then layernorm(h): three row loops read h. Computing it again in each
+    would hold x and r for all three (two arrays a thread); the first loop keeps h
+    instead (one array), later loops read it there, and x and r are read in the first
+    loop only. Both results as NumPy gives them, NaN and infinities too, from the
+    registers kernel (rows of 520: whole vectors; 522: the scalar twin)."""
+    func = parse_program(RESIDUAL_LAYERNORM, "t.fuse").funcs[0]
+    inputs = random_inputs(func, {"R": 3, "C": c}, seed=7)
+    inputs[0][1, 5], inputs[1][2, 9] = np.nan, np.inf
+    module = mlfuse.compile_source(RESIDUAL_LAYERNORM, "t.fuse", target="simulator")
+    launched = record_launches(module.python_module, ["f_0", "f_0_vector"])
+    got = module["f"](*inputs)
+    assert launched == [kernel]
+    assert_results_close(func, run_tensor(func, inputs), got)
+    text = _kernel(module.source, kernel)
+    assert text.count("= x_vals[slot]") == 1 and text.count("= r_vals[slot]") == 1
+    assert text.count("h_vals[slot] = h_1") == 1 and text.count("= h_vals[slot]") == 2
+
+
+def test_a_held_rows_kernel_computes_the_sum_again():
+    """The shared-memory variants compute h again in their shared parts; a kept array
+    would be registers on top of the held values' (it spilled), so they keep none."""
+    module = mlfuse.compile_source(RESIDUAL_LAYERNORM, "t.fuse", target="simulator")
+    text = _kernel(module.source, "f_0_shared")
+    assert "h_vals[slot] = h_1" not in text and text.count("h_2 = x_v_1 + r_v_1") == 2
+
+
+def test_parameter_vectors_are_read_just_before_their_lanes():
+    """gamma[k] and beta[k] are the same for every row (L2 holds them): the epilogue
+    reads one vector of each just before that vector's lanes, not all of the thread's
+    ahead with the row's loads (their registers pushed residual + layernorm in f16 to
+    112 a thread); the row's own loads still go ahead of any use."""
+    module = mlfuse.compile_source(RESIDUAL_LAYERNORM, "t.fuse", target="simulator")
+    text = _kernel(module.source, "f_0_vector")
+    epilogue = text[text.rindex("for vec in range"):]
+    assert epilogue.index("_load_vector(g, (first,)") < epilogue.index("for lane in")
+    assert epilogue.index("_load_vector(b, (first,)") < epilogue.index("for lane in")
+    first = text[:text.index("for lane in")]  # x and r: every vector ahead of the lanes
+    assert first.count("for vec in range") == 2 and "_load_vector(x," in first

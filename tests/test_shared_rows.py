@@ -84,6 +84,30 @@ def test_f16_rows_are_held_as_f16():
     assert_close(got, _softmax(x).astype(np.float16), n_ops=5, reduced=264)
 
 
+def test_f16_rows_move_16_byte_vectors_through_shared_memory():
+    """16-bit rows take vectors of 8 values (16 bytes, as f32 rows' 4) in registers, in
+    their cp.async copies and in their shared reads (8 values a thread in registers
+    here: rows past 256 values held in shared memory too); rows of a multiple of 4 but
+    not 8 values, and rows 8 bytes off a 16-byte boundary, go to the scalar variant.
+    NaN and infinite rows as NumPy."""
+    from numba import cuda
+    module_ir = compile_text(SOFTMAX_FUSE.format(t="f16"), "s.fuse", level="fused")
+    hw = dataclasses.replace(TINY, row_values_per_thread=8, split_stage_rows_per_sm=0)
+    source = generate(module_ir, "simulator", hw)
+    kernel = source[source.index("def softmax_0_shared("):source.index("def softmax_0_shared_scalar")]
+    assert "_cp_async(held_" in kernel and ", 16)" in kernel and "_load_held_halves(" in kernel
+    module, launched = _module(module_ir, hw)
+    x = np.random.default_rng(4).standard_normal((3, 524)).astype(np.float16)
+    x[1, 7], x[2, 300] = np.nan, np.inf
+    for cols, shift in ((520, 0), (516, 0), (512, 4)):
+        part = x[:, shift:shift + cols]
+        arg = cuda.to_device(x[:, :shift + cols].copy())[:, shift:] if shift else \
+            cuda.to_device(part.copy())
+        got = module.softmax(arg).copy_to_host()
+        assert_close(got, _softmax(part).astype(np.float16), n_ops=5, reduced=cols)
+    assert launched == ["softmax_0_shared"] + ["softmax_0_shared_scalar"] * 2
+
+
 def test_rows_not_of_whole_aligned_vectors_are_held_a_value_at_a_time():
     """Odd lengths and misaligned rows: the scalar variant (shared_rows_scalar.py), its
     values past registers copied by 4-byte cp.async."""

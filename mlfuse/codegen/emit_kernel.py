@@ -430,11 +430,13 @@ def half_row_vectors(op: LoopOp, hw: Target) -> bool:
     """Whether a row kernel's registers-vector variant moves 16 bytes of 16-bit values a
     vector (2 * VECTOR_WIDTH of them): its vector accesses are all 16-bit and plain (a
     flat row's bases are tested against VECTOR_WIDTH), every constant row extent a
-    multiple of such a vector (the host tests the symbolic ones). A thread holds as many
-    values as before, in half as many loads (f16 layernorm rows of 1024 moved 8 bytes a
-    load)."""
+    multiple of such a vector (the host tests the symbolic ones), and a thread's held
+    values whole such vectors. A thread holds as many values as before, in half as many
+    loads (f16 layernorm rows of 1024 moved 8 bytes a load)."""
     row_loops = _row_loops(op)
     accesses = row_vector_accesses(row_loops)
+    if hw.row_values_per_thread % (2 * hw.vector_width):
+        return False
     return half_vectors(accesses) and not row_flat_vectors(op, row_loops)[0] and all(
         o["extent"] % (2 * hw.vector_width) == 0 for o in row_loops
         if isinstance(o["extent"], int))

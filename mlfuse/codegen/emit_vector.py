@@ -82,15 +82,29 @@ class VectorPhases:
         """Loop ``op``'s ``vectors`` of a thread (``each_vector``): where ``fill``, first
         each one's fill phase (its loads in flight at once), then each one's lanes (the
         body goes inside) and drain; ``what`` the vectors are of, for the comment."""
-        if fill:
+        params = self.parameter_loads(op) if fill else set()
+        ahead = fill and any(id(o) not in params for o in self.fills[id(op)][1])
+        if ahead:
             self.w.line(f"# this thread's vectors of the {what} first: loads with no use "
                         "between them are in flight at once")
             with self.each_vector(vectors, first, limit):
-                self.vector_fill(op)
+                self.vector_fill(op, skip=params)
         with self.each_vector(vectors, first, limit):
+            if params:  # a vector of each parameter, just before its lanes
+                self.vector_fill(op, only=params)
             with self.each_lane():
                 yield
             self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
+
+    def parameter_loads(self, op: Operation) -> set[int]:
+        """Ids of ``op``'s early vector loads of a parameter every row reads the same
+        (layernorm's gamma[k]: indexed by the loop's own index alone), read a vector at a
+        time just before its lanes rather than all ahead: they come from L2, and held
+        ahead with the row's values they took a register a value (residual + layernorm
+        in f16, rows of 4096: gamma's and beta's 32 values a thread, 112 registers)."""
+        k = op.body.args[0]
+        return {id(o) for o in self.fills[id(op)][1]
+                if id(o) in self.vector_loads and all(v is k for v in o.operands[1:])}
 
     def vector_slot(self) -> str:
         """The slot of the current vector's first lane in the thread's local arrays."""
@@ -106,11 +120,14 @@ class VectorPhases:
         (split_stages.py: a flat row's view at ``row_base + first``)."""
         return f"{self.namer(buf)}, {self.vector_index(indices)}"
 
-    def vector_fill(self, owner: Operation) -> None:
-        """The current vector's fill phase of the loads ``owner`` issues early."""
+    def vector_fill(self, owner: Operation, skip: set[int] = frozenset(),
+                    only: set[int] | None = None) -> None:
+        """The current vector's fill phase of the loads ``owner`` issues early (but
+        ``skip``; where ``only`` is given, those alone)."""
         w = self.w
         index_ops, loads = self.fills[id(owner)]
-        loads = [o for o in loads if id(o) not in self.reuse.dead]  # (only fed kept values)
+        loads = [o for o in loads if id(o) not in self.reuse.dead  # (only fed kept values)
+                 and id(o) not in skip and (only is None or id(o) in only)]
         for o in loads:
             if id(o) in self.vector_loads:
                 w.line(f"{self.vector_moves[0]}({self.vector_operand(o.operands[0], o.operands[1:])}, "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mlfuse.row_hold import held_buffers, held_value_bytes, scalar_held_values
 
-from mlfuse.codegen.emit_kernel import _row_loops
+from mlfuse.codegen.emit_kernel import _row_loops, half_row_vectors
 from mlfuse.codegen.shared_rows import SharedRowsEmitter
 from mlfuse.codegen.shared_rows_scalar import ScalarSharedRowsEmitter
 from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
@@ -42,6 +42,8 @@ def shared_rows_code(op, name: str, target: str, helpers: set[str], names, hw) -
         texts.append(f"{entry['vector']} = _DynamicShared({entry['vector']}, SHARED_ROW_BYTES)"
                      + _ALLOWED)
         entry["buffers"] = vector_buffers(row_vector_accesses(_row_loops(op)))
+        # the kernel's values a vector (16 bytes of 16-bit values where they all are)
+        entry["lanes"] = "VECTOR_WIDTH_16" if half_row_vectors(op, hw) else "VECTOR_WIDTH"
     entry["scalar"] = names.fresh(f"{name}_shared_scalar")
     texts.append(ScalarSharedRowsEmitter(op, entry["scalar"], target, helpers, hw,
                                          names.taken).emit())
@@ -67,11 +69,13 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
     if "vector" in entry:
         host.helpers.add("_vector_ready")
         v_threads, v_held = host.namer.fresh("vector_threads"), host.namer.fresh("vector_bytes")
+        lanes = entry.get("lanes", "VECTOR_WIDTH")
         lines.append(f"{v_threads}, {v_held} = _shared_row_plan({row}, {entry['value_bytes']}, "
-                     f"VALUES_PER_THREAD, SHARED_ROW_THREADS, VECTOR_WIDTH, {pairs})")
+                     f"VALUES_PER_THREAD, SHARED_ROW_THREADS, {lanes}, {pairs})")
         buffers = ", ".join(host.namer(b) for b in entry["buffers"])
-        test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", f"{row} % VECTOR_WIDTH == 0",
-                             f"_vector_ready({buffers})"])
+        ready = f"_vector_ready({buffers}" + (", width=VECTOR_WIDTH_16)" if lanes != "VECTOR_WIDTH"
+                                              else ")")
+        test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", f"{row} % {lanes} == 0", ready])
         branches += [f"if {test}:  # rows past registers, whole aligned vectors",
                      unit + host.call(entry["vector"],
                                       f"_row_blocks({points}), {v_threads}, 0, {v_held}", args)]

@@ -167,11 +167,33 @@ def _costly(op: Operation, again: dict[int, Operation]) -> bool:
     return False
 
 
-def row_reused_values(row_loops: list[Operation]) -> Reuse:
+def _frees_loads(op: Operation, same: dict[int, Operation], kept: dict[int, Operation],
+                 users: list[Operation]) -> bool:
+    """Whether reading ``op`` from a kept array leaves more than one of its loop's loads
+    unread: loads that only the ops computing ``op`` again read (a residual ``x + r``:
+    one kept array instead of x's and r's, half the registers a thread holds them in).
+    The chain stops at values already read from a kept array (``kept``)."""
+    chain, stack = {id(op)}, [op]
+    while stack:
+        for v in stack.pop().operands:
+            producer = getattr(v, "op", None)
+            if id(producer) in same and id(producer) not in kept and id(producer) not in chain:
+                chain.add(id(producer))
+                stack.append(producer)
+    inside = {id(o) for o in users}
+    read = {id(v.op): v.op for o in users if id(o) in chain for v in o.operands
+            if isinstance(getattr(v, "op", None), LoadOp) and id(v.op) in inside}
+    elsewhere = {id(v) for o in users if id(o) not in chain for v in o.operands}
+    return sum(id(o.result) not in elsewhere for o in read.values()) > 1
+
+
+def row_reused_values(row_loops: list[Operation], free_loads: bool = True) -> Reuse:
     """Which arith values a later row loop takes from an earlier one of the same extent
     instead of computing them again: those some op of the later loop still needs,
     where computing them would cost a Costly op (softmax's exp(x - max) in its sum
-    and in its output loop). A later loop's ops that only fed them are dead."""
+    and in its output loop) or would read several loads nothing else reads (the
+    residual of ``h = x + r; layernorm(h)``: h held, not x and r; where ``free_loads``).
+    A later loop's ops that only fed them are dead."""
     inside = defined_inside(row_loops)
     keys: dict[int, object] = {}
     interned: dict[tuple, int] = {}
@@ -184,7 +206,8 @@ def row_reused_values(row_loops: list[Operation]) -> Reuse:
         users = [o for o in loop.walk() if o is not loop]
         needed = {id(v) for o in users if id(o) not in same for v in o.operands}
         for o in ops:
-            if (id(o) in same and id(o.result) in needed and _costly(o, same)
+            if (id(o) in same and id(o.result) in needed
+                    and (_costly(o, same) or free_loads and _frees_loads(o, same, plan.again, users))
                     and COMPUTE_TYPE[o.result.type.dtype] in SHARED_TYPE):
                 plan.kept[id(same[id(o)])] = same[id(o)]
                 plan.again[id(o)] = same[id(o)]

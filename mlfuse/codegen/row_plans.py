@@ -71,6 +71,11 @@ class RowPlans:
     hold, fill, unravel, block, plan_flat_rows, row_base_lines, stream_order,
     plan_vectors, vector_walk."""
 
+    # keep a value several loads feed, where that leaves them unread (reuse.py); the
+    # held-rows variants do not: their shared parts compute it again from shared
+    # memory, and the kept array was registers on top of the held values' (spills)
+    keep_to_free_loads = True
+
     # -- plans -------------------------------------------------------------------
     def row_body(self, row_loops: list[Operation]) -> None:
         w, loc = self.w, self.local
@@ -120,7 +125,7 @@ class RowPlans:
             loads = [o for o in loop.body.ops if id(o) in first]
             self.fills[id(loop)] = (index_ops[id(loop)] if loads else [], loads)
         if self.hw.row_reuse and reuse:  # costly values later row loops read again
-            self.reuse = row_reused_values(row_loops)
+            self.reuse = row_reused_values(row_loops, self.keep_to_free_loads)
             for o in self.reuse.kept.values():
                 self.kept[id(o)] = self.local_array(
                     f"{o.result.name_hint or o.name.split('.')[1]}_vals",

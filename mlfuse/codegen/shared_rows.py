@@ -6,10 +6,12 @@ values) runs, in the streaming variant, every row loop over the row in memory ag
 variant reads it once (``mlfuse/row_hold.py`` has the geometry: up to
 SHARED_ROW_THREADS threads, the bytes a call takes): thread t takes vectors t,
 t + nthreads, ... of the row, as the registers-vector variant does; its first
-VALUES_PER_THREAD // VECTOR_WIDTH vectors are that variant's registers, and its other
+VALUES_PER_THREAD // lanes vectors are that variant's registers, and its other
 vectors of each held buffer (``held_buffers``: the buffers several passes read) live in
 dynamic shared memory, an area per buffer, vector ``v`` at
-``((v - VALUES_PER_THREAD // VECTOR_WIDTH) * nthreads + tid) * VECTOR_WIDTH``.
+``((v - VALUES_PER_THREAD // lanes) * nthreads + tid) * lanes``, ``lanes`` the values of
+a 16-byte vector (VECTOR_WIDTH f32, or VECTOR_WIDTH_16 where every vector access moves
+16-bit values: ``emit_kernel.half_row_vectors``).
 
 Each row loop runs in two parts, the body emitted once for each:
 
@@ -46,8 +48,7 @@ from mlfuse.codegen.scalar import COMPUTE_TYPE, STORAGE_TYPE
 
 _DOC = ("Row schedule over [{space}]: one block per point, each thread holds its first "
         "VALUES_PER_THREAD values of a row in registers and the rest in shared memory, in "
-        "vectors of VECTOR_WIDTH neighbours (the row is read once).")
-REGISTER_VECTORS = f"{VALUES_PER_THREAD} // {VECTOR_WIDTH}"  # a thread's vectors in registers
+        "vectors of 16 bytes (the row is read once).")
 
 
 @dataclass
@@ -69,7 +70,7 @@ class SharedRowsEmitter(KernelEmitter):
     # smaller SHARED_ROW_THREADS lets two rows' loads and reductions overlap)
     launch_bound = "(SHARED_ROW_THREADS, max(1, 1024 // SHARED_ROW_THREADS))"
     base_variant = "registers-vector"  # the registers part's variant
-    half_rows = False  # its areas and the host's plan count VECTOR_WIDTH vectors
+    keep_to_free_loads = False  # (row_plans.py)
     doc = _DOC
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
@@ -89,6 +90,11 @@ class SharedRowsEmitter(KernelEmitter):
         self.filling = False
         for n in ("place", "n_vectors"):
             self.local[n] = self.namer.fresh(n)
+        # a thread's vectors in registers
+        self.register_vectors = f"{VALUES_PER_THREAD} // {self.vector_lanes}"
+        halves = self.vector_lanes != VECTOR_WIDTH
+        self.load_held = "_load_held_halves" if halves else "_load_held"
+        self.lane_count = hw.vector_width * (2 if halves else 1)
 
     def emit(self) -> str:
         with self.kernel_def(doc=self.doc):
@@ -104,10 +110,10 @@ class SharedRowsEmitter(KernelEmitter):
         held = sorted(self.held_buffers, key=lambda b: -itemsize(b.type.dtype))
         groups, _ = row_held_loads(row_loops)
         extent = self.extent(row_loops[0].extent_list[0])
-        w.line(f"# vectors past a thread's first {REGISTER_VECTORS} (registers) are held in "
+        w.line(f"# vectors past a thread's first {self.register_vectors} (registers) are held in "
                "shared memory, an area per buffer")
-        w.line(f"{loc['n_vectors']} = -(-{extent} // ({VECTOR_WIDTH} * {loc['nthreads']}))")
-        self.hold_areas(row_loops, held, groups, REGISTER_VECTORS, vectors=True)
+        w.line(f"{loc['n_vectors']} = -(-{extent} // ({self.vector_lanes} * {loc['nthreads']}))")
+        self.hold_areas(row_loops, held, groups, self.register_vectors, vectors=True)
         self.single = {id(o) for g in groups if len({id(x.parent) for x in g.loads}) == 1
                        for o in g.loads}
         for loop in row_loops:
@@ -115,12 +121,12 @@ class SharedRowsEmitter(KernelEmitter):
                 if id(o) not in self.areas:
                     self.tiles[id(o)] = self.local_array(
                         f"{self.namer(o.operands[0])}_tile", COMPUTE_TYPE[o.result.type.dtype],
-                        VECTOR_WIDTH)
+                        self.vector_lanes)
 
     def hold_areas(self, row_loops, held, groups, in_registers, vectors: bool) -> None:
         """Each held buffer's area of dynamic shared memory (one array per storage type,
         the areas one after another) and the loop that copies it: the slots past a
-        thread's first ``in_registers`` (vectors of VECTOR_WIDTH values, or values)."""
+        thread's first ``in_registers`` (vectors of ``vector_lanes`` values, or values)."""
         w, loc = self.w, self.local
         offset, arrays = "0", {}
         for buf in held:
@@ -136,13 +142,13 @@ class SharedRowsEmitter(KernelEmitter):
             area = Area(buf, arrays[storage], at)
             if vectors:  # a vector's values on their way between shared memory and the row
                 area.tile = self.local_array(f"{self.namer(buf)}_held",
-                                             COMPUTE_TYPE[buf.type.dtype], VECTOR_WIDTH)
+                                             COMPUTE_TYPE[buf.type.dtype], self.vector_lanes)
             loads = [o for g in groups for o in g.loads if o.operands[0] is buf]
             self.areas.update({id(o): area for o in loads})
             filler = next(loop for loop in row_loops if any(o.parent is loop.body for o in loads))
             self.copied.setdefault(id(filler), []).append(loads[0])
             past = f"max(0, {loc['n_vectors']} - {in_registers})"
-            lanes = f" * {VECTOR_WIDTH}" if vectors else ""
+            lanes = f" * {self.vector_lanes}" if vectors else ""
             # the next area's first byte
             offset = f"{at} * {size} + {past} * {loc['nthreads']}{lanes} * {size}"
 
@@ -193,12 +199,12 @@ class SharedRowsEmitter(KernelEmitter):
         extent = self.extent(op.extent_list[0])
         w.line("# this thread's vectors past its registers: copied into shared memory, in "
                "flight with the register loads")
-        with w.indented(f"for {loc['vec']} in range({REGISTER_VECTORS}, {loc['n_vectors']}):"):
+        with w.indented(f"for {loc['vec']} in range({self.register_vectors}, {loc['n_vectors']}):"):
             self.vector_place(extent)
             self.lanes_for(op, k, extent)
             for o in loads:
                 area = self.areas[id(o)]
-                nbytes = self.hw.vector_width * itemsize(area.buffer.type.dtype)
+                nbytes = self.lane_count * itemsize(area.buffer.type.dtype)
                 w.line(f"_cp_async({area.array}, {area.at} + {loc['place']}, "
                        f"{self.vector_operand(o.operands[0], o.operands[1:])}, "
                        f"{loc['first']} < {extent}, {nbytes})")
@@ -208,10 +214,10 @@ class SharedRowsEmitter(KernelEmitter):
         """``first`` (the vector's first row index) and ``place`` (its offset in each area)
         of the thread's vector ``vec``."""
         w, loc = self.w, self.local
-        w.line(f"{loc['first']} = ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * "
-               f"{VECTOR_WIDTH}")
-        w.line(f"{loc['place']} = (({loc['vec']} - {REGISTER_VECTORS}) * {loc['nthreads']} + "
-               f"{loc['tid']}) * {VECTOR_WIDTH}")
+        lanes = self.vector_lanes
+        w.line(f"{loc['first']} = ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {lanes}")
+        w.line(f"{loc['place']} = (({loc['vec']} - {self.register_vectors}) * {loc['nthreads']} + "
+               f"{loc['tid']}) * {lanes}")
 
     def lanes_for(self, op, k: str, extent: str) -> None:
         from mlfuse.codegen.emit_vector import Lanes
@@ -231,14 +237,14 @@ class SharedRowsEmitter(KernelEmitter):
         self.fills[id(op)] = (index_ops, [o for o in loads if id(o) in self.tiles])
         self.reuse, self.kept = Reuse(), {}
         w.line("# this thread's vectors past its registers, held in shared memory")
-        with w.indented(f"for {loc['vec']} in range({REGISTER_VECTORS}, {loc['n_vectors']}):"):
+        with w.indented(f"for {loc['vec']} in range({self.register_vectors}, {loc['n_vectors']}):"):
             self.vector_place(extent)
             with w.indented(f"if {loc['first']} < {extent}:"):
                 if self.fills[id(op)][1]:
                     self.vector_fill(op)
                 read = {id(a.buffer): a for o in op.body.ops if (a := self.areas.get(id(o)))}
                 for area in read.values():  # the held vectors: one shared load each
-                    w.line(f"_load_held({area.array}, ({area.at} + {loc['place']},), "
+                    w.line(f"{self.load_held}({area.array}, ({area.at} + {loc['place']},), "
                            f"{area.tile}, 0)")
                 with self.each_lane():
                     yield
@@ -246,9 +252,9 @@ class SharedRowsEmitter(KernelEmitter):
         self.held, fills, self.reuse, self.kept = saved
         self.fills[id(op)] = fills
 
-    def vector_fill(self, owner: Operation) -> None:
+    def vector_fill(self, owner: Operation, **which) -> None:
         self.filling = True
-        super().vector_fill(owner)
+        super().vector_fill(owner, **which)
         self.filling = False
 
     @contextmanager

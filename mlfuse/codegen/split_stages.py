@@ -253,9 +253,9 @@ class StageEmitter(KernelEmitter):
             yield
         self.lane_ops, self.lane_loads = set(), {}
 
-    def vector_fill(self, owner: Operation) -> None:
+    def vector_fill(self, owner: Operation, **which) -> None:
         self.filling = True
-        super().vector_fill(owner)
+        super().vector_fill(owner, **which)
         self.filling = False
 
     def fill_line(self, load: Operation) -> None:
