@@ -122,6 +122,19 @@ def test_rows_not_of_whole_aligned_vectors_are_held_a_value_at_a_time():
     assert launched == ["softmax_0_shared_scalar"] * 2
 
 
+def test_slots_past_registers_are_walked_by_stepped_cursors():
+    """The scalar variant's slots past registers: k and place start at the first such
+    slot and step by the block's threads while k is in the row (no slot range, no index
+    test, no products a value: softmax 4000 x 12289 on the H100 0.314 -> 0.213 ms)."""
+    source = generate(parse_ir(SOFTMAX), "simulator", TINY)
+    kernel = source[source.index("def softmax_0_shared_scalar("):]
+    kernel = kernel[:kernel.index("\n\n\n")]
+    walks = re.findall(r"^ +while (\w+) < C:$", kernel, flags=re.M)
+    assert len(walks) == 4  # the copies, then the shared part of each of the three loops
+    assert kernel.count("place += numba.uint32(nthreads)") == 4
+    assert "range(4, n_vectors" not in kernel and "[numba.uint32(x_at + place)]" in kernel
+
+
 def test_odd_f16_rows_are_held_by_plain_copies():
     """2-byte values: no cp.async moves them, a load and a store each instead."""
     from numba import cuda
