@@ -293,8 +293,9 @@ def test_constant_row_length_needs_one_row_variant():
 
 def test_cuda_kernels_declare_their_launch_bounds():
     source = generate(parse_ir(SOFTMAX), "cuda")
-    # the scalar fallback of the vector row kernel asks for one block per SM (no spills)
-    assert "@cuda.jit(launch_bounds=(REGISTER_ROW_THREADS, 1))\ndef softmax_0(" in source
+    # the scalar fallback of the vector row kernel asks for two blocks per SM (its
+    # registers left one: test_row_variants.test_the_scalar_fallback_asks_for_two_...)
+    assert "@cuda.jit(launch_bounds=(REGISTER_ROW_THREADS, 2))\ndef softmax_0(" in source
     assert "@cuda.jit(launch_bounds=REGISTER_ROW_THREADS)\ndef softmax_0_vector(" in source
     assert "@cuda.jit(launch_bounds=1024)\ndef softmax_0_streaming(" in source
 
