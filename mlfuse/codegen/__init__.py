@@ -48,7 +48,8 @@ from mlfuse.ir.builtin import FuncOp, ModuleOp
 from mlfuse.row_groups import scalar_values
 
 TARGETS = ("cuda", "simulator")
-_MODULE_GLOBALS = ("THREAD_COMBINE_CHUNKS", "BLOCK_COMBINE_CHUNKS", "TARGET", "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
+_MODULE_GLOBALS = ("THREAD_COMBINE_CHUNKS", "BLOCK_COMBINE_CHUNKS", "TARGET",
+                   "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
                    "VALUES_PER_THREAD", "SHORT_ROW_VALUES", "SHORT_ROW_SCALARS",
                    "SHORT_ROW_MIN_BLOCKS",                   "REGISTER_ROW_THREADS", "MAX_ROW_BLOCKS",
                    "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "VECTOR_WIDTH_16",

@@ -120,9 +120,7 @@ def _sources(op: LoopOp) -> list[str]:
 
 class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
     """One kernel of ``op`` in one variant (see _SCHEDULE_DOC)."""
-    # whether a registers-vector row moves 16 bytes of 16-bit values a vector where it
-    # can (half_row_vectors); variants planned in VECTOR_WIDTH vectors say no
-    half_rows = True
+
     launch_bound: str | None = None  # threads per block, where a schedule module fixes them
 
     def __init__(self, op: LoopOp, name: str, variant: str, target: str, helpers: set[str],
@@ -143,7 +141,7 @@ class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
         # and the row loops whose vector loads the batch issued ahead already
         self.slot_offset, self.prefilled = "", set()
         if variant == "pointwise-vector" and half_vectors(pointwise_vector_accesses(op.body)) \
-                or variant == "registers-vector" and self.half_rows and half_row_vectors(op, hw):
+                or variant == "registers-vector" and half_row_vectors(op, hw):
             self.vector_lanes, self.vector_points = "VECTOR_WIDTH_16", "POINTS_PER_THREAD_16"
             self.vector_moves = ("_load_halves", "_store_halves")
         self.held_rows = variant == "registers"  # shared loops take VALUES_PER_THREAD slots

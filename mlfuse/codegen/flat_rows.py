@@ -368,7 +368,7 @@ class FlatRows:
         self.flat.update(found)
         self.reuse.dead |= unneeded_index_ops(self.op, found)
         views = {}
-        for access in [*self.flat.values(), *self.segments.values()]:
+        for access in self.planned_accesses():
             if id(access.buf) not in views:
                 self.helpers.add("_flat")
                 views[id(access.buf)] = self.namer.fresh(f"{self.namer(access.buf)}_flat")
@@ -376,7 +376,7 @@ class FlatRows:
         self.flat_views = views
         self.flat_strides = {}  # (id(buf), axis) -> the name of its stride
         names: dict[str, str] = {}  # one name per stride text
-        for access in [*self.flat.values(), *self.segments.values()]:
+        for access in self.planned_accesses():
             key = (id(access.buf), access.axis)
             if access.axis is not None and key not in self.flat_strides:
                 text = " * ".join(self._strides(access.buf, access.axis))
@@ -407,10 +407,14 @@ class FlatRows:
         self.stream_passes = getattr(self, "stream_passes", 0) + 1
         return self.stream_passes % 2 == 0
 
+    def planned_accesses(self) -> list:
+        """Every access planned at a row base: flat ones, then segmented ones."""
+        return [*self.flat.values(), *self.segments.values()]
+
     def row_base_lines(self) -> None:
         """Each distinct row base of the current point, once (after its indices)."""
         self.row_bases = {}
-        for access in [*self.flat.values(), *self.segments.values()]:
+        for access in self.planned_accesses():
             text = self._base_code(access)
             if text not in self.row_bases:
                 self.row_bases[text] = self.namer.fresh("row_base")

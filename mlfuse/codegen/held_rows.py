@@ -69,7 +69,7 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
     if "vector" in entry:
         host.helpers.add("_vector_ready")
         v_threads, v_held = host.namer.fresh("vector_threads"), host.namer.fresh("vector_bytes")
-        lanes = entry.get("lanes", "VECTOR_WIDTH")
+        lanes = entry["lanes"]
         lines.append(f"{v_threads}, {v_held} = _shared_row_plan({row}, {entry['value_bytes']}, "
                      f"VALUES_PER_THREAD, SHARED_ROW_THREADS, {lanes}, {pairs})")
         buffers = ", ".join(host.namer(b) for b in entry["buffers"])

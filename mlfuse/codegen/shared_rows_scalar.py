@@ -119,7 +119,7 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
     def shared_part(self, op):
         """The loop over the thread's slots past its registers: held buffers read from
         shared memory, other loads from memory, nothing kept for later."""
-        w, loc = self.w, self.local
+        w = self.w
         k = self.define(op.body.args[0], "k")
         extent = self.extent(op.extent_list[0])
         saved = self.held, self.reuse, self.kept
