@@ -178,24 +178,25 @@ def _kernel(source: str, name: str) -> str:
     return kernel[:kernel.index("\n\n\n")]
 
 
-@pytest.mark.parametrize("c, kernel", [(520, "f_0_vector"), (522, "f_0")])
+@pytest.mark.parametrize("c, kernel", [(520, "f_0_vector"), (522, "f_0_peeled")])
 def test_a_residual_row_keeps_its_sum_not_both_operands(c, kernel):
     """h = x + r, then layernorm(h): three row loops read h. Computing it again in each
     would hold x and r for all three (two arrays a thread); the first loop keeps h
     instead (one array), later loops read it there, and x and r are read in the first
     loop only. Both results as NumPy gives them, NaN and infinities too, from the
-    registers kernel (rows of 520: whole vectors; 522: the scalar twin)."""
+    registers kernel (rows of 520: whole vectors; 522: their ends peeled off)."""
     func = parse_program(RESIDUAL_LAYERNORM, "t.fuse").funcs[0]
     inputs = random_inputs(func, {"R": 3, "C": c}, seed=7)
     inputs[0][1, 5], inputs[1][2, 9] = np.nan, np.inf
     module = mlfuse.compile_source(RESIDUAL_LAYERNORM, "t.fuse", target="simulator")
-    launched = record_launches(module.python_module, ["f_0", "f_0_vector"])
+    launched = record_launches(module.python_module, ["f_0", "f_0_vector", "f_0_peeled"])
     got = module["f"](*inputs)
     assert launched == [kernel]
     assert_results_close(func, run_tensor(func, inputs), got)
     text = _kernel(module.source, kernel)
-    assert text.count("= x_vals[slot]") == 1 and text.count("= r_vals[slot]") == 1
-    assert text.count("h_vals[slot] = h_1") == 1 and text.count("= h_vals[slot]") == 2
+    parts = 2 if kernel == "f_0_peeled" else 1  # (a row loop's vectors, then its ends)
+    assert text.count("= x_vals[slot]") == parts and text.count("= r_vals[slot]") == parts
+    assert text.count("h_vals[slot] = h_1") == parts and text.count("= h_vals[slot]") == 2 * parts
 
 
 def test_a_held_rows_kernel_computes_the_sum_again():

@@ -50,7 +50,7 @@ from mlfuse.row_groups import scalar_values
 TARGETS = ("cuda", "simulator")
 _MODULE_GLOBALS = ("THREAD_COMBINE_CHUNKS", "BLOCK_COMBINE_CHUNKS", "TARGET",
                    "THREADS_PER_BLOCK", "MAX_BLOCKS", "POINTS_PER_THREAD",
-                   "VALUES_PER_THREAD", "SHORT_ROW_VALUES", "SHORT_ROW_SCALARS",
+                   "VALUES_PER_THREAD", "PEELED_ROW_SLOTS", "SHORT_ROW_VALUES", "SHORT_ROW_SCALARS",
                    "SHORT_ROW_MIN_BLOCKS",                   "REGISTER_ROW_THREADS", "MAX_ROW_BLOCKS",
                    "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "VECTOR_WIDTH_16",
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
@@ -78,6 +78,7 @@ THREADS_PER_BLOCK = {threads}  # per block of a pointwise kernel
 MAX_BLOCKS = {max_blocks}  # grid-stride loops cover points beyond MAX_BLOCKS blocks
 POINTS_PER_THREAD = {points_per_thread}  # of a loop-free pointwise kernel, loads issued together
 VALUES_PER_THREAD = {values_per_thread}  # of a row held in registers
+PEELED_ROW_SLOTS = VALUES_PER_THREAD + 1  # and one of its ends' values (peeled_rows.py)
 SHORT_ROW_VALUES = {short_row_values}  # of a short row in vectors, held by a lane of its group
 SHORT_ROW_SCALARS = {short_row_scalars}  # of a short row loaded a value at a time, held by a lane
 SHORT_ROW_MIN_BLOCKS = {short_row_min_blocks}  # resident per SM, asked of a short-row plan kernel

@@ -93,6 +93,7 @@ MAX_THREADS = 1024  # per block, on every CUDA GPU
 _LAUNCH_BOUND = {"pointwise": "THREADS_PER_BLOCK", "pointwise-prefetch": "THREADS_PER_BLOCK",
                  "pointwise-vector": "THREADS_PER_BLOCK", "streaming": str(MAX_THREADS),
                  "registers": "REGISTER_ROW_THREADS", "registers-vector": "REGISTER_ROW_THREADS",
+                 "registers-peeled": "REGISTER_ROW_THREADS",
                  "strips-registers": "STRIP_HELD_THREADS", "strips-streaming": "(512, 1)"}  # one block per SM asked: no spills
 
 _SCHEDULE_DOC = {
@@ -108,6 +109,10 @@ _SCHEDULE_DOC = {
     "registers-vector": "Row schedule over [{space}]: one block per point, each thread holds "
                         "its VALUES_PER_THREAD values of a row, in vectors of VECTOR_WIDTH "
                         "neighbours loaded and stored whole.",
+    "registers-peeled": "Row schedule over [{space}]: one block per point, each thread holds "
+                        "its VALUES_PER_THREAD values of a row in vectors loaded and stored "
+                        "whole from the row's first aligned one, and the first threads a "
+                        "value each of the row's ends (peeled_rows.py).",
 }
 
 

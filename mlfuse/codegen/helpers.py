@@ -528,13 +528,13 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_index32", "_
     "_mma_geometry", "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stage_rows",
     "_split_stages",
     "_shared_row_plan", "_split_columns", "_short_row_width", "_row_group", "_strip_threads", "_strip_columns",
-    "_strip_shared", "_address", "_vector_ready", "_copy_values", "_TiledKernel", "_contraction_plan",
+    "_strip_shared", "_address", "_vector_ready", "_peel_ready", "_copy_values", "_TiledKernel", "_contraction_plan",
     "_contraction_geometry"]
 
 
 def helper_sources(used: set[str], target: str) -> list[str]:
     """Source of each helper in ``used`` (and of the helpers those call), in ORDER."""
-    if used & {"_vector_ready", "_copy_values"}:  # they read _address
+    if used & {"_vector_ready", "_peel_ready", "_copy_values"}:  # they read _address
         used = used | {"_address"}
     texts = {}
     for name in [n for n in ORDER if n.startswith("_block_reduce_") and n in used]:

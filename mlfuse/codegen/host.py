@@ -23,6 +23,7 @@ from mlfuse.codegen.flat_rows import aligned_start_tests
 from mlfuse.codegen.kernel_code import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.split_stages import stages_launch
 from mlfuse.codegen.held_rows import shared_rows_launch
+from mlfuse.codegen.peeled_rows import peeled_choice
 from mlfuse.codegen.scalar import STORAGE_TYPE
 from mlfuse.codegen.names import Namer, identifier
 from mlfuse.codegen.writer import Writer
@@ -222,6 +223,10 @@ class HostEmitter:
             flat_tests = self.multiple_tests(kernel.launch.get("vector_multiples", ()), kernel.op) \
                 + aligned_start_tests(self, kernel.launch.get("flat_vector_buffers", ()))
             lines = self.vector_choice(kernel, calls, "registers-vector", flat_tests)
+            if "peeled" in kernel.launch:  # rows of no whole vectors (peeled_rows.py)
+                call = self.call(kernel.launch["peeled"]["kernel"], f"_row_blocks({points}), "
+                                 f"_row_threads({threads['registers']})", args)
+                lines = peeled_choice(self, kernel, call, lines)
             if "streaming" in calls:
                 unit = self.w.unit
                 lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "

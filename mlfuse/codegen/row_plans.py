@@ -82,7 +82,7 @@ class RowPlans:
         w.line(f"{loc['tid']} = cuda.threadIdx.x")
         w.line(f"{loc['nthreads']} = cuda.blockDim.x")
         self.declare_scratch(row_loops)
-        if self.variant in ("registers", "registers-vector"):
+        if self.variant.startswith("registers"):  # (-vector, -peeled too)
             self.plan_held_rows(row_loops)
         elif self.variant == "streaming":
             row_loops = self.plan_passes(row_loops)
@@ -118,6 +118,7 @@ class RowPlans:
         gets VALUES_PER_THREAD slots (shared by the loops that load the same values),
         filled by the loop's fill phase."""
         groups, index_ops = row_held_loads(row_loops)
+        groups = [g for g in groups if self.holds(g.loads[0])]
         first = {id(g.loads[0]) for g in groups}  # the load that fills a group's array
         for group in groups:
             self.hold(group.loads, self.row_slots)
@@ -130,6 +131,11 @@ class RowPlans:
                 self.kept[id(o)] = self.local_array(
                     f"{o.result.name_hint or o.name.split('.')[1]}_vals",
                     COMPUTE_TYPE[o.result.type.dtype], self.row_slots)
+
+    def holds(self, load: Operation) -> bool:
+        """Whether the registers variant holds ``load``'s values (every early load does
+        here; peeled_rows.py reads some where they are used)."""
+        return True
 
     def plan_stream_tiles(self, row_loops: list[Operation]) -> None:
         """The streaming variant's tiles: each row loop walks the row STREAM_TILE values per
@@ -289,3 +295,27 @@ class RowPlans:
                 yielded = self.namer(op.body.ops[-1].operands[0])
                 step = combine(op["combiner"], acc, yielded, self.helpers, op.result.type.dtype)
                 self.w.line(f"{acc} = {step}")
+
+
+class PartedRowLoops:
+    """A mixin (before ``KernelEmitter``) for row kernels that emit each row loop once per
+    part of the row, ``part`` naming the current one to their ``loop``: shared_rows.py's
+    "registers" then "shared" (values past registers), peeled_rows.py's "vectors" then
+    "ends" (a row's head and tail). A reduce's part accumulates into the same part sum."""
+
+    row_loop_parts: tuple[str, ...] = ()
+    part = ""  # the part being emitted ("": outside a row loop)
+
+    def walk_together(self, group: list[ReduceOp], accs: list[str], shared: bool) -> None:
+        if not shared:
+            return super().walk_together(group, accs, shared)
+        for self.part in self.row_loop_parts:
+            super().walk_together(group, accs, shared)
+        self.part = ""
+
+    def statement(self, op: Operation, shared: bool) -> None:
+        if not (shared and isinstance(op, ForOp)):
+            return super().statement(op, shared)
+        for self.part in self.row_loop_parts:
+            super().statement(op, shared)
+        self.part = ""

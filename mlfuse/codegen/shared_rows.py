@@ -36,7 +36,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.types import itemsize
 from mlfuse.row_hold import held_buffers
@@ -44,6 +43,7 @@ from mlfuse.row_hold import held_buffers
 from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, _row_loops
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH
 from mlfuse.codegen.reuse import Reuse, prefetchable_loads, row_held_loads
+from mlfuse.codegen.row_plans import PartedRowLoops
 from mlfuse.codegen.scalar import COMPUTE_TYPE, STORAGE_TYPE
 
 _DOC = ("Row schedule over [{space}]: one block per point, each thread holds its first "
@@ -63,7 +63,7 @@ class Area:
     tile: str = ""
 
 
-class SharedRowsEmitter(KernelEmitter):
+class SharedRowsEmitter(PartedRowLoops, KernelEmitter):
     """The "shared-vector" variant of a row kernel (see the module doc)."""
 
     # a full SM's threads resident (1024 at 64 registers: 2 blocks of 512, where a
@@ -72,6 +72,7 @@ class SharedRowsEmitter(KernelEmitter):
     base_variant = "registers-vector"  # the registers part's variant
     keep_to_free_loads = False  # (row_plans.py)
     doc = _DOC
+    row_loop_parts = ("registers", "shared")
 
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, self.base_variant, target, helpers, hw, taken)
@@ -79,7 +80,6 @@ class SharedRowsEmitter(KernelEmitter):
         self.held_buffers = held_buffers(op)
         self.areas: dict[int, Area] = {}  # id(held load) -> its buffer's area
         self.copied: dict[int, list[Operation]] = {}  # id(loop) -> held loads it copies
-        self.part = ""  # the loop part being emitted: "registers" or "shared"
         self.tiles: dict[int, str] = {}  # id(unheld load) -> its tile in the shared part
         # the current loop's early vector loads that no other loop reads (layernorm's
         # gamma and beta): in the register part too a vector at a time, into their tiles
@@ -152,21 +152,7 @@ class SharedRowsEmitter(KernelEmitter):
             # the next area's first byte
             offset = f"{at} * {size} + {past} * {loc['nthreads']}{lanes} * {size}"
 
-    # -- a row loop in two parts -------------------------------------------------
-    def walk_together(self, group: list[ReduceOp], accs: list[str], shared: bool) -> None:
-        if not shared:
-            return super().walk_together(group, accs, shared)
-        for self.part in ("registers", "shared"):
-            super().walk_together(group, accs, shared)
-        self.part = ""
-
-    def statement(self, op: Operation, shared: bool) -> None:
-        if not (shared and isinstance(op, ForOp)):
-            return super().statement(op, shared)
-        for self.part in ("registers", "shared"):
-            super().statement(op, shared)
-        self.part = ""
-
+    # -- a row loop in two parts (PartedRowLoops) -------------------------------
     @contextmanager
     def loop(self, op, shared: bool):
         if not shared:

@@ -44,6 +44,7 @@ from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 from mlfuse.codegen.flat_rows import _key
 from mlfuse.codegen.held_rows import shared_rows_code
 from mlfuse.codegen.kernel_code import KernelCode, kernel_interface
+from mlfuse.codegen.peeled_rows import peeled_rows_code
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains
 from mlfuse.codegen.reuse import defined_inside
 from mlfuse.codegen.row_plans import stream_tile
@@ -407,6 +408,10 @@ def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> Kernel
     """A row kernel's KernelCode, with the split plan's kernels where the schedule
     choice asked for them (``split_stages``), and the short-row plan's (``warp_rows``)."""
     code = emit_kernel(op, name, target, helpers, names, hw)
+    launch, text = peeled_rows_code(op, name, target, helpers, names, hw, code.variants)
+    if launch:  # rows of no whole vectors: their ends peeled off (peeled_rows.py)
+        code.launch.update(launch)
+        code.text += "\n\n" + text
     launch, text = shared_rows_code(op, name, target, helpers, names, hw)
     if launch:  # long rows held in registers and shared memory (shared_rows.py)
         code.launch.update(launch)

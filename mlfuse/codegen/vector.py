@@ -358,6 +358,23 @@ def _vector_ready(*arrays, width=VECTOR_WIDTH):
     return True
 '''
 
+_PEEL_READY = '''\
+def _peel_ready(*arrays, width=VECTOR_WIDTH):
+    """Whether a peeled row kernel may take ``arrays``: each is C-contiguous and starts
+    on a vector boundary (``width`` values), so that, their shapes being the same, a
+    row's values from its first aligned vector on lie in whole aligned vectors in all
+    of them alike (peeled_rows.py)."""
+    for array in arrays:
+        if _address(array) % (width * array.dtype.itemsize):
+            return False
+        stride = array.dtype.itemsize
+        for extent, step in zip(reversed(array.shape), reversed(array.strides)):
+            if extent > 1 and step != stride:
+                return False
+            stride *= extent
+    return True
+'''
+
 _ADDRESS = {
     "cuda": '''\
 def _address(array):
@@ -377,6 +394,7 @@ CUDA_IMPORTS = ("from llvmlite import ir", "from numba import types",
 VECTOR_NAMES = ("_VECTOR_PTX", "_WIDENED", "_CONVERSION", "_moved", "_widen", "_narrow", "_vector_operands", "_vector_intrinsic", "_vector_load",
                 "_vector_store", "_vector_row", "_load_vector", "_store_vector", "_address",
                 "_halves_load", "_halves_store", "_load_halves", "_store_halves", "_copy_values",
+                "_peel_ready",
                 "_shared_load", "_shared_store", "_load_shared", "_store_shared",
                 "ir", "types", "cgutils", "intrinsic")
 
@@ -385,4 +403,4 @@ def vector_helper_sources(target: str) -> dict[str, str]:
     """Source of each vector helper on ``target``, by the name a module uses."""
     device = _CUDA_INTRINSICS if target == "cuda" else _SIMULATOR_ACCESSES
     return {"_vector_access": device, "_address": _ADDRESS[target], "_vector_ready": _VECTOR_READY,
-            "_copy_values": _COPY_VALUES}
+            "_peel_ready": _PEEL_READY, "_copy_values": _COPY_VALUES}
