@@ -148,7 +148,7 @@ def test_constant_innermost_extent_decides_the_vector_variant_when_generating():
 # -- rows ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape,kernel", [((3, 48), "softmax_0_vector"),
-                                          ((3, 50), "softmax_0"),
+                                          ((3, 50), "softmax_0_peeled"),
                                           ((2, 4), "softmax_0_vector")])
 def test_softmax_rows_take_the_vector_kernel_when_their_length_allows(shape, kernel):
     x = rng_array(shape)
@@ -190,13 +190,17 @@ def test_vector_i32_row_sum_stays_exact():
     assert launched == ["reduce_0_vector"]
 
 
-@pytest.mark.parametrize("misaligned", [None, "x", "g"])
-def test_row_kernel_takes_the_scalar_kernel_when_any_vector_buffer_is_misaligned(misaligned):
+@pytest.mark.parametrize("misaligned, kernel", [(None, "norm_0_vector"), ("x", "norm_0"),
+                                                ("g", "norm_0_peeled")])
+def test_row_kernel_takes_the_scalar_kernel_when_any_vector_buffer_is_misaligned(misaligned,
+                                                                                 kernel):
+    """A misaligned row buffer (x): the scalar kernel; a misaligned parameter (g): the
+    peeled kernel, which moves x and out as vectors and reads g a value at a time."""
     x, g = rng_array((4, 24)), rng_array(24, seed=5)
     args = [offset_by_one(a) if name == misaligned else a for name, a in (("x", x), ("g", g))]
     got, launched = launch(NORM, *args)
     assert_close(got, (x - x.sum(axis=1, keepdims=True)) * g, n_ops=26)
-    assert launched == ["norm_0" if misaligned else "norm_0_vector"]
+    assert launched == [kernel]
 
 
 def test_vector_row_loads_each_vector_once_and_stores_it_whole():
@@ -323,7 +327,7 @@ def test_f16_vector_kernel_compiles_to_16_byte_accesses_without_spills(tmp_path)
 def test_sixteen_bit_rows_held_in_registers_move_16_byte_vectors():
     """An f16 row kernel's registers variant loads and stores 8 halves a vector (16
     bytes, as many values a thread as before); rows of whole 4-value vectors but not
-    8-value ones take the scalar kernel. Both agree with NumPy."""
+    8-value ones take the peeled kernel (peeled_rows.py). Both agree with NumPy."""
     from numba import cuda
 
     from mlfuse.pipeline import compile_text
@@ -336,10 +340,10 @@ def test_sixteen_bit_rows_held_in_registers_move_16_byte_vectors():
     # rows a warp holds take the short-row plan first: these are meant for a block
     source = re.sub(r"^SHORT_ROW_(VALUES|SCALARS) = \d+", r"SHORT_ROW_\1 = 0", source, flags=re.M)
     module = load_source(source, "halves_test")
-    launched = record_launches(module, ["softmax_0", "softmax_0_vector"])
+    launched = record_launches(module, ["softmax_0", "softmax_0_vector", "softmax_0_peeled"])
     for columns in (48, 44):
         x = np.random.default_rng(columns).standard_normal((3, columns)).astype(np.float16)
         got = module.softmax(cuda.to_device(x)).copy_to_host()
         assert_close(got, softmax(x.astype(np.float32)).astype(np.float16), n_ops=5,
                      reduced=columns)
-    assert launched == ["softmax_0_vector", "softmax_0"]
+    assert launched == ["softmax_0_vector", "softmax_0_peeled"]
