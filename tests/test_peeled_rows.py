@@ -5,14 +5,19 @@ vector moves raise on a misaligned address, as the GPU would fault), NaN and
 infinities included; the host's choice; and the generated code."""
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 from numba import cuda
 
 import mlfuse
 from mlfuse.codegen import generate
+from mlfuse.hardware import get_target
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.runtime.loader import load_source
 from mlfuse.tools.checking import random_inputs
 
 from helpers import assert_results_close, record_launches
@@ -124,3 +129,33 @@ def test_rows_of_constant_whole_vectors_have_no_peeled_kernel():
     text = generate(compile_text(SOFTMAX.format(t="f32").replace("C]", "64]"), "t.fuse",
                                  level="fused"), "cuda")
     assert "f_0_peeled" not in text and "f_0_vector" in text
+
+
+# registers hold 8 values x 32 threads: rows past 256 values are held in shared memory too
+TINY = dataclasses.replace(get_target(), row_values_per_thread=8, row_threads=32,
+                           shared_row_threads=32, split_stage_rows_per_sm=0)
+
+
+@pytest.mark.parametrize("program, dtype, dims", [
+    (RESIDUAL_LAYERNORM, "f16", {"R": 9, "C": 301}),
+    (SOFTMAX, "f32", {"R": 5, "C": 299}),
+])
+def test_odd_rows_past_registers_take_the_peeled_held_kernel_and_match_numpy(program, dtype,
+                                                                             dims):
+    """Rows past registers of odd length: the held-rows kernel's vectors in registers
+    and in shared memory (cp.async of whole vectors only) shifted by the row's head, the
+    ends a value a thread; both outputs as NumPy gives them, NaN and infinities too."""
+    source = program.format(t=dtype)
+    func = parse_program(source, "t.fuse").funcs[0]
+    text = generate(compile_text(source, "t.fuse", level="fused"), "simulator", TINY)
+    kernel = _kernel(text, "f_0_shared_peeled")
+    assert "first < vectors_end, 16)" in kernel and "first = head + (tid + vec * nthreads)" in kernel
+    text = re.sub(r"^SHORT_ROW_(VALUES|SCALARS) = \d+", r"SHORT_ROW_\1 = 0", text, flags=re.M)
+    module = load_source(text, "peeled_held_test")
+    launched = record_launches(module, [n for n in dir(module) if n.startswith("f_0")])
+    inputs = random_inputs(func, dims, seed=13)
+    _poison(inputs)
+    got = module.f(*[cuda.to_device(a) for a in inputs])
+    got = tuple(g.copy_to_host() for g in got) if isinstance(got, tuple) else got.copy_to_host()
+    assert launched == ["f_0_shared_peeled"]
+    assert_results_close(func, run_tensor(func, inputs), got)

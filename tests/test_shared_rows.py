@@ -68,7 +68,7 @@ def test_a_row_loop_reading_broadcast_operands_holds_only_the_row():
     assert launched == ["norm_0_shared"]
     assert_close(got, (x - x.sum(axis=1, keepdims=True)) * g, n_ops=4, reduced=392)
     source = generate(parse_ir(NORM), "simulator", TINY)
-    kernel = source[source.index("def norm_0_shared("):source.index("def norm_0_shared_scalar")]
+    kernel = source[source.index("def norm_0_shared("):source.index("def norm_0_shared_peeled")]
     assert kernel.count("_cp_async(") == 1 and "g_tile" in kernel  # x copied; g not held
 
 
@@ -88,8 +88,8 @@ def test_f16_rows_move_16_byte_vectors_through_shared_memory():
     """16-bit rows take vectors of 8 values (16 bytes, as f32 rows' 4) in registers, in
     their cp.async copies and in their shared reads (8 values a thread in registers
     here: rows past 256 values held in shared memory too); rows of a multiple of 4 but
-    not 8 values, and rows 8 bytes off a 16-byte boundary, go to the scalar variant.
-    NaN and infinite rows as NumPy."""
+    not 8 values go to the peeled variant (peeled_rows.py), rows sliced out of wider
+    ones to the scalar variant. NaN and infinite rows as NumPy."""
     from numba import cuda
     module_ir = compile_text(SOFTMAX_FUSE.format(t="f16"), "s.fuse", level="fused")
     hw = dataclasses.replace(TINY, row_values_per_thread=8, split_stage_rows_per_sm=0)
@@ -105,12 +105,12 @@ def test_f16_rows_move_16_byte_vectors_through_shared_memory():
             cuda.to_device(part.copy())
         got = module.softmax(arg).copy_to_host()
         assert_close(got, _softmax(part).astype(np.float16), n_ops=5, reduced=cols)
-    assert launched == ["softmax_0_shared"] + ["softmax_0_shared_scalar"] * 2
+    assert launched == ["softmax_0_shared", "softmax_0_shared_peeled", "softmax_0_shared_scalar"]
 
 
 def test_rows_not_of_whole_aligned_vectors_are_held_a_value_at_a_time():
-    """Odd lengths and misaligned rows: the scalar variant (shared_rows_scalar.py), its
-    values past registers copied by 4-byte cp.async."""
+    """Misaligned rows: the scalar variant (shared_rows_scalar.py), its values past
+    registers copied by 4-byte cp.async; odd lengths: the peeled variant."""
     from numba import cuda
     module, launched = _module(parse_ir(SOFTMAX))
     x = np.random.default_rng(3).standard_normal((2, 139)).astype(np.float32)
@@ -119,7 +119,7 @@ def test_rows_not_of_whole_aligned_vectors_are_held_a_value_at_a_time():
     x = x[:, :136].copy()
     got = module.softmax(offset_by_one(x)).copy_to_host()
     assert_close(got, _softmax(x).astype(np.float32), n_ops=5, reduced=136)
-    assert launched == ["softmax_0_shared_scalar"] * 2
+    assert launched == ["softmax_0_shared_peeled", "softmax_0_shared_scalar"]
 
 
 def test_slots_past_registers_are_walked_by_stepped_cursors():
@@ -136,25 +136,25 @@ def test_slots_past_registers_are_walked_by_stepped_cursors():
 
 
 def test_odd_f16_rows_are_held_by_plain_copies():
-    """2-byte values: no cp.async moves them, a load and a store each instead."""
-    from numba import cuda
+    """2-byte values: no cp.async moves them, a load and a store each instead (rows off
+    a vector boundary: odd ones that are aligned take the peeled variant)."""
     module_ir = compile_text(SOFTMAX_FUSE.format(t="f16"), "s.fuse", level="fused")
     module, launched = _module(module_ir, dataclasses.replace(TINY, split_stage_rows_per_sm=0))
     x = np.random.default_rng(5).standard_normal((2, 133)).astype(np.float16)
-    got = module.softmax(cuda.to_device(x)).copy_to_host()
+    got = module.softmax(offset_by_one(x)).copy_to_host()
     assert launched == ["softmax_0_shared_scalar"]
     assert_close(got, _softmax(x).astype(np.float16), n_ops=5, reduced=133)
 
 
 def test_odd_rows_with_a_broadcast_operand_hold_only_the_row():
-    """NORM at an odd length: x copied into shared memory (4-byte cp.async), g read from
-    memory in the shared part."""
+    """NORM at an odd length, x off a vector boundary: x copied into shared memory
+    (4-byte cp.async), g read from memory in the shared part."""
     from numba import cuda
     module, launched = _module(parse_ir(NORM))
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 201)).astype(np.float32)
     g = rng.standard_normal(201).astype(np.float32)
-    got = module.norm(cuda.to_device(x), cuda.to_device(g)).copy_to_host()
+    got = module.norm(offset_by_one(x), cuda.to_device(g)).copy_to_host()
     assert launched == ["norm_0_shared_scalar"]
     assert_close(got, (x - x.sum(axis=1, keepdims=True)) * g, n_ops=4, reduced=201)
     source = generate(parse_ir(NORM), "simulator", TINY)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from mlfuse.row_hold import held_buffers, held_value_bytes, scalar_held_values
 
 from mlfuse.codegen.emit_kernel import _row_loops, half_row_vectors
+from mlfuse.codegen.peeled_rows import PeeledSharedRowsEmitter, peel_plan
 from mlfuse.codegen.shared_rows import SharedRowsEmitter
 from mlfuse.codegen.shared_rows_scalar import ScalarSharedRowsEmitter
 from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
@@ -44,6 +45,15 @@ def shared_rows_code(op, name: str, target: str, helpers: set[str], names, hw) -
         entry["buffers"] = vector_buffers(row_vector_accesses(_row_loops(op)))
         # the kernel's values a vector (16 bytes of 16-bit values where they all are)
         entry["lanes"] = "VECTOR_WIDTH_16" if half_row_vectors(op, hw) else "VECTOR_WIDTH"
+    plan = peel_plan(op, hw)
+    if plan is not None and all(any(b is p for p in vector_buffers(plan.accesses)) for b in held):
+        # rows of no whole vectors, whose held buffers share the row's phase
+        entry["peeled"] = names.fresh(f"{name}_shared_peeled")
+        texts.append(PeeledSharedRowsEmitter(op, entry["peeled"], target, helpers, hw,
+                                             names.taken, plan).emit())
+        texts.append(f"{entry['peeled']} = _DynamicShared({entry['peeled']}, SHARED_ROW_BYTES)"
+                     + _ALLOWED)
+        entry["peeled_buffers"], entry["peeled_lanes"] = vector_buffers(plan.accesses), plan.lanes
     entry["scalar"] = names.fresh(f"{name}_shared_scalar")
     texts.append(ScalarSharedRowsEmitter(op, entry["scalar"], target, helpers, hw,
                                          names.taken).emit())
@@ -66,19 +76,28 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
     lines = [(f"{threads}, {held} = _shared_row_plan({row}, {entry['value_bytes']}, "
               f"{entry['scalar_values']}, SHARED_ROW_THREADS, 1, {pairs})")]
     branches = []
-    if "vector" in entry:
-        host.helpers.add("_vector_ready")
-        v_threads, v_held = host.namer.fresh("vector_threads"), host.namer.fresh("vector_bytes")
-        lanes = entry["lanes"]
+
+    def vector_branch(kernel_name, buffers, lanes, ready, extra, comment, base):
+        """A held vector kernel's plan line and branch: its own threads and bytes
+        (``lanes`` values a vector), launched where ``ready`` takes ``buffers``."""
+        host.helpers.add(ready)
+        v_threads, v_held = host.namer.fresh(f"{base}_threads"), host.namer.fresh(f"{base}_bytes")
         lines.append(f"{v_threads}, {v_held} = _shared_row_plan({row}, {entry['value_bytes']}, "
                      f"VALUES_PER_THREAD, SHARED_ROW_THREADS, {lanes}, {pairs})")
-        buffers = ", ".join(host.namer(b) for b in entry["buffers"])
-        ready = f"_vector_ready({buffers}" + (", width=VECTOR_WIDTH_16)" if lanes != "VECTOR_WIDTH"
-                                              else ")")
-        test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", f"{row} % {lanes} == 0", ready])
-        branches += [f"if {test}:  # rows past registers, whole aligned vectors",
-                     unit + host.call(entry["vector"],
-                                      f"_row_blocks({points}), {v_threads}, 0, {v_held}", args)]
+        width = ", width=VECTOR_WIDTH_16" if lanes != "VECTOR_WIDTH" else ""
+        names = ", ".join(host.namer(b) for b in buffers)
+        test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", *extra,
+                             f"{ready}({names}{width})"])
+        branches.extend([f"{'elif' if branches else 'if'} {test}:  # rows past registers, {comment}",
+                         unit + host.call(kernel_name,
+                                          f"_row_blocks({points}), {v_threads}, 0, {v_held}", args)])
+
+    if "vector" in entry:
+        vector_branch(entry["vector"], entry["buffers"], entry["lanes"], "_vector_ready",
+                      [f"{row} % {entry['lanes']} == 0"], "whole aligned vectors", "vector")
+    if "peeled" in entry:  # (peeled_rows.py)
+        vector_branch(entry["peeled"], entry["peeled_buffers"], entry["peeled_lanes"],
+                      "_peel_ready", [], "peeled to whole aligned vectors", "peeled")
     held_test = f"{long} and {held} <= SHARED_ROW_BYTES"
     branches += [(f"{'elif' if branches else 'if'} {held_test}:  # rows past registers, "
                   "held a value at a time"),

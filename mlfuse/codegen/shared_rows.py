@@ -90,11 +90,15 @@ class SharedRowsEmitter(PartedRowLoops, KernelEmitter):
         self.filling = False
         for n in ("place", "n_vectors"):
             self.local[n] = self.namer.fresh(n)
-        # a thread's vectors in registers
+        self.lanes_set()
+
+    def lanes_set(self) -> None:
+        """What follows from the kernel's values a vector: a thread's vectors in
+        registers, the shared read of a held vector and the bytes of its copy."""
         self.register_vectors = f"{VALUES_PER_THREAD} // {self.vector_lanes}"
         halves = self.vector_lanes != VECTOR_WIDTH
         self.load_held = "_load_held_halves" if halves else "_load_held"
-        self.lane_count = hw.vector_width * (2 if halves else 1)
+        self.lane_count = self.hw.vector_width * (2 if halves else 1)
 
     def emit(self) -> str:
         with self.kernel_def(doc=self.doc):
@@ -193,7 +197,7 @@ class SharedRowsEmitter(PartedRowLoops, KernelEmitter):
                 nbytes = self.lane_count * itemsize(area.buffer.type.dtype)
                 w.line(f"_cp_async({area.array}, {area.at} + {loc['place']}, "
                        f"{self.vector_operand(o.operands[0], o.operands[1:])}, "
-                       f"{loc['first']} < {extent}, {nbytes})")
+                       f"{loc['first']} < {self.vectors_end(extent)}, {nbytes})")
         w.line("_cp_async_commit()")
 
     def vector_place(self, extent: str) -> None:
@@ -201,9 +205,14 @@ class SharedRowsEmitter(PartedRowLoops, KernelEmitter):
         of the thread's vector ``vec``."""
         w, loc = self.w, self.local
         lanes = self.vector_lanes
-        w.line(f"{loc['first']} = ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {lanes}")
+        w.line(f"{loc['first']} = {self.row_vectors()[1]}")
         w.line(f"{loc['place']} = (({loc['vec']} - {self.register_vectors}) * {loc['nthreads']} + "
                f"{loc['tid']}) * {lanes}")
+
+    def vectors_end(self, extent: str) -> str:
+        """Where the row's whole vectors end: the row's end (the host checked that it
+        is whole vectors; peeled_rows.py's kernels stop at its last whole one)."""
+        return extent
 
     def lanes_for(self, op, k: str, extent: str) -> None:
         from mlfuse.codegen.emit_vector import Lanes
@@ -225,7 +234,7 @@ class SharedRowsEmitter(PartedRowLoops, KernelEmitter):
         w.line("# this thread's vectors past its registers, held in shared memory")
         with w.indented(f"for {loc['vec']} in range({self.register_vectors}, {loc['n_vectors']}):"):
             self.vector_place(extent)
-            with w.indented(f"if {loc['first']} < {extent}:"):
+            with w.indented(f"if {loc['first']} < {self.vectors_end(extent)}:"):
                 if self.fills[id(op)][1]:
                     self.vector_fill(op)
                 read = {id(a.buffer): a for o in op.body.ops if (a := self.areas.get(id(o)))}
