@@ -122,7 +122,8 @@ def test_the_peeled_kernel_moves_the_rows_phase_as_vectors_and_reads_parameters_
     assert "g_vals" not in kernel and kernel.count("g_v = np.float32(g[k])") == 2
     assert kernel.count("= end  # this thread's value of the row's ends") == 3
     assert "x_vals = cuda.local.array(PEELED_ROW_SLOTS, numba.float32)" in kernel
-    assert "elif _peel_ready(x, r, h, add, width=VECTOR_WIDTH_16):" in text
+    assert ("elif VALUES_PER_THREAD % VECTOR_WIDTH_16 == 0 and "
+            "_peel_ready(x, r, h, add, width=VECTOR_WIDTH_16):") in text
 
 
 def test_rows_of_constant_whole_vectors_have_no_peeled_kernel():

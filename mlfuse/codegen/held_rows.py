@@ -86,8 +86,10 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
                      f"VALUES_PER_THREAD, SHARED_ROW_THREADS, {lanes}, {pairs})")
         width = ", width=VECTOR_WIDTH_16" if lanes != "VECTOR_WIDTH" else ""
         names = ", ".join(host.namer(b) for b in buffers)
+        # (a thread's registers hold whole vectors: VALUES_PER_THREAD is a module
+        # constant one may edit, below a vector too)
         test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", *extra,
-                             f"{ready}({names}{width})"])
+                             f"VALUES_PER_THREAD % {lanes} == 0", f"{ready}({names}{width})"])
         branches.extend([f"{'elif' if branches else 'if'} {test}:  # rows past registers, {comment}",
                          unit + host.call(kernel_name,
                                           f"_row_blocks({points}), {v_threads}, 0, {v_held}", args)])

@@ -212,7 +212,9 @@ def peeled_choice(host, kernel, call: str, lines: list[str]) -> list[str]:
     host.helpers.add("_peel_ready")
     buffers = ", ".join(host.namer(b) for b in entry["buffers"])
     width = "" if entry["lanes"] == "VECTOR_WIDTH" else f", width={entry['lanes']}"
-    test = f"_peel_ready({buffers}{width}):  # rows peeled to whole aligned vectors"
+    # (VALUES_PER_THREAD, a module constant one may edit, must be whole vectors)
+    test = (f"VALUES_PER_THREAD % {entry['lanes']} == 0 and _peel_ready({buffers}{width}):"
+            "  # rows peeled to whole aligned vectors")
     unit = host.w.unit
     if len(lines) == 1:  # no vector kernel: the scalar one alone
         return [f"if {test}", unit + call, "else:"] + [unit + line for line in lines]
