@@ -46,14 +46,15 @@ def shared_rows_code(op, name: str, target: str, helpers: set[str], names, hw) -
         # the kernel's values a vector (16 bytes of 16-bit values where they all are)
         entry["lanes"] = "VECTOR_WIDTH_16" if half_row_vectors(op, hw) else "VECTOR_WIDTH"
     plan = peel_plan(op, hw)
-    if plan is not None and all(any(b is p for p in vector_buffers(plan.accesses)) for b in held):
+    peeled = vector_buffers(plan.accesses) if plan is not None else []
+    if plan is not None and all(any(b is p for p in peeled) for b in held):
         # rows of no whole vectors, whose held buffers share the row's phase
         entry["peeled"] = names.fresh(f"{name}_shared_peeled")
         texts.append(PeeledSharedRowsEmitter(op, entry["peeled"], target, helpers, hw,
                                              names.taken, plan).emit())
         texts.append(f"{entry['peeled']} = _DynamicShared({entry['peeled']}, SHARED_ROW_BYTES)"
                      + _ALLOWED)
-        entry["peeled_buffers"], entry["peeled_lanes"] = vector_buffers(plan.accesses), plan.lanes
+        entry["peeled_buffers"], entry["peeled_lanes"] = peeled, plan.lanes
     entry["scalar"] = names.fresh(f"{name}_shared_scalar")
     texts.append(ScalarSharedRowsEmitter(op, entry["scalar"], target, helpers, hw,
                                          names.taken).emit())

@@ -25,8 +25,8 @@ a third part of each row loop (f16 residual + layernorm 8192 x 8190: 0.547 -> 0.
 Only accesses whose rows share one phase can move whole vectors together: those at
 the same indices into buffers of the same shape (x[i, k] and out[i, k] of [R, C]),
 which the host checks are contiguous and start on a vector boundary (``_peel_ready``).
-Other accesses of the row (gamma[k], at phase 0) are read a value a lane; a
-parameter's are read just before the vector's lanes, like the vector kernel's."""
+Other accesses of the row are read a value a lane, a parameter's (gamma[k], at phase 0)
+where its value is used, not held (``PeeledParts.holds``)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -70,7 +70,8 @@ def peel_plan(op, hw) -> PeelPlan | None:
     indices."""
     row_loops = _row_loops(op)
     extents = {str(o["extent"]) for o in row_loops}
-    if hw.vector_width == 1 or len(extents) != 1 or row_flat_vectors(op, row_loops)[0]:
+    if hw.vector_width == 1 or hw.row_values_per_thread % hw.vector_width \
+            or len(extents) != 1 or row_flat_vectors(op, row_loops)[0]:
         return None
     extent = row_loops[0]["extent"]
     if isinstance(extent, int) and extent % hw.vector_width == 0:
@@ -85,8 +86,6 @@ def peel_plan(op, hw) -> PeelPlan | None:
         return None
     accesses = max(classes.values(), key=len)  # (the first of the largest)
     half = half_vectors(accesses) and hw.row_values_per_thread % (2 * hw.vector_width) == 0
-    if hw.row_values_per_thread % hw.vector_width:
-        return None
     return PeelPlan(accesses, "VECTOR_WIDTH_16" if half else "VECTOR_WIDTH", extent)
 
 
@@ -115,10 +114,11 @@ class PeeledParts:
         w, p, loc = self.w, self.peel, self.local
         lanes, extent = self.vector_lanes, self.extent(self.plan.extent)
         buf, indices = _buffer_and_indices(self.plan.accesses[0])
-        start = "0"
-        for d, v in enumerate(indices[:-1]):  # the flat offset of the row's value 0
-            start = f"({start} + {self.namer(v)}) * {self.namer(buf)}.shape[{d + 1}]" \
-                if start != "0" else f"numba.int64({self.namer(v)}) * {self.namer(buf)}.shape[{d + 1}]"
+        start = "0"  # the flat offset of the row's value 0: (i0 * dim1 + i1) * dim2 ...
+        for d, v in enumerate(indices[:-1]):
+            index = self.namer(v) if d else f"numba.int64({self.namer(v)})"
+            start = index if d == 0 else f"({start} + {index})"
+            start = f"{start} * {self.namer(buf)}.shape[{d + 1}]"
         w.line(f"# the row's values before its first {lanes}-aligned vector (head) and after "
                "its last whole one: a value each for the first threads")
         w.line(f"{p['row_start']} = {start}")
@@ -140,8 +140,7 @@ class PeeledParts:
         with w.indented(f"if {k} < {self.extent(self.plan.extent)}:"):
             w.line(f"{loc['slot']} = VALUES_PER_THREAD")
             saved, self.staged = self.staged, {}  # (stored where computed, not a vector)
-            if id(op) not in self.prefilled:
-                self.fill(op)
+            self.fill(op)
             yield
             self.staged = saved
 
@@ -150,11 +149,8 @@ class PeeledParts:
         return (f"VALUES_PER_THREAD // {lanes}",
                 f"{self.peel['head']} + ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {lanes}")
 
-    def each_vector(self, count: str, first: str, limit: str):
-        return super().each_vector(count, first, self.peel["vectors_end"])  # whole ones
-
     def vectors_end(self, extent: str) -> str:
-        return self.peel["vectors_end"]
+        return self.peel["vectors_end"]  # (the last whole vector's)
 
     def holds(self, load: Operation) -> bool:
         """As the registers kernels, but a parameter of another phase than the row's

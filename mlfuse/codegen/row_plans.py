@@ -232,7 +232,7 @@ class RowPlans:
             self.lanes = Lanes(op.body.args[0], k, loc["first"], extent)
             vectors, first = self.row_vectors()
             fill = bool(self.fills[id(op)][1]) and id(op) not in self.prefilled
-            with self.vector_walk(op, vectors, first, extent, fill, "row"):
+            with self.vector_walk(op, vectors, first, self.vectors_end(extent), fill, "row"):
                 yield
         elif self.held_rows or (self.variant == "streaming" and self.fills[id(op)][1]):
             slots, start = self.row_slots, loc["tid"]
@@ -279,6 +279,11 @@ class RowPlans:
         loc, lanes = self.local, self.vector_lanes
         return (f"{self.row_slots} // {lanes}",
                 f"({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {lanes}")
+
+    def vectors_end(self, extent: str) -> str:
+        """Where a row's whole vectors end: its end (the host launches a vector kernel
+        on rows of whole vectors; peeled_rows.py's stop at the last whole one)."""
+        return extent
 
     def accumulate(self, op: ReduceOp, acc: str, shared: bool) -> None:
         """The reduce's loop: its body, then ``acc = combine(acc, yielded)``."""

@@ -209,11 +209,6 @@ class SharedRowsEmitter(PartedRowLoops, KernelEmitter):
         w.line(f"{loc['place']} = (({loc['vec']} - {self.register_vectors}) * {loc['nthreads']} + "
                f"{loc['tid']}) * {lanes}")
 
-    def vectors_end(self, extent: str) -> str:
-        """Where the row's whole vectors end: the row's end (the host checked that it
-        is whole vectors; peeled_rows.py's kernels stop at its last whole one)."""
-        return extent
-
     def lanes_for(self, op, k: str, extent: str) -> None:
         from mlfuse.codegen.emit_vector import Lanes
         self.lanes = Lanes(op.body.args[0], k, self.local["first"], extent)
