@@ -160,3 +160,17 @@ def test_odd_rows_past_registers_take_the_peeled_held_kernel_and_match_numpy(pro
     got = tuple(g.copy_to_host() for g in got) if isinstance(got, tuple) else got.copy_to_host()
     assert launched == ["f_0_shared_peeled"]
     assert_results_close(func, run_tensor(func, inputs), got)
+
+
+@pytest.mark.parametrize("columns", [20, 21])
+def test_values_per_thread_edited_below_a_vector_take_the_scalar_kernel(columns):
+    """VALUES_PER_THREAD is a module constant one may edit: below a vector, the vector
+    and peeled kernels would take no vectors (rows of 20 came back as garbage), so the
+    host runs the scalar kernel."""
+    source = SOFTMAX.format(t="f32")
+    func = parse_program(source, "t.fuse").funcs[0]
+    module, launched = _module(source)
+    module.python_module.VALUES_PER_THREAD = 2
+    inputs = random_inputs(func, {"R": 3, "C": columns}, seed=2)
+    assert_results_close(func, run_tensor(func, inputs), module["f"](*inputs))
+    assert launched == ["f_0"]

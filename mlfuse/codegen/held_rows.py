@@ -14,6 +14,7 @@ from mlfuse.row_hold import held_buffers, held_value_bytes, scalar_held_values
 
 from mlfuse.codegen.emit_kernel import _row_loops, half_row_vectors
 from mlfuse.codegen.peeled_rows import PeeledSharedRowsEmitter, peel_plan
+from mlfuse.codegen.row_plans import whole_vector_slots
 from mlfuse.codegen.shared_rows import SharedRowsEmitter
 from mlfuse.codegen.shared_rows_scalar import ScalarSharedRowsEmitter
 from mlfuse.codegen.vector import row_vector_accesses, vector_buffers
@@ -87,10 +88,8 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
                      f"VALUES_PER_THREAD, SHARED_ROW_THREADS, {lanes}, {pairs})")
         width = ", width=VECTOR_WIDTH_16" if lanes != "VECTOR_WIDTH" else ""
         names = ", ".join(host.namer(b) for b in buffers)
-        # (a thread's registers hold whole vectors: VALUES_PER_THREAD is a module
-        # constant one may edit, below a vector too)
         test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", *extra,
-                             f"VALUES_PER_THREAD % {lanes} == 0", f"{ready}({names}{width})"])
+                             whole_vector_slots(lanes), f"{ready}({names}{width})"])
         branches.extend([f"{'elif' if branches else 'if'} {test}:  # rows past registers, {comment}",
                          unit + host.call(kernel_name,
                                           f"_row_blocks({points}), {v_threads}, 0, {v_held}", args)])

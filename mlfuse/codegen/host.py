@@ -24,6 +24,7 @@ from mlfuse.codegen.kernel_code import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.split_stages import stages_launch
 from mlfuse.codegen.held_rows import shared_rows_launch
 from mlfuse.codegen.peeled_rows import peeled_choice
+from mlfuse.codegen.row_plans import whole_vector_slots
 from mlfuse.codegen.scalar import STORAGE_TYPE
 from mlfuse.codegen.names import Namer, identifier
 from mlfuse.codegen.writer import Writer
@@ -221,7 +222,8 @@ class HostEmitter:
             lines = [calls["streaming"]]
         else:
             flat_tests = self.multiple_tests(kernel.launch.get("vector_multiples", ()), kernel.op) \
-                + aligned_start_tests(self, kernel.launch.get("flat_vector_buffers", ()))
+                + aligned_start_tests(self, kernel.launch.get("flat_vector_buffers", ())) \
+                + [whole_vector_slots(kernel.vector_lanes)]
             lines = self.vector_choice(kernel, calls, "registers-vector", flat_tests)
             if "peeled" in kernel.launch:  # rows of no whole vectors (peeled_rows.py)
                 call = self.call(kernel.launch["peeled"]["kernel"], f"_row_blocks({points}), "

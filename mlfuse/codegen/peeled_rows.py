@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from mlfuse.codegen.emit_kernel import KernelEmitter, _row_loops
 from mlfuse.codegen.flat_rows import row_flat_vectors
-from mlfuse.codegen.row_plans import PartedRowLoops
+from mlfuse.codegen.row_plans import PartedRowLoops, whole_vector_slots
 from mlfuse.codegen.shared_rows import SharedRowsEmitter
 from mlfuse.codegen.vector import (
     _buffer_and_indices,
@@ -208,8 +208,7 @@ def peeled_choice(host, kernel, call: str, lines: list[str]) -> list[str]:
     host.helpers.add("_peel_ready")
     buffers = ", ".join(host.namer(b) for b in entry["buffers"])
     width = "" if entry["lanes"] == "VECTOR_WIDTH" else f", width={entry['lanes']}"
-    # (VALUES_PER_THREAD, a module constant one may edit, must be whole vectors)
-    test = (f"VALUES_PER_THREAD % {entry['lanes']} == 0 and _peel_ready({buffers}{width}):"
+    test = (f"{whole_vector_slots(entry['lanes'])} and _peel_ready({buffers}{width}):"
             "  # rows peeled to whole aligned vectors")
     unit = host.w.unit
     if len(lines) == 1:  # no vector kernel: the scalar one alone

@@ -50,6 +50,14 @@ def stream_tile(loads: int) -> str:
         f"max(1, VALUES_PER_THREAD // {2 * loads if loads <= 2 else 4 * loads})"
 
 
+def whole_vector_slots(lanes: str) -> str:
+    """The host's test that a thread's VALUES_PER_THREAD slots are whole vectors of
+    ``lanes`` values. Every vector row kernel (registers, peeled, held) takes
+    VALUES_PER_THREAD // lanes of them: a module whose constant was edited below a
+    vector would compute nothing, so the host takes the scalar kernel there."""
+    return f"VALUES_PER_THREAD % {lanes} == 0"
+
+
 def _row_loops(op: LoopOp) -> list[Operation]:
     return [o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
 
