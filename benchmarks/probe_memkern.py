@@ -101,7 +101,10 @@ class Device:
             self.xp = cupy
 
     def array(self, device_array):
-        """A device result as an array of ``xp`` (a copy on the simulator)."""
+        """A device result as an array of ``xp`` (a copy on the simulator); a tuple of
+        them for a function of several results."""
+        if isinstance(device_array, (tuple, list)):
+            return tuple(self.array(a) for a in device_array)
         return device_array.copy_to_host() if self.dry_run else self.xp.asarray(device_array)
 
     def time_ms(self, call) -> float:
@@ -134,22 +137,33 @@ def prepare(case, device: Device, seed: int, gbs: float) -> Prepared:
     from mlfuse.tools.checking import program_size, random_inputs
     func = parse_program(case.source, f"{case.name}.fuse").funcs[0]
     inputs = random_inputs(func, case.dims_for(device.dry_run), seed=seed)
-    (expected,) = run_tensor(func, inputs)
-    moved = sum(a.nbytes for a in inputs) + expected.nbytes
+    expected = run_tensor(func, inputs)  # one array a result
+    moved = sum(a.nbytes for a in inputs) + sum(e.nbytes for e in expected)
     ops, reduced = program_size(func)
     return Prepared(case, func, device, [cuda.to_device(a) for a in inputs],
-                    device.xp.asarray(expected), ops, reduced, moved / (gbs * 1e9) * 1e3)
+                    [device.xp.asarray(e) for e in expected], ops, reduced,
+                    moved / (gbs * 1e9) * 1e3)
 
 
 def check(p: Prepared, got) -> tuple[bool, float]:
-    """``got`` (an array of the device's ``xp``) against the NumPy interpreter's result."""
+    """``got`` (an array of the device's ``xp``, or a tuple of them) against the NumPy
+    interpreter's results."""
     from mlfuse.tools.checking import compare
-    c = compare(p.reference, got, p.ops, p.reduced, xp=p.device.xp)
-    return c.ok, c.max_abs_error
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    if len(got) != len(p.reference):
+        return False, float("inf")
+    checks = [compare(want, have, p.ops, p.reduced, xp=p.device.xp)
+              for want, have in zip(p.reference, got)]
+    return all(c.ok for c in checks), max(c.max_abs_error for c in checks)
 
 
 def poison(array) -> None:
-    """Fill a device array with what no kernel computes here: NaN, or a sentinel int."""
+    """Fill a device array (or each of a tuple) with what no kernel computes here: NaN,
+    or a sentinel int."""
+    if isinstance(array, (tuple, list)):
+        for a in array:
+            poison(a)
+        return
     import numpy as np
     fill = np.nan if array.dtype.kind == "f" else -12345
     array.copy_to_device(np.full(array.shape, fill, array.dtype))

@@ -10,8 +10,9 @@ Each case runs twice with probe_memkern.py's machinery (generate with knobs, run
 recording the launches, poison the output, replay the launches alone, check against
 the NumPy interpreter, time the replay: CUDA events, median): "held" (the default: the
 host takes the shared-memory variant where it fits) and "before" (shared_row_bytes 0:
-no such variant, the streaming kernel or the split plan as before), "pairs" (blocks
-of 512 threads where two such blocks' rows fit shared memory: two rows an SM) and, for few rows,
+no such variant, the streaming kernel or the split plan as before), "one block a row"
+(shared_row_split off: a block of up to SHARED_ROW_THREADS, not smaller blocks where their
+rows fit shared memory together) and, for few rows,
 "split" (the split plan forced: no held rows, every call split), then torch eager and
 torch.compile on the same inputs (also checked). "host" is the time the host takes to
 issue a call's launches without waiting (near "ms": the launches bound the call). "%copy" is the bytes a perfect
@@ -39,7 +40,7 @@ LOG_SOFTMAX = """func log_softmax(x: f32[R, C]) -> f32[R, C] {
     d = x - m
     return d - log(sum(exp(d), axis=1, keepdims=true))
 }"""
-VARIANTS = {"held": {}, "before": {"shared_row_bytes": 0}, "pairs": {"shared_row_pairs": True}}
+VARIANTS = {"held": {}, "before": {"shared_row_bytes": 0}, "one block a row": {"shared_row_split": False}}
 # few rows: the split plan forced (no held rows; every call past registers splits)
 SPLIT = {"shared_row_bytes": 0, "split_stage_rows_per_sm": 2**20}
 # --dry-run: 2 rows, which the split plan would take (fewer than SPLIT_STAGE_ROWS), and

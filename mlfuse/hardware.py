@@ -48,8 +48,9 @@ class Target:
     shared_row_bytes: int = 226 * 1024  # ... and the most dynamic shared memory it holds
                                 # (H100: 227 KB a block, less the block reductions' scratch);
                                 # 0: no such variant
-    shared_row_pairs: bool = True  # ... in blocks of half shared_row_threads where two
-                                # such blocks' rows fit shared_row_bytes (two rows an SM)
+    shared_row_split: bool = True  # ... in blocks of as few as a quarter of
+                                # shared_row_threads, while that many threads' rows fit
+                                # shared_row_bytes (more rows an SM: row_hold.py)
     row_reuse: bool = True      # a register-held row keeps costly values (exp, div, ...)
                                 # that later row loops would compute again
     short_row_values: int = 16  # warp-rows vector kernels: the most values of a row each

@@ -26,14 +26,16 @@ from mlfuse.ir.types import itemsize
 from mlfuse.row_groups import VECTOR_DTYPES
 
 
-def _shared_row_plan(extent, value_bytes, values, most, vector, pair_bytes=0):
+def _shared_row_plan(extent, value_bytes, values, most, vector, sm_bytes=0):
     """(threads, bytes): a block's threads (the least power of two, at least 32, whose
     ``values`` each hold ``extent``, at most ``most``) and the bytes of dynamic shared
     memory holding each thread's vectors (``vector`` values each) past its first
-    ``values // vector``, ``value_bytes`` a row value. ``pair_bytes`` (0: never): a block
-    of ``most`` threads is halved where two such blocks' bytes (and their 1 KB each the
-    hardware keeps) fit ``pair_bytes``: two rows an SM, one's reductions overlapping the
-    other's loads, at the same threads an SM."""
+    ``values // vector``, ``value_bytes`` a row value. ``sm_bytes`` (0: never): the
+    block is halved, down to ``most // 4`` threads, while ``most`` threads' worth of such
+    blocks (an SM's, at the registers the kernel's launch bounds leave) keep their bytes
+    and the 1 KB a block the hardware keeps within ``sm_bytes``: more rows an SM at the
+    same threads, one's reductions overlapping the others' loads (H100, f32 layernorm
+    8192 x 5120: two blocks of 512 0.137 ms, four of 256 0.121, eight of 128 0.124)."""
     def plan(most):
         threads = 32
         while threads * values < extent and threads < most:
@@ -41,10 +43,11 @@ def _shared_row_plan(extent, value_bytes, values, most, vector, pair_bytes=0):
         past = max(0, -(-extent // (vector * threads)) - values // vector)
         return threads, past * threads * vector * value_bytes
     threads, nbytes = plan(most)
-    if pair_bytes and threads == most > 32:
-        half = plan(most // 2)
-        if 2 * (half[1] + 1024) <= pair_bytes + 1024:
-            return half
+    while sm_bytes and threads > max(32, most // 4):
+        half = plan(threads // 2)
+        if most // half[0] * (half[1] + 1024) > sm_bytes + 1024:
+            break
+        threads, nbytes = half
     return threads, nbytes
 
 
@@ -61,9 +64,9 @@ def _held_rows_first(points, stages, sm_count):
 
 
 def shared_row_plan(extent: int, value_bytes: int, values: int, most: int,
-                    vector: int, pair_bytes: int = 0) -> tuple[int, int]:
+                    vector: int, sm_bytes: int = 0) -> tuple[int, int]:
     """The plan of a call (see ``_shared_row_plan``)."""
-    return _shared_row_plan(extent, value_bytes, values, most, vector, pair_bytes)
+    return _shared_row_plan(extent, value_bytes, values, most, vector, sm_bytes)
 
 
 def scalar_held_values(target) -> int:

@@ -162,7 +162,7 @@ def test_odd_rows_with_a_broadcast_operand_hold_only_the_row():
     assert kernel[:kernel.index("\ndef ")].count("_cp_async(") == 1  # x only
 
 
-def test_pairs_halve_a_full_block_where_two_rows_fit_shared_memory():
+def test_held_blocks_split_while_an_sms_rows_fit_shared_memory():
     from mlfuse.row_hold import shared_row_plan
     most = 226 * 1024
     # layernorm 1024 x 32768 f32: 1024 threads and 64 KB, or two blocks of 512 and 96 KB
@@ -171,9 +171,17 @@ def test_pairs_halve_a_full_block_where_two_rows_fit_shared_memory():
     # 65536 values: 512 threads would take 224 KB a block; two of them do not fit
     assert shared_row_plan(65536, 4, 16, 1024, 4, most) == (1024, 196608)
     assert shared_row_plan(4000, 4, 16, 1024, 4, most) == (256, 0)  # (not a full block)
+    # 5120 values: registers of 512 threads hold them, but four blocks of 256 (4 KB of
+    # shared memory each) keep four rows an SM; never below a quarter of the threads
+    assert shared_row_plan(5120, 4, 16, 1024, 4) == (512, 0)
+    assert shared_row_plan(5120, 4, 16, 1024, 4, most) == (256, 4096)
+    # f16 rows of 16384 (2 bytes a value, 8 halves a vector): four blocks of 256, 24 KB each
+    assert shared_row_plan(16384, 2, 16, 1024, 8, most) == (256, 24576)
+    # 48 KB a block at 256 threads would not let four fit 100 KB: two of 512
+    assert shared_row_plan(16384, 4, 16, 1024, 4, 100 * 1024) == (512, 32768)
     from numba import cuda
     module, launched = _module(parse_ir(SOFTMAX), dataclasses.replace(
-        TINY, shared_row_threads=64, shared_row_pairs=True))
+        TINY, shared_row_threads=64, shared_row_split=True))
     x = np.random.default_rng(8).standard_normal((2, 300)).astype(np.float32)
     got = module.softmax(cuda.to_device(x)).copy_to_host()
     assert launched == ["softmax_0_shared"]

@@ -74,9 +74,9 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
     host.helpers.update({"_shared_row_plan", "_row_blocks"})
     unit, long = host.w.unit, f"{row} > VALUES_PER_THREAD * REGISTER_ROW_THREADS"
     threads, held = host.namer.fresh("threads"), host.namer.fresh("held_bytes")
-    pairs = "SHARED_ROW_BYTES * SHARED_ROW_PAIRS"  # two blocks of half the threads, where asked
+    split = "SHARED_ROW_BYTES * SHARED_ROW_SPLIT"  # smaller blocks, more rows an SM, where asked
     lines = [(f"{threads}, {held} = _shared_row_plan({row}, {entry['value_bytes']}, "
-              f"{entry['scalar_values']}, SHARED_ROW_THREADS, 1, {pairs})")]
+              f"{entry['scalar_values']}, SHARED_ROW_THREADS, 1, {split})")]
     branches = []
 
     def vector_branch(kernel_name, buffers, lanes, ready, extra, comment, base):
@@ -85,7 +85,7 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
         host.helpers.add(ready)
         v_threads, v_held = host.namer.fresh(f"{base}_threads"), host.namer.fresh(f"{base}_bytes")
         lines.append(f"{v_threads}, {v_held} = _shared_row_plan({row}, {entry['value_bytes']}, "
-                     f"VALUES_PER_THREAD, SHARED_ROW_THREADS, {lanes}, {pairs})")
+                     f"VALUES_PER_THREAD, SHARED_ROW_THREADS, {lanes}, {split})")
         width = ", width=VECTOR_WIDTH_16" if lanes != "VECTOR_WIDTH" else ""
         names = ", ".join(host.namer(b) for b in buffers)
         test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", *extra,

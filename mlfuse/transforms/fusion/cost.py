@@ -276,7 +276,7 @@ def row_held_shared(kernel: Operation, dims: dict, target: Target,
         extent, held_value_bytes(held),
         target.row_values_per_thread if whole else scalar_held_values(target),
         target.shared_row_threads, target.vector_width if whole else 1,
-        target.shared_row_bytes * target.shared_row_pairs)
+        target.shared_row_bytes * target.shared_row_split)
     points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
     if nbytes > target.shared_row_bytes or (
             split_plan and _split_called(kernel, points, extent, target)
