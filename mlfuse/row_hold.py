@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import inspect
 
-from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
+from mlfuse.dialects.index_forms import ADD, merged_view, op_of
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.reductions import loop_levels, sibling_passes
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.types import itemsize
@@ -82,15 +83,15 @@ def held_buffers(kernel: Operation) -> list[Value] | None:
     pass over the row reads: what its streaming variant reads again), or None where it
     has no such variant: its top-level loops must each walk one axis of one common
     extent, and each held buffer must be read, in every loop that reads it, by plain
-    loads at the same indices, the last the loop's own index and the others fixed for
-    the row (so a thread's vectors are neighbouring values: 16-byte copies), of a dtype
-    a vector moves."""
+    loads at the same place, consecutive elements as the loop's index steps (``_row_place``:
+    ``x[..., k]``, a flattened nest's ``x[n, c, k // W, k % W]`` or a reshape's row), the
+    rest fixed for the row (so a thread's vectors are neighbouring values: 16-byte
+    copies), of a dtype a vector moves."""
     loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
     if not loops or any(len(loop_levels(o)) > 1 for o in loops) or \
             len({repr(o["extent"]) for o in loops}) != 1:
         return None
-    inside = {id(v) for loop in loops for o in loop.walk()
-              for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
+    inside = _inside(loops)
     passes: dict[int, set[int]] = {}  # id(buffer) -> the passes reading it
     for n, group in enumerate(sibling_passes(kernel.body.ops)):
         for o in (inner for top in group for inner in top.walk()):
@@ -103,17 +104,76 @@ def held_buffers(kernel: Operation) -> list[Value] | None:
         for o in loop.walk():
             if not isinstance(o, (LoadOp, MaskedLoadOp)) or len(passes[id(o.operands[0])]) < 2:
                 continue
-            buf, indices = o.operands[0], list(o.operands[1:])
-            if not isinstance(o, LoadOp) or o.parent is not loop.body or \
-                    buf.type.dtype not in VECTOR_DTYPES or not indices or indices[-1] is not k \
-                    or any(id(v) in inside for v in indices[:-1]):
+            buf = o.operands[0]
+            fixed = _row_place(buf, o.operands[1:], k, inside) if isinstance(o, LoadOp) else None
+            if o.parent is not loop.body or buf.type.dtype not in VECTOR_DTYPES or fixed is None:
                 return None
-            if outer.setdefault(id(buf), [id(v) for v in indices[:-1]]) != \
-                    [id(v) for v in indices[:-1]]:
+            if outer.setdefault(id(buf), fixed) != fixed:
                 return None
             if not any(buf is b for b in held):
                 held.append(buf)
     return held or None
+
+
+def _row_place(buf: Value, indices: list[Value], k: Value, inside: set[int]) -> list[int] | None:
+    """The fixed part of a row access's place (ids of the indices besides the step, and
+    of the step's offset), where its row values are consecutive elements of ``buf`` as
+    ``k`` steps: ``x[..., k]``, or trailing indices that unravel ``k`` (a flattened nest,
+    ``x[n, c, k // W, k % W]``) or ``B + k`` (a reshape's row, ``B`` fixed for the row)
+    over the buffer's own trailing axes (``index_forms.merged_view``); None otherwise."""
+    indices, _ = merged_view(list(indices), list(buf.type.shape))
+    if not indices:
+        return None
+    step, offset = indices[-1], []
+    if step is not k:
+        add = op_of(step)
+        if not isinstance(add, ADD) or not any(v is k for v in add.operands):
+            return None
+        base = add.operands[1] if add.operands[0] is k else add.operands[0]
+        if id(base) in inside:
+            return None
+        offset = [id(base)]
+    if any(id(v) in inside for v in indices[:-1]):
+        return None
+    return [id(v) for v in indices[:-1]] + offset
+
+
+def _reads(value: Value, k: Value, seen: dict[int, bool]) -> bool:
+    """Whether ``value`` is ``k`` or computed from it."""
+    if value is k:
+        return True
+    if id(value) not in seen:
+        op = op_of(value)
+        seen[id(value)] = False
+        seen[id(value)] = op is not None and any(_reads(v, k, seen) for v in op.operands)
+    return seen[id(value)]
+
+
+def held_in_vectors(kernel: Operation) -> bool:
+    """Whether a row kernel's held rows move in 16-byte vectors: every access of its row
+    loops that reads the loop index is at a row place (``_row_place``). An access at a
+    division of it (group norm's gamma[c], c = (B + k) // (H*W)) would have each lane of
+    a vector divide alone (codegen/flat_rows.row_flat_vectors): such rows are held a
+    value at a time."""
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    inside = _inside(loops)
+    for loop in loops:
+        k, seen = loop.body.args[0], {}
+        for o in loop.walk():
+            if not isinstance(o, (LoadOp, MaskedLoadOp, StoreOp)):
+                continue
+            buf, indices = (o.operands[1], o.operands[2:]) if isinstance(o, StoreOp) else \
+                (o.operands[0], o.operands[2 if isinstance(o, MaskedLoadOp) else 1:])
+            if any(_reads(v, k, seen) for v in indices) and (
+                    isinstance(o, MaskedLoadOp) or _row_place(buf, indices, k, inside) is None):
+                return False
+    return True
+
+
+def _inside(loops: list[Operation]) -> set[int]:
+    """Ids of the values defined inside ``loops`` (results and block arguments)."""
+    return {id(v) for loop in loops for o in loop.walk()
+            for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
 
 
 def held_value_bytes(buffers: list[Value]) -> int:
@@ -131,4 +191,5 @@ def row_hold_source() -> str:
     return inspect.getsource(_shared_row_plan) + "\n\n" + inspect.getsource(_held_rows_first)
 
 
-__all__ = ["shared_row_plan", "scalar_held_values", "held_rows_first", "row_hold_source", "held_buffers", "held_value_bytes"]
+__all__ = ["shared_row_plan", "scalar_held_values", "held_rows_first", "row_hold_source", "held_buffers",
+           "held_in_vectors", "held_value_bytes"]

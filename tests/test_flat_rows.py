@@ -58,6 +58,8 @@ def _run(source: str, name: str, dims: dict, streaming: bool, poison=None, plan_
     py.SHORT_ROW_VALUES = py.SHORT_ROW_SCALARS = 0  # a block per row (no short-row plan)
     if streaming:
         py.REGISTER_ROW_THREADS = py.STRIP_HELD_THREADS = 0  # the host picks streaming
+        if hasattr(py, "_shared_row_plan"):  # (not held rows either: test_shared_rows)
+            py._shared_row_plan = lambda *args: (1024, 1 << 40)
         py._split_stages = lambda points, extent, reread: False  # (few rows: else split)
     got = module[name](*inputs)
     n_ops, reduced = program_size(func)
@@ -125,6 +127,7 @@ def test_streaming_passes_alternate_direction_over_several_tiles():
     assert kernel.count(", -1, -span") == 1  # the second of two passes runs backwards
     launched = record_launches(py, ["group_norm_0", "group_norm_0_streaming"])
     py.REGISTER_ROW_THREADS, py.VALUES_PER_THREAD = 0, 2  # streaming, tiles of 1 value
+    py._shared_row_plan = lambda *args: (1024, 1 << 40)  # (no held rows: they never fit)
     py.SHORT_ROW_VALUES = py.SHORT_ROW_SCALARS = 0  # (no short-row plan)
     py._row_threads = lambda extent, most=1024: 32
     py._split_stages = lambda points, extent, reread: False  # (one row: else split)

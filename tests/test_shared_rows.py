@@ -240,3 +240,80 @@ def test_the_cost_model_prices_a_held_row_below_a_streamed_one():
     # x read once and the output written once (268 MB at 2.81 TB/s: 96 us), against the
     # streaming kernel's rereads at half the threads
     assert 95e-6 < held < 0.6 * before
+
+
+INSTANCE_NORM = """
+func instance_norm(x: f32[N, C, H, W]) -> f32[N, C, H, W] {
+    m = mean(x, axis=[2, 3], keepdims=true)
+    v = mean((x - m) * (x - m), axis=[2, 3], keepdims=true)
+    return (x - m) * rsqrt(v + 1e-5)
+}
+"""
+GROUP_NORM = """
+func group_norm(x: f32[N, C, H, W], gamma: f32[C], beta: f32[C]) -> f32[N, C, H, W] {
+    rows = reshape(x, [N, 8, C / 8 * H * W])
+    m = mean(rows, axis=2, keepdims=true)
+    d = rows - m
+    v = mean(d * d, axis=2, keepdims=true)
+    y = reshape(d * rsqrt(v + 1e-5), [N, C, H, W])
+    return y * reshape(gamma, [1, C, 1, 1]) + reshape(beta, [1, C, 1, 1])
+}
+"""
+
+
+def _flat_rows_case(source: str, shapes, kernel: str, offset: bool = False) -> None:
+    """``source``'s rows past TINY's registers (flat rows: over several axes, or through
+    a reshape) on the simulator: ``kernel`` is what the host launches, and the results
+    agree with the NumPy interpreter."""
+    from numba import cuda
+    from mlfuse.interp import run_tensor
+    from mlfuse.pipeline import parse_program
+    from helpers import assert_results_close
+    func = parse_program(source, "t.fuse").funcs[0]
+    module, launched = _module(compile_text(source, "t.fuse", level="fused"),
+                               dataclasses.replace(TINY, split_stage_rows_per_sm=0))
+    rng = np.random.default_rng(len(kernel))
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    args[0][0, 0, 1, 2], args[0][-1, -1, 0, 1] = np.nan, np.inf
+    device = [offset_by_one(a) if offset and n == 0 else cuda.to_device(a)
+              for n, a in enumerate(args)]
+    got = module.ENTRY_POINTS[func.sym_name](*device)
+    assert launched == [kernel]
+    assert_results_close(func, run_tensor(func, args), got)
+
+
+def test_rows_over_several_axes_are_held_in_vectors():
+    """Instance norm's rows over [H, W] (flatten-row-nests: x[n, c, k // W, k % W]), 200
+    values past TINY's 128: x copied to shared memory at row_base + k, no divisions."""
+    _flat_rows_case(INSTANCE_NORM, [(2, 3, 10, 20)], "instance_norm_0_shared")
+    source = generate(compile_text(INSTANCE_NORM, "t.fuse", level="fused"), "simulator", TINY)
+    kernel = source[source.index("def instance_norm_0_shared("):]
+    kernel = kernel[:kernel.index("\ndef ")]
+    assert "_divmod_index(k" not in kernel and kernel.count("_cp_async(") == 1
+
+
+@pytest.mark.parametrize("shape, offset", [((2, 3, 10, 21), False), ((2, 3, 10, 20), True)])
+def test_flat_rows_of_no_whole_aligned_vectors_are_held_a_value_at_a_time(shape, offset):
+    """210 values a row (no whole vectors), or x one element off a boundary: the host's
+    flat-row tests (row bases as products, the buffer's start) send them to the scalar
+    held kernel."""
+    _flat_rows_case(INSTANCE_NORM, [shape], "instance_norm_0_shared_scalar", offset)
+
+
+def test_rows_through_a_reshape_are_held():
+    """Group norm's rows of reshape(x, [N, 8, C/8*H*W]), 200 values: held (a value at a
+    time: gamma[c] divides each lane's index, so no vector variant), not streamed."""
+    _flat_rows_case(GROUP_NORM, [(2, 16, 10, 10), (16,), (16,)], "group_norm_0_shared_scalar")
+
+
+def test_explain_says_how_flat_rows_are_held():
+    """Instance norm's rows over [H, W] move in whole vectors; group norm's (gamma[c]
+    divides each value's index) a value at a time: the cost model and explain say so."""
+    def report(source, dims):
+        loops = compile_text(source, "t.fuse", level="loops")
+        return format_text(explain_module(loops, dims))
+    instance = report(INSTANCE_NORM, {"N": 32, "C": 64, "H": 128, "W": 128})
+    assert "256 threads x 16 values and 48 KB of shared memory a block, in whole vectors" \
+        in instance
+    group = report(GROUP_NORM, {"N": 64, "C": 128, "H": 28, "W": 28})
+    assert "threads x 8 values and 41 KB of shared memory a block, held a value at a time" in group

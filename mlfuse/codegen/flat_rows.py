@@ -326,6 +326,7 @@ class FlatRows:
     # the current loop's segment cursors: (step, size) -> (q, r), and how each steps
     cursor_names: dict = {}
     cursor_steps: list = []
+    flat_dead: set = set()  # ids of the index ops only planned accesses used (not emitted)
     rows_planned = False  # a row-family kernel: its index divisions go 32-bit where they fit
     # ... and only 32-bit: the host runs the kernel only where every index fits 31 bits
     narrow_divisions = False
@@ -339,6 +340,7 @@ class FlatRows:
         points = {id(a) for a in self.op.body.args}
         self.flat, self.flat_digits, self.row_bases = {}, {}, {}
         self.segments = {}  # _key(buf, indices) -> SegmentedAccess
+        self.flat_dead = set()
         self.rows_planned = True
         for top, args, extents in nests:
             found, segments = {}, {}
@@ -355,6 +357,7 @@ class FlatRows:
             self.segments.update(segments)
             found = {**found, **segments}  # (their index ops are not emitted either)
             dead = unneeded_index_ops(top, found)
+            self.flat_dead |= dead
             self.reuse.dead |= dead  # (the set of ops the emitter skips)
             self.flat_digits[id(top)] = len(args) < 2 or uses_besides(args, top, dead, found)
         # the point's own reads through a reshape (a row's shift sample, moments.py): at
@@ -366,7 +369,8 @@ class FlatRows:
                 if access is not None:
                     found[_key(*access_parts(o))] = access
         self.flat.update(found)
-        self.reuse.dead |= unneeded_index_ops(self.op, found)
+        self.flat_dead |= unneeded_index_ops(self.op, found)
+        self.reuse.dead |= self.flat_dead
         views = {}
         for access in self.planned_accesses():
             if id(access.buf) not in views:

@@ -10,9 +10,10 @@ takes it instead only where ``_held_rows_first`` says it moves the rows faster.
 """
 from __future__ import annotations
 
-from mlfuse.row_hold import held_buffers, held_value_bytes, scalar_held_values
+from mlfuse.row_hold import held_buffers, held_in_vectors, held_value_bytes, scalar_held_values
 
 from mlfuse.codegen.emit_kernel import _row_loops, half_row_vectors
+from mlfuse.codegen.flat_rows import aligned_start_tests, row_flat_vectors, split_vector_buffers
 from mlfuse.codegen.peeled_rows import PeeledSharedRowsEmitter, peel_plan
 from mlfuse.codegen.row_plans import whole_vector_slots
 from mlfuse.codegen.shared_rows import SharedRowsEmitter
@@ -36,14 +37,22 @@ def shared_rows_code(op, name: str, target: str, helpers: set[str], names, hw) -
         return {}, ""
     entry = {"value_bytes": held_value_bytes(held), "scalar_values": scalar_held_values(hw)}
     texts = []
+    row_loops = _row_loops(op)
+    flat, multiples = row_flat_vectors(op, row_loops)  # rows through a reshape or a nest
+    plain = row_vector_accesses(row_loops)
+    moved = vector_buffers(plain + flat)
     whole = hw.vector_width > 1 and not any(isinstance(e, int) and e % hw.vector_width
-                                            for e in extents)
+                                            for e in extents) \
+        and held_in_vectors(op) and all(any(b is m for m in moved) for b in held)
     if whole:
         entry["vector"] = names.fresh(f"{name}_shared")
         texts.append(SharedRowsEmitter(op, entry["vector"], target, helpers, hw, names.taken).emit())
         texts.append(f"{entry['vector']} = _DynamicShared({entry['vector']}, SHARED_ROW_BYTES)"
                      + _ALLOWED)
-        entry["buffers"] = vector_buffers(row_vector_accesses(_row_loops(op)))
+        # the host's tests: rows of the plain accesses' buffers on vectors; flat rows'
+        # bases as products of the dims, their buffers' starts (flat_rows.py)
+        entry["buffers"], entry["flat_buffers"] = split_vector_buffers(plain, flat)
+        entry["multiples"] = multiples
         # the kernel's values a vector (16 bytes of 16-bit values where they all are)
         entry["lanes"] = "VECTOR_WIDTH_16" if half_row_vectors(op, hw) else "VECTOR_WIDTH"
     plan = peel_plan(op, hw)
@@ -89,14 +98,18 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
         width = ", width=VECTOR_WIDTH_16" if lanes != "VECTOR_WIDTH" else ""
         names = ", ".join(host.namer(b) for b in buffers)
         test = " and ".join([long, f"{v_held} <= SHARED_ROW_BYTES", *extra,
-                             whole_vector_slots(lanes), f"{ready}({names}{width})"])
+                             whole_vector_slots(lanes)] + ([f"{ready}({names}{width})"]
+                                                           if names else []))
         branches.extend([f"{'elif' if branches else 'if'} {test}:  # rows past registers, {comment}",
                          unit + host.call(kernel_name,
                                           f"_row_blocks({points}), {v_threads}, 0, {v_held}", args)])
 
     if "vector" in entry:
+        flat_tests = host.multiple_tests(entry["multiples"], kernel.op) + \
+            aligned_start_tests(host, entry["flat_buffers"])
         vector_branch(entry["vector"], entry["buffers"], entry["lanes"], "_vector_ready",
-                      [f"{row} % {entry['lanes']} == 0"], "whole aligned vectors", "vector")
+                      [f"{row} % {entry['lanes']} == 0", *flat_tests], "whole aligned vectors",
+                      "vector")
     if "peeled" in entry:  # (peeled_rows.py)
         vector_branch(entry["peeled"], entry["peeled_buffers"], entry["peeled_lanes"],
                       "_peel_ready", [], "peeled to whole aligned vectors", "peeled")

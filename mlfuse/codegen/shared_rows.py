@@ -11,7 +11,10 @@ vectors of each held buffer (``held_buffers``: the buffers several passes read) 
 dynamic shared memory, an area per buffer, vector ``v`` at
 ``((v - VALUES_PER_THREAD // lanes) * nthreads + tid) * lanes``, ``lanes`` the values of
 a 16-byte vector (VECTOR_WIDTH f32, or VECTOR_WIDTH_16 where every vector access moves
-16-bit values: ``emit_kernel.half_row_vectors``).
+16-bit values: ``emit_kernel.half_row_vectors``). A held buffer's row may be a flat row
+(``flat_rows.py``: instance norm's rows over [H, W], a reshape's row): its vectors and
+copies at ``row_base + first``, the host testing the row bases as it does for the
+registers-vector variant.
 
 Each row loop runs in two parts, the body emitted once for each:
 
@@ -225,7 +228,7 @@ class SharedRowsEmitter(PartedRowLoops, KernelEmitter):
         loads, index_ops = prefetchable_loads(op.body)
         self.held = dict(self.tiles)
         self.fills[id(op)] = (index_ops, [o for o in loads if id(o) in self.tiles])
-        self.reuse, self.kept = Reuse(), {}
+        self.reuse, self.kept = Reuse(dead=set(self.flat_dead)), {}
         w.line("# this thread's vectors past its registers, held in shared memory")
         with w.indented(f"for {loc['vec']} in range({self.register_vectors}, {loc['n_vectors']}):"):
             self.vector_place(extent)

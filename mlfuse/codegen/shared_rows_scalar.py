@@ -123,7 +123,7 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
         k = self.define(op.body.args[0], "k")
         extent = self.extent(op.extent_list[0])
         saved = self.held, self.reuse, self.kept
-        self.held, self.reuse, self.kept = {}, Reuse(), {}
+        self.held, self.reuse, self.kept = {}, Reuse(dead=set(self.flat_dead)), {}
         w.line("# this thread's values past its registers, held in shared memory")
         with self.each_slot_past_registers(k, extent):
             yield

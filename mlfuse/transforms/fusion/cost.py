@@ -27,8 +27,8 @@ from mlfuse.strip_plan import (held_planes, line_points, narrowest_points, split
                                strip_columns, strip_shared)
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP, kernel_runtime_group
-from mlfuse.row_hold import (held_buffers, held_rows_first, held_value_bytes, scalar_held_values,
-                             shared_row_plan)
+from mlfuse.row_hold import (held_buffers, held_in_vectors, held_rows_first, held_value_bytes,
+                             scalar_held_values, shared_row_plan)
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
 
 
@@ -252,6 +252,12 @@ def row_streamed(kernel: Operation, dims: dict, target: Target) -> bool:
         row_held_shared(kernel, dims, target) is None
 
 
+def held_whole_vectors(kernel: Operation, extent: int, target: Target) -> bool:
+    """Whether a row kernel's held rows of ``extent`` values move in whole vectors (the
+    "shared-vector" variant), not a value at a time."""
+    return extent % target.vector_width == 0 and held_in_vectors(kernel)
+
+
 def row_held_shared(kernel: Operation, dims: dict, target: Target,
                     split_plan: bool | None = None) -> tuple[int, int] | None:
     """(threads, dynamic shared bytes) of a row kernel's block where the host runs one of
@@ -271,7 +277,7 @@ def row_held_shared(kernel: Operation, dims: dict, target: Target,
     extent = reduced_extent(kernel, dims, target)
     if held is None or extent <= target.row_values_per_thread * target.row_threads:
         return None
-    whole = extent % target.vector_width == 0  # else the scalar variant's plan
+    whole = held_whole_vectors(kernel, extent, target)  # else the scalar variant's plan
     threads, nbytes = shared_row_plan(
         extent, held_value_bytes(held),
         target.row_values_per_thread if whole else scalar_held_values(target),

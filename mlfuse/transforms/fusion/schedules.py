@@ -54,9 +54,10 @@ from mlfuse.row_groups import (WARP, kernel_row_group, kernel_runtime_group, row
                                scalar_values, why_no_short_rows)
 from mlfuse.row_hold import scalar_held_values
 
-from mlfuse.transforms.fusion.cost import (kernel_cost, reduced_extent, resolve, row_held_shared,
-                                           shared_geometry, split_column_chunks, stage_count,
-                                           strip_held, strip_shape)
+from mlfuse.transforms.fusion.cost import (held_whole_vectors, kernel_cost, reduced_extent,
+                                           resolve, row_held_shared, shared_geometry,
+                                           split_column_chunks, stage_count, strip_held,
+                                           strip_shape)
 from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
 from mlfuse.transforms.fusion.moments import shift_centred_squares
 from mlfuse.transforms.fusion.tiles import choose_tiles
@@ -407,7 +408,7 @@ def _held_rows(kernel: KernelOp, dims: dict, target: Target, split_plan: bool) -
     if held is None:
         return ""
     threads, nbytes = held
-    whole = reduced_extent(kernel, dims, target) % target.vector_width == 0
+    whole = held_whole_vectors(kernel, reduced_extent(kernel, dims, target), target)
     where = f"and {nbytes / 1024:.0f} KB of shared memory" if nbytes else "(no shared memory)"
     values = target.row_values_per_thread if whole else scalar_held_values(target)
     return (f"; rows past what registers hold ({target.row_values_per_thread * target.row_threads}"
