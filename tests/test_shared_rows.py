@@ -5,6 +5,7 @@ what the host launches; rows the variant cannot take (not whole vectors, misalig
 few rows with a split plan) go to the other plans; the cost model and explain say so."""
 import dataclasses
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -242,23 +243,9 @@ def test_the_cost_model_prices_a_held_row_below_a_streamed_one():
     assert 95e-6 < held < 0.6 * before
 
 
-INSTANCE_NORM = """
-func instance_norm(x: f32[N, C, H, W]) -> f32[N, C, H, W] {
-    m = mean(x, axis=[2, 3], keepdims=true)
-    v = mean((x - m) * (x - m), axis=[2, 3], keepdims=true)
-    return (x - m) * rsqrt(v + 1e-5)
-}
-"""
-GROUP_NORM = """
-func group_norm(x: f32[N, C, H, W], gamma: f32[C], beta: f32[C]) -> f32[N, C, H, W] {
-    rows = reshape(x, [N, 8, C / 8 * H * W])
-    m = mean(rows, axis=2, keepdims=true)
-    d = rows - m
-    v = mean(d * d, axis=2, keepdims=true)
-    y = reshape(d * rsqrt(v + 1e-5), [N, C, H, W])
-    return y * reshape(gamma, [1, C, 1, 1]) + reshape(beta, [1, C, 1, 1])
-}
-"""
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+INSTANCE_NORM = (EXAMPLES / "instance_norm.fuse").read_text()  # x: [N, K, H, W]
+GROUP_NORM = (EXAMPLES / "group_norm.fuse").read_text()  # 8 groups
 
 
 def _flat_rows_case(source: str, shapes, kernel: str, offset: bool = False) -> None:
@@ -312,7 +299,7 @@ def test_explain_says_how_flat_rows_are_held():
     def report(source, dims):
         loops = compile_text(source, "t.fuse", level="loops")
         return format_text(explain_module(loops, dims))
-    instance = report(INSTANCE_NORM, {"N": 32, "C": 64, "H": 128, "W": 128})
+    instance = report(INSTANCE_NORM, {"N": 32, "K": 64, "H": 128, "W": 128})
     assert "256 threads x 16 values and 48 KB of shared memory a block, in whole vectors" \
         in instance
     group = report(GROUP_NORM, {"N": 64, "C": 128, "H": 28, "W": 28})
