@@ -304,3 +304,21 @@ def test_explain_says_how_flat_rows_are_held():
         in instance
     group = report(GROUP_NORM, {"N": 64, "C": 128, "H": 28, "W": 28})
     assert "threads x 8 values and 41 KB of shared memory a block, held a value at a time" in group
+
+
+def test_rows_held_a_value_at_a_time_leave_few_rows_to_the_split_plan():
+    """Few rows (8 of 200 values on 8 SMs, split_stage_rows_per_sm 2): softmax's held vector rows would
+    pre-empt the split plan (test_few_rows_split_unless_held_rows_are_faster), group
+    norm's rows, held only a value at a time, do not: its statistics' stage runs."""
+    from numba import cuda
+    from mlfuse.interp import run_tensor
+    from mlfuse.pipeline import parse_program
+    from helpers import assert_results_close
+    func = parse_program(GROUP_NORM, "t.fuse").funcs[0]
+    hw = dataclasses.replace(TINY, sm_count=8, split_stage_rows_per_sm=2)
+    module, launched = _module(compile_text(GROUP_NORM, "t.fuse", level="fused"), hw)
+    rng = np.random.default_rng(9)
+    args = [rng.standard_normal(s).astype(np.float32) for s in [(1, 40, 5, 8), (40,), (40,)]]
+    got = module.group_norm(*[cuda.to_device(a) for a in args])
+    assert launched[0].startswith("group_norm_0_stage0") and len(launched) == 2
+    assert_results_close(func, run_tensor(func, args), got)

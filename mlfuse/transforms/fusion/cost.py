@@ -286,7 +286,8 @@ def row_held_shared(kernel: Operation, dims: dict, target: Target,
     points = math.prod(resolve(e, dims, target) for e in kernel["extents"])
     if nbytes > target.shared_row_bytes or (
             split_plan and _split_called(kernel, points, extent, target)
-            and not held_rows_first(points, stage_count(kernel), target.sm_count)):
+            and not (held_in_vectors(kernel)  # (else split: codegen/held_rows.py)
+                     and held_rows_first(points, stage_count(kernel), target.sm_count))):
         return None
     return threads, nbytes
 

@@ -52,7 +52,7 @@ from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
 from mlfuse.row_groups import (WARP, kernel_row_group, kernel_runtime_group, row_access_dtypes,
                                scalar_values, why_no_short_rows)
-from mlfuse.row_hold import scalar_held_values
+from mlfuse.row_hold import held_buffers, held_in_vectors, scalar_held_values
 
 from mlfuse.transforms.fusion.cost import (held_whole_vectors, kernel_cost, reduced_extent,
                                            resolve, row_held_shared, shared_geometry,
@@ -327,8 +327,9 @@ def _with_split_plan(kernel: KernelOp, choice: ScheduleChoice, target: Target) -
     choice.split_stages = True
     choice.reason += (f"; a call with fewer than {rows} rows longer than a block holds "
                       f"splits each across blocks ({stage_count(kernel)} kernels: the "
-                      "statistics' partials by level, then the loops after them), unless "
-                      "held rows, a block each, move them faster")
+                      "statistics' partials by level, then the loops after them)")
+    if held_buffers(kernel) is not None and held_in_vectors(kernel):
+        choice.reason += ", unless held rows, a block each, move them faster"
     return choice
 
 
