@@ -145,4 +145,21 @@ def row_step(flat: Value, extents: dict[int, Dim]) -> Value | None:
     return None
 
 
-__all__ = ["size_of", "same_size", "UnravelRun", "unravel_run", "unravel_form", "unraveled", "merged_view", "row_step", "op_of"]
+def reads_value(value: Value, target: Value) -> bool:
+    """Whether ``value`` is ``target`` or computed from it (through any ops)."""
+    seen, todo = set(), [value]
+    while todo:
+        v = todo.pop()
+        if v is target:
+            return True
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        producer = op_of(v)
+        if producer is not None:
+            todo += list(producer.operands)
+    return False
+
+
+__all__ = ["size_of", "same_size", "UnravelRun", "unravel_run", "unravel_form", "unraveled",
+           "merged_view", "row_step", "op_of", "reads_value"]

@@ -183,3 +183,10 @@ def _joins(head: Operation, group: list[Operation], op: Operation) -> bool:
         return False
     shared = shared_body_ops(head, op)
     return all(id(o) in shared for o in op.body.ops if isinstance(o, (LoadOp, MaskedLoadOp)))
+
+
+def defined_inside(loops: list[Operation]) -> set[int]:
+    """Ids of the values ``loops`` define (results and loop indices, nested ones too):
+    what changes from one iteration to the next."""
+    return {id(v) for loop in loops for o in loop.walk()
+            for v in list(o.results) + [a for r in o.regions for a in r.block.args]}

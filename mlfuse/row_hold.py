@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import inspect
 
-from mlfuse.dialects.index_forms import ADD, merged_view, op_of
+from mlfuse.dialects.index_forms import ADD, merged_view, op_of, reads_value
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
-from mlfuse.dialects.reductions import loop_levels, sibling_passes
+from mlfuse.dialects.reductions import defined_inside, loop_levels, sibling_passes
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.types import itemsize
 from mlfuse.row_groups import VECTOR_DTYPES
@@ -91,7 +91,7 @@ def held_buffers(kernel: Operation) -> list[Value] | None:
     if not loops or any(len(loop_levels(o)) > 1 for o in loops) or \
             len({repr(o["extent"]) for o in loops}) != 1:
         return None
-    inside = _inside(loops)
+    inside = defined_inside(loops)
     passes: dict[int, set[int]] = {}  # id(buffer) -> the passes reading it
     for n, group in enumerate(sibling_passes(kernel.body.ops)):
         for o in (inner for top in group for inner in top.walk()):
@@ -138,17 +138,6 @@ def _row_place(buf: Value, indices: list[Value], k: Value, inside: set[int]) -> 
     return [id(v) for v in indices[:-1]] + offset
 
 
-def _reads(value: Value, k: Value, seen: dict[int, bool]) -> bool:
-    """Whether ``value`` is ``k`` or computed from it."""
-    if value is k:
-        return True
-    if id(value) not in seen:
-        op = op_of(value)
-        seen[id(value)] = False
-        seen[id(value)] = op is not None and any(_reads(v, k, seen) for v in op.operands)
-    return seen[id(value)]
-
-
 def held_in_vectors(kernel: Operation) -> bool:
     """Whether a row kernel's held rows move in 16-byte vectors: every access of its row
     loops that reads the loop index is at a row place (``_row_place``). An access at a
@@ -156,24 +145,18 @@ def held_in_vectors(kernel: Operation) -> bool:
     a vector divide alone (codegen/flat_rows.row_flat_vectors): such rows are held a
     value at a time."""
     loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
-    inside = _inside(loops)
+    inside = defined_inside(loops)
     for loop in loops:
-        k, seen = loop.body.args[0], {}
+        k = loop.body.args[0]
         for o in loop.walk():
             if not isinstance(o, (LoadOp, MaskedLoadOp, StoreOp)):
                 continue
             buf, indices = (o.operands[1], o.operands[2:]) if isinstance(o, StoreOp) else \
                 (o.operands[0], o.operands[2 if isinstance(o, MaskedLoadOp) else 1:])
-            if any(_reads(v, k, seen) for v in indices) and (
+            if any(reads_value(v, k) for v in indices) and (
                     isinstance(o, MaskedLoadOp) or _row_place(buf, indices, k, inside) is None):
                 return False
     return True
-
-
-def _inside(loops: list[Operation]) -> set[int]:
-    """Ids of the values defined inside ``loops`` (results and block arguments)."""
-    return {id(v) for loop in loops for o in loop.walk()
-            for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
 
 
 def held_value_bytes(buffers: list[Value]) -> int:

@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import access_parts
-from mlfuse.codegen.flat_rows import flat_access, reads_value
+from mlfuse.codegen.flat_rows import flat_access
+from mlfuse.dialects.index_forms import reads_value
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.codegen.schedule_split import SplitEmitter
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp, YieldOp

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import ACCESSES, access_parts
 from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
-from mlfuse.dialects.index_forms import ADD, MUL, op_of, size_of, unravel_form, unravel_run
+from mlfuse.dialects.index_forms import (ADD, MUL, op_of, reads_value, size_of, unravel_form,
+                                         unravel_run)
 from mlfuse.dialects.loops import DimOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.traits import SCALAR_COMPUTE
@@ -281,22 +282,6 @@ def row_flat_vectors(op: Operation, row_loops: list[Operation]) -> tuple[list, l
 def _reads_step(op: Operation, k: Value) -> bool:
     """Whether an access's indices depend on the loop index ``k``."""
     return any(reads_value(v, k) for v in access_parts(op)[1])
-
-
-def reads_value(value: Value, target: Value) -> bool:
-    """Whether ``value`` is ``target`` or computed from it (through any ops)."""
-    seen, todo = set(), [value]
-    while todo:
-        v = todo.pop()
-        if v is target:
-            return True
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        producer = op_of(v)
-        if producer is not None:
-            todo += list(producer.operands)
-    return False
 
 
 def split_vector_buffers(plain: list[Operation], flat: list[Operation]) -> tuple[list, list]:

@@ -44,7 +44,7 @@ def shared_rows_code(op, name: str, target: str, helpers: set[str], names, hw) -
     moved = vector_buffers(plain + flat)
     whole = hw.vector_width > 1 and not any(isinstance(e, int) and e % hw.vector_width
                                             for e in extents) \
-        and held_in_vectors(op) and all(any(b is m for m in moved) for b in held)
+        and entry["in_vectors"] and all(any(b is m for m in moved) for b in held)
     if whole:
         entry["vector"] = names.fresh(f"{name}_shared")
         texts.append(SharedRowsEmitter(op, entry["vector"], target, helpers, hw, names.taken).emit())

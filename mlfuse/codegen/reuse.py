@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlfuse.dialects.loops import DimOp, LoadOp, MaskedLoadOp
+from mlfuse.dialects.reductions import defined_inside
 from mlfuse.ir.core import Block, Operation
 
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
@@ -65,13 +66,6 @@ def prefetchable_loads(body: Block) -> tuple[list[Operation], list[Operation]]:
             index_ops.append(o)
             needed.update(id(v) for v in o.operands)
     return loads, index_ops[::-1]
-
-
-def defined_inside(loops: list[Operation]) -> set[int]:
-    """Ids of the values ``loops`` define (results and loop indices, nested ones too):
-    what changes from one iteration to the next."""
-    return {id(v) for loop in loops for o in loop.walk()
-            for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
 
 
 def row_held_loads(row_loops: list[Operation]) -> tuple[list[Held], dict[int, list]]:

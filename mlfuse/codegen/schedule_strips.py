@@ -39,7 +39,8 @@ from mlfuse.codegen.kernel_code import KernelCode, extent_factors, kernel_interf
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.helpers import strip_reduce_name
-from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
+from mlfuse.codegen.reuse import prefetchable_loads
+from mlfuse.dialects.reductions import defined_inside
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine
 from mlfuse.codegen.vector import vector_buffers
 from mlfuse.codegen.strips_vector import VectorStrips, vector_lanes, vector_strip_accesses

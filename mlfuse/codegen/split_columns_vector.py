@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.flat_rows import _key as flat_key
-from mlfuse.codegen.flat_rows import flat_access, reads_value
+from mlfuse.codegen.flat_rows import flat_access
+from mlfuse.dialects.index_forms import reads_value
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine, identity
 from mlfuse.dialects.loops import LoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.reductions import reduce_nests

@@ -46,7 +46,7 @@ from mlfuse.codegen.held_rows import shared_rows_code
 from mlfuse.codegen.kernel_code import KernelCode, kernel_interface
 from mlfuse.codegen.peeled_rows import peeled_rows_code
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains
-from mlfuse.codegen.reuse import defined_inside
+from mlfuse.dialects.reductions import defined_inside
 from mlfuse.codegen.row_plans import stream_tile
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable

@@ -24,7 +24,8 @@ from mlfuse.dialects.loops import LoadOp, StoreOp
 from mlfuse.ir.core import Block, Operation, Value
 from mlfuse.row_groups import HALF_DTYPES, VECTOR_DTYPES
 
-from mlfuse.codegen.reuse import defined_inside, prefetchable_loads
+from mlfuse.codegen.reuse import prefetchable_loads
+from mlfuse.dialects.reductions import defined_inside
 
 # VECTOR_DTYPES: VECTOR_WIDTH 4 makes a 16- (8-) byte access; a kernel whose vector
 # accesses are all HALF_DTYPES moves 2 * VECTOR_WIDTH values a vector (16 bytes:
