@@ -43,6 +43,11 @@ class Target:
     split_stage_rows_per_sm: int = 2  # a row kernel called with fewer rows than sm_count *
                                   # this, each longer than a block holds in registers, splits
                                   # its rows across blocks (codegen/split_stages.py)
+    stream_row_threads: int = 256  # a streaming row kernel (each row loop re-reads its
+                                # row): its block's threads, more only while the rows in
+                                # flight would pass L2 (mlfuse/row_stream.py; H100, batch
+                                # norm over rows of 12544: 1024 threads 0.110 ms, 512
+                                # 0.084, 256 0.080)
     shared_row_threads: int = 1024  # a row held in registers and shared memory
                                 # (codegen/shared_rows.py): the most threads of its block
     shared_row_bytes: int = 226 * 1024  # ... and the most dynamic shared memory it holds

@@ -80,13 +80,23 @@ def test_batch_statistics_flatten_to_a_row_kernel_with_a_split_plan():
 
 def test_scalar_loops_count_segments_with_cursors():
     """A value's place is a carry from the last one's: the loop's loads and stores read
-    ``row_base + segment * stride + in_segment``, with a division only per tile."""
+    at a place cursor (``row_base + segment * stride + in_segment`` at the tile's first
+    value, then a step's offset and a carry's added), with a division only per tile,
+    shared by a tile's loops, and the step's planned once before the rows."""
     _, stage = _kernel_text(BATCHNORM, "batchnorm_train_0_stage0")
-    assert "x_flat[numba.uint64(row_base + segment * stride0 + in_segment)]" in stage
-    assert "_divmod_index(k," not in stage  # none a value
-    assert "if in_segment >= H * W:  # carry" in stage
+    head, rows = stage.split("for flat in range(")
+    assert "segment_step, in_segment_step = _divmod_index(nthreads, H * W)" in head
+    assert "place_step = segment_step * stride0 + in_segment_step" in head
+    assert "carry_step = stride0 - (H * W)" in head
+    assert "place = row_base + first_segment * stride0 + first_in_segment" in rows
+    assert "x_flat[numba.uint64(place)]" in rows
+    assert "_divmod_index(k," not in rows and "nthreads, H * W" not in rows  # none a value
+    assert "if in_segment >= H * W:  # carry" in rows and "place += carry_step" in rows
     _, epilogue = _kernel_text(BATCHNORM, "batchnorm_train_0_epilogue")
-    assert "y_flat[numba.uint64(row_base_1 + segment_1 * stride0_1 + in_segment_1)] = " in epilogue
+    # the tile's loads of x and stores of y: one division, a place cursor each
+    assert epilogue.count("_divmod_index(base + tid, H * W)") == 1
+    assert "y_flat[numba.uint64(place_1)] = " in epilogue
+    assert "place_1 = row_base_1 + first_segment * stride0_1 + first_in_segment" in epilogue
 
 
 def test_vector_twins_divide_once_a_vector_where_segments_are_whole_vectors():
@@ -110,6 +120,12 @@ def test_vector_twins_divide_once_a_vector_where_segments_are_whole_vectors():
                                         "SHORT_ROW_SCALARS": 0, "SHORT_ROW_VALUES": 0},
      ["batchnorm_train_0_vector"]),
     ({"N": 2, "K": 3, "H": 3, "W": 3}, None, ["batchnorm_train_0_short"]),
+    # rows of 315 streamed by blocks of 32 threads: two tiles of 256 values a pass, the
+    # tiles' and the steps' carries across segments of 35, the second pass backwards
+    ({"N": 9, "K": 2, "H": 5, "W": 7}, {"_split_stages": lambda p, e, r: False,
+                                        "SHORT_ROW_SCALARS": 0, "SHORT_ROW_VALUES": 0,
+                                        "REGISTER_ROW_THREADS": 0, "STREAM_ROW_THREADS": 32},
+     ["batchnorm_train_0_streaming"]),
 ])
 def test_batch_norm_training_agrees_on_every_launch_path(dims, force, expected):
     module = _compiled(BATCHNORM)
@@ -119,8 +135,27 @@ def test_batch_norm_training_agrees_on_every_launch_path(dims, force, expected):
 def test_statistics_over_leading_and_last_axes_of_a_rank_3_tensor():
     """[N, L] of [N, C, L]: one trailing axis in the segment (x[X // L, c, X % L])."""
     text = generate(compile_text(BATCHNORM_1D, "t.fuse"), target="cuda")
-    assert "segment * stride0 + in_segment" in text
+    assert "first_segment * stride0 + first_in_segment" in text
     module = _compiled(BATCHNORM_1D)
     launched = _run(module, BATCHNORM_1D, "batchnorm_1d", {"N": 3, "C": 2, "L": 11},
                     {"_split_stages": lambda p, e, r: True})
     assert launched == ["batchnorm_1d_0_stage0", "batchnorm_1d_0_epilogue"]
+
+
+def test_streaming_blocks_stay_small_while_their_rows_in_flight_fit_l2():
+    """mlfuse/row_stream.py: the streaming kernel's block, read by the generated host
+    (its own copy of the function) and by the cost model."""
+    from mlfuse.hardware import H100
+    from mlfuse.row_stream import stream_row_threads
+    # batch norm over [256, 1024, 7, 7]: rows of 12544 f32, x re-read: four blocks an
+    # SM hold 528 rows, 26 MB
+    assert stream_row_threads(12544, 4, H100) == 256
+    # rows of 80000 f32: 528 rows in flight would re-read 169 MB, 264 84 MB, past 50 MB
+    assert stream_row_threads(80000, 4, H100) == 1024
+    assert stream_row_threads(80000, 0, H100) == 256  # read once: nothing re-read
+    assert stream_row_threads(40000, 4, H100) == 512  # 264 rows: 42 MB
+    assert stream_row_threads(100, 4, H100) == 128  # (the least power of two holding it)
+    text = generate(compile_text(BATCHNORM, "t.fuse"), target="cuda")
+    assert "batchnorm_train_0_streaming[_row_blocks(K), _stream_row_threads((H * N * W), 4, " \
+        "STREAM_ROW_THREADS, SM_COUNT, L2_BYTES)]" in text
+    assert "STREAM_ROW_THREADS = 256" in text

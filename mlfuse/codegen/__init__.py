@@ -56,7 +56,7 @@ _MODULE_GLOBALS = ("THREAD_COMBINE_CHUNKS", "BLOCK_COMBINE_CHUNKS", "TARGET",
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
                    "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "L2_BYTES", "STRIP_BLOCK_THREADS",
-                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "STRIP_SHARED_WIDE_MIN_BLOCKS", "SHARED_ROW_THREADS", "SHARED_ROW_BYTES", "SHARED_ROW_SPLIT", "SIMT_THREADS", "FULL_WARPS",
+                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "STRIP_SHARED_WIDE_MIN_BLOCKS", "STREAM_ROW_THREADS", "SHARED_ROW_THREADS", "SHARED_ROW_BYTES", "SHARED_ROW_SPLIT", "SIMT_THREADS", "FULL_WARPS",
                    "_simt_shape", "_warp_share", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
@@ -109,6 +109,7 @@ STRIP_SHARED_BYTES = {strip_shared_bytes}  # the most shared memory a strips blo
 STRIP_SHARED_THREADS = {strip_shared_threads}  # the threads of such a block
 STRIP_SHARED_MIN_BLOCKS = {strip_shared_min_blocks}  # resident per SM, asked of such a kernel
 STRIP_SHARED_WIDE_MIN_BLOCKS = {strip_shared_wide_min_blocks}  # ... whose vectors have 8 lanes (f16)
+STREAM_ROW_THREADS = {stream_row_threads}  # a streaming row block's threads (more where its rows in flight would pass L2)
 SHARED_ROW_THREADS = {shared_row_threads}  # the most threads of a row block holding rows in shared memory too
 SHARED_ROW_BYTES = {shared_row_bytes}  # the most dynamic shared memory such a block holds (0: none)
 SHARED_ROW_SPLIT = {shared_row_split}  # 1: such rows in smaller blocks (down to a quarter) where their rows fit together
@@ -226,6 +227,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             strip_shared_threads=shared_threads(target, hw),
                             strip_shared_min_blocks=hw.strip_shared_min_blocks,
                             strip_shared_wide_min_blocks=hw.strip_shared_wide_min_blocks,
+                            stream_row_threads=hw.stream_row_threads,
                             shared_row_threads=hw.shared_row_threads,
                             shared_row_bytes=hw.shared_row_bytes,
                             shared_row_split=int(hw.shared_row_split),

@@ -40,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import ACCESSES, access_parts
+from mlfuse.codegen.segment_cursors import SegmentCursors
+from mlfuse.codegen.segment_cursors import access_key as _key
 from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
 from mlfuse.dialects.index_forms import (ADD, MUL, op_of, reads_value, size_of, unravel_form,
                                          unravel_run)
@@ -99,10 +101,6 @@ def segmented_access(op: Operation, k: Value, points: set[int]) -> SegmentedAcce
             not all(_invariant(d, points) for d in run.divisors):
         return None
     return SegmentedAccess(buf, lead, at[0], run.divisors, k)
-
-
-def _key(buf: Value, indices) -> tuple:
-    return (id(buf), tuple(id(v) for v in indices))
 
 
 def _invariant(v: Value, points: set[int]) -> bool:
@@ -302,15 +300,12 @@ def aligned_start_tests(host, buffers) -> list[str]:
             for b in buffers]
 
 
-class FlatRows:
+class FlatRows(SegmentCursors):
     """A mixin of the kernel emitter for the row-family schedules. Needs from its host
     class: w, op, namer, sym, helpers, reuse."""
 
     flat: dict = {}  # _key(buf, indices) -> FlatAccess; empty: no flat rows planned
     segments: dict = {}  # _key(buf, indices) -> SegmentedAccess
-    # the current loop's segment cursors: (step, size) -> (q, r), and how each steps
-    cursor_names: dict = {}
-    cursor_steps: list = []
     flat_dead: set = set()  # ids of the index ops only planned accesses used (not emitted)
     rows_planned = False  # a row-family kernel: its index divisions go 32-bit where they fit
     # ... and only 32-bit: the host runs the kernel only where every index fits 31 bits
@@ -325,6 +320,7 @@ class FlatRows:
         points = {id(a) for a in self.op.body.args}
         self.flat, self.flat_digits, self.row_bases = {}, {}, {}
         self.segments = {}  # _key(buf, indices) -> SegmentedAccess
+        self.segment_origins = {}
         self.flat_dead = set()
         self.rows_planned = True
         for top, args, extents in nests:
@@ -426,63 +422,10 @@ class FlatRows:
             step = f"{step} * {self.flat_strides[(id(buf), access.axis)]}"
         return f"{self.flat_views[id(buf)]}[numba.uint64({base} + {step})]"
 
-    def segment_subscript(self, access: SegmentedAccess) -> str:
-        """``view[row_base + q * stride + r]`` of a segmented access at its step."""
-        offset = self.segment_offset(access, self.namer(access.step))
-        return f"{self.flat_views[id(access.buf)]}[numba.uint64({offset})]"
-
-    def segment_offset(self, access: SegmentedAccess, step: str) -> str:
-        """A segmented access's element offset at flat index ``step``: (q, r) the step's
-        place in its segments, from the loop's cursor where it counts them
-        (``start_segment_cursors``), else its divmod by the segment, one division of
-        ``index_division``'s kind (LLVM computes it once for both)."""
-        size = self._segment_size(access)
-        base = self.row_bases[self._base_code(access)]
-        stride = self.flat_strides[(id(access.buf), access.axis)]
-        cursor = self.cursor_names.get((step, size))
-        if cursor is not None:
-            return f"{base} + {cursor[0]} * {stride} + {cursor[1]}"
-        split = f"{self._divide()}({step}, {size})"
-        return f"{base} + {split}[0] * {stride} + {split}[1]"
-
     def _divide(self) -> str:
         divide = "_divmod_index32" if self.narrow_divisions else "_divmod_index"
         self.helpers.add(divide)
         return divide
-
-    def _segment_size(self, access: SegmentedAccess) -> str:
-        return " * ".join(self._index_code(d) for d in access.divisors)
-
-    def start_segment_cursors(self, accesses: list[Operation], step: str, first: str,
-                              apart: str) -> None:
-        """Before a loop over a thread's values ``first``, ``first + apart``, ... (named
-        ``step`` in the body) that emits ``accesses``: a cursor (q, r) per segment size
-        their segmented ones use, the first value's divmod, so that each later value is
-        a carry away (``step_segment_cursors``), not a division (batch norm at 7 x 7
-        pixels: segments of 49, no whole vectors, a division a value)."""
-        sizes = sorted({self._segment_size(self.segments[_key(*access_parts(o))])
-                        for o in accesses if _key(*access_parts(o)) in self.segments})
-        self.cursor_names, self.cursor_steps = {}, []
-        for size in sizes:
-            q, r = self.namer.fresh("segment"), self.namer.fresh("in_segment")
-            dq, dr = self.namer.fresh("segment_step"), self.namer.fresh("in_segment_step")
-            self.w.line(f"{q}, {r} = {self._divide()}({first}, {size})  # this thread's first "
-                        "value's place in the segments")
-            self.w.line(f"{dq}, {dr} = {self._divide()}({apart}, {size})")
-            self.cursor_names[(step, size)] = (q, r)
-            self.cursor_steps.append((q, r, dq, dr, size))
-
-    def step_segment_cursors(self) -> None:
-        """The cursors to the next value: add the step, carry once (both parts < size)."""
-        for q, r, dq, dr, size in self.cursor_steps:
-            self.w.line(f"{q} += {dq}")
-            self.w.line(f"{r} += {dr}")
-            with self.w.indented(f"if {r} >= {size}:  # carry"):
-                self.w.line(f"{r} -= {size}")
-                self.w.line(f"{q} += 1")
-
-    def stop_segment_cursors(self) -> None:
-        self.cursor_names, self.cursor_steps = {}, []
 
     def index_division(self, op: Operation, operands: list[str]) -> str | None:
         """A row-family kernel's ``//`` or ``%`` of index values by a size known only at

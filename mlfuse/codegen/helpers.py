@@ -17,6 +17,7 @@ from mlfuse.codegen.tile_model import source as tile_model_source
 from mlfuse.codegen.vector import vector_helper_sources
 from mlfuse.row_groups import group_width_source
 from mlfuse.row_hold import row_hold_source
+from mlfuse.row_stream import stream_row_source
 from mlfuse.strip_plan import shared_source as strip_shared_source
 from mlfuse.strip_plan import source as strip_plan_source
 from mlfuse.strip_plan import split_source as split_columns_source
@@ -517,7 +518,8 @@ _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_I
           "_strip_threads": _STRIP_THREADS, "_strip_columns": strip_plan_source(),
           "_strip_shared": strip_shared_source(),
           "_TiledKernel": _TILED_KERNEL, "_contraction_geometry": _CONTRACTION_GEOMETRY,
-          "_contraction_plan": tile_model_source(), "_shared_row_plan": row_hold_source()}
+          "_contraction_plan": tile_model_source(), "_shared_row_plan": row_hold_source(),
+          "_stream_row_threads": stream_row_source()}
 # The order helpers appear in a module: device helpers before those that call them.
 ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_index32", "_divmod_magic",
          "_divmod_wide"] + [
@@ -527,7 +529,7 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_index32", "_
     "_vector_access", "_held_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_wgmma_intrinsics",
     "_mma_geometry", "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stage_rows",
     "_split_stages",
-    "_shared_row_plan", "_split_columns", "_short_row_width", "_row_group", "_strip_threads", "_strip_columns",
+    "_stream_row_threads", "_shared_row_plan", "_split_columns", "_short_row_width", "_row_group", "_strip_threads", "_strip_columns",
     "_strip_shared", "_address", "_vector_ready", "_peel_ready", "_copy_values", "_TiledKernel", "_contraction_plan",
     "_contraction_geometry"]
 

@@ -213,11 +213,15 @@ class HostEmitter:
         self.helpers.update({"_row_blocks", "_row_threads"})
         extents = list(dict.fromkeys(self.dim(e, kernel.op) for e in kernel.row_extents)) or ["1"]
         row = extents[0] if len(extents) == 1 else f"max({', '.join(extents)})"
-        threads = {"registers": f"-(-{row} // VALUES_PER_THREAD), REGISTER_ROW_THREADS",
-                   "streaming": row}
+        reread = reread_value_bytes(kernel.op)
+        threads = {"registers": f"_row_threads(-(-{row} // VALUES_PER_THREAD), REGISTER_ROW_THREADS)",
+                   "streaming": f"_stream_row_threads({row}, {reread}, STREAM_ROW_THREADS, "
+                                "SM_COUNT, L2_BYTES)"}
         threads["registers-vector"] = threads["registers"]
-        calls = {kind: self.call(name, f"_row_blocks({points}), _row_threads({threads[kind]})",
-                                 args) for kind, name in kernel.variants.items()}
+        if "streaming" in kernel.variants:
+            self.helpers.add("_stream_row_threads")
+        calls = {kind: self.call(name, f"_row_blocks({points}), {threads[kind]}", args)
+                 for kind, name in kernel.variants.items()}
         if "registers" not in calls:
             lines = [calls["streaming"]]
         else:
@@ -227,7 +231,7 @@ class HostEmitter:
             lines = self.vector_choice(kernel, calls, "registers-vector", flat_tests)
             if "peeled" in kernel.launch:  # rows of no whole vectors (peeled_rows.py)
                 call = self.call(kernel.launch["peeled"]["kernel"], f"_row_blocks({points}), "
-                                 f"_row_threads({threads['registers']})", args)
+                                 f"{threads['registers']}", args)
                 lines = peeled_choice(self, kernel, call, lines)
             if "streaming" in calls:
                 unit = self.w.unit
@@ -245,7 +249,6 @@ class HostEmitter:
             lines = short_rows_launch(self, kernel, points, row, args, lines)
         if stages:  # few long rows: each split across blocks
             self.helpers.add("_split_stages")
-            reread = reread_value_bytes(kernel.op)
             split = f"_split_stages({points}, {row}, {reread})"
             if held is not None:  # unless held rows move them faster
                 split += f" and not ({held})"

@@ -99,6 +99,8 @@ class RowPlans:
         if not self.vector or flat_vectors:  # rows through a reshape or a flattened nest:
             # one contiguous range each (flat_rows.py), in vectors too where they step along it
             self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in row_loops])
+            if not self.vector:  # (a vector kernel divides once a vector: no cursors)
+                self.plan_segment_steps(loc["nthreads"])
         if self.vector:
             self.plan_vectors(row_vector_accesses(row_loops) + flat_vectors, VALUES_PER_THREAD)
         w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")

@@ -3,8 +3,8 @@
 A "row" kernel runs a block per point; its top-level reduces and fors walk the point's
 row. Where a call has few long rows (fewer than SPLIT_STAGE_ROWS, rows past what a
 block holds in registers: group norm's 256 rows of 131072, softmax over 64 rows of
-262144), a block per row leaves most of the GPU idle and its streaming variant, one
-block of 1024 threads per SM, re-reads each row for every loop. The kernel op then
+262144), a block per row leaves most of the GPU idle and its streaming variant, whose
+blocks an SM hold 1024 threads (mlfuse/row_stream.py), re-reads each row for every loop. The kernel op then
 also gets these kernels (``fused.kernel``'s ``split_stages``, set by the schedule
 choice), and the host launches them instead (``_split_stages``):
 
@@ -128,6 +128,8 @@ class StageEmitter(KernelEmitter):
             self.declare_scratch(walked)
             self.plan_stream_tiles(walked)
             self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in walked])
+            if not self.vectors:
+                self.plan_segment_steps(loc["nthreads"])
             self.vector_accesses = self.stage_vector_accesses(walked)
             if self.vectors:
                 self.plan_vectors(self.vector_accesses, VALUES_PER_THREAD)

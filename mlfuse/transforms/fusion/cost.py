@@ -27,6 +27,7 @@ from mlfuse.strip_plan import (held_planes, line_points, narrowest_points, split
                                strip_columns, strip_shared)
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP, kernel_runtime_group
+from mlfuse.row_stream import SM_THREADS, stream_row_threads
 from mlfuse.row_hold import (held_buffers, held_in_vectors, held_rows_first, held_value_bytes,
                              scalar_held_values, shared_row_plan)
 from mlfuse.transforms.fusion.reduction_cost import has_loops, tiled_contraction, walked_bytes
@@ -233,17 +234,12 @@ def _strip_asked(width: int, per: int, target: Target) -> int:
     return target.strip_min_blocks if width * per <= target.strip_block_threads else 1
 
 
-# Threads of a streaming row block (codegen's _LAUNCH_BOUND["streaming"]): at 64
-# registers a thread, one such block fills an SM's register file.
-STREAM_THREADS = 1024
-
-
 def row_streamed(kernel: Operation, dims: dict, target: Target) -> bool:
     """Whether a "row" kernel runs its streaming variant: a row longer than the
     registers variant holds (row_values_per_thread x row_threads values) and more than
     one top-level loop, so that the later loops read the row again. Such a kernel has
-    one block of 1024 threads resident per SM (half the threads an SM holds), and its
-    re-reads come from DRAM when the rows in flight pass L2 (group norm's 132 rows of
+    1024 threads' worth of blocks resident per SM (half the threads an SM holds:
+    mlfuse/row_stream.py), and its re-reads come from DRAM when the rows in flight pass L2 (group norm's 132 rows of
     512 KB at [32, 256, 64, 64]: 0.389 ms measured on the H100, x read three times at
     half occupancy; the model says 0.38)."""
     passes = sibling_passes(kernel.body.ops)  # reduces walked together are one pass
@@ -417,10 +413,12 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
             threads, launches = target.sm_count * 2048, stage_count(kernel)
             rereads = _rereads(kernel, read, dims, target, points)
         elif row_streamed(kernel, dims, target):
-            # the streaming variant: blocks of 1024 threads capped at 64 registers, one
-            # resident per SM, each row loop re-reading its row (see row_streamed)
-            resident = min(points, target.sm_count)
-            threads = resident * STREAM_THREADS
+            # the streaming variant: 1024 threads' worth of blocks resident an SM (64
+            # registers a thread), each row loop re-reading its row (see row_streamed)
+            block = stream_row_threads(reduced_extent(kernel, dims, target),
+                                       reread_value_bytes(kernel), target)
+            resident = min(points, target.sm_count * (SM_THREADS // block))
+            threads = resident * block
             rereads = _rereads(kernel, read, dims, target, resident)
     elif schedule == "warp-rows":  # a group of threads (up to a warp) per row, holding
         # all of it: every value in flight at once, as "row" counts them (row_groups.py)

@@ -188,16 +188,16 @@ class Planner(Grouping):
 
     def _streamed_rows(self, groups: list[Group], move: Move) -> str:
         """Why a refused row kernel was dear: its rows pass what a block holds in
-        registers, so it streams them (one block of 1024 threads per SM, each later loop
-        re-reading the row, from DRAM where the rows in flight pass L2), where separate
+        registers, so it streams them (1024 threads' worth of blocks per SM, each later
+        loop re-reading the row, from DRAM where the rows in flight pass L2), where separate
         kernels split each row across blocks and fill the GPU (few long rows with a
         broadcast-back epilogue: group norm, long-row softmax and layernorm)."""
         for g in groups:
             kernel = self.build(g, move)[0] if self.outputs(g, move) else None
             if kernel is not None and kernel["schedule"] == "row" and \
                     row_streamed(kernel, self.dims, self.target):
-                return (" (the fused kernel would stream rows too long for registers, one "
-                        "block of 1024 threads per SM, each loop re-reading its row)")
+                return (" (the fused kernel would stream rows too long for registers, "
+                        "1024 threads' worth of blocks per SM, each loop re-reading its row)")
         return ""
 
     # -- a pointwise op between two contractions -------------------------------------
