@@ -1,6 +1,5 @@
-"""Probe: rows just past registers (the held-rows and registers kernels' geometry), and
-many rows past them (the streaming kernel's block), at shape_sweep.py's shapes still
-behind torch.compile, each under several sets of
+"""Probe: rows just past registers (the held-rows and registers kernels' geometry) at
+shape_sweep.py's shapes still behind torch.compile, each under several sets of
 ``mlfuse.hardware`` knobs (probe_memkern.py's machinery: generate, run recording the
 launches, poison, replay, check against the NumPy interpreter, time; torch and
 torch.compile on the same inputs). Run on the GPU from the repository root:
@@ -24,17 +23,6 @@ VARIANTS = {
     "not held": {"shared_row_bytes": 0},
 }
 FLAT = ["default", "not held"]  # rows through a reshape or over several axes (flat rows)
-STREAM = {"default": {}, "stream 1024": {"stream_row_threads": 1024},
-          "stream 256": {"stream_row_threads": 256}}
-# many rows no block holds (rows of segments, rows past shared memory): the streaming kernel
-STREAM_SHAPES = [("batchnorm_train", {"N": 256, "K": 1024, "H": 7, "W": 7}, None),
-                 ("batchnorm_train", {"N": 64, "K": 512, "H": 14, "W": 14}, None),
-                 ("batchnorm_train", {"N": 128, "K": 512, "H": 7, "W": 7}, None),
-                 ("batchnorm_train", {"N": 256, "K": 512, "H": 7, "W": 7}, "f16"),
-                 ("batchnorm_train", {"N": 512, "K": 512, "H": 7, "W": 7}, None),
-                 ("sumsq", {"R": 8192, "C": 16384}, None),
-                 ("layernorm", {"R": 600, "C": 80000}, None),
-                 ("softmax", {"R": 400, "C": 100000}, None)]
 SHAPES = [("layernorm", {"R": 8192, "C": 5120}, None),
           ("layernorm", {"R": 4096, "C": 16384}, "f16"),
           ("layernorm", {"R": 8192, "C": 5119}, None),
@@ -53,7 +41,7 @@ SHAPES = [("layernorm", {"R": 8192, "C": 5120}, None),
           ("group_norm", {"N": 64, "C": 128, "H": 28, "W": 28}, None),
           ("group_norm", {"N": 32, "C": 256, "H": 32, "W": 32}, None),
           ("group_norm", {"N": 64, "C": 128, "H": 28, "W": 28}, "f16")]
-DRY = {"R": 3, "C": 40, "N": 1, "H": 4, "W": 10, "K": 3}  # (group norm: C of 8 groups)
+DRY = {"R": 3, "C": 40, "N": 1, "H": 4, "W": 10}  # (group norm: C of 8 groups)
 
 
 def main() -> None:
@@ -63,14 +51,12 @@ def main() -> None:
         from shape_sweep import _extra_cases, in_dtype
         by_name = {c.name: c for c in CASES + _extra_cases()}
         out = []
-        for name, dims, dtype in SHAPES + STREAM_SHAPES:
+        for name, dims, dtype in SHAPES:
             case = dataclasses.replace(in_dtype(by_name[name], dtype), dims=dims,
                                        dry_dims={k: DRY[k] for k in dims})
             label = f"{case.name} " + "x".join(str(v) for v in dims.values())
             flat = name in ("instance_norm", "spatial_centring", "group_norm")
-            variants = STREAM if (name, dims, dtype) in STREAM_SHAPES else \
-                {v: VARIANTS[v] for v in FLAT} if flat else VARIANTS
-            out.append(Probe(label, case, variants))
+            out.append(Probe(label, case, {v: VARIANTS[v] for v in FLAT} if flat else VARIANTS))
         return out
     from probe_memkern import sweep_probes
     sweep_probes(__doc__.splitlines()[0], probes)
