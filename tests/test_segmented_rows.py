@@ -126,6 +126,12 @@ def test_vector_twins_divide_once_a_vector_where_segments_are_whole_vectors():
                                         "SHORT_ROW_SCALARS": 0, "SHORT_ROW_VALUES": 0,
                                         "REGISTER_ROW_THREADS": 0, "STREAM_ROW_THREADS": 32},
      ["batchnorm_train_0_streaming"]),
+    # segments of 16 (whole vectors): the streaming kernel's vector twin, two tiles of
+    # 256 values a pass (rows of 320)
+    ({"N": 20, "K": 2, "H": 4, "W": 4}, {"_split_stages": lambda p, e, r: False,
+                                         "SHORT_ROW_SCALARS": 0, "SHORT_ROW_VALUES": 0,
+                                         "REGISTER_ROW_THREADS": 0, "STREAM_ROW_THREADS": 32},
+     ["batchnorm_train_0_streaming_vector"]),
 ])
 def test_batch_norm_training_agrees_on_every_launch_path(dims, force, expected):
     module = _compiled(BATCHNORM)

@@ -22,6 +22,7 @@ from mlfuse.dialects.reductions import reread_value_bytes
 from mlfuse.codegen.flat_rows import aligned_start_tests
 from mlfuse.codegen.kernel_code import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.split_stages import stages_launch
+from mlfuse.codegen.stream_vector import stream_vector_choice
 from mlfuse.codegen.held_rows import shared_rows_launch
 from mlfuse.codegen.peeled_rows import peeled_choice
 from mlfuse.codegen.row_plans import whole_vector_slots
@@ -222,8 +223,12 @@ class HostEmitter:
             self.helpers.add("_stream_row_threads")
         calls = {kind: self.call(name, f"_row_blocks({points}), {threads[kind]}", args)
                  for kind, name in kernel.variants.items()}
+        streamed = []
+        if "streaming" in calls:  # (its vector twin where the rows are whole vectors)
+            streamed = stream_vector_choice(self, kernel, points, row, f"_row_blocks({points}), "
+                                            f"{threads['streaming']}", args)
         if "registers" not in calls:
-            lines = [calls["streaming"]]
+            lines = streamed
         else:
             flat_tests = self.multiple_tests(kernel.launch.get("vector_multiples", ()), kernel.op) \
                 + aligned_start_tests(self, kernel.launch.get("flat_vector_buffers", ())) \
@@ -237,7 +242,7 @@ class HostEmitter:
                 unit = self.w.unit
                 lines = [f"if {row} <= VALUES_PER_THREAD * REGISTER_ROW_THREADS:  # fits in "
                          "registers"] + [unit + line for line in lines] + [
-                         "else:", unit + calls["streaming"]]
+                         "else:"] + [unit + line for line in streamed]
         unit = self.w.unit
         before, held = [], None
         stages = len(kernel.launch.get("stages", ()))

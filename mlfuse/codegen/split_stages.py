@@ -122,17 +122,7 @@ class StageEmitter(KernelEmitter):
         w, loc = self.w, self.local
         doc = _DOC["epilogue" if self.last else "stage"].replace("{level}", str(self.level))
         with self.kernel_def(self.partials + [loc["n_split"]], doc):
-            walked = self.plan_passes(self.walked())
-            w.line(f"{loc['tid']} = cuda.threadIdx.x")
-            w.line(f"{loc['nthreads']} = cuda.blockDim.x")
-            self.declare_scratch(walked)
-            self.plan_stream_tiles(walked)
-            self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in walked])
-            if not self.vectors:
-                self.plan_segment_steps(loc["nthreads"])
-            self.vector_accesses = self.stage_vector_accesses(walked)
-            if self.vectors:
-                self.plan_vectors(self.vector_accesses, VALUES_PER_THREAD)
+            self.plan_walk()
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             loops = [o for o in self.op.body.ops if isinstance(o, (ReduceOp, ForOp))]
             w.line(f"{loc['n_k']} = {self.points(loops[0].extent_list)}")
@@ -150,6 +140,23 @@ class StageEmitter(KernelEmitter):
                 w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
                 self.block(self.op.body, top=True)
         return self.w.text()
+
+    def plan_walk(self) -> list[Operation]:
+        """The kernel's plans before its point loop (shared with stream_vector.py): the
+        loops it walks, a pass each, their tiles, flat rows and vector accesses."""
+        w, loc = self.w, self.local
+        walked = self.plan_passes(self.walked())
+        w.line(f"{loc['tid']} = cuda.threadIdx.x")
+        w.line(f"{loc['nthreads']} = cuda.blockDim.x")
+        self.declare_scratch(walked)
+        self.plan_stream_tiles(walked)
+        self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in walked])
+        if not self.vectors:
+            self.plan_segment_steps(loc["nthreads"])
+        self.vector_accesses = self.stage_vector_accesses(walked)
+        if self.vectors:
+            self.plan_vectors(self.vector_accesses, VALUES_PER_THREAD)
+        return walked
 
     def stage_vector_accesses(self, walked: list[Operation]) -> list[Operation]:
         """The loads a walked loop issues early and the stores of its body that vectors
@@ -416,6 +423,11 @@ def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> Kernel
         code.text += "\n\n" + text
     launch, text = shared_rows_code(op, name, target, helpers, names, hw)
     if launch:  # long rows held in registers and shared memory (shared_rows.py)
+        code.launch.update(launch)
+        code.text += "\n\n" + text
+    from mlfuse.codegen.stream_vector import stream_vector_code  # (it builds on StageEmitter)
+    launch, text = stream_vector_code(op, name, target, helpers, names, hw, code.variants)
+    if launch:  # streamed rows of whole vectors (stream_vector.py)
         code.launch.update(launch)
         code.text += "\n\n" + text
     if op.attributes.get("split_stages"):
