@@ -14,7 +14,8 @@ once and kept the same way) and
 "streaming" (any row length: each row loop re-reads the row, STREAM_TILE values per
 thread at a time, that tile's loads issued first). The host picks one by
 the row length; a constant row length needs only one. The vector variant
-"registers-vector" takes a thread's values as vectors (``emit_vector.py``).
+"registers-vector" takes a thread's values as vectors (``emit_vector.py``); the
+streaming variant's vector twin is stream_vector.py's.
 
 The schedule modules of the row family (split, strips, warp-rows, shared rows) reuse
 these plans and override their hooks (``row_span``, ``row_vectors``, ``accumulate``,
