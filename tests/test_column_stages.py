@@ -41,13 +41,16 @@ def test_which_strips_get_column_stages():
     assert why_not_column_staged(softmax) == "a reduction reads another's result"
 
 
-def _run(source, dims, inputs=None):
-    """The kernels the host launched for a call whose strips fit on chip nowhere."""
+def _run(source, dims, inputs=None, force=None):
+    """The kernels the host launched for a call whose strips fit on chip nowhere
+    (``force``: more module globals to set first)."""
     func = parse_program(source, "t.fuse").funcs[0]
     inputs = inputs or random_inputs(func, dims, seed=8)
     module = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=PLAN)
     py = module.python_module
     py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0  # neither shared memory nor registers
+    for name, value in (force or {}).items():
+        setattr(py, name, value)
     names = [n for n in vars(py) if n.startswith("f_0") and hasattr(getattr(py, n), "py_func")]
     launched = record_launches(py, names)
     got = module["f"](*inputs)
@@ -81,6 +84,17 @@ STATS_BOTH = ("func f(x: f32[R, C]) -> (f32[R, C], f32[1, C], f32[1, C]) {\n"
 def test_column_stages_agree_with_numpy(source, dims, first, epilogue):
     launched, _ = _run(source, dims)
     assert launched == [first, "f_0_combine", epilogue]
+
+
+@pytest.mark.parametrize("source, dims", [(CENTRING, {"R": 300, "C": 8}),
+                                          (STATS_BOTH, {"R": 300, "C": 8}),
+                                          (MIDDLE, {"A": 2, "B": 130, "C": 5})])
+def test_many_chunks_a_point_are_combined_by_a_block(source, dims):
+    """Where a point's chunks pass what a thread combines (THREAD_COMBINE_CHUNKS, 1
+    here), a block per point combines them into the first chunk's place, every reduce's
+    (two in STATS_BOTH), and the epilogue reads them as before."""
+    launched, _ = _run(source, dims, force={"THREAD_COMBINE_CHUNKS": 1})
+    assert launched[1] == "f_0_combine_blocks" and len(launched) == 3
 
 
 def test_column_stages_nan_stays_in_its_column_and_runs_repeat():
