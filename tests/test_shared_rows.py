@@ -291,6 +291,13 @@ def test_rows_through_a_reshape_are_held():
     """Group norm's rows of reshape(x, [N, 8, C/8*H*W]), 200 values: held (a value at a
     time: gamma[c] divides each lane's index, so no vector variant), not streamed."""
     _flat_rows_case(GROUP_NORM, [(2, 16, 10, 10), (16,), (16,)], "group_norm_0_shared_scalar")
+    # its channel divisions are 32-bit only, so the host runs it where indices fit 31 bits
+    text = generate(compile_text(GROUP_NORM, "t.fuse"), target="cuda")
+    kernel = text[text.index("def group_norm_0_shared_scalar("):]
+    assert "_divmod_index32(" in kernel[:kernel.index("\n\n\n")] and \
+        "_divmod_index(" not in kernel[:kernel.index("\n\n\n")]
+    launch = text[text.index("group_norm_0_shared_scalar[") - 400:text.index("group_norm_0_shared_scalar[")]
+    assert "N * C * H * W < 2**31" in launch and "(n_points) * (C_H_W_8) < 2**31" in launch
 
 
 def test_explain_says_how_flat_rows_are_held():

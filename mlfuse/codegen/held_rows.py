@@ -14,6 +14,7 @@ from mlfuse.row_hold import held_buffers, held_in_vectors, held_value_bytes, sca
 
 from mlfuse.codegen.emit_kernel import _row_loops, half_row_vectors
 from mlfuse.codegen.flat_rows import aligned_start_tests, row_flat_vectors, split_vector_buffers
+from mlfuse.codegen.kernel_code import narrow_index_tests
 from mlfuse.codegen.peeled_rows import PeeledSharedRowsEmitter, peel_plan
 from mlfuse.codegen.row_plans import whole_vector_slots
 from mlfuse.codegen.shared_rows import SharedRowsEmitter
@@ -115,8 +116,9 @@ def shared_rows_launch(host, kernel, points: str, row: str, args: list[str],
         vector_branch(entry["peeled"], entry["peeled_buffers"], entry["peeled_lanes"],
                       "_peel_ready", [], "peeled to whole aligned vectors", "peeled")
     held_test = f"{long} and {held} <= SHARED_ROW_BYTES"
-    branches += [(f"{'elif' if branches else 'if'} {held_test}:  # rows past registers, "
-                  "held a value at a time"),
+    narrow = " and ".join(narrow_index_tests(host, kernel.op, points, row))  # (its divisions)
+    branches += [(f"{'elif' if branches else 'if'} {held_test} and {narrow}:  # rows past "
+                  "registers, held a value at a time"),
                  unit + host.call(entry["scalar"], f"_row_blocks({points}), {threads}, 0, {held}",
                                   args)]
     if stages and not entry["in_vectors"]:

@@ -67,6 +67,14 @@ def kernel_interface(op: LoopOp) -> KernelInterface:
     return iface
 
 
+def narrow_index_tests(host, op, points: str, row: str) -> list[str]:
+    """The host's tests that every index of a row kernel's call fits 31 bits (every
+    buffer, and the points by their row values, under 2**31 values): where they hold, a
+    kernel whose index divisions are 32-bit only (``narrow_divisions``) may run."""
+    tests = [f"{host.buffer_values(b)} < 2**31" for b in kernel_interface(op).buffers]
+    return list(dict.fromkeys(tests + [f"({points}) * ({row}) < 2**31"]))
+
+
 def kernel_symbols(extents) -> list[str]:
     """The sizes a kernel takes for ``extents``: each symbol of a product, and a
     quotient (C*H*W/8) whole, as the host computes and checks it."""

@@ -48,6 +48,10 @@ class ScalarSharedRowsEmitter(SharedRowsEmitter):
     def __init__(self, op, name: str, target: str, helpers: set[str], hw, taken=()):
         super().__init__(op, name, target, helpers, hw, taken)
         self.row_slots = scalar_held_values(hw)
+        # its index divisions (group norm's channel of each value) 32-bit only: the host
+        # runs it where every index fits 31 bits (held_rows.shared_rows_launch); with
+        # _divmod_index's 64-bit fallback it spilled 388 B at 64 registers
+        self.narrow_divisions = True
 
     def plan_held_rows(self, row_loops: list[Operation], reuse: bool = True) -> None:
         """The registers variant's plan, then each held buffer's area (widest values first,

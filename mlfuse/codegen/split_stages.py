@@ -43,7 +43,7 @@ from mlfuse.codegen.emit_kernel import VALUES_PER_THREAD, KernelEmitter, emit_ke
 from mlfuse.codegen.emit_vector import VECTOR_WIDTH, Lanes
 from mlfuse.codegen.flat_rows import _key
 from mlfuse.codegen.held_rows import shared_rows_code
-from mlfuse.codegen.kernel_code import KernelCode, kernel_interface
+from mlfuse.codegen.kernel_code import KernelCode, narrow_index_tests
 from mlfuse.codegen.peeled_rows import peeled_rows_code
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains
 from mlfuse.dialects.reductions import defined_inside
@@ -403,10 +403,8 @@ def vector_tests(host, kernel, twin: dict, points: str, row: str) -> list[str]:
     tests = [f"{d} % VECTOR_WIDTH == 0"
              for d in dict.fromkeys(host.dim(e, kernel.op) for e in kernel.row_extents)]
     tests += host.multiple_tests(twin["multiples"], kernel.op)
-    # its index divisions are 32-bit only (flat_rows.index_division): every buffer, and
-    # the space of points by row values, under 2**31 values
-    tests += [f"{host.buffer_values(b)} < 2**31" for b in kernel_interface(kernel.op).buffers]
-    tests.append(f"({points}) * ({row}) < 2**31")
+    # its index divisions are 32-bit only (flat_rows.index_division)
+    tests += narrow_index_tests(host, kernel.op, points, row)
     for buf in twin["buffers"]:
         name = host.namer(buf)
         tests.append(f"_address({name}) % (VECTOR_WIDTH * {name}.dtype.itemsize) == 0")
