@@ -59,6 +59,11 @@ def test_plain_rows_of_whole_vectors_stream_as_vectors():
     assert "_load_vector(x_flat, (numba.uint64(row_base + first),)" in kernel[:kernel.index("\n\n\n")]
 
 
+def test_f16_rows_stream_as_vectors():
+    launched, _ = _streamed(LAYERNORM.replace("f32", "f16"), "layernorm", {"R": 2, "C": 256})
+    assert launched == ["layernorm_0_streaming_vector"]
+
+
 def test_odd_rows_stream_a_value_at_a_time():
     launched, _ = _streamed(LAYERNORM, "layernorm", {"R": 3, "C": 322})
     assert launched == ["layernorm_0_streaming"]
