@@ -229,6 +229,31 @@ def test_a_host_function_that_uses_other_cuda_calls_gives_no_plan():
     assert results.shape == (10,)
 
 
+def test_a_result_no_recorded_launch_wrote_gives_no_plan():
+    """A kernel swapped for an object the record does not stand in for (a script
+    wrapping the module's kernels to see which ran) launches unseen: its plan would
+    replay nothing and return the result unwritten, so none is made."""
+    module = mlfuse.compile_source(CHAIN, "chain.fuse")
+    host = module.chain.host
+    kernels = {k: v for k, v in host.__globals__.items() if k.startswith("chain_0")
+               and hasattr(v, "py_func")}
+
+    class Wrapper:  # launches the real kernel, as the wrapping scripts do
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, config):
+            return self.kernel[config]
+    try:
+        host.__globals__.update({k: Wrapper(v) for k, v in kernels.items()})
+        x = device(10)
+        results, trace = trace_call(host, [x, x], 1)
+    finally:
+        host.__globals__.update(kernels)
+    assert trace.plan is None and "written by no recorded launch" in trace.refused
+    assert results.shape == (10,)
+
+
 # -- a function with plans checks arguments as one without -----------------------------
 
 class Replay:

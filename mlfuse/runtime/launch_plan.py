@@ -21,6 +21,7 @@ as it is and gives no plan, with the reason.
 """
 from __future__ import annotations
 
+import math
 import types
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -129,6 +130,15 @@ class Trace:
         except Untraceable as e:
             self.refuse(f"result: {e}")
             return
+        # a result buffer with values that no recorded launch was passed was written by
+        # something the record did not see (a kernel swapped for another object): a plan
+        # would replay without it and return the buffer unwritten
+        passed = {a.value for la in self.launches for a in la.args if a.kind == "buffer"}
+        for n, src in enumerate(sources):
+            if src.kind == "buffer" and src.value not in passed and \
+                    math.prod(self.buffers[src.value].shape):
+                self.refuse(f"result {n}: written by no recorded launch")
+                return
         self.plan = CallPlan(tuple(self.buffers), tuple(self.launches), sources)
 
 
