@@ -226,7 +226,7 @@ class HostEmitter:
         streamed = []
         if "streaming" in calls:  # (its vector twin where the rows are whole vectors)
             streamed = stream_vector_choice(self, kernel, points, row, f"_row_blocks({points}), "
-                                            f"{threads['streaming']}", args)
+                                            f"{threads['streaming']}", args, calls["streaming"])
         if "registers" not in calls:
             lines = streamed
         else:

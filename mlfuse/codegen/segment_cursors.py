@@ -88,7 +88,8 @@ class SegmentCursors:
                 jump, carry = self.namer.fresh("place_step"), self.namer.fresh("carry_step")
                 dq, dr = self.segment_steps[size][1:]
                 self.w.line(f"{jump} = {dq} * {stride} + {dr}")
-                self.w.line(f"{carry} = {stride} - ({size})  # from a segment's end to the next one's start")
+                self.w.line(f"{carry} = {stride} - ({size})  # from a segment's end to the "
+                            "next one's start")
                 self.place_steps[(size, stride)] = (jump, carry)
 
     def start_segment_cursors(self, accesses: list[Operation], step: str, first: str,
@@ -115,10 +116,11 @@ class SegmentCursors:
                             "first value's place in the segments")
                 origins[(first, size)] = (q0, r0)
             q0, r0 = origins[(first, size)]
-            planned = getattr(self, "segment_steps", {}).get(size)
+            planned = self.segment_steps.get(size)
             if planned is not None and planned[0] == apart:
                 dq, dr = planned[1:]
-            else:  # (no steps planned before the point loop: divided here)
+            else:  # (no steps planned for ``apart`` before the point loop, as warp-rows'
+                planned = None  # loops over a group's lanes: divided here)
                 dq, dr = self.namer.fresh("segment_step"), self.namer.fresh("in_segment_step")
                 self.w.line(f"{dq}, {dr} = {self._divide()}({apart}, {size})")
             r = self.namer.fresh("in_segment")
@@ -127,8 +129,8 @@ class SegmentCursors:
             for base, stride in places:
                 place = self.namer.fresh("place")
                 self.w.line(f"{place} = {base} + {q0} * {stride} + {r0}")
-                jump, carry = self.place_steps[(size, stride)] if planned is not None and \
-                    planned[0] == apart else (f"{dq} * {stride} + {dr}", f"{stride} - ({size})")
+                jump, carry = self.place_steps[(size, stride)] if planned else \
+                    (f"{dq} * {stride} + {dr}", f"{stride} - ({size})")
                 self.cursor_names[(step, size, base, stride)] = place
                 moves.append((place, jump, carry))
             self.cursor_steps.append((r, dr, size, moves))

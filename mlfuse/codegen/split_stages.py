@@ -4,9 +4,9 @@ A "row" kernel runs a block per point; its top-level reduces and fors walk the p
 row. Where a call has few long rows (fewer than SPLIT_STAGE_ROWS, rows past what a
 block holds in registers: group norm's 256 rows of 131072, softmax over 64 rows of
 262144), a block per row leaves most of the GPU idle and its streaming variant, whose
-blocks an SM hold 1024 threads (mlfuse/row_stream.py), re-reads each row for every loop. The kernel op then
-also gets these kernels (``fused.kernel``'s ``split_stages``, set by the schedule
-choice), and the host launches them instead (``_split_stages``):
+blocks an SM hold 1024 threads (mlfuse/row_stream.py), re-reads each row for every
+loop. The kernel op then also gets these kernels (``fused.kernel``'s ``split_stages``,
+set by the schedule choice), and the host launches them instead (``_split_stages``):
 
 - every top-level reduce has a level: 0 when it reads no other reduce's result, else
   one more than the highest level it reads (softmax: max 0, sum 1; layernorm: mean 0,

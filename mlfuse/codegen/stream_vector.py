@@ -82,11 +82,10 @@ def stream_vector_code(op, name: str, target: str, helpers: set[str], names, hw,
                               "multiples": multiples}}, text
 
 
-def stream_vector_choice(host, kernel, points: str, row: str, grid: str,
-                         args: list[str]) -> list[str]:
-    """The host's lines for a streaming launch on ``grid``: the twin where its vector
-    tests hold, else the scalar kernel."""
-    call = host.call(kernel.variants["streaming"], grid, args)
+def stream_vector_choice(host, kernel, points: str, row: str, grid: str, args: list[str],
+                         call: str) -> list[str]:
+    """The host's lines for a streaming launch: the twin on ``grid`` where its vector
+    tests hold, else ``call`` (the scalar streaming kernel's launch)."""
     twin = kernel.launch.get("stream_vector")
     if twin is None:
         return [call]

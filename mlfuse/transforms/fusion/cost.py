@@ -239,9 +239,9 @@ def row_streamed(kernel: Operation, dims: dict, target: Target) -> bool:
     registers variant holds (row_values_per_thread x row_threads values) and more than
     one top-level loop, so that the later loops read the row again. Such a kernel has
     1024 threads' worth of blocks resident per SM (half the threads an SM holds:
-    mlfuse/row_stream.py), and its re-reads come from DRAM when the rows in flight pass L2 (group norm's 132 rows of
-    512 KB at [32, 256, 64, 64]: 0.389 ms measured on the H100, x read three times at
-    half occupancy; the model says 0.38)."""
+    mlfuse/row_stream.py), and its re-reads come from DRAM when the rows in flight pass
+    L2 (group norm's 132 rows of 512 KB at [32, 256, 64, 64]: 0.389 ms measured on the
+    H100, x read three times at half occupancy; the model says 0.38)."""
     passes = sibling_passes(kernel.body.ops)  # reduces walked together are one pass
     row = reduced_extent(kernel, dims, target)
     return len(passes) > 1 and row > target.row_values_per_thread * target.row_threads and \
