@@ -17,6 +17,8 @@ NumPy interpreter, time the replay with CUDA events, median):
   blocks of STRIP_SHARED_THREADS (128), launch_bounds asking 6 resident an SM (4 for 8-lane f16 vectors); where
   vectors do not fit (D = 2047), "strips-shared-scalar": the same, a point a thread;
 - "no shared": strip_shared_bytes 0 (main's kernels: registers, vector or streaming);
+- "streamed": nor the registers kernel (strip_held_threads 0): the vector or scalar
+  streaming kernel, which reads x once a loop (the later reads mostly from L2);
 - "shared min4", "shared min5", "shared min6": launch_bounds asking 4 (at most 128
   registers: the default before 2026-11-24's fifth session), 5 (102) or 6 blocks an SM
   (85) of every shared kernel (the default: 6, and 4 where vectors have 8 lanes);
@@ -66,10 +68,24 @@ SHAPES = {
                             {"R": 13, "C": 16}),
     "centring 1024x65536": ("column_centring", {"R": 1024, "C": 65536}, None,
                             {"R": 9, "C": 32}),
+    # the sweep's shapes (BENCHMARKS.md, fifteenth session: 1.08-1.31x torch.compile)
+    "softmax_mid 8x1024x2048": ("softmax_middle", {"B": 8, "S": 1024, "D": 2048}, None,
+                                {"B": 2, "S": 9, "D": 16}),
+    "softmax_mid 512x32x1024": ("softmax_middle", {"B": 512, "S": 32, "D": 1024}, None,
+                                {"B": 2, "S": 5, "D": 16}),
+    "softmax_mid f16 64x256x2048": ("softmax_middle", {"B": 64, "S": 256, "D": 2048},
+                                    ("softmax_middle_f16", SOFTMAX_F16), {"B": 2, "S": 7, "D": 16}),
+    "channel softmax 32x64x112x112": ("softmax_middle", {"N": 32, "K": 64, "H": 112, "W": 112},
+                                      ("channel_softmax", CHANNEL_SOFTMAX),
+                                      {"N": 2, "K": 3, "H": 2, "W": 8}),
+    "channel softmax 64x21x128x128": ("softmax_middle", {"N": 64, "K": 21, "H": 128, "W": 128},
+                                      ("channel_softmax", CHANNEL_SOFTMAX),
+                                      {"N": 2, "K": 3, "H": 2, "W": 8}),
     "instance_norm 128x128x64x64": ("instance_norm", {"N": 128, "C": 128, "H": 64, "W": 64},
                                     None, {"N": 2, "C": 3, "H": 5, "W": 7}),
 }
 DEFAULT = {"default": {}, "no shared": {"strip_shared_bytes": 0},
+           "streamed": {"strip_shared_bytes": 0, "strip_held_threads": 0},
            "shared min4": {"strip_shared_min_blocks": 4, "strip_shared_wide_min_blocks": 4}}
 SWEEP = {**DEFAULT,
          "shared min5": {"strip_shared_min_blocks": 5, "strip_shared_wide_min_blocks": 5},

@@ -114,6 +114,12 @@ class Target:
                                 # shared memory a block holds its strip's values in (read
                                 # from DRAM once, codegen/strips_shared.py); 0: never. Under
                                 # 48 KB with the reductions' scratch: no opt-in per kernel
+    strip_shared_min_rereads: int = 2  # ... only where its held values save at least this
+                                # many passes (later loops reading them again): with one
+                                # (column centring) a kernel reading x twice ran 9-12% faster
+                                # (H100: [1024, 65536] 0.285 ms against 0.325, [768, 65536]
+                                # 0.219 against 0.241, [512, 131072] 0.239 against 0.267: a
+                                # narrow strip, 32-64 B a row, at 37% occupancy reads slower)
     strip_shared_threads: int = 128  # its block's threads (each combines its point's
                                 # partials itself: fewer threads a point, a shorter combine)
     strip_shared_min_blocks: int = 6  # its launch_bounds' resident blocks per SM (caps

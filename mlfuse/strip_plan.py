@@ -139,26 +139,39 @@ def _hold_key(load, loop_indices) -> tuple:
             tuple("k" if id(v) in loop_indices else id(v) for v in load.operands[1:]))
 
 
-def held_planes(tops) -> tuple[dict, dict, int]:
-    """The shared strips kernel's planes over a kernel's top-level loops ``tops`` (each
-    one axis): ({load id: plane} of the loads that store their value, the same of those
-    that read it back, planes). A load is held where a later loop loads the same value;
-    one read in one loop only keeps nothing."""
+def _held_uses(tops) -> list[list]:
+    """The loads of a kernel's top-level loops ``tops`` grouped by the value they read,
+    each group [(loop number, load), ...] in loop order: only groups read in two loops
+    or more (a value read again)."""
     loop_indices = {id(t.body.args[0]) for t in tops}
     uses: dict[tuple, list] = {}
     for n, top in enumerate(tops):
         for o in top.body.ops:
             if isinstance(o, LoadOp):
                 uses.setdefault(_hold_key(o, loop_indices), []).append((n, o))
+    return [m for m in uses.values() if len({n for n, _ in m}) >= 2]
+
+
+def held_planes(tops) -> tuple[dict, dict, int]:
+    """The shared strips kernel's planes over a kernel's top-level loops ``tops`` (each
+    one axis): ({load id: plane} of the loads that store their value, the same of those
+    that read it back, planes). A load is held where a later loop loads the same value;
+    one read in one loop only keeps nothing."""
     writes, reads, planes = {}, {}, 0
-    for members in uses.values():
-        if len({n for n, _ in members}) < 2:
-            continue
+    for members in _held_uses(tops):
         first = members[0][0]
         for n, o in members:
             (writes if n == first else reads)[id(o)] = planes
         planes += 1
     return writes, reads, planes
+
+
+def held_rereads(tops) -> int:
+    """The later loops that read a held value again: what holding a strip in shared memory
+    saves, a pass over its values each (column centring's epilogue: 1; middle softmax's
+    sum and epilogue: 2). Hardware's strip_shared_min_rereads reads it."""
+    return len({n for members in _held_uses(tops) for n, _ in members
+                if n != members[0][0]})
 
 
 THREAD_COMBINE_CHUNKS = 128  # the most chunks a split-columns thread of the second kernel combines
@@ -217,5 +230,5 @@ def split_source() -> str:
 
 
 __all__ = ["strip_columns", "strip_shared", "split_columns", "THREAD_COMBINE_CHUNKS",
-           "BLOCK_COMBINE_CHUNKS", "held_planes", "most_slots",
+           "BLOCK_COMBINE_CHUNKS", "held_planes", "held_rereads", "most_slots",
            "narrowest_points", "line_points", "source", "shared_source", "split_source"]

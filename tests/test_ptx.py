@@ -367,9 +367,10 @@ def test_split_columns_reads_a_column_by_cursor(tmp_path):
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_vector_strips_move_16_byte_vectors_without_spills(tmp_path, dtype):
-    """Column centring's strips-vector and strips-shared kernels (codegen/strips_vector.py,
-    strips_shared.py): each thread's points a 16-byte vector, loaded and stored whole
-    (ld/st.global.v4), within the 128-register caps (ptxas sm_90: f32 103, f16 100)."""
+    """Column centring's strips-vector kernel and middle softmax's strips-shared kernel
+    (codegen/strips_vector.py, strips_shared.py): each thread's points a 16-byte vector,
+    loaded and stored whole (ld/st.global.v4), within the 128-register caps (ptxas sm_90:
+    centring's vector kernel f32 103, f16 100)."""
     path = tmp_path / "centring.fuse"
     path.write_text(f"func centring(x: {dtype}[R, C]) -> {dtype}[R, C] {{\n"
                     "    return x - mean(x, axis=0, keepdims=true)\n}\n")
@@ -378,12 +379,17 @@ def test_vector_strips_move_16_byte_vectors_without_spills(tmp_path, dtype):
     assert vector["spill_bytes"] == 0 and vector["stack_bytes"] == 0 and vector["f64"] == [], vector
     assert vector["global_v4_loads"] > 0 and vector["v4_stores"] > 0, vector
     assert vector["loads"] == vector["stores"] == 0 and vector["registers"] <= 128, vector
-    # its shared-memory form (codegen/strips_shared.py): the same vectors, x kept on chip,
-    # within launch_bounds' cap of 4 blocks of 128 threads an SM (f32 72, f16 ~100)
-    shared = found["centring_0_shared"]
+    # the shared-memory form (codegen/strips_shared.py; a program whose held values two
+    # later loops read again: middle softmax): the same vectors, x kept on chip, within
+    # launch_bounds' cap (f32 6 blocks of 128 threads an SM: 80; f16 4: 128)
+    path = tmp_path / "middle.fuse"
+    path.write_text(f"func middle(x: {dtype}[A, S, D]) -> {dtype}[A, S, D] {{\n"
+                    "    return softmax(x, axis=1)\n}\n")
+    found = {k["kernel"]: k for k in kernels(str(path))}
+    shared = found["middle_0_shared"]
     assert shared["spill_bytes"] == 0 and shared["stack_bytes"] == 0 and shared["f64"] == [], shared
     assert shared["global_v4_loads"] > 0 and shared["v4_stores"] > 0, shared
     assert shared["loads"] == shared["stores"] == 0 and shared["registers"] <= 128, shared
-    scalar = found["centring_0_shared_scalar"]  # (a point a thread: where vectors do not fit)
+    scalar = found["middle_0_shared_scalar"]  # (a point a thread: where vectors do not fit)
     assert scalar["spill_bytes"] == 0 and scalar["stack_bytes"] == 0 and scalar["f64"] == [], scalar
     assert scalar["registers"] <= 128, scalar

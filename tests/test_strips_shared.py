@@ -3,14 +3,21 @@ vector strips kernel whose values read again by a later loop stay on chip, under
 simulator against the NumPy interpreter: strips ending part-way, several tiles, f16,
 NaN and inf per lane, a budget too small for the widest strip (narrower strips) or for
 any (the other kernels), points that whole vectors do not cover (the scalar shared
-kernel), and the geometry of mlfuse/strip_plan.py."""
+kernel), the geometry of mlfuse/strip_plan.py, and which programs have the variant
+(strip_shared_min_rereads: values read again by two later loops or more, by default)."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import mlfuse
+from mlfuse.api import CompiledModule
+from mlfuse.codegen import generate
+from mlfuse.hardware import get_target
 from mlfuse.interp import run_tensor
-from mlfuse.pipeline import parse_program
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.runtime.loader import load_source
 from mlfuse.strip_plan import strip_shared
 from mlfuse.tools.checking import random_inputs
 
@@ -28,6 +35,16 @@ TWO_INPUTS = ("func f(x: f32[R, C], y: f32[R, C]) -> f32[R, C] {\n"
               " s = sum(x * y, axis=0, keepdims=true)\n return x * s - y }")
 
 
+def _compile(source, rereads=1):
+    """The program planned at PLAN_SHARED's sizes, generated for the simulator with
+    strip_shared_min_rereads ``rereads``: 1, the shared kernel wherever a later loop reads
+    a value again (column centring's one re-read too: these tests check its mechanics)."""
+    ir = compile_text(source, "t.fuse", level="fused", fuse_options=PLAN_SHARED)
+    text = generate(ir, "simulator",
+                    dataclasses.replace(get_target(), strip_shared_min_rereads=rereads))
+    return CompiledModule(ir, text, "simulator", load_source(text, "t"))
+
+
 def _run(source, dims, inputs=None, budget=None, widen=False):
     """The launched kernel's variant, having checked the results. ``widen``: the host
     may widen strips past the widest line at these tiny sizes (one block an SM is
@@ -36,7 +53,7 @@ def _run(source, dims, inputs=None, budget=None, widen=False):
     inputs = inputs or random_inputs(func, dims, seed=8)
     with np.errstate(invalid="ignore", over="ignore"):
         expected = run_tensor(func, inputs)
-    module = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=PLAN_SHARED)
+    module = _compile(source)
     (kernel,) = _strips(module)
     py = module.python_module
     if budget is not None:
@@ -122,6 +139,25 @@ def test_loops_reading_nothing_again_have_no_shared_variant():
         target="simulator", fuse_options=PLAN)
     for kernel in _strips(module):
         assert not hasattr(module.python_module, f"{kernel['kernel_name']}_shared")
+
+
+@pytest.mark.parametrize("source, shared", [
+    (CENTRING, False),  # the epilogue reads x again: one pass saved
+    (TWO_INPUTS, False),  # x and y again, in one loop
+    (MIDDLE_SOFTMAX, True),  # the sum and the epilogue: two passes saved
+    (NCHW_SOFTMAX, True),
+])
+def test_the_shared_variant_needs_two_later_loops_reading_again(source, shared):
+    """With one pass saved, a kernel reading x twice ran faster than a strip held in
+    shared memory at every shape measured (hardware.strip_shared_min_rereads): by
+    default only programs whose held values two later loops read have the variant, and
+    the host falls through to the registers, column-stage or streaming kernels."""
+    module = _compile(source, rereads=get_target().strip_shared_min_rereads)
+    (kernel,) = _strips(module)
+    py = module.python_module
+    for suffix in ("_shared", "_shared_scalar"):
+        assert hasattr(py, kernel["kernel_name"] + suffix) == shared
+    assert (f"{kernel['kernel_name']}_shared[" in module.source) == shared
 
 
 def test_geometry():

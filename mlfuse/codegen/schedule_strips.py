@@ -47,7 +47,7 @@ from mlfuse.codegen.strips_vector import VectorStrips, vector_lanes, vector_stri
 from mlfuse.codegen.strips_shared import (SharedStrips, held_bytes, held_planes, shared_launch,
                                           shared_widths)
 from mlfuse.ir.types import itemsize
-from mlfuse.strip_plan import line_points, most_slots, narrowest_points
+from mlfuse.strip_plan import held_rereads, line_points, most_slots, narrowest_points
 
 _DOC = {
     "strips-registers": "Strips schedule over [{space}] ({strip}): a block per strip of points, "
@@ -141,9 +141,10 @@ def strip_variants(op, hw=None) -> list[str]:
     accesses = hw is not None and vector_strip_accesses(op, top_loops(op))
     if accesses and hw.strip_vectors:
         kinds.append("strips-vector")
-    if accesses and hw.strip_shared_bytes > 0 and held_planes(top_loops(op))[2]:
-        # (strips_shared.py: some loop reads a value again; a vector a thread, or a point
-        # where the vectors do not fit the call)
+    if accesses and hw.strip_shared_bytes > 0 and held_planes(top_loops(op))[2] and \
+            held_rereads(top_loops(op)) >= hw.strip_shared_min_rereads:
+        # (strips_shared.py: later loops read values again, enough of them to pay for the
+        # narrow strips; a vector a thread, or a point where the vectors do not fit the call)
         kinds += (["strips-shared"] if hw.strip_vectors else []) + ["strips-shared-scalar"]
     return kinds
 

@@ -23,7 +23,7 @@ from mlfuse.dialects.reductions import loop_levels, reread_value_bytes, sibling_
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
-from mlfuse.strip_plan import (held_planes, line_points, narrowest_points, split_columns,
+from mlfuse.strip_plan import (held_planes, held_rereads, line_points, narrowest_points, split_columns,
                                strip_columns, strip_shared)
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP, kernel_runtime_group
@@ -185,8 +185,8 @@ def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
     (codegen/strips_shared.py), as far as the IR tells (the buffers' alignment is the
     call's): over columns, every top-level loop one axis, every access of f32 or f16
     values of one size along the points' last axis (16-byte vectors where they divide its
-    extent), some value read again by a later loop, and a strip's planes within
-    strip_shared_bytes (mlfuse/strip_plan.py)."""
+    extent), values read again by at least strip_shared_min_rereads later loops, and a
+    strip's planes within strip_shared_bytes (mlfuse/strip_plan.py)."""
     if strip != "columns" or target.strip_shared_bytes <= 0:
         return None
     tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
@@ -203,7 +203,7 @@ def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
                 return None
             sizes.add(itemsize(buf.type.dtype))
     planes = held_planes(tops)[2]
-    if len(sizes) != 1 or not planes:
+    if len(sizes) != 1 or not planes or held_rereads(tops) < target.strip_shared_min_rereads:
         return None
     size = sizes.pop()
     lanes, widths = 16 // size, (max(1, target.strip_line_bytes // 16), 2)
