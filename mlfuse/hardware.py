@@ -120,6 +120,9 @@ class Target:
                                 # (H100: [1024, 65536] 0.285 ms against 0.325, [768, 65536]
                                 # 0.219 against 0.241, [512, 131072] 0.239 against 0.267: a
                                 # narrow strip, 32-64 B a row, at 37% occupancy reads slower)
+    strip_shared_reuse: bool = True  # ... a costly value two of its loops compute (middle
+                                # softmax's exp(x - max)) kept in the plane of the value it
+                                # comes from, where no later loop reads that value itself
     strip_shared_threads: int = 128  # its block's threads (each combines its point's
                                 # partials itself: fewer threads a point, a shorter combine)
     strip_shared_min_blocks: int = 6  # its launch_bounds' resident blocks per SM (caps

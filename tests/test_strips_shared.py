@@ -160,6 +160,29 @@ def test_the_shared_variant_needs_two_later_loops_reading_again(source, shared):
     assert (f"{kernel['kernel_name']}_shared[" in module.source) == shared
 
 
+def _shared_source(module) -> str:
+    """The vector shared kernel's source."""
+    (kernel,) = _strips(module)
+    text = module.source.split(f"def {kernel['kernel_name']}_shared(")[1]
+    return text.split("\n\n\n")[0]
+
+
+@pytest.mark.parametrize("source, dims, exps", [
+    # softmax: the sum loop keeps exp(x - max) in x's plane, the epilogue reads it
+    (MIDDLE_SOFTMAX, {"A": 2, "B": 9, "C": 8}, 1),
+    # the epilogue reads x itself too: its plane stays x's, each loop computes its exp
+    ("func f(x: f32[A, B, C]) -> f32[A, B, C] {\n m = max(x, axis=1, keepdims=true)\n"
+     " e = exp(x - m)\n return e / sum(e, axis=1, keepdims=true) * x }",
+     {"A": 2, "B": 9, "C": 8}, 2),
+])
+def test_a_costly_value_two_loops_compute_is_kept_in_a_plane(source, dims, exps):
+    """strip_shared_reuse: the exp is computed once a value where a plane is free for it,
+    with the same results."""
+    assert _run(source, dims) == "_shared"
+    kernel = _shared_source(_compile(source))
+    assert kernel.count("exp(") == exps * 4, kernel  # (a line per lane of a vector)
+
+
 def test_geometry():
     # softmax over 256 of [64, 256, 2048] f32 (H100 knobs): 128-byte rows, 32 KB, 16 threads a point
     assert strip_shared(64 * 2048 // 4, 256, 8, 2, 128, 4, 1, 4, 40 * 1024, 132, 4) == \

@@ -314,6 +314,11 @@ class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
             if not isinstance(op, YieldOp):
                 self.statement(op, top and self.schedule == "row")
 
+    def kept_place(self, op: Operation) -> str:
+        """Where the value of ``op``, kept by the first loop computing it
+        (reuse.row_reused_values), is this slot: its local array (row_plans.py)."""
+        return f"{self.kept[id(op)]}[{self.local['slot']}]"
+
     def statement(self, op: Operation, shared: bool) -> None:
         """One op; ``shared``: it is at the top of a row kernel (the block shares it)."""
         w = self.w
@@ -327,14 +332,14 @@ class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
         if op.has_trait(SCALAR_COMPUTE):
             kind = op.name.split(".", 1)[1]
             if id(op) in self.reuse.again:  # computed by an earlier row loop
-                text = f"{self.kept[id(self.reuse.again[id(op)])]}[{self.local['slot']}]"
+                text = self.kept_place(self.reuse.again[id(op)])
             else:
                 operands = [self.namer(v) for v in op.operands]
                 text = self.index_division(op, operands) or \
                     scalar_expression(op, operands, self.target, self.helpers)
             w.line(f"{self.define(op.result, kind)} = {text}")
             if id(op) in self.kept:  # later row loops read it here
-                w.line(f"{self.kept[id(op)]}[{self.local['slot']}] = {self.namer(op.result)}")
+                w.line(f"{self.kept_place(op)} = {self.namer(op.result)}")
         elif isinstance(op, (LoadOp, MaskedLoadOp)):
             self.load_statement(op)
         elif isinstance(op, StoreOp) and id(op) in self.staged:  # stored with its vector

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.helpers import strip_lanes_reduce_name
+from mlfuse.codegen.reuse import row_reused_values
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.dialects.loops import LoadOp, StoreOp
 from mlfuse.strip_plan import held_planes, narrowest_points
@@ -76,6 +77,46 @@ class SharedStrips:
         self.vec_dtype = access_parts(accesses[0])[0].type.dtype
         self.hold_writes, self.hold_reads, self.planes = held_planes(tops)
         self.hold_cursor: dict[int, str] = {}
+        if self.hw.strip_shared_reuse and COMPUTE_TYPE[self.vec_dtype] == "float32" and \
+                self.vec_dtype not in _HELD_VIEW:
+            self.plan_kept(tops)
+
+    def plan_kept(self, tops) -> None:
+        """Costly values two loops compute (middle softmax's exp(x - max): its sum and
+        its epilogue) computed once: the first loop stores each into the plane of a held
+        value its chain reads, which no later loop reads itself any more (x: the
+        epilogue reads the exp instead), so the planes' bytes stay as they were. All or
+        nothing: where some value has no such plane, every loop computes its own."""
+        plan = row_reused_values(tops, free_loads=False)
+        loop_of = {id(o): n for n, top in enumerate(tops) for o in top.walk()}
+        held = {**self.hold_writes, **self.hold_reads}
+        readers: dict[int, list] = {}  # plane -> (loop, op) of every op reading it
+        for n, top in enumerate(tops):
+            for o in top.body.ops:
+                if id(o) in held:
+                    readers.setdefault(held[id(o)], []).append((n, o))
+        places: dict[int, int] = {}
+        for kept in plan.kept.values():
+            n, chain, stack = loop_of[id(kept)], set(), [kept]
+            while stack:  # the held loads of its loop that its value comes from
+                for v in stack.pop().operands:
+                    producer = getattr(v, "op", None)
+                    if producer is not None and loop_of.get(id(producer)) == n and \
+                            id(producer) not in chain:
+                        chain.add(id(producer))
+                        stack.append(producer)
+            free = [held[i] for i in chain if i in held and held[i] not in places.values()
+                    and all(id(o) in plan.dead for m, o in readers[held[i]] if m > n)
+                    and sum(m == n for m, _ in readers[held[i]]) == 1]
+            if not free or COMPUTE_TYPE[kept.result.type.dtype] != "float32":
+                return
+            places[id(kept)] = min(free)
+        self.reuse, self.kept = plan, places
+
+    def kept_place(self, op) -> str:
+        if not self.held_shared:
+            return super().kept_place(op)
+        return self._plane_at(self.kept[id(op)])
 
     def shared_preamble(self) -> None:
         """The dynamic shared array and this thread's place in its planes. Indices are
@@ -136,7 +177,8 @@ class SharedStrips:
         their planes: a tile's vectors from global memory first, then each value."""
         w, loc, names = self.w, self.local, self.hold_names
         k = self.define(top.body.args[0], "k")
-        loads = [o for o in top.body.ops if isinstance(o, LoadOp) and id(o) not in self.hold_reads]
+        loads = [o for o in top.body.ops if isinstance(o, LoadOp) and id(o) not in self.hold_reads
+                 and id(o) not in self.reuse.dead]
         stores = [o for o in top.body.ops if isinstance(o, StoreOp)]
         self.vector_arrays(loads + stores)  # (VectorStrips')
         planes = sorted({p for o in top.body.ops for p in
@@ -179,7 +221,10 @@ class SharedStrips:
                                f"{self.vec_held[id(o)]}, 0)")
 
     def _held_at(self, op) -> str:
-        plane = self.hold_writes.get(id(op), self.hold_reads.get(id(op)))
+        return self._plane_at(self.hold_writes.get(id(op), self.hold_reads.get(id(op))))
+
+    def _plane_at(self, plane: int) -> str:
+        """This slot's value of the current lane in ``plane``."""
         lane = f" + numba.uint32({self.vlane} * STRIP_SHARED_THREADS)" if self.vlane else ""
         return f"{self.hold_names['held']}[{self.hold_cursor[plane]}{lane}]"
 
