@@ -105,9 +105,12 @@ class SharedStrips:
                             id(producer) not in chain:
                         chain.add(id(producer))
                         stack.append(producer)
+            # (the loops reading it again: each keeps the plane's cursor, a reader of it)
+            later = {loop_of[i] for i, o in plan.again.items() if o is kept}
             free = [held[i] for i in chain if i in held and held[i] not in places.values()
                     and all(id(o) in plan.dead for m, o in readers[held[i]] if m > n)
-                    and sum(m == n for m, _ in readers[held[i]]) == 1]
+                    and sum(m == n for m, _ in readers[held[i]]) == 1
+                    and later <= {m for m, _ in readers[held[i]]}]
             if not free or COMPUTE_TYPE[kept.result.type.dtype] != "float32":
                 return
             places[id(kept)] = min(free)
