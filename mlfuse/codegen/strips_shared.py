@@ -19,6 +19,13 @@ back only what it wrote itself, so no barrier guards the planes: the block's thr
 meet only in the reductions' combine, which takes a thread's lanes at once (helpers'
 _strip_lanes_reduce: two barriers a reduce, not two a lane).
 
+Only programs whose held values at least two later loops read again have the variant
+(hardware.strip_shared_min_rereads: with one, as column centring, reading x twice at full
+line width ran faster than a narrow strip held on chip). A costly value two loops compute
+(softmax's exp(x - max)) is stored by the first into the plane of the value it comes
+from, where no later loop reads that value itself (``plan_kept``): the same slot of the
+same thread, so the planes still need no barrier.
+
 "strips-shared-scalar" is the same kernel a point a thread (VEC 1, plain loads and
 stores): where whole vectors do not cover the points or the buffers are not aligned.
 The host launches the vector kernel where it may run (VEC divides the points, aligned

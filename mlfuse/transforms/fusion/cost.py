@@ -23,8 +23,8 @@ from mlfuse.dialects.reductions import loop_levels, reread_value_bytes, sibling_
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
-from mlfuse.strip_plan import (held_planes, held_rereads, line_points, narrowest_points, split_columns,
-                               strip_columns, strip_shared)
+from mlfuse.strip_plan import (held_planes, held_rereads, line_points, narrowest_points,
+                               split_columns, strip_columns, strip_shared)
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP, kernel_runtime_group
 from mlfuse.row_stream import SM_THREADS, stream_row_threads
