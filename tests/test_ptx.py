@@ -96,7 +96,8 @@ def example_kernels():
 #   the H100 1.8x faster than the one block its 146-166 registers left (twelfth session);
 # - batch norm's scalar kernels over rows of segments (streaming, split stages): their
 #   cursors at 64 registers (eleventh session; place cursors, fifteenth: streaming 104 B,
-#   stage 0 36 B, epilogue 84 B; what is left: fewer live cursors);
+#   stage 0 36 B, epilogue 84 B; what is left: fewer live cursors). The streaming kernel
+#   is the one of last resort: its 32-bit twin (stream_narrow.py, sixteenth) spills none;
 SCALAR_FALLBACK_SPILL = 128
 KNOWN_SPILLS = {"batchnorm_train_0_streaming", "batchnorm_train_0_stage0",
                 "batchnorm_train_0_epilogue"}

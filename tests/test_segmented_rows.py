@@ -107,6 +107,10 @@ def test_vector_twins_divide_once_a_vector_where_segments_are_whole_vectors():
     assert "H * W % VECTOR_WIDTH == 0" in host  # a vector lies in one segment
 
 
+STREAMED = {"_split_stages": lambda p, e, r: False, "SHORT_ROW_SCALARS": 0,
+            "SHORT_ROW_VALUES": 0, "REGISTER_ROW_THREADS": 0, "STREAM_ROW_THREADS": 32}
+
+
 @pytest.mark.parametrize("dims, force, expected", [
     # 3 x 5 x 7: segments of 35, no whole vectors
     ({"N": 3, "K": 2, "H": 5, "W": 7}, {"_split_stages": lambda p, e, r: True},
@@ -121,11 +125,9 @@ def test_vector_twins_divide_once_a_vector_where_segments_are_whole_vectors():
      ["batchnorm_train_0_vector"]),
     ({"N": 2, "K": 3, "H": 3, "W": 3}, None, ["batchnorm_train_0_short"]),
     # rows of 315 streamed by blocks of 32 threads: two tiles of 256 values a pass, the
-    # tiles' and the steps' carries across segments of 35, the second pass backwards
-    ({"N": 9, "K": 2, "H": 5, "W": 7}, {"_split_stages": lambda p, e, r: False,
-                                        "SHORT_ROW_SCALARS": 0, "SHORT_ROW_VALUES": 0,
-                                        "REGISTER_ROW_THREADS": 0, "STREAM_ROW_THREADS": 32},
-     ["batchnorm_train_0_streaming"]),
+    # tiles' and the steps' carries across segments of 35, the second pass backwards;
+    # indices under 2**31: the 32-bit twin (stream_narrow.py)
+    ({"N": 9, "K": 2, "H": 5, "W": 7}, STREAMED, ["batchnorm_train_0_streaming_narrow"]),
     # segments of 16 (whole vectors): the streaming kernel's vector twin, two tiles of
     # 256 values a pass (rows of 320)
     ({"N": 20, "K": 2, "H": 4, "W": 4}, {"_split_stages": lambda p, e, r: False,
@@ -136,6 +138,29 @@ def test_vector_twins_divide_once_a_vector_where_segments_are_whole_vectors():
 def test_batch_norm_training_agrees_on_every_launch_path(dims, force, expected):
     module = _compiled(BATCHNORM)
     assert _run(module, BATCHNORM, "batchnorm_train", dims, force) == expected
+
+
+def test_the_streaming_kernel_has_a_32_bit_twin_for_indices_under_2_31():
+    """stream_narrow.py: the same kernel with 32-bit cursors, steps, carries and slot
+    bounds, launched under the 31-bit tests; the 64-bit kernel elsewhere. Both agree
+    with the interpreter (the 64-bit one run in the twin's place)."""
+    text, narrow = _kernel_text(BATCHNORM, "batchnorm_train_0_streaming_narrow")
+    assert "place = numba.uint32(row_base + first_segment * stride0 + first_in_segment)" in narrow
+    assert "place = numba.uint32(place + carry_step)" in narrow
+    assert "if in_segment >= numba.uint32(H * W):  # carry" in narrow
+    assert "if k < numba.uint32((H * N * W)):" in narrow and "_divmod_index(" not in narrow
+    _, wide = _kernel_text(BATCHNORM, "batchnorm_train_0_streaming")
+    assert "place += carry_step" in wide and "numba.uint32(place" not in wide
+    host = text[text.index("def batchnorm_train(x, g, b):"):]
+    branch = host[host.index("# every index fits 31 bits"):]
+    assert "N * K * H * W < 2**31" in host[:host.index("# every index fits 31 bits")]
+    assert branch.index("batchnorm_train_0_streaming_narrow[") < branch.index("else:") < \
+        branch.index("batchnorm_train_0_streaming[")
+    module = _compiled(BATCHNORM)
+    wide_kernel = module.python_module.batchnorm_train_0_streaming
+    assert _run(module, BATCHNORM, "batchnorm_train", {"N": 9, "K": 2, "H": 5, "W": 7},
+                {**STREAMED, "batchnorm_train_0_streaming_narrow": wide_kernel}) == \
+        ["batchnorm_train_0_streaming_narrow"]  # (the 64-bit kernel, in the twin's place)
 
 
 def test_statistics_over_leading_and_last_axes_of_a_rank_3_tensor():

@@ -22,6 +22,7 @@ from mlfuse.dialects.reductions import reread_value_bytes
 from mlfuse.codegen.flat_rows import aligned_start_tests
 from mlfuse.codegen.kernel_code import KernelCode, dim_code, extent_factors
 from mlfuse.codegen.split_stages import stages_launch
+from mlfuse.codegen.stream_narrow import stream_narrow_choice
 from mlfuse.codegen.stream_vector import stream_vector_choice
 from mlfuse.codegen.held_rows import shared_rows_launch
 from mlfuse.codegen.peeled_rows import peeled_choice
@@ -224,9 +225,11 @@ class HostEmitter:
         calls = {kind: self.call(name, f"_row_blocks({points}), {threads[kind]}", args)
                  for kind, name in kernel.variants.items()}
         streamed = []
-        if "streaming" in calls:  # (its vector twin where the rows are whole vectors)
-            streamed = stream_vector_choice(self, kernel, points, row, f"_row_blocks({points}), "
-                                            f"{threads['streaming']}", args, calls["streaming"])
+        if "streaming" in calls:  # (its vector twin where the rows are whole vectors, its
+            # 32-bit twin where every index fits 31 bits)
+            grid = f"_row_blocks({points}), {threads['streaming']}"
+            scalar = stream_narrow_choice(self, kernel, points, row, grid, args, calls["streaming"])
+            streamed = stream_vector_choice(self, kernel, points, row, grid, args, scalar)
         if "registers" not in calls:
             lines = streamed
         else:

@@ -255,6 +255,15 @@ class RowPlans:
                         f"for {loc['base']} in {self.stream_order(extent, span, row_start)}:"))
 
                 def each_slot():
+                    if self.narrow_divisions and not self.held_rows and \
+                            self.index_unused(self.passes.get(id(op), [op])):
+                        # stream_narrow.py: k only bounds the slot and every index fits
+                        # 31 bits, so 32-bit, each operand cast (ptxas, batch norm: 47
+                        # registers; 64 and 168 B spilled where only the sum was cast)
+                        base, tid, slot, threads = (f"numba.uint32({loc[n]})" for n in
+                                                    ("base", "tid", "slot", "nthreads"))
+                        w.line(f"{k} = numba.uint32({base} + {tid} + {slot} * {threads})")
+                        return w.indented(f"if {k} < numba.uint32({extent}):")
                     w.line(f"{k} = {start} + {loc['slot']} * {loc['nthreads']}")
                     return w.indented(f"if {k} < {extent}:")
                 walked = self.passes.get(id(op), [op])  # (a pass's reduces: one loop)
@@ -278,6 +287,15 @@ class RowPlans:
             first = loc["tid"] if row_start == "0" else f"{row_start} + {loc['tid']}"
             with w.indented(f"for {k} in range({first}, {extent}, {loc['nthreads']}):"):
                 yield
+
+    def index_unused(self, loops: list[LoopOp]) -> bool:
+        """Whether nothing emitted in ``loops`` reads their index: its every user is
+        dead (flat_rows' cursors and row offsets stand in for the indices it fed), or
+        merged with a dead op of the pass's first loop."""
+        dead = self.reuse.dead
+        return all(id(o) in dead or id(self.merged.get(id(o))) in dead
+                   for loop in loops for o in loop.walk()
+                   if o is not loop and any(v is loop.body.args[0] for v in o.operands))
 
     def row_span(self, op: LoopOp) -> tuple[str, str]:
         """(start, end) of the values of a shared loop's row that this block walks:

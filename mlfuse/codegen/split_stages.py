@@ -428,6 +428,11 @@ def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> Kernel
     if launch:  # streamed rows of whole vectors (stream_vector.py)
         code.launch.update(launch)
         code.text += "\n\n" + text
+    from mlfuse.codegen.stream_narrow import stream_narrow_code
+    launch, text = stream_narrow_code(op, name, target, helpers, names, hw, code.variants)
+    if launch:  # streamed rows of segments, indices under 2**31 (stream_narrow.py)
+        code.launch.update(launch)
+        code.text += "\n\n" + text
     if op.attributes.get("split_stages"):
         launch, text = emit_stages(op, name, target, helpers, names, hw)
         code.launch.update(launch)

@@ -83,15 +83,16 @@ def stream_vector_code(op, name: str, target: str, helpers: set[str], names, hw,
 
 
 def stream_vector_choice(host, kernel, points: str, row: str, grid: str, args: list[str],
-                         call: str) -> list[str]:
+                         scalar: list[str]) -> list[str]:
     """The host's lines for a streaming launch: the twin on ``grid`` where its vector
-    tests hold, else ``call`` (the scalar streaming kernel's launch)."""
+    tests hold, else the lines ``scalar`` (the scalar streaming kernels' launch)."""
     twin = kernel.launch.get("stream_vector")
     if twin is None:
-        return [call]
+        return scalar
     tests = vector_tests(host, kernel, twin, points, row)
     return [f"if {' and '.join(tests)}:  # whole vectors, aligned",
-            host.w.unit + host.call(twin["kernel"], grid, args), "else:", host.w.unit + call]
+            host.w.unit + host.call(twin["kernel"], grid, args), "else:"] + \
+        [host.w.unit + line for line in scalar]
 
 
 __all__ = ["StreamVectorEmitter", "stream_vector_code", "stream_vector_choice"]
