@@ -19,7 +19,7 @@ the streaming kernel's narrow twin, stream_narrow.py) the cursors, steps and car
 unsigned 32-bit (each sum truncated: exact modulo 2**32, and every true offset is under
 2**31). In 64 bits LLVM turned the place cursor back into a segment count times the
 stride, a 64-bit product a value again (ptxas, batch norm's streaming kernel: 2562 SASS
-lines and 104 B spilled; narrow: 2005 lines, no spill).
+lines and 104 B spilled; narrow cursors alone: 2005 lines, no spill).
 """
 from __future__ import annotations
 

@@ -7,8 +7,11 @@ Batch-norm training over many channels of short segments ([256, 1024, 7, 7]: row
 instruction-bound (ncu on the H100: 64% of the SMs' issue, 46% of DRAM bandwidth). Its
 place cursors (segment_cursors.py) were 64-bit, and LLVM turned each back into a segment
 count times the stride: a 64-bit product and its carries a value, 104 B spilled at 64
-registers (ptxas sm_90). In 32 bits the cursors are an add and a carry each (2562 ->
-2005 SASS lines, no spill). The 64-bit kernel stays the one of last resort; the host
+registers (ptxas sm_90). In 32 bits the cursors are an add and a carry each, and the
+slots' bounds, where nothing else reads the loop index (row_plans.index_unused), a 32-bit
+test: 2562 -> 1909 SASS lines, 47 registers, no spill. On the H100 the twin took 5-20%
+less time than the 64-bit kernel at seven shapes (BENCHMARKS.md, sixteenth session).
+The 64-bit kernel stays the one of last resort; the host
 launches this one where ``narrow_index_tests`` hold (every buffer and the points' row
 values under 2**31), the vector twin (stream_vector.py) taking whole-vector rows first.
 Only kernels with segmented accesses get it: plain rows walk ``row_base + k`` offsets
