@@ -31,6 +31,8 @@ memory nor registers (``strips_launch``), with the chunks of split-columns
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from mlfuse.codegen.addressing import ACCESSES
 from mlfuse.codegen.column_epilogue_vector import (
     ColumnVectorEpilogue,
@@ -95,15 +97,11 @@ class ColumnCombine(SplitEmitter):
                 w.line(f"{loc['point']} = {loc['flat']}")
                 for n, partials, v in zip(self.nests, self.partials, vals):
                     self.combine_partials(n.top, n, partials, v)
-                store = [f"{partials}[{loc['point']}] = {self.namer(n.top.result)}"
-                         for n, partials in zip(self.nests, self.partials)]
-                if self.blocks:  # (after the block reductions: every read of the place done)
-                    with w.indented(f"if {self.leader()}:"):
-                        for line in store:
-                            w.line(line)
-                else:
-                    for line in store:
-                        w.line(line)
+                # (a block's: its leader, after the block reductions: every read of the
+                # place done)
+                with w.indented(f"if {self.leader()}:") if self.blocks else nullcontext():
+                    for n, partials in zip(self.nests, self.partials):
+                        w.line(f"{partials}[{loc['point']}] = {self.namer(n.top.result)}")
         return self.w.text()
 
 

@@ -254,19 +254,21 @@ class RowPlans:
                     tiles.enter_context(w.indented(
                         f"for {loc['base']} in {self.stream_order(extent, span, row_start)}:"))
 
+                walked = self.passes.get(id(op), [op])  # (a pass's reduces: one loop)
+                # stream_narrow.py: where k only bounds the slot and every index fits 31
+                # bits, 32-bit, each operand cast (ptxas, batch norm: 47 registers; 64 and
+                # 168 B spilled where only the sum was cast)
+                narrow = self.narrow_divisions and not self.held_rows and \
+                    self.index_unused(walked)
+
                 def each_slot():
-                    if self.narrow_divisions and not self.held_rows and \
-                            self.index_unused(self.passes.get(id(op), [op])):
-                        # stream_narrow.py: k only bounds the slot and every index fits
-                        # 31 bits, so 32-bit, each operand cast (ptxas, batch norm: 47
-                        # registers; 64 and 168 B spilled where only the sum was cast)
+                    if narrow:
                         base, tid, slot, threads = (f"numba.uint32({loc[n]})" for n in
                                                     ("base", "tid", "slot", "nthreads"))
                         w.line(f"{k} = numba.uint32({base} + {tid} + {slot} * {threads})")
                         return w.indented(f"if {k} < numba.uint32({extent}):")
                     w.line(f"{k} = {start} + {loc['slot']} * {loc['nthreads']}")
                     return w.indented(f"if {k} < {extent}:")
-                walked = self.passes.get(id(op), [op])  # (a pass's reduces: one loop)
                 emitted = [o for top in walked for o in top.walk()
                            if isinstance(o, ACCESSES) and id(o) not in self.held]
                 if self.fills[id(op)][1]:

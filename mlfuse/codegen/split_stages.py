@@ -412,36 +412,27 @@ def vector_tests(host, kernel, twin: dict, points: str, row: str) -> list[str]:
 
 
 def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
-    """A row kernel's KernelCode, with the split plan's kernels where the schedule
-    choice asked for them (``split_stages``), and the short-row plan's (``warp_rows``)."""
-    code = emit_kernel(op, name, target, helpers, names, hw)
-    launch, text = peeled_rows_code(op, name, target, helpers, names, hw, code.variants)
-    if launch:  # rows of no whole vectors: their ends peeled off (peeled_rows.py)
-        code.launch.update(launch)
-        code.text += "\n\n" + text
-    launch, text = shared_rows_code(op, name, target, helpers, names, hw)
-    if launch:  # long rows held in registers and shared memory (shared_rows.py)
-        code.launch.update(launch)
-        code.text += "\n\n" + text
-    from mlfuse.codegen.stream_vector import stream_vector_code  # (it builds on StageEmitter)
-    launch, text = stream_vector_code(op, name, target, helpers, names, hw, code.variants)
-    if launch:  # streamed rows of whole vectors (stream_vector.py)
-        code.launch.update(launch)
-        code.text += "\n\n" + text
+    """A row kernel's KernelCode, with its twins where they apply (each an entry of the
+    launch and its kernels' text, empty elsewhere), the split plan's kernels where the
+    schedule choice asked for them (``split_stages``), and the short-row plan's
+    (``warp_rows``)."""
     from mlfuse.codegen.stream_narrow import stream_narrow_code
-    launch, text = stream_narrow_code(op, name, target, helpers, names, hw, code.variants)
-    if launch:  # streamed rows of segments, indices under 2**31 (stream_narrow.py)
-        code.launch.update(launch)
-        code.text += "\n\n" + text
+    from mlfuse.codegen.stream_vector import stream_vector_code  # (it builds on StageEmitter)
+    code = emit_kernel(op, name, target, helpers, names, hw)
+    args = (op, name, target, helpers, names, hw)
+    parts = [peeled_rows_code(*args, code.variants),  # rows of no whole vectors: ends peeled
+             shared_rows_code(*args),  # long rows held in registers and shared memory
+             stream_vector_code(*args, code.variants),  # streamed rows of whole vectors
+             stream_narrow_code(*args, code.variants)]  # ... of segments, indices < 2**31
     if op.attributes.get("split_stages"):
-        launch, text = emit_stages(op, name, target, helpers, names, hw)
-        code.launch.update(launch)
-        code.text += "\n\n" + text
+        parts.append(emit_stages(*args))
     if op.attributes.get("warp_rows"):  # calls with short rows: a group of lanes per row
         from mlfuse.codegen.short_rows import emit_short_rows
-        launch, text = emit_short_rows(op, name, target, helpers, names, hw)
-        code.launch.update(launch)
-        code.text += "\n\n" + text
+        parts.append(emit_short_rows(*args))
+    for launch, text in parts:
+        if launch:
+            code.launch.update(launch)
+            code.text += "\n\n" + text
     return code
 
 

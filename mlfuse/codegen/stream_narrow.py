@@ -49,7 +49,7 @@ def stream_narrow_code(op, name: str, target: str, helpers: set[str], names, hw,
     text = emitter.emit()
     if not emitter.segments:  # (no cursor to narrow: the 64-bit kernel is as good)
         return {}, ""
-    helpers |= emitter.helpers
+    helpers |= emitter.helpers  # (only a kept kernel's helpers join the module)
     return {"stream_narrow": {"kernel": kname}}, text
 
 

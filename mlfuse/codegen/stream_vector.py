@@ -73,10 +73,11 @@ def stream_vector_code(op, name: str, target: str, helpers: set[str], names, hw,
     if "streaming" not in variants or hw.vector_width <= 1:
         return {}, ""
     kname = names.fresh(f"{name}_streaming_vector")
-    emitter = StreamVectorEmitter(op, kname, target, helpers, hw, names.taken)
+    emitter = StreamVectorEmitter(op, kname, target, set(), hw, names.taken)
     text = emitter.emit()
     if not emitter.vector_accesses:  # (no dtype with a vector: bf16, i64)
         return {}, ""
+    helpers |= emitter.helpers  # (only a kept kernel's helpers join the module)
     multiples = list({repr(m): m for m in emitter.multiples}.values())
     return {"stream_vector": {"kernel": kname, "buffers": vector_buffers(emitter.vector_accesses),
                               "multiples": multiples}}, text
