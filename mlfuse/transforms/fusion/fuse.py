@@ -72,9 +72,9 @@ class Planner(Grouping):
         # convs) -> the one priced the cheaper home of that op's epilogue
         self.not_hosts: dict[Nest, Nest] = {}
         self._chosen_host: dict[Nest, tuple] = {}
-        # a producer kept -> (its decision's index, its readers' members then): a second
-        # look once they have grown
-        self._kept_readers: dict[Nest, tuple[int, list]] = {}
+        # a producer kept -> (its decision's index, its readers' members then, its own
+        # group's members then): a second look once either has grown
+        self._kept_readers: dict[Nest, tuple[int, list, frozenset]] = {}
 
     def schedule_for(self, space) -> str:
         """The builder's first guess for a kernel over a reduced space (apply_schedule
@@ -363,7 +363,8 @@ class Planner(Grouping):
             q, others = self._chosen_host.pop(p)
             self.not_hosts.update({other: q for other in others})
         else:
-            self._kept_readers[p] = (len(self.decisions), [g.member_set for g in readers])
+            self._kept_readers[p] = (len(self.decisions), [g.member_set for g in readers],
+                                     home.member_set)
         self.decisions.append(Decision(p.name, names, "kept", "; ".join(dict.fromkeys(tried))))
 
     def second_look(self) -> None:
@@ -373,10 +374,14 @@ class Planner(Grouping):
         ``sum(x*m, axis=1) / sum(m, axis=1)``: sum(m) was priced against the division
         alone (a kernel of B x D points each walking m: dearer than its own small
         kernel), before the division joined sum(x*m), whose kernel walks m's values as
-        well. The new decision replaces the kept one."""
-        for p, (at, before) in list(self._kept_readers.items()):
+        well. The same where the producer's own group has grown: a causal mask
+        ``iota(..., 0) >= iota(..., 1)`` was priced as a reader of two index buffers, before
+        the iotas joined it (then it reads nothing from memory). The new decision replaces
+        the kept one."""
+        for p, (at, before, home) in list(self._kept_readers.items()):
             readers = [g for g in self.reader_groups(p) if p not in g.member_set]
-            if [g.member_set for g in readers] == before or p in self.not_hosts:
+            if [g.member_set for g in readers] == before and \
+                    self.own_group(p).member_set == home or p in self.not_hosts:
                 continue
             del self._kept_readers[p]
             old = self.decisions.pop(at)  # (each decision stays at its index)
