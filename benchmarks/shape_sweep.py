@@ -67,6 +67,14 @@ VARIANTS = {
     "channel_softmax": [{"N": 32, "K": 64, "H": 112, "W": 112}, {"N": 64, "K": 21, "H": 128, "W": 128}],
     "spatial_centring": [{"N": 64, "C": 256, "H": 56, "W": 56}],
     "rmsnorm": [{"R": 32768, "C": 4096, "dtype": "f16"}, {"R": 65536, "C": 1000}],
+    # seventeenth session: masks, reshapes and permutes around the same reductions
+    "causal_softmax": [{"B": 64, "S": 1024}, {"B": 256, "S": 512}, {"B": 16, "S": 2048}],
+    "group_norm_split": [{"N": 32, "C": 256, "H": 64, "W": 64}, {"N": 64, "C": 128, "H": 28, "W": 28}],
+    "channel_layernorm": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14}],
+    "layernorm_nhwc": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14}],
+    "layernorm_transposed": [{"R": 16384, "C": 1024}, {"R": 4096, "C": 4096}],
+    "softmax_columns_transposed": [{"R": 4096, "C": 8192}, {"R": 512, "C": 65536}],
+    "l1norm_channels": [{"N": 32, "C": 1024, "H": 14, "W": 14}, {"N": 32, "C": 64, "H": 56, "W": 56}],
     "matmul_bias_relu": [{"M": 2048, "K": 2048, "N": 2048}, {"M": 3000, "K": 1000, "N": 2000}],
     "matmul_f16_bias_relu": [{"M": 8192, "K": 1024, "N": 8192}, {"M": 2048, "K": 8192, "N": 2048}],
     "matmul_decode": [{"M": 8, "K": 8192, "N": 8192}, {"M": 64, "K": 2048, "N": 8192}],
@@ -77,7 +85,10 @@ VARIANTS = {
 def _extra_cases() -> list:
     """Programs of issue 13's families that the suite does not time: batch-norm's training
     step (statistics over [0, 2, 3], also returned), a channel softmax over NCHW, centring
-    by spatial means, RMSNorm."""
+    by spatial means, RMSNorm; a causal softmax (its mask from iotas), group norm over
+    the axes [2, 3] of a 4-d reshape, layernorms through permutes (ConvNeXt's channels-
+    first layout, NCHW read as NHWC, a transposed result), a column softmax stored
+    transposed and an L1 norm over channels."""
     from cases import Case, _torch
 
     def t_batchnorm_train(x, g, b):
@@ -96,6 +107,38 @@ def _extra_cases() -> list:
     def t_rmsnorm(x, g):
         return x * (x * x).mean(dim=-1, keepdim=True).add(1e-6).rsqrt() * g
 
+    def t_causal_softmax(s):
+        torch, _ = _torch()
+        n = s.shape[-1]
+        i = torch.arange(n, device=s.device)
+        return torch.softmax(torch.where(i[None, :] <= i[:, None], s, -1e30), dim=-1)
+
+    def t_group_norm_split(x):
+        n, c, h, w = x.shape
+        rows = x.reshape(n, 8, c // 8, h * w)
+        m = rows.mean(dim=(2, 3), keepdim=True)
+        v = ((rows - m) * (rows - m)).mean(dim=(2, 3), keepdim=True)
+        return ((rows - m) * (v + 1e-5).rsqrt()).reshape(n, c, h, w)
+
+    def t_channel_layernorm(x, g, b):  # ConvNeXt's channels-first LayerNorm, as a layout
+        _, F = _torch()
+        y = F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), g, b, eps=1e-5)
+        return y.permute(0, 3, 1, 2).contiguous()
+
+    def t_layernorm_nhwc(x, g, b):
+        _, F = _torch()
+        return F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), g, b, eps=1e-5)
+
+    def t_layernorm_transposed(x, g, b):
+        _, F = _torch()
+        return F.layer_norm(x, (x.shape[1],), g, b, eps=1e-5).t().contiguous()
+
+    def t_softmax_columns_transposed(x):
+        return _torch()[0].softmax(x, dim=0).t().contiguous()
+
+    def t_l1norm_channels(x):
+        return x / (x.abs().sum(dim=1, keepdim=True) + 1e-6)
+
     root = HERE.parent / "examples"
     return [
         Case("batchnorm_train", (root / "batchnorm_train.fuse").read_text(), {}, t_batchnorm_train),
@@ -105,6 +148,47 @@ func spatial_centring(x: f32[N, C, H, W]) -> f32[N, C, H, W] {
     return x - mean(x, axis=[2, 3], keepdims=true)
 }
 """, {}, t_spatial_centring),
+        Case("causal_softmax", """
+func causal_softmax(s: f32[B, S, S]) -> f32[B, S, S] {
+    i = iota([S, S], axis=0)
+    j = iota([S, S], axis=1)
+    return softmax(where(j <= i, s, -1e30), axis=-1)
+}
+""", {}, t_causal_softmax),
+        Case("group_norm_split", """
+func group_norm_split(x: f32[N, C, H, W]) -> f32[N, C, H, W] {
+    rows = reshape(x, [N, 8, C / 8, H * W])
+    m = mean(rows, axis=[2, 3], keepdims=true)
+    d = rows - m
+    v = mean(d * d, axis=[2, 3], keepdims=true)
+    return reshape(d * rsqrt(v + 1e-5), [N, C, H, W])
+}
+""", {}, t_group_norm_split),
+        Case("channel_layernorm", """
+func channel_layernorm(x: f32[N, C, H, W], g: f32[C], b: f32[C]) -> f32[N, C, H, W] {
+    return transpose(layernorm(transpose(x, [0, 2, 3, 1]), g, b), [0, 3, 1, 2])
+}
+""", {}, t_channel_layernorm),
+        Case("layernorm_nhwc", """
+func layernorm_nhwc(x: f32[N, C, H, W], g: f32[C], b: f32[C]) -> f32[N, H, W, C] {
+    return layernorm(transpose(x, [0, 2, 3, 1]), g, b)
+}
+""", {}, t_layernorm_nhwc),
+        Case("layernorm_transposed", """
+func layernorm_transposed(x: f32[R, C], g: f32[C], b: f32[C]) -> f32[C, R] {
+    return transpose(layernorm(x, g, b))
+}
+""", {}, t_layernorm_transposed),
+        Case("softmax_columns_transposed", """
+func softmax_columns_transposed(x: f32[R, C]) -> f32[C, R] {
+    return transpose(softmax(x, axis=0))
+}
+""", {}, t_softmax_columns_transposed),
+        Case("l1norm_channels", """
+func l1norm_channels(x: f32[N, C, H, W]) -> f32[N, C, H, W] {
+    return x / (sum(abs(x), axis=1, keepdims=true) + 1e-6)
+}
+""", {}, t_l1norm_channels),
         Case("rmsnorm", """
 func rmsnorm(x: f32[R, C], g: f32[C]) -> f32[R, C] {
     return x * rsqrt(mean(x * x, axis=1, keepdims=true) + 1e-6) * g
@@ -133,6 +217,8 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", action="append", help="only this case's variants (repeatable)")
     p.add_argument("--out", default="/tmp/mlfuse-sweep", help="folder for sweep.json")
+    p.add_argument("--no-peers", action="store_true",
+                   help="time mlfuse alone (two trees compared in one session)")
     args = p.parse_args(argv)
     if not run.gpu_setup("the sweep needs"):
         return 2
@@ -141,7 +227,7 @@ def main(argv=None) -> int:
     torch.backends.cudnn.allow_tf32 = False
     from mlfuse.cli.bench import measure_copy_bandwidth
     copy_gbps = measure_copy_bandwidth() / 1e9
-    peers = run.available_peers(True) - {"mlfuse_unfused", "cupy"}
+    peers = {"mlfuse"} if args.no_peers else run.available_peers(True) - {"mlfuse_unfused", "cupy"}
     by_name = {c.name: c for c in CASES + _extra_cases()}
     rows, results = [], []
     for name, shapes in VARIANTS.items():

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from mlfuse.ir.core import BlockArgument, Operation, Value
 
-from mlfuse.dialects.loops import DimOp, LoadOp, LoopOp, MaskedLoadOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp
 
 
 def innermost_axis(kernel: LoopOp) -> int | None:
@@ -110,5 +110,23 @@ def tiled_loads(kernel) -> list[Operation]:
     return tileable_loads(kernel, kernel["tile_axes"][0])
 
 
+def store_scatters(kernel: LoopOp, store: Operation, along_points: bool) -> bool:
+    """Whether ``store``, in a reduction kernel's loop over the reduced axes (its
+    broadcast-back epilogue), writes elements apart in neighbouring threads: its last
+    index that moves does not follow the index they step along, the kernel's last point
+    where they split neighbouring points (``along_points``: a strip over columns) or the
+    innermost loop's index otherwise (a block per row). A transpose after a layernorm
+    over rows would store each row as a column of the output; after a layernorm over the
+    channels of NCHW read as NHWC it stores along the points (fusion/placement.py)."""
+    loop = store.parent.parent_op if store.parent is not None else None
+    if not isinstance(loop, ForOp):
+        return False
+    args = list(kernel.body.args)
+    fast = args[-1] if along_points and args else loop.body.args[0]
+    deps = [_index_deps(v, {}) for v in store.operands[2:]]
+    moving = [d for d in deps if d is None or d]
+    return bool(moving) and moving[-1] is not None and fast not in moving[-1]
+
+
 __all__ = ["innermost_axis", "load_indices", "permuted_axis", "permuted_loads",
-           "tileable_loads", "tiled_loads"]
+           "store_scatters", "tileable_loads", "tiled_loads"]

@@ -46,19 +46,38 @@ def _moved_input(nest: Nest, by_out: dict[int, Nest]) -> list[tuple[Nest, LoadOp
     return found
 
 
-def placement_source(nest: Nest, members: list[Nest], space: Space,
-                     depth: int = 0) -> tuple[Nest, LoadOp] | None:
+def _is_root(q: Nest, space: Space, root: str) -> bool:
+    """Whether ``q`` holds the kernel's values where a chain placed from ``root`` starts:
+    at its points ("point"), or over its whole space, a value per point and reduced
+    index, where the broadcast-back epilogue computes it ("row")."""
+    if root == "row":
+        return bool(space.reduced) and list(q.extents) == list(space.full)
+    return level(q.extents, space) == "point"
+
+
+def placement_source(nest: Nest, members: list[Nest], space: Space, depth: int = 0,
+                     root: str = "point") -> tuple[Nest, LoadOp] | None:
     """(q, load): the member whose element ``nest`` holds at each index, placed itself (a
-    point of ``space`` or, in turn, placed), and the load by which ``nest`` reads it;
-    None where ``nest`` is no such move of a placed member (then it cannot be stored
-    from the kernel's points)."""
+    ``root`` of ``space``, _is_root, or in turn placed), and the load by which ``nest``
+    reads it; None where ``nest`` is no such move of a placed member (then it cannot be
+    stored from the kernel's points, or from its epilogue's loop over the reduced axes)."""
     if not nest.is_pointwise or depth >= MAX_CHAIN:
         return None
     by_out = {id(m.out): m for m in members if m.out is not None and m is not nest}
     for q, load in _moved_input(nest, by_out):
-        if level(q.extents, space) == "point" or \
-                placement_source(q, members, space, depth + 1) is not None:
+        if _is_root(q, space, root) or \
+                placement_source(q, members, space, depth + 1, root) is not None:
             return q, load
+    return None
+
+
+def placement_root(nest: Nest, members: list[Nest], space: Space) -> str | None:
+    """Where the chain that places ``nest`` starts: "point" (stored by the kernel's
+    points), "row" (stored in the epilogue's loop: a transpose after a channel
+    layernorm computed over NHWC), or None (not placed)."""
+    for root in ("point", "row"):
+        if placement_source(nest, members, space, root=root) is not None:
+            return root
     return None
 
 
@@ -83,4 +102,4 @@ def forward_index(nest: Nest, load: LoadOp, source_index: list[Value], q: Nest,
     return Emitter(block, {}).reshape_index(source_index, q.extents, nest.extents)
 
 
-__all__ = ["forward_index", "placement_source"]
+__all__ = ["forward_index", "placement_root", "placement_source"]
