@@ -380,8 +380,9 @@ class Planner(Grouping):
         the kept one."""
         for p, (at, before, home) in list(self._kept_readers.items()):
             readers = [g for g in self.reader_groups(p) if p not in g.member_set]
-            if [g.member_set for g in readers] == before and \
-                    self.own_group(p).member_set == home or p in self.not_hosts:
+            grown = [g.member_set for g in readers] != before or \
+                self.own_group(p).member_set != home
+            if not grown or p in self.not_hosts:
                 continue
             del self._kept_readers[p]
             old = self.decisions.pop(at)  # (each decision stays at its index)

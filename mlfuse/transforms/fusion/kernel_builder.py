@@ -24,6 +24,7 @@ from mlfuse.transforms.fusion.spaces import Space, level, plain_space
 from mlfuse.transforms.fusion.hoist import hoist_invariant_loads
 from mlfuse.transforms.fusion.index_algebra import IndexAlgebra
 from mlfuse.transforms.fusion.placement import forward_index, placement_root, placement_source
+from mlfuse.transforms.fusion.schedules import access_layout
 from mlfuse.transforms.loop_emitter import Emitter
 
 
@@ -253,12 +254,10 @@ class KernelBuilder:
         """Where ``nest`` holds the kernel point's value (``full`` None) or the epilogue's
         value at the full index ``full`` (in the loop over the reduced axes): that index
         of the member it moves, mapped forward (placement.py; index ops into ``block``)."""
-        if full is None and level(nest.extents, self.space) == "point":
-            return self.point_index(nest)
-        if full is not None and list(nest.extents) == list(self.space.full):
-            return full
-        found = placement_source(nest, self.members, self.space,
-                                 root="point" if full is None else "row")
+        root = "point" if full is None else "row"
+        if level(nest.extents, self.space) == root:
+            return self.point_index(nest) if full is None else full
+        found = placement_source(nest, self.members, self.space, root=root)
         if found is None:
             raise CannotFuse(f"{nest.name} ({nest.source}) is no permute or reshape of "
                              "a value of the kernel's points")
@@ -277,7 +276,7 @@ class KernelBuilder:
         placed = {n: placement_root(n, self.members, self.space) for n in self.outputs
                   if level(n.extents, self.space, self.reshaped) is None}
         for nest in self.outputs:
-            if placed.get(nest, "point") != "row" and nest in placed:
+            if nest in placed and placed[nest] != "row":
                 idx = self.placed_index(nest, body)
                 self._store(self.value_at(nest, idx, body), nest, idx, body)
         row_outputs = [n for n in self.outputs if placed.get(n) == "row"
@@ -303,21 +302,19 @@ class KernelBuilder:
                     idx = Emitter(into, {}).reshape_index(full, list(self.space.full),
                                                           list(nest.extents))
                 self._store(self.value_at(nest, idx, into), nest, idx, into)
-        if row_outputs and moved:
-            self._check_moved_stores(moved)
+            if moved:
+                self._check_moved_stores(moved)
         cse_block(body)
         hoist_invariant_loads(body)
         cse_block(body)  # loads hoisted out of several loops over a row are one
         dead_code(body)
         return self.kernel
 
-
     def _check_moved_stores(self, moved: list[Value]) -> None:
         """Refuse a group whose moved epilogue output (a transpose of a layernorm's
         result) neighbouring threads would write apart: its separate transpose tiles
         write whole lines, a scattered store a 32-byte sector a value (H100: a layernorm
         over rows of 1024 stored transposed, 0.35 ms against 0.094 in two kernels)."""
-        from mlfuse.transforms.fusion.schedules import access_layout
         along = access_layout(self.kernel) == "columns"
         for op in self.kernel.walk():
             if isinstance(op, StoreOp) and any(op.operands[1] is b for b in moved) and \

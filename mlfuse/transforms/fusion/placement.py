@@ -46,26 +46,18 @@ def _moved_input(nest: Nest, by_out: dict[int, Nest]) -> list[tuple[Nest, LoadOp
     return found
 
 
-def _is_root(q: Nest, space: Space, root: str) -> bool:
-    """Whether ``q`` holds the kernel's values where a chain placed from ``root`` starts:
-    at its points ("point"), or over its whole space, a value per point and reduced
-    index, where the broadcast-back epilogue computes it ("row")."""
-    if root == "row":
-        return bool(space.reduced) and list(q.extents) == list(space.full)
-    return level(q.extents, space) == "point"
-
-
 def placement_source(nest: Nest, members: list[Nest], space: Space, depth: int = 0,
                      root: str = "point") -> tuple[Nest, LoadOp] | None:
-    """(q, load): the member whose element ``nest`` holds at each index, placed itself (a
-    ``root`` of ``space``, _is_root, or in turn placed), and the load by which ``nest``
-    reads it; None where ``nest`` is no such move of a placed member (then it cannot be
-    stored from the kernel's points, or from its epilogue's loop over the reduced axes)."""
+    """(q, load): the member whose element ``nest`` holds at each index, placed itself (at
+    ``root``'s level of ``space``, spaces.level: a point value, or a value over the whole
+    space that the broadcast-back epilogue computes; or in turn placed), and the load by
+    which ``nest`` reads it; None where ``nest`` is no such move of a placed member (then
+    it cannot be stored from the kernel's points, or from its epilogue's loop)."""
     if not nest.is_pointwise or depth >= MAX_CHAIN:
         return None
     by_out = {id(m.out): m for m in members if m.out is not None and m is not nest}
     for q, load in _moved_input(nest, by_out):
-        if _is_root(q, space, root) or \
+        if level(q.extents, space) == root or \
                 placement_source(q, members, space, depth + 1, root) is not None:
             return q, load
     return None
