@@ -70,6 +70,9 @@ VARIANTS = {
     # seventeenth session: masks, reshapes and permutes around the same reductions
     "causal_softmax": [{"B": 64, "S": 1024}, {"B": 256, "S": 512}, {"B": 16, "S": 2048}],
     "group_norm_split": [{"N": 32, "C": 256, "H": 64, "W": 64}, {"N": 64, "C": 128, "H": 28, "W": 28}],
+    # eighteenth session: group norm through a 5-d view with its affine
+    "group_norm_5d": [{"N": 16, "C": 320, "H": 64, "W": 64}, {"N": 32, "C": 128, "H": 56, "W": 56},
+                      {"N": 8, "C": 640, "H": 32, "W": 32, "dtype": "f16"}],
     "channel_layernorm": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14}],
     "layernorm_nhwc": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14}],
     "layernorm_transposed": [{"R": 16384, "C": 1024}, {"R": 4096, "C": 4096}],
@@ -86,9 +89,10 @@ def _extra_cases() -> list:
     """Programs of issue 13's families that the suite does not time: batch-norm's training
     step (statistics over [0, 2, 3], also returned), a channel softmax over NCHW, centring
     by spatial means, RMSNorm; a causal softmax (its mask from iotas), group norm over
-    the axes [2, 3] of a 4-d reshape, layernorms through permutes (ConvNeXt's channels-
-    first layout, NCHW read as NHWC, a transposed result), a column softmax stored
-    transposed and an L1 norm over channels."""
+    the axes [2, 3] of a 4-d reshape and over [2, 3, 4] of a 5-d one with its affine,
+    layernorms through permutes (ConvNeXt's channels-first layout, NCHW read as NHWC, a
+    transposed result), a column softmax stored transposed and an L1 norm over
+    channels."""
     from cases import Case, _torch
 
     def t_batchnorm_train(x, g, b):
@@ -119,6 +123,14 @@ def _extra_cases() -> list:
         m = rows.mean(dim=(2, 3), keepdim=True)
         v = ((rows - m) * (rows - m)).mean(dim=(2, 3), keepdim=True)
         return ((rows - m) * (v + 1e-5).rsqrt()).reshape(n, c, h, w)
+
+    def t_group_norm_5d(x, g, b):
+        n, c, h, w = x.shape
+        rows = x.reshape(n, 32, c // 32, h, w)
+        m = rows.mean(dim=(2, 3, 4), keepdim=True)
+        v = ((rows - m) * (rows - m)).mean(dim=(2, 3, 4), keepdim=True)
+        y = ((rows - m) * (v + 1e-5).rsqrt()).reshape(n, c, h, w)
+        return y * g.reshape(c, 1, 1) + b.reshape(c, 1, 1)
 
     def t_channel_layernorm(x, g, b):  # ConvNeXt's channels-first LayerNorm, as a layout
         _, F = _torch()
@@ -164,6 +176,16 @@ func group_norm_split(x: f32[N, C, H, W]) -> f32[N, C, H, W] {
     return reshape(d * rsqrt(v + 1e-5), [N, C, H, W])
 }
 """, {}, t_group_norm_split),
+        Case("group_norm_5d", """
+func group_norm_5d(x: f32[N, C, H, W], g: f32[C], b: f32[C]) -> f32[N, C, H, W] {
+    rows = reshape(x, [N, 32, C / 32, H, W])
+    m = mean(rows, axis=[2, 3, 4], keepdims=true)
+    d = rows - m
+    v = mean(d * d, axis=[2, 3, 4], keepdims=true)
+    y = reshape(d * rsqrt(v + 1e-5), [N, C, H, W])
+    return y * reshape(g, [C, 1, 1]) + reshape(b, [C, 1, 1])
+}
+""", {}, t_group_norm_5d),
         Case("channel_layernorm", """
 func channel_layernorm(x: f32[N, C, H, W], g: f32[C], b: f32[C]) -> f32[N, C, H, W] {
     return transpose(layernorm(transpose(x, [0, 2, 3, 1]), g, b), [0, 3, 1, 2])

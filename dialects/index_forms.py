@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mlfuse.dialects.arith import SCALAR_OPS, ConstantOp, FloorDivOp, ModOp
 from mlfuse.dialects.loops import DimOp
 from mlfuse.ir.core import Value
-from mlfuse.ir.types import INDEX, Dim, product_dim
+from mlfuse.ir.types import INDEX, Dim, IndivisibleDim, dim_monomial, product_dim, quotient_dim
 
 ADD, MUL = SCALAR_OPS["add"], SCALAR_OPS["mul"]
 
@@ -145,6 +145,115 @@ def row_step(flat: Value, extents: dict[int, Dim]) -> Value | None:
     return None
 
 
+def linear_terms(v: Value, steps: set[int]) -> list[tuple[Value | None, Dim]] | None:
+    """``v`` as a sum of terms, each a variable times a size: (the variable, None for a
+    term of sizes alone; its coefficient, a dim). A loop index in ``steps`` (ids) is a
+    variable of its own; any other value that reads none of them and is no sum or
+    product with a size is a variable too (a point index). None where ``v`` is not of
+    that form (a step times a step, a divmod of a step)."""
+    if id(v) in steps:
+        return [(v, 1)]
+    if size_of(v) is not None:
+        return [(None, size_of(v))]
+    op = op_of(v)
+    if isinstance(op, ADD):
+        parts = [linear_terms(x, steps) for x in op.operands]
+        return None if None in parts else parts[0] + parts[1]
+    if isinstance(op, MUL):
+        for x, s in (op.operands, op.operands[::-1]):
+            if size_of(s) is not None:
+                inner = linear_terms(x, steps)
+                return None if inner is None else \
+                    [(t, product_dim([c, size_of(s)])) for t, c in inner]
+    return None if _reads_any(v, steps) else [(v, 1)]
+
+
+def _reads_any(v: Value, steps: set[int]) -> bool:
+    """Whether ``v`` is computed from any of the loop indices ``steps`` (ids)."""
+    seen, todo = set(), [v]
+    while todo:
+        x = todo.pop()
+        if id(x) in steps:
+            return True
+        if id(x) not in seen and op_of(x) is not None:
+            seen.add(id(x))
+            todo += list(op_of(x).operands)
+    return False
+
+
+def _multiple(d: Dim, of: Dim) -> bool:
+    """Whether ``d`` is a whole multiple of ``of`` for every size of the symbols."""
+    try:
+        coefficient, exponents = dim_monomial(quotient_dim(d, of))
+    except IndivisibleDim:
+        return False
+    return coefficient.denominator == 1 and all(e > 0 for e in exponents.values())
+
+
+def _row_major(terms: list, indices: list[Value], extents: list[Dim]) -> tuple[int, list] | None:
+    """(m, the other terms) where ``terms`` (``linear_terms``) are ``B + ravel(indices[m:])``,
+    the row-major index of a loop nest's trailing indices over their extents, each once,
+    and B's terms each a multiple of the walk's size ``product(extents[m:])``: the nest
+    then walks consecutive elements, and the walks of different B never overlap (rows,
+    not sliding windows). None elsewhere."""
+    ids = {id(k): d for d, k in enumerate(indices)}
+    stepped = sorted((ids[id(t)], c) for t, c in terms if t is not None and id(t) in ids)
+    levels = [d for d, _ in stepped]
+    if not stepped or levels != list(range(levels[0], len(indices))):
+        return None
+    if any(c != product_dim(extents[d + 1:]) for d, c in stepped):
+        return None
+    size = product_dim(extents[levels[0]:])
+    rest = [(t, c) for t, c in terms if t is None or id(t) not in ids]
+    if not all(_multiple(c, size) for _, c in rest):
+        return None
+    return levels[0], rest
+
+
+def row_walk(flat: Value, indices: list[Value], extents: list[Dim]) -> tuple[int, list] | None:
+    """Where ``flat`` is ``B + ravel(indices[m:])`` (``_row_major``: group norm's
+    ``(g * C/8 + k0) * (H*W) + k1``, statistics over axes [2, 3] of ``reshape(x, [N, 8,
+    C/8, H*W])``): (m, B's terms); None elsewhere."""
+    terms = linear_terms(flat, {id(k) for k in indices})
+    return None if terms is None else _row_major(terms, indices, extents)
+
+
+@dataclass
+class Walk:
+    """An access whose indices from ``at`` on address its buffer's trailing axes at
+    ``B + ravel(the nest's indices from level start on)``: B's ``terms`` as
+    ``linear_terms`` gives them (B is a multiple of the walk's size)."""
+
+    at: int
+    start: int
+    terms: list
+
+
+def access_walk(idx: list[Value], shape: list[Dim], indices: list[Value],
+                extents: list[Dim]) -> Walk | None:
+    """How an access with indices ``idx`` into a buffer of ``shape`` walks a loop nest
+    (its ``indices`` and ``extents``, outer first): where the indices that read the
+    nest, from the first on, are a row-major walk of its trailing levels over the
+    buffer's trailing axes (``_row_major``), also through a reshape's unravel
+    (``merged_view``): group norm over axes [2, 3, 4] of ``reshape(x, [N, G, C/G, H,
+    W])`` reads ``x[n, g * C/G + k0, k1, k2]``, whose element is ``B + ravel(k0, k1,
+    k2)`` of the axes [C, H, W]. None elsewhere (a column walk, a window)."""
+    steps = {id(k) for k in indices}
+    at = next((j for j, v in enumerate(idx) if _reads_any(v, steps)), None)
+    if at is None or len(shape) != len(idx):
+        return None
+    merged, dims = merged_view(idx[at:], list(shape[at:]))
+    terms: list = []
+    for j, v in enumerate(merged):
+        part = linear_terms(v, steps)
+        if part is None:
+            return None
+        stride = product_dim(dims[j + 1:])
+        terms += [(t, product_dim([c, stride])) for t, c in part]
+    walk = _row_major(terms, indices, extents)
+    return None if walk is None else Walk(at, walk[0], walk[1])
+
+
 def reads_value(value: Value, target: Value) -> bool:
     """Whether ``value`` is ``target`` or computed from it (through any ops)."""
     seen, todo = set(), [value]
@@ -162,4 +271,4 @@ def reads_value(value: Value, target: Value) -> bool:
 
 
 __all__ = ["size_of", "same_size", "UnravelRun", "unravel_run", "unravel_form", "unraveled",
-           "merged_view", "row_step", "op_of", "reads_value"]
+           "merged_view", "row_step", "linear_terms", "row_walk", "Walk", "access_walk", "op_of", "reads_value"]

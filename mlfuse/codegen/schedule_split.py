@@ -185,11 +185,13 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
             if self.flat_loads:
                 self.flat_views([o for n in self.nests for o in n.inner.body.ops
                                  if id(o) in self.flat_loads])
-            elif self.variant == "split-columns" and all(
+            elif self.variant in ("split-rows", "split-columns") and all(
                     _clean_outer_levels(n) for n in self.nests):
                 # a column's values at row_base + k * stride (flat_rows.py), walked by
                 # cursors (colsum's x[k, i]: two 64-bit indices, their wraparound checks
-                # and a multiply per value kept the ALU pipe at 58%, FMA at 17%)
+                # and a multiply per value kept the ALU pipe at 58%, FMA at 17%); a row's
+                # read through a reshape at row_base + kf (group statistics of a view:
+                # flatten-row-nests), no unravel of each value's index
                 self.plan_flat_rows([(n.top, n.indices, n.extents) for n in self.nests])
         items = self.vector_items() if self.vector else \
             self.each_item(f"{loc['n_points']} * {loc['n_split']}")

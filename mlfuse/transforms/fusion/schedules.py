@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from mlfuse.dialects.arith import FloorDivOp
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, access_parts
 from mlfuse.dialects.reductions import ReduceNest, loop_levels, reduce_nest, reduce_nests
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
@@ -58,7 +58,8 @@ from mlfuse.transforms.fusion.cost import (held_whole_vectors, kernel_cost, redu
                                            resolve, row_held_shared, shared_geometry,
                                            split_column_chunks, stage_count, strip_held,
                                            strip_shape)
-from mlfuse.transforms.fusion.index_algebra import row_step, size_of, unraveled
+from mlfuse.dialects.index_forms import (access_walk, reads_value, row_step, row_walk, size_of,
+                                         unraveled)
 from mlfuse.transforms.fusion.moments import shift_centred_squares
 from mlfuse.transforms.fusion.tiles import choose_tiles
 
@@ -97,25 +98,34 @@ def _loads(op: Operation) -> list[Operation]:
     return [o for o in op.walk() if isinstance(o, (LoadOp, MaskedLoadOp))]
 
 
-def _indices(load: Operation) -> list:
-    return list(load.operands[2:] if isinstance(load, MaskedLoadOp) else load.operands[1:])
-
-
-def _reshaped_view(idx: list, extents: dict) -> list | None:
-    """A load's indices with a read through a reshape seen as what it is: where its
-    trailing indices unravel ``q * S + k`` (k a loop index of extent S: the rows of a
-    reshaped view, group norm's), the load walks k along contiguous memory, so the
-    view ends in k (q's indices before it) rather than in index arithmetic that mixes
+def _reshaped_view(load: Operation, levels: list) -> list | None:
+    """A load's indices with a read through a reshape seen as what it is: where the
+    indices that read the nest walk it row-major over the buffer's trailing axes
+    (``index_forms.access_walk``: group norm's ``x[n, g * C/G + k0, k1, k2]``, or its
+    unravel ``x[n, X // (H*W), X // W % H, X % W]`` of ``X = (g * C/8 + k0) * (H*W) +
+    k1``), or unravel ``q * S + k`` (k a loop index of extent S: the rows of a reshaped
+    view), the load walks the innermost index along contiguous memory, so the view
+    ends in it (the rows' values before it) rather than in index arithmetic that mixes
     a point and a step. None where its one index that is not a constant is
-    ``(q * S + k) // D`` (a per-channel parameter read along group norm's rows): one
-    element for D steps."""
+    ``(q * S + k) // D`` (a per-channel parameter read along group norm's rows), or
+    that reads outer levels of a nest only (``g[q * C/G + k0]`` over ``k0, k1, k2``):
+    one element for many steps."""
+    buf, idx = access_parts(load)
+    indices = [lvl.body.args[0] for lvl in levels]
+    extents = {id(lvl.body.args[0]): lvl["extent"] for lvl in levels}
+    if len(levels) > 1 and not any(reads_value(v, indices[-1]) for v in idx):
+        return None
     varying = [v for v in idx if size_of(v) is None]
     if len(varying) == 1 and isinstance(getattr(varying[0], "op", None), FloorDivOp):
         inner = varying[0].op.operands[0]
         while isinstance(getattr(inner, "op", None), FloorDivOp):
             inner = inner.op.operands[0]
-        if row_step(inner, extents) is not None:
+        if row_step(inner, extents) is not None or \
+                row_walk(inner, indices, list(extents.values())) is not None:
             return None
+    walk = access_walk(idx, list(buf.type.shape), indices, list(extents.values()))
+    if walk is not None:
+        return idx[:walk.at] + [t for t, _ in walk.terms if t is not None] + [indices[-1]]
     found = unraveled(idx)
     step = row_step(found[1], extents) if found else None
     if step is None:
@@ -145,9 +155,8 @@ def access_layout(kernel: Operation) -> str | None:
         levels = loop_levels(loop)
         steps = [id(lvl.body.args[0]) for lvl in levels]
         fastest = steps[-1]
-        extents = {id(lvl.body.args[0]): lvl["extent"] for lvl in levels}
         for load in _loads(loop):
-            idx = _reshaped_view(_indices(load), extents)
+            idx = _reshaped_view(load, levels)
             if idx is None:
                 continue  # the same element for runs of steps: not a stream to coalesce
             for v in idx:  # oh*stride + kh: a sliding window (pooling, a grouped conv)

@@ -8,15 +8,16 @@
 // H*W; the kernel now a row kernel with its short-row plan (warp_rows).
 // CHECK-LABEL: func @instance_norm
 // CHECK:        fused.kernel {extents = [N, C], flat_nests = {{\[}}[H, W]], {{.*}}schedule = "row"{{.*}}warp_rows = 1} (%i0: index, %i1: index) {
-// CHECK:          %[[W:.*]] = loops.dim {sym = "W"} : index
 // CHECK:          loops.reduce {{.*}} {combiner = "add", extent = "H*W"} : f32 (%[[K:.*]]: index) {
+// CHECK-NEXT:       %[[W:.*]] = loops.dim {sym = "W"} : index
 // CHECK-NEXT:       %[[w:.*]] = arith.mod %[[K]], %[[W]] : index
 // CHECK-NEXT:       %[[h:.*]] = arith.floordiv %[[K]], %[[W]] : index
 // CHECK-NEXT:       loops.load %x, %i0, %i1, %[[h]], %[[w]] : f32
 // CHECK-NOT:      loops.reduce {{.*}} extent = "H"
 // CHECK:          loops.for {extent = "H*W"} (%[[E:.*]]: index) {
-// CHECK-NEXT:       %[[ew:.*]] = arith.mod %[[E]], %[[W]] : index
-// CHECK-NEXT:       %[[eh:.*]] = arith.floordiv %[[E]], %[[W]] : index
+// CHECK-NEXT:       %[[EW:.*]] = loops.dim {sym = "W"} : index
+// CHECK-NEXT:       %[[ew:.*]] = arith.mod %[[E]], %[[EW]] : index
+// CHECK-NEXT:       %[[eh:.*]] = arith.floordiv %[[E]], %[[EW]] : index
 // CHECK:            loops.store {{.*}}, %i0, %i1, %[[eh]], %[[ew]]
 func @instance_norm(%x: f32[N, C, H, W]) -> (f32[N, C, H, W]) {
   %m = tensor.mean %x {axis = [2, 3], keepdims = true} : f32[N, C, 1, 1]
