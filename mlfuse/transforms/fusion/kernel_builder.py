@@ -334,22 +334,24 @@ def build_kernel(graph: NestGraph, members, outputs, name: str, schedule_for=Non
     # at the reshaped index (group norm); then one that permutes or reshapes a point
     # value or an epilogue's value, stored where that puts it (placement.py). A mode
     # whose space fits but whose kernel does not build (a transpose of the rows has
-    # their size, as a reshape would) gives way to the next; where all fail, the first
-    # reason is the one to give.
-    first = None
+    # their size, as a reshape would) gives way to the next; where all fail, the reason
+    # to give is that of the last mode whose space fitted (the most specific one tried:
+    # a transposed epilogue's scattered store, not the reshaped mode's read of the rows
+    # at another point), else the first space's.
+    unfit = built = None
     for reshaped, placed in ((False, False), (True, False), (False, True)):
         try:
             space = choose_space(members, outputs, reshaped, placed)
         except CannotFuse as e:
-            first = first or e
+            unfit = unfit or e
             continue
         builder = KernelBuilder(graph, members, outputs, name, schedule_for, space, reshaped)
         try:
             return builder.build()
         except CannotFuse as e:
             discard(builder.kernel)
-            first = first or e
-    raise first from None
+            built = e
+    raise (built or unfit) from None
 
 
 def discard(kernel: KernelOp) -> None:

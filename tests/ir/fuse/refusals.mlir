@@ -34,7 +34,9 @@ func @reduction_read_at_another_index(%x: f32[R, R]) -> (f32[R, R]) {
 }
 
 // A producer read at another iteration space (the transpose's [C, R], not the rows
-// [R] of the reduction): the reduction stays apart, the sub joins the transpose.
+// [R] of the reduction): the reduction stays apart, the sub joins the transpose. The
+// reason given is the placed mode's, the last whose space fitted: stored by the rows
+// kernel's epilogue, the transpose's values would go a 4-byte value per sector.
 // CHECK-LABEL: func @other_iteration_space
 // CHECK:        fused.kernel {extents = [R], {{.*}}sources = ["s = tensor.sum"]{{.*}}}
 // CHECK:        fused.kernel {extents = [C, R], {{.*}}schedule = "transpose-tiles", sources = ["y = tensor.sub", "t = tensor.transpose"], tile_axes = [0, 1]}
@@ -74,7 +76,7 @@ func @prologue_into_matmul(%x: f32[M, K], %b: f32[K, N]) -> (f32[M, N]) {
 // CHECK: // fuse: @whole_tensor_reduction: kept s -> y: s reduces over all elements and its consumers use every element: that needs a grid-wide barrier, so two kernels
 // CHECK: // fuse: @reduction_read_at_another_index: kept u -> v: u (tensor.sum) is read at another index than the kernel's own point, which would recompute its reduction
 // CHECK: // fuse: @other_iteration_space: fused y -> t: cost model
-// CHECK: // fuse: @other_iteration_space: kept s -> y: t (tensor.transpose, extents {{.*}}) does not fit one iteration space with the rest of the group
+// CHECK: // fuse: @other_iteration_space: kept s -> y: t is a move of the epilogue's values that its threads would store scattered
 // CHECK: // fuse: @conv_input: kept r -> y: y reads r through a padding mask (a convolution input): kept in memory
 // CHECK: // fuse: @prologue_into_matmul: fused v -> w: cost model
 // CHECK: // fuse: @prologue_into_matmul: kept u -> v: w (tensor.matmul, extents {{.*}}) does not fit one iteration space with the rest of the group
