@@ -32,6 +32,7 @@ EXAMPLES = {  # property -> examples in each profile
     "calls": {"ci": 20, "long": 500, "gpu": 50},
     "permute": {"ci": 8, "long": 300, "gpu": 40},
     "short_rows": {"ci": 6, "long": 300, "gpu": 40},
+    "grouped_views": {"ci": 6, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
@@ -590,6 +591,37 @@ def permuted_programs(draw):
     p.values.append(Value("v0", out, dtype))
     p.results = [p.values[-1]]
     return p
+
+
+@st.composite
+def grouped_view_programs(draw):
+    """Statistics over the trailing axes of a view of NCHW grouped by channels (group norm
+    written through ``reshape(x, [N, G, C/G, H*W])`` or ``[N, G, C/G, H, W]``): a sum,
+    max or mean of the view, or of a function of it, maybe centred and scaled by its
+    variance, maybe reshaped back and given a per-channel affine, in f32 or f16. The
+    shapes are symbolic; returns the program and small sizes to run it at (C a multiple
+    of G, H and W from 1)."""
+    dtype = draw(st.sampled_from(["f32", "f16"]))
+    groups = draw(st.sampled_from([1, 2, 4]))
+    sizes = {"N": draw(st.integers(1, 3)), "C": groups * draw(st.integers(1, 3)),
+             "H": draw(st.integers(1, 4)), "W": draw(st.integers(1, 5))}
+    five = draw(st.booleans())
+    view = f"[N, {groups}, C / {groups}, H, W]" if five else f"[N, {groups}, C / {groups}, H * W]"
+    axes = "[2, 3, 4]" if five else "[2, 3]"
+    lines = [f"func f(x: {dtype}[N, C, H, W], g: {dtype}[C]) -> "]
+    body = [f"    rows = reshape({'exp(x)' if draw(st.booleans()) else 'x'}, {view})"]
+    kind = draw(st.sampled_from(["sum", "max", "mean", "norm"]))
+    if kind == "norm":
+        body += [f"    m = mean(rows, axis={axes}, keepdims=true)", "    d = rows - m",
+                 f"    v = mean(d * d, axis={axes}, keepdims=true)",
+                 "    y = reshape(d * rsqrt(v + 1e-5), [N, C, H, W])"]
+        affine = draw(st.booleans())
+        body.append(f"    return {'y * reshape(g, [C, 1, 1])' if affine else 'y'}")
+        result = f"{dtype}[N, C, H, W]"
+    else:
+        body.append(f"    return {kind}(rows * rows, axis={axes}, keepdims=true)")
+        result = f"{dtype}[N, {groups}, 1, 1{', 1' if five else ''}]"
+    return lines[0] + result + " {\n" + "\n".join(body) + "\n}\n", sizes
 
 
 @st.composite

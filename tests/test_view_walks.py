@@ -6,6 +6,9 @@ flatten-row-nests walks each nest as one loop whose reads codegen addresses at
 row_base + r. Checked on the index forms, on the fused IR at benchmark sizes, and
 under the simulator against the NumPy interpreter at small ones."""
 import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+from strategies import fuzz_settings, grouped_view_programs, inputs_for
 
 import mlfuse
 from mlfuse.codegen import generate
@@ -150,3 +153,22 @@ def test_agrees_with_numpy(source, dims, compiled_for):
     expected = run_tensor(func, inputs)
     module = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=options)
     assert_results_close(func, expected, module["f"](*inputs))
+
+
+@fuzz_settings("grouped_views")
+@given(st.data())
+def test_random_grouped_views_agree_with_numpy(data):
+    """Random group statistics and norms through a 4-d or 5-d view of NCHW
+    (tests/strategies.py's ``grouped_view_programs``), compiled for symbolic sizes, for
+    the sizes they run at, or for benchmark sizes (a split reduction, a row kernel with
+    its split plan), run at small sizes: the kernels match the interpreter."""
+    source, sizes = data.draw(grouped_view_programs())
+    plan = data.draw(st.sampled_from(["symbols", "sizes", "big"]))
+    note(f"{source}sizes {sizes}, compiled for {plan}")
+    options = {"symbols": None, "sizes": {"dims": sizes},
+               "big": {"dims": {"N": 2, "C": 512, "H": 64, "W": 64}}}[plan]
+    func = parse_program(source, "fuzz.fuse").funcs[0]
+    args = data.draw(inputs_for(func, sizes, special=False))
+    expected = run_tensor(func, args)
+    got = mlfuse.compile_source(source, "fuzz.fuse", target="simulator", fuse_options=options)
+    assert_results_close(func, expected, got["f"](*args))

@@ -122,9 +122,10 @@ def _rewalk(op: Operation, walk, flat: Value) -> None:
         return new.result
 
     total = flat
-    for var, coefficient in walk.terms:
-        size = emit(_radix(coefficient))
-        term = size if var is None else emit(MUL([var, size])) if coefficient != 1 else var
+    for var, coefficient in walk.terms:  # B's terms: a variable times a dim, or a dim
+        term = var if var is not None and coefficient == 1 else emit(_radix(coefficient))
+        if var is not None and coefficient != 1:
+            term = emit(MUL([var, term]))
         total = emit(ADD([term, total]))
     digits, rest = [], total
     for extent in reversed(buf.type.shape[walk.at + 1:]):

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from mlfuse.dialects.arith import FloorDivOp
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.index_forms import (access_walk, reads_value, row_step, row_walk, size_of,
+                                         unraveled)
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, access_parts
 from mlfuse.dialects.reductions import ReduceNest, loop_levels, reduce_nest, reduce_nests
 from mlfuse.ir.core import Operation
@@ -58,8 +60,6 @@ from mlfuse.transforms.fusion.cost import (held_whole_vectors, kernel_cost, redu
                                            resolve, row_held_shared, shared_geometry,
                                            split_column_chunks, stage_count, strip_held,
                                            strip_shape)
-from mlfuse.dialects.index_forms import (access_walk, reads_value, row_step, row_walk, size_of,
-                                         unraveled)
 from mlfuse.transforms.fusion.moments import shift_centred_squares
 from mlfuse.transforms.fusion.tiles import choose_tiles
 
@@ -112,7 +112,8 @@ def _reshaped_view(load: Operation, levels: list) -> list | None:
     one element for many steps."""
     buf, idx = access_parts(load)
     indices = [lvl.body.args[0] for lvl in levels]
-    extents = {id(lvl.body.args[0]): lvl["extent"] for lvl in levels}
+    sizes = [lvl["extent"] for lvl in levels]
+    extents = {id(k): size for k, size in zip(indices, sizes)}
     if len(levels) > 1 and not any(reads_value(v, indices[-1]) for v in idx):
         return None
     varying = [v for v in idx if size_of(v) is None]
@@ -121,9 +122,9 @@ def _reshaped_view(load: Operation, levels: list) -> list | None:
         while isinstance(getattr(inner, "op", None), FloorDivOp):
             inner = inner.op.operands[0]
         if row_step(inner, extents) is not None or \
-                row_walk(inner, indices, list(extents.values())) is not None:
+                row_walk(inner, indices, sizes) is not None:
             return None
-    walk = access_walk(idx, list(buf.type.shape), indices, list(extents.values()))
+    walk = access_walk(idx, list(buf.type.shape), indices, sizes)
     if walk is not None:
         return idx[:walk.at] + [t for t, _ in walk.terms if t is not None] + [indices[-1]]
     found = unraveled(idx)
