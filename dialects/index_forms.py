@@ -165,20 +165,7 @@ def linear_terms(v: Value, steps: set[int]) -> list[tuple[Value | None, Dim]] | 
                 inner = linear_terms(x, steps)
                 return None if inner is None else \
                     [(t, product_dim([c, size_of(s)])) for t, c in inner]
-    return None if _reads_any(v, steps) else [(v, 1)]
-
-
-def _reads_any(v: Value, steps: set[int]) -> bool:
-    """Whether ``v`` is computed from any of the loop indices ``steps`` (ids)."""
-    seen, todo = set(), [v]
-    while todo:
-        x = todo.pop()
-        if id(x) in steps:
-            return True
-        if id(x) not in seen and op_of(x) is not None:
-            seen.add(id(x))
-            todo += list(op_of(x).operands)
-    return False
+    return None if reads_any(v, steps) else [(v, 1)]
 
 
 def _multiple(d: Dim, of: Dim) -> bool:
@@ -239,7 +226,7 @@ def access_walk(idx: list[Value], shape: list[Dim], indices: list[Value],
     W])`` reads ``x[n, g * C/G + k0, k1, k2]``, whose element is ``B + ravel(k0, k1,
     k2)`` of the axes [C, H, W]. None elsewhere (a column walk, a window)."""
     steps = {id(k) for k in indices}
-    at = next((j for j, v in enumerate(idx) if _reads_any(v, steps)), None)
+    at = next((j for j, v in enumerate(idx) if reads_any(v, steps)), None)
     if at is None or len(shape) != len(idx):
         return None
     merged, dims = merged_view(idx[at:], list(shape[at:]))
@@ -254,12 +241,13 @@ def access_walk(idx: list[Value], shape: list[Dim], indices: list[Value],
     return None if walk is None else Walk(at, walk[0], walk[1])
 
 
-def reads_value(value: Value, target: Value) -> bool:
-    """Whether ``value`` is ``target`` or computed from it (through any ops)."""
+def reads_any(value: Value, targets: set[int]) -> bool:
+    """Whether ``value`` is one of ``targets`` (ids) or computed from one (through any
+    ops): a nest's loop indices, for ``linear_terms`` and ``access_walk``."""
     seen, todo = set(), [value]
     while todo:
         v = todo.pop()
-        if v is target:
+        if id(v) in targets:
             return True
         if id(v) in seen:
             continue
@@ -270,5 +258,11 @@ def reads_value(value: Value, target: Value) -> bool:
     return False
 
 
+def reads_value(value: Value, target: Value) -> bool:
+    """Whether ``value`` is ``target`` or computed from it (through any ops)."""
+    return reads_any(value, {id(target)})
+
+
 __all__ = ["size_of", "same_size", "UnravelRun", "unravel_run", "unravel_form", "unraveled",
-           "merged_view", "row_step", "linear_terms", "row_walk", "Walk", "access_walk", "op_of", "reads_value"]
+           "merged_view", "row_step", "linear_terms", "row_walk", "Walk", "access_walk", "op_of",
+           "reads_any", "reads_value"]
