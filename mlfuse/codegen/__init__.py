@@ -103,6 +103,7 @@ COLUMN_STAGES = True  # strips over columns fitting on chip nowhere: column stag
 STRIP_BLOCK_THREADS = {strip_block}  # the most threads of a strips block over columns
 STRIP_BLOCKS_PER_SM = {strip_fill}  # strips over columns narrow until the grid has this many a SM
 STRIP_MIN_BLOCKS = {strip_min_blocks}  # resident per SM, asked of a strips kernel over columns
+STRIP_STAGE_VALUES = min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS) * VALUES_PER_THREAD + 31 * STRIP_POINTS  # a staged store's tile (strips_staged.py)
 STRIP_STREAM_THREADS = {strip_stream}  # the most threads of a streaming strips block over columns
 STRIP_VECTOR_VALUES = {strip_vector_values}  # a vector strips thread's values a tile (its vectors' lanes)
 STRIP_SHARED_BYTES = {strip_shared_bytes}  # the most shared memory a strips block holds its values in

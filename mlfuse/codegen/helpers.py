@@ -231,6 +231,14 @@ def _row_blocks(points):
     return min(points, MAX_ROW_BLOCKS)
 '''
 
+_STRIP_GRID = '''\
+def _strip_grid(strips):
+    """A block for each strip (a strips kernel takes strip ``blockIdx.y * gridDim.x +
+    blockIdx.x``): (x, y) blocks, x at most a grid's 2**31 - 1."""
+    x = max(1, min(strips, 2**31 - 1))
+    return x, -(-strips // x)
+'''
+
 _ROW_THREADS = '''\
 def _row_threads(extent, most=1024):
     """Threads sharing a row: the least power of two >= ``extent`` within [32, most]."""
@@ -511,7 +519,7 @@ def _block_reduce(combiner: str, target: str, used: set[str]) -> str:
 _FIXED = {"_maximum": _MAXIMUM, "_minimum": _MINIMUM, "_divmod_index": _DIVMOD_INDEX,
           "_divmod_index32": _DIVMOD_INDEX32,
           "_pointwise_blocks": _POINTWISE_BLOCKS,
-          "_row_blocks": _ROW_BLOCKS, "_row_threads": _ROW_THREADS,
+          "_row_blocks": _ROW_BLOCKS, "_strip_grid": _STRIP_GRID, "_row_threads": _ROW_THREADS,
           "_split_rows": _SPLIT_ROWS, "_split_stage_rows": _SPLIT_STAGE_ROWS,
           "_split_stages": _SPLIT_STAGES, "_row_group": _ROW_GROUP,
           "_short_row_width": group_width_source(), "_split_columns": split_columns_source(),
@@ -527,7 +535,7 @@ ORDER = ["_bf16", "_maximum", "_minimum", "_divmod_index", "_divmod_index32", "_
                    strip_lanes_reduce_name)
     for c in ("add", "max", "min")] + [
     "_vector_access", "_held_access", "_flat", "_magic", "_mma_intrinsics", "_tf32_intrinsics", "_wgmma_intrinsics",
-    "_mma_geometry", "_pointwise_blocks", "_row_blocks", "_row_threads", "_split_rows", "_split_stage_rows",
+    "_mma_geometry", "_pointwise_blocks", "_row_blocks", "_strip_grid", "_row_threads", "_split_rows", "_split_stage_rows",
     "_split_stages",
     "_stream_row_threads", "_shared_row_plan", "_split_columns", "_short_row_width", "_row_group", "_strip_threads", "_strip_columns",
     "_strip_shared", "_address", "_vector_ready", "_peel_ready", "_copy_values", "_TiledKernel", "_contraction_plan",

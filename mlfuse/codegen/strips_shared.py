@@ -280,7 +280,7 @@ def shared_launch(host, kernel, points: str, n_red: str, args: list[str]) -> lis
                 f"{lanes}, {planes}, {size}, STRIP_SHARED_BYTES, SM_COUNT, STRIP_BLOCKS_PER_SM)")
 
     def launch(name: str, count: str) -> str:
-        return unit + host.call(name, f"_row_blocks(({count} + {width} - 1) // {width}), "
+        return unit + host.call(name, f"_strip_grid(({count} + {width} - 1) // {width}), "
                                 f"({width}, {per}), 0, {nbytes}", args)
 
     lines = [f"{plan}, {held} = None, None"]
