@@ -105,8 +105,10 @@ class Target:
     strip_stream_threads: int = 512  # strips over columns, streaming: the most threads of a
                                 # block whose strip is a 128-byte line a row and still short
                                 # of blocks (more rows in flight, not narrower rows)
-    strip_staged_stores: bool = True  # strips over columns, registers: a store along the
-                                # reduced axis through a shared tile (codegen/strips_staged.py)
+    strip_staged_stores: bool = True  # strips over columns: a store along the reduced axis
+                                # through a shared tile (codegen/strips_staged.py)
+    strip_stage_width: int = 16  # ... in a streaming kernel only where its strip has this many
+                                # points or more (a narrower one stores 16 bytes a point and more)
     strip_vectors: bool = True  # strips over columns: a thread's points a 16-byte vector
                                 # where the buffers allow (codegen/strips_vector.py)
     strip_vector_values: int = 16  # its values a thread has in flight a tile: 4 f32 / 2 f16

@@ -3,7 +3,8 @@ NHWC): the registers kernel stages the strip's values in a shared tile and the b
 copies it out a row at a time (codegen/strips_staged.py); every strips kernel takes one
 strip a block, numbered over a 2-D grid (``_strip_grid``). Run under the simulator
 against the NumPy interpreter: strips that end part-way, one channel, f16, two staged
-outputs beside one that is not, the streaming kernel and staging turned off."""
+outputs beside one that is not, the streaming kernel (staged or not) and staging
+turned off."""
 import dataclasses
 
 import pytest
@@ -68,12 +69,18 @@ def test_without_staging_the_store_is_direct_and_agrees():
     _agrees(LAYERNORM_NHWC, py, SIZES, "f_0")
 
 
-def test_the_streaming_kernel_stores_directly_and_agrees():
+@pytest.mark.parametrize("stage_width", [1, 10**9])
+def test_the_streaming_kernel_stages_a_wide_strip_and_agrees(stage_width):
+    """The streaming kernel stages a tile's part of the rows at a time where its strip
+    has STRIP_STAGE_WIDTH points or more, and stores directly otherwise: both agree."""
     text, py = _module(LAYERNORM_NHWC, "streamed")
     streaming = text[text.index("def f_0_streaming("):]
-    assert "stage_" not in streaming[:streaming.index("\ndef ")]
+    streaming = streaming[:streaming.index("\ndef ")]
+    assert "if staging:" in streaming and "cuda.syncthreads()  # copied out" in streaming
     py.STRIP_HELD_THREADS = 0  # no strip's values fit the registers kernel
+    py.STRIP_STAGE_WIDTH = stage_width
     _agrees(LAYERNORM_NHWC, py, SIZES, "f_0_streaming")
+    _agrees(LAYERNORM_NHWC, py, {"N": 1, "C": 300, "H": 1, "W": 5}, "f_0_streaming")
 
 
 def test_strips_past_the_grids_x_limit_take_its_y_blocks():

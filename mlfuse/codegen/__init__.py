@@ -103,8 +103,9 @@ COLUMN_STAGES = True  # strips over columns fitting on chip nowhere: column stag
 STRIP_BLOCK_THREADS = {strip_block}  # the most threads of a strips block over columns
 STRIP_BLOCKS_PER_SM = {strip_fill}  # strips over columns narrow until the grid has this many a SM
 STRIP_MIN_BLOCKS = {strip_min_blocks}  # resident per SM, asked of a strips kernel over columns
-STRIP_STAGE_VALUES = min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS) * VALUES_PER_THREAD + 31 * STRIP_POINTS  # a staged store's tile (strips_staged.py)
 STRIP_STREAM_THREADS = {strip_stream}  # the most threads of a streaming strips block over columns
+STRIP_STAGE_VALUES = max(min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS) * VALUES_PER_THREAD, STRIP_STREAM_THREADS * max(1, VALUES_PER_THREAD // 2)) + 31 * STRIP_POINTS  # a staged store's tile (strips_staged.py)
+STRIP_STAGE_WIDTH = {strip_stage_width}  # ... taken by a streaming strip this wide and wider
 STRIP_VECTOR_VALUES = {strip_vector_values}  # a vector strips thread's values a tile (its vectors' lanes)
 STRIP_SHARED_BYTES = {strip_shared_bytes}  # the most shared memory a strips block holds its values in
 STRIP_SHARED_THREADS = {strip_shared_threads}  # the threads of such a block
@@ -222,6 +223,8 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             strip_fill=hw.strip_blocks_per_sm,
                             strip_min_blocks=hw.strip_min_blocks,
                             strip_stream=strip_geometry(target, hw)[3],
+                            strip_stage_width=hw.strip_stage_width if target == "cuda" else
+                            strip_geometry(target, hw)[0],  # (the simulator's widest strip)
                             strip_held=hw.strip_held_threads,
                             strip_vector_values=hw.strip_vector_values,
                             strip_shared_bytes=hw.strip_shared_bytes,

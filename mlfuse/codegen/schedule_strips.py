@@ -174,7 +174,7 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
         self.vectors = variant in ("strips-vector", "strips-shared", "strips-shared-scalar")
         self.held_shared = variant.startswith("strips-shared")
         self.vec, self.vec_held, self.vlane = 1, {}, None
-        self.stage_tiles, self.unguarded = {}, False  # (strips_staged.py)
+        self.stage_tiles, self.unguarded, self.after_tile = {}, False, None  # (strips_staged.py)
         if self.vectors:
             self.setup_vectors(vector_strip_accesses(op, self.tops))
         if variant == "strips-shared-scalar":
@@ -208,7 +208,7 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
                                  for o in self.tops])
             self.plan_thread_steps()
             geometry = strip_geometry(self.target, self.hw)
-            self.plan_staged_stores(self.tops, geometry[0], geometry[2])
+            self.plan_staged_stores(self.tops, geometry[0], geometry[2], geometry[3])
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             extents = [lvl["extent"] for lvl in self.levels[id(self.tops[0])]]
             w.line(f"{loc['n_red']} = {self.points(extents)}")
@@ -233,7 +233,7 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
             # registers where one strip takes 64-72 (H100: L1 norm over 64 channels 0.085
             # -> 0.047 ms, layernorm over 96 channels 0.077 -> 0.065)
             w.line(f"{loc['strip']} = numba.int64(cuda.blockIdx.y) * cuda.gridDim.x + "
-                   "cuda.blockIdx.x")
+                   "numba.int64(cuda.blockIdx.x)")
             with w.indented(f"if {loc['strip']} < {loc['n_strips']}:"):
                 if vectors:  # this thread's first point (the host: VEC divides them)
                     w.line(f"{loc['point']} = ({loc['strip']} * {self.width} + {loc['lane']}) "
@@ -439,6 +439,8 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
             with w.indented(f"for {loc['tile']} in {order}:"):
                 with phases():
                     yield
+                if self.after_tile is not None:  # (a staged epilogue's copy-out)
+                    self.after_tile()
 
     def block(self, block, top: bool) -> None:
         for op in block.ops:  # the top-level loops are shared by the block's threads
@@ -454,21 +456,9 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
             super().load_statement(op)
 
     def statement(self, op, shared: bool) -> None:
-        if isinstance(op, StoreOp) and (self.vector_statement(op) or self.stage_store(op)):
+        if isinstance(op, StoreOp) and self.vector_statement(op):
             return
-        if isinstance(op, StoreOp) and self.unguarded:  # (a staged epilogue's other stores)
-            with self.w.indented(f"if {self.local['valid']}:"):
-                super().statement(op, shared)
-            return
-        if shared and isinstance(op, ForOp) and self.staged_in(op):
-            # every thread writes its tile rows (past the end too: a barrier follows)
-            staged = self.staged_in(op)
-            self.stage_rows(staged)
-            self.unguarded = True
-            with self.each_value(op):
-                self.block(self.levels[id(op)][-1].body, top=False)
-            self.unguarded = False
-            self.copy_out(staged)
+        if self.staged_statement(op, shared, lambda: super(StripsEmitter, self).statement(op, shared)):
             return
         if shared and isinstance(op, ForOp):  # the epilogue: stores where the point is real
             with self.w.indented(f"if {self.local['valid']}:"):

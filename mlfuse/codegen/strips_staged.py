@@ -14,12 +14,18 @@ copy the tile out, neighbouring threads on neighbouring elements of a row: where
 points' rows follow one another in memory (the output's leading axes are the points'),
 the strip's rows are one contiguous range, written in whole lines.
 
-Only the registers variant stages (its values bound the tile: ``width * n_red <=
-min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS) * VALUES_PER_THREAD``); the streaming one
-stores as before. Points past the end (the last strip's ``valid``) write their tile rows
-but are not copied out.
+The registers kernel stages whole rows (its values bound the tile: ``width * n_red <=
+min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS) * VALUES_PER_THREAD``), the streaming one a
+tile's part of each row at a time (``per * STREAM_TILE`` values, copied out after each
+tile), where its strip has STRIP_STAGE_WIDTH points or more (16; a narrower strip's warp stores 16 bytes
+and more a point: cheaper than the tile's barriers). The vector and
+shared variants do not stage (a store along the reduced axis is not one of their vector
+accesses: they are not made for such a kernel). Points past the end (the last strip's
+``valid``) write their tile rows but are not copied out.
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.flat_rows import _key as flat_key
@@ -34,20 +40,22 @@ STAGE_BYTES = 40 * 1024
 
 class StagedStores:
     """A mixin of schedule_strips.StripsEmitter: ``plan_staged_stores`` after the flat
-    accesses are planned, ``stage_constants`` once ``n_red`` is known, then the
-    epilogue loops through ``staged_epilogue``."""
+    accesses are planned, ``stage_constants`` once ``n_red`` is known, then each
+    statement through ``staged_statement`` first."""
 
-    def plan_staged_stores(self, tops, points: int, block_threads: int) -> None:
+    def plan_staged_stores(self, tops, points: int, block_threads: int,
+                           stream_threads: int) -> None:
         """The epilogue stores to stage (id(store) -> (tile, rows array, its flat access)),
         and their shared arrays."""
         self.stage_tiles: dict[int, tuple] = {}
-        if not (self.columns and self.registers and not self.vectors and
-                self.hw.strip_staged_stores):
+        if not (self.columns and self.variant in ("strips-registers", "strips-streaming")
+                and self.hw.strip_staged_stores):
             return
         budget = STAGE_BYTES
         # (STRIP_STAGE_VALUES of the target's module: the strip's points and threads)
-        limit = min(self.hw.strip_held_threads, block_threads) * \
-            self.hw.row_values_per_thread + 31 * points
+        values = self.hw.row_values_per_thread
+        limit = max(min(self.hw.strip_held_threads, block_threads) * values,
+                    stream_threads * max(1, values // 2)) + 31 * points
         for top in tops[1:]:
             if not isinstance(top, ForOp):
                 continue
@@ -79,35 +87,78 @@ class StagedStores:
                                          access.step is levels[0].body.args[0])
 
     def stage_constants(self) -> None:
-        """Per kernel: a tile row's pitch, and where this thread starts copying out
-        (point, value) and steps by (the block's threads, counted in rows)."""
+        """Per kernel: a tile row's values (registers: the reduced extent; streaming: a
+        tile's, ``span``) and pitch, and where this thread starts copying out (point,
+        value) and steps by (the block's threads, counted in rows)."""
         if not self.stage_tiles:
             return
         w, loc = self.w, self.local
-        for n in ("pitch", "out_point", "out_value", "step_points", "step_values", "rows_red"):
+        for n in ("pitch", "out_point", "out_value", "step_points", "step_values", "row_len"):
             loc[n] = self.namer.fresh(n)
+        if self.registers:
+            w.line(f"{loc['row_len']} = max({loc['n_red']}, 1)")
+        else:
+            w.line(f"{loc['row_len']} = {loc['per']} * {self.tile}  # a tile's values a point")
+            # a warp's direct store writes 32 // width values a point: 16 bytes and more
+            # (f32, STRIP_STAGE_WIDTH 16) cost less than the tile's barriers (H100, layernorm stored NHWC over
+            # 2048 channels: 0.044 ms direct, 0.055 staged; over 768 channels, strips of
+            # 32 points: 0.125 direct, 0.061 staged)
+            loc["staging"] = self.namer.fresh("staging")
+            w.line(f"{loc['staging']} = {self.width} >= STRIP_STAGE_WIDTH")
         # a warp's lanes are ``width`` points of 32 // width reduced indices: a pitch of
         # 32 // width (mod 32) puts them in 32 distinct banks
-        w.line(f"{loc['pitch']} = {loc['n_red']} + (32 // min({self.width}, 32) - "
-               f"{loc['n_red']}) % 32")
-        w.line(f"{loc['rows_red']} = max({loc['n_red']}, 1)")
+        w.line(f"{loc['pitch']} = {loc['row_len']} + (32 // min({self.width}, 32) - "
+               f"{loc['row_len']}) % 32")
         w.line(f"{loc['out_point']}, {loc['out_value']} = divmod({loc['nthreads']} * "
-               f"{self.width} + {loc['lane']}, {loc['rows_red']})")
+               f"{self.width} + {loc['lane']}, {loc['row_len']})")
         w.line(f"{loc['step_points']}, {loc['step_values']} = divmod({self.width} * "
-               f"{loc['per']}, {loc['rows_red']})")
+               f"{loc['per']}, {loc['row_len']})")
+
+    def staged_statement(self, op, shared: bool, direct) -> bool:
+        """``op``'s lines where staging changes them (True), else nothing (False):
+        a staged store (streaming: the direct store, ``direct()``, where the strip is
+        narrow), another store of a staged epilogue (where its point is real), and the
+        epilogue loop itself: every thread writes its tile rows (past the end too: a
+        barrier follows), then the copy-out (streaming: after each tile)."""
+        if isinstance(op, StoreOp) and self.stage_store(op):
+            if not self.registers:
+                with self.w.indented(f"elif {self.local['valid']}:"):
+                    direct()
+            return True
+        if isinstance(op, StoreOp) and self.unguarded:
+            with self.w.indented(f"if {self.local['valid']}:"):
+                direct()
+            return True
+        staged = self.staged_in(op) if shared and isinstance(op, ForOp) else []
+        if not staged:
+            return False
+        self.stage_rows(staged)
+        self.unguarded = True
+        if not self.registers:
+            self.after_tile = lambda: self.copy_out(staged)
+        with self.each_value(op):
+            self.block(self.levels[id(op)][-1].body, top=False)
+        self.unguarded, self.after_tile = False, None
+        if self.registers:
+            self.copy_out(staged)
+        return True
 
     def staged_in(self, top) -> list:
         return [o for o in self.levels[id(top)][-1].body.ops if id(o) in self.stage_tiles]
 
     def stage_store(self, op) -> bool:
-        """A staged store's line (its tile row, at the flat reduced index): True if
-        ``op`` is one."""
+        """A staged store's line (its tile row, at the flat reduced index; streaming:
+        where the strip is wide, ``staging``): True if ``op`` is one."""
         if id(op) not in self.stage_tiles:
             return False
-        tile = self.stage_tiles[id(op)][0]
+        tile, loc = self.stage_tiles[id(op)][0], self.local
         value = self.stored(self.namer(op.operands[0]), op.operands[1].type.dtype)
-        self.w.line(f"{tile}[{self.local['lane']} * {self.local['pitch']} + "
-                    f"{self.local['r']}] = {value}")
+        line = f"{tile}[{loc['lane']} * {loc['pitch']} + {loc['r']}] = {value}"
+        if self.registers:
+            self.w.line(line)
+        else:  # (the caller adds the direct store's branch)
+            with self.w.indented(f"if {loc['staging']}:"):
+                self.w.line(line.replace(f" + {loc['r']}]", f" + {loc['r']} - {loc['tile']}]"))
         return True
 
     def stage_rows(self, stores) -> None:
@@ -120,26 +171,48 @@ class StagedStores:
 
     def copy_out(self, stores) -> None:
         """After a barrier, the tiles to memory: this thread's (point, value) pairs, the
-        block's threads apart, while the point is real (one strip a block: no barrier
-        after, no later strip reuses the tiles)."""
+        block's threads apart, while the point is real. Registers: the whole rows, no
+        barrier after (one strip a block: nothing reuses the tiles). Streaming: the
+        tile's part of the rows (``tile`` on, its last one short), then a barrier before
+        the next tile's values overwrite them."""
+        if not self.registers:
+            with self.w.indented(f"if {self.local['staging']}:"):
+                self._copy_rows(stores)
+        else:
+            self._copy_rows(stores)
+
+    def _copy_rows(self, stores) -> None:
         w, loc = self.w, self.local
         point, value = self.namer.fresh("out_p"), self.namer.fresh("out_v")
         real = self.namer.fresh("n_real")
         w.line("cuda.syncthreads()  # the tiles are whole")
         w.line(f"{real} = min({self.width}, {loc['n_points']} - {loc['strip']} * {self.width}) "
                f"if {loc['n_red']} > 0 else 0")
+        start = ""
+        if not self.registers:
+            chunk = self.namer.fresh("n_chunk")
+            w.line(f"{chunk} = min({loc['row_len']}, {loc['n_red']} - {loc['tile']})")
+            start = f"{loc['tile']} + "
         w.line(f"{point}, {value} = {loc['out_point']}, {loc['out_value']}")
         with w.indented(f"while {point} < {real}:"):
-            for o in stores:
-                tile, rows, _ = self.stage_tiles[id(o)]
-                view = self.flat_views[id(o.operands[1])]
-                w.line(f"{view}[numba.uint64({rows}[{point}] + {value})] = "
-                       f"{tile}[{point} * {loc['pitch']} + {value}]")
+            with w.indented(f"if {value} < {chunk}:") if not self.registers else _same():
+                for o in stores:
+                    tile, rows, _ = self.stage_tiles[id(o)]
+                    view = self.flat_views[id(o.operands[1])]
+                    w.line(f"{view}[numba.uint64({rows}[{point}] + {start}{value})] = "
+                           f"{tile}[{point} * {loc['pitch']} + {value}]")
             w.line(f"{value} += {loc['step_values']}")
             w.line(f"{point} += {loc['step_points']}")
-            with w.indented(f"if {value} >= {loc['n_red']}:"):
-                w.line(f"{value} -= {loc['n_red']}")
+            with w.indented(f"if {value} >= {loc['row_len']}:"):
+                w.line(f"{value} -= {loc['row_len']}")
                 w.line(f"{point} += 1")
+        if not self.registers:
+            w.line("cuda.syncthreads()  # copied out before the next tile's values")
+
+
+@contextmanager
+def _same():
+    yield
 
 
 _DTYPE_OF = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
