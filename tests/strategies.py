@@ -33,6 +33,7 @@ EXAMPLES = {  # property -> examples in each profile
     "permute": {"ci": 8, "long": 300, "gpu": 40},
     "short_rows": {"ci": 6, "long": 300, "gpu": 40},
     "grouped_views": {"ci": 6, "long": 300, "gpu": 40},
+    "channels_last": {"ci": 6, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
@@ -622,6 +623,32 @@ def grouped_view_programs(draw):
         body.append(f"    return {kind}(rows * rows, axis={axes}, keepdims=true)")
         result = f"{dtype}[N, {groups}, 1, 1{', 1' if five else ''}]"
     return lines[0] + result + " {\n" + "\n".join(body) + "\n}\n", sizes
+
+
+@st.composite
+def channels_last_programs(draw):
+    """A reduction over the channels of NCHW read as NHWC and stored NHWC (a layernorm,
+    a max-centring, an L1 norm or a scale over ``transpose(x, [0, 2, 3, 1])``, maybe of
+    exp(x)), its NHWC result maybe also returned NCHW or doubled: a strips kernel whose
+    stores run along the reduced axis (codegen/strips_staged.py). f32 or f16, symbolic
+    shapes; returns the program and small sizes to run it at (each from 1)."""
+    dtype = draw(st.sampled_from(["f32", "f16"]))
+    sizes = {"N": draw(st.integers(1, 2)), "C": draw(st.integers(1, 40)),
+             "H": draw(st.integers(1, 3)), "W": draw(st.integers(1, 5))}
+    source = "exp(x)" if draw(st.booleans()) else "x"
+    kind = draw(st.sampled_from(["layernorm", "centre", "l1", "scale"]))
+    value = {"layernorm": "layernorm(t, g, b)",
+             "centre": "t - max(t, axis=-1, keepdims=true)",
+             "l1": "t / (sum(abs(t), axis=-1, keepdims=true) + 1e-3)",
+             "scale": "t * rsqrt(mean(t * t, axis=-1, keepdims=true) + 1e-5) * g"}[kind]
+    extra = draw(st.sampled_from(["", "nchw", "double"]))
+    nhwc = f"{dtype}[N, H, W, C]"
+    results = {"": nhwc, "nchw": f"({nhwc}, {dtype}[N, C, H, W])",
+               "double": f"({nhwc}, {nhwc})"}[extra]
+    tail = {"": "y", "nchw": "y, transpose(y, [0, 3, 1, 2])", "double": "y, y * 2.0"}[extra]
+    return (f"func f(x: {dtype}[N, C, H, W], g: {dtype}[C], b: {dtype}[C]) -> {results} {{\n"
+            f"    t = transpose({source}, [0, 2, 3, 1])\n    y = {value}\n"
+            f"    return {tail}\n}}\n"), sizes
 
 
 @st.composite

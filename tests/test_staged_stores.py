@@ -8,6 +8,8 @@ turned off."""
 import dataclasses
 
 import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
 
 from mlfuse.codegen import generate
 from mlfuse.hardware import get_target
@@ -17,6 +19,7 @@ from mlfuse.runtime.loader import load_source
 from mlfuse.tools.checking import random_inputs
 
 from helpers import assert_results_close, record_launches
+from strategies import channels_last_programs, fuzz_settings, inputs_for
 
 LAYERNORM_NHWC = """
 func f(x: f32[N, C, H, W], g: f32[C], b: f32[C]) -> f32[N, H, W, C] {
@@ -91,3 +94,23 @@ def test_strips_past_the_grids_x_limit_take_its_y_blocks():
     assert py._strip_grid(2**31 + 4) == (2**31 - 1, 2)
     py._strip_grid = lambda strips: (2, -(-strips // 2))
     _agrees(LAYERNORM_NHWC, py, SIZES, "f_0")
+
+
+@fuzz_settings("channels_last")
+@given(st.data())
+def test_random_channels_last_reductions_agree_with_numpy(data):
+    """Random reductions over the channels of NCHW stored NHWC (tests/strategies.py's
+    ``channels_last_programs``), compiled for symbolic sizes, run by the registers kernel
+    or the streaming one (staged, or stored directly where the strip is narrow): the
+    kernels match the interpreter."""
+    source, sizes = data.draw(channels_last_programs())
+    kernel = data.draw(st.sampled_from(["registers", "streaming staged", "streaming direct"]))
+    note(f"{source}sizes {sizes}, {kernel}")
+    func = parse_program(source, "fuzz.fuse").funcs[0]
+    args = data.draw(inputs_for(func, sizes, special=False))
+    expected = run_tensor(func, args)
+    _, py = _module(source, "fuzz_channels_last")
+    if kernel != "registers":
+        py.STRIP_HELD_THREADS = 0
+        py.STRIP_STAGE_WIDTH = 1 if kernel == "streaming staged" else 10**9
+    assert_results_close(func, expected, py.ENTRY_POINTS["f"](*args))
