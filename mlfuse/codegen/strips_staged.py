@@ -56,7 +56,7 @@ class StagedStores:
         values = self.hw.row_values_per_thread
         limit = max(min(self.hw.strip_held_threads, block_threads) * values,
                     stream_threads * max(1, values // 2)) + 31 * points
-        for top in tops[1:]:
+        for top in tops:
             if not isinstance(top, ForOp):
                 continue
             levels = self.levels[id(top)]
