@@ -2,8 +2,8 @@
 
 A strips kernel over columns gives the lanes of a warp neighbouring points and one
 reduced index each. Its reads along a middle axis are then coalesced; but a store at
-``row_base + r`` (the output's last axis is the reduced one: layernorm of NCHW stored
-NHWC, a channel softmax stored channels-last) writes each lane's value a row apart: a
+``row_base + r`` (the output's last axis is the reduced one: a layernorm of NCHW read
+and stored as NHWC, whose points are NHW) writes each lane's value a row apart: a
 warp store touches 32 sectors and uses 4 bytes of each (H100: layernorm over 96
 channels of [32, 96, 56, 56] stored NHWC 0.197 ms, 0.077 stored NCHW).
 
@@ -17,11 +17,13 @@ the strip's rows are one contiguous range, written in whole lines.
 The registers kernel stages whole rows (its values bound the tile: ``width * n_red <=
 min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS) * VALUES_PER_THREAD``), the streaming one a
 tile's part of each row at a time (``per * STREAM_TILE`` values, copied out after each
-tile), where its strip has STRIP_STAGE_WIDTH points or more (16; a narrower strip's warp stores 16 bytes
-and more a point: cheaper than the tile's barriers). The vector and
-shared variants do not stage (a store along the reduced axis is not one of their vector
-accesses: they are not made for such a kernel). Points past the end (the last strip's
-``valid``) write their tile rows but are not copied out.
+tile), where its strip has STRIP_STAGE_WIDTH points or more (16; a narrower strip's
+warp stores 16 bytes and more a point: cheaper than the tile's barriers). The vector
+and shared variants do not stage (a store along the reduced axis is none of their
+vector accesses: they are not made for such a kernel). Points past the end (the last
+strip's ``valid``) write their tile rows but are not copied out. (A softmax stored
+transposed after it, a placed store, stays refused by ``dialects/permute.store_scatters``:
+measured as one staged kernel it was slower than its two, perf-notes.)
 """
 from __future__ import annotations
 
