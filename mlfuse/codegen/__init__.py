@@ -34,6 +34,7 @@ from mlfuse.codegen.transpose_tiles import emit_tiles
 from mlfuse.codegen.split_k import emit_finish, finish_name
 from mlfuse.codegen.schedule_strips import emit_strips, strip_geometry
 from mlfuse.codegen.strips_shared import shared_threads
+from mlfuse.codegen.strips_staged import stage_values
 from mlfuse.codegen.schedule_warp_rows import emit_warp_rows
 from mlfuse.codegen.ptx_mma import MMA_NAMES
 from mlfuse.codegen.ptx_tf32 import TF32_NAMES
@@ -104,7 +105,7 @@ STRIP_BLOCK_THREADS = {strip_block}  # the most threads of a strips block over c
 STRIP_BLOCKS_PER_SM = {strip_fill}  # strips over columns narrow until the grid has this many a SM
 STRIP_MIN_BLOCKS = {strip_min_blocks}  # resident per SM, asked of a strips kernel over columns
 STRIP_STREAM_THREADS = {strip_stream}  # the most threads of a streaming strips block over columns
-STRIP_STAGE_VALUES = max(min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS) * VALUES_PER_THREAD, STRIP_STREAM_THREADS * max(1, VALUES_PER_THREAD // 2)) + 31 * STRIP_POINTS  # a staged store's tile (strips_staged.py)
+STRIP_STAGE_VALUES = {strip_stage_values}  # a staged store's tile (strips_staged.stage_values)
 STRIP_STAGE_WIDTH = {strip_stage_width}  # ... taken by a streaming strip this wide and wider
 STRIP_VECTOR_VALUES = {strip_vector_values}  # a vector strips thread's values a tile (its vectors' lanes)
 STRIP_SHARED_BYTES = {strip_shared_bytes}  # the most shared memory a strips block holds its values in
@@ -223,6 +224,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             strip_fill=hw.strip_blocks_per_sm,
                             strip_min_blocks=hw.strip_min_blocks,
                             strip_stream=strip_geometry(target, hw)[3],
+                            strip_stage_values=stage_values(hw, strip_geometry(target, hw)),
                             strip_stage_width=hw.strip_stage_width if target == "cuda" else
                             strip_geometry(target, hw)[0],  # (the simulator's widest strip)
                             strip_held=hw.strip_held_threads,

@@ -207,8 +207,7 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
                                   [lvl["extent"] for lvl in self.levels[id(o)]])
                                  for o in self.tops])
             self.plan_thread_steps()
-            geometry = strip_geometry(self.target, self.hw)
-            self.plan_staged_stores(self.tops, geometry[0], geometry[2], geometry[3])
+            self.plan_staged_stores(self.tops, strip_geometry(self.target, self.hw))
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
             extents = [lvl["extent"] for lvl in self.levels[id(self.tops[0])]]
             w.line(f"{loc['n_red']} = {self.points(extents)}")

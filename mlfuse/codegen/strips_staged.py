@@ -27,13 +27,14 @@ measured as one staged kernel it was slower than its two, perf-notes.)
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import nullcontext
+
+import numpy as np
 
 from mlfuse.codegen.addressing import access_parts
 from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.dialects.loops import ForOp, StoreOp
-from mlfuse.ir.types import itemsize
 
 # the most shared memory the tiles of a kernel take (static shared memory is at most 48 KB,
 # the reductions' scratch takes 4 KB): stores past it are not staged
@@ -45,19 +46,14 @@ class StagedStores:
     accesses are planned, ``stage_constants`` once ``n_red`` is known, then each
     statement through ``staged_statement`` first."""
 
-    def plan_staged_stores(self, tops, points: int, block_threads: int,
-                           stream_threads: int) -> None:
+    def plan_staged_stores(self, tops, geometry) -> None:
         """The epilogue stores to stage (id(store) -> (tile, rows array, its flat access)),
-        and their shared arrays."""
+        and their shared arrays (``geometry``: schedule_strips.strip_geometry's)."""
         self.stage_tiles: dict[int, tuple] = {}
         if not (self.columns and self.variant in ("strips-registers", "strips-streaming")
                 and self.hw.strip_staged_stores):
             return
-        budget = STAGE_BYTES
-        # (STRIP_STAGE_VALUES of the target's module: the strip's points and threads)
-        values = self.hw.row_values_per_thread
-        limit = max(min(self.hw.strip_held_threads, block_threads) * values,
-                    stream_threads * max(1, values // 2)) + 31 * points
+        budget, limit = STAGE_BYTES, stage_values(self.hw, geometry)
         for top in tops:
             if not isinstance(top, ForOp):
                 continue
@@ -65,9 +61,10 @@ class StagedStores:
             for o in levels[-1].body.ops:
                 if not isinstance(o, StoreOp) or not self._along_row(o, levels):
                     continue
-                ctype = COMPUTE_TYPE[o.operands[1].type.dtype]
-                size = limit * itemsize(_DTYPE_OF[ctype]) if ctype in _DTYPE_OF else None
-                if size is None or size > budget or o.operands[1].type.dtype == "bf16":
+                dtype = o.operands[1].type.dtype
+                ctype = COMPUTE_TYPE[dtype]  # (the tile holds values as computed)
+                size = limit * np.dtype(ctype).itemsize
+                if ctype not in SHARED_TYPE or dtype == "bf16" or size > budget:
                     continue
                 budget -= size
                 buf = self.namer(o.operands[1])
@@ -101,10 +98,10 @@ class StagedStores:
             w.line(f"{loc['row_len']} = max({loc['n_red']}, 1)")
         else:
             w.line(f"{loc['row_len']} = {loc['per']} * {self.tile}  # a tile's values a point")
-            # a warp's direct store writes 32 // width values a point: 16 bytes and more
-            # (f32, STRIP_STAGE_WIDTH 16) cost less than the tile's barriers (H100, layernorm stored NHWC over
-            # 2048 channels: 0.044 ms direct, 0.055 staged; over 768 channels, strips of
-            # 32 points: 0.125 direct, 0.061 staged)
+            # a warp's direct store writes 32 // width values a point: 16 bytes and
+            # more (f32, STRIP_STAGE_WIDTH 16) cost less than the tile's barriers (H100,
+            # layernorm stored NHWC over 2048 channels: 0.044 ms direct, 0.055 staged;
+            # over 768 channels, strips of 32 points: 0.125 direct, 0.061 staged)
             loc["staging"] = self.namer.fresh("staging")
             w.line(f"{loc['staging']} = {self.width} >= STRIP_STAGE_WIDTH")
         # a warp's lanes are ``width`` points of 32 // width reduced indices: a pitch of
@@ -122,10 +119,8 @@ class StagedStores:
         narrow), another store of a staged epilogue (where its point is real), and the
         epilogue loop itself: every thread writes its tile rows (past the end too: a
         barrier follows), then the copy-out (streaming: after each tile)."""
-        if isinstance(op, StoreOp) and self.stage_store(op):
-            if not self.registers:
-                with self.w.indented(f"elif {self.local['valid']}:"):
-                    direct()
+        if isinstance(op, StoreOp) and id(op) in self.stage_tiles:
+            self.stage_store(op, direct)
             return True
         if isinstance(op, StoreOp) and self.unguarded:
             with self.w.indented(f"if {self.local['valid']}:"):
@@ -148,20 +143,24 @@ class StagedStores:
     def staged_in(self, top) -> list:
         return [o for o in self.levels[id(top)][-1].body.ops if id(o) in self.stage_tiles]
 
-    def stage_store(self, op) -> bool:
-        """A staged store's line (its tile row, at the flat reduced index; streaming:
-        where the strip is wide, ``staging``): True if ``op`` is one."""
-        if id(op) not in self.stage_tiles:
-            return False
+    def stage_store(self, op, direct) -> None:
+        """A staged store's line: its tile row, at the flat reduced index (streaming: at
+        the tile's part of it, where the strip is wide, ``staging``; elsewhere the direct
+        store, ``direct()``, where the point is real)."""
         tile, loc = self.stage_tiles[id(op)][0], self.local
         value = self.stored(self.namer(op.operands[0]), op.operands[1].type.dtype)
-        line = f"{tile}[{loc['lane']} * {loc['pitch']} + {loc['r']}] = {value}"
-        if self.registers:
-            self.w.line(line)
-        else:  # (the caller adds the direct store's branch)
-            with self.w.indented(f"if {loc['staging']}:"):
-                self.w.line(line.replace(f" + {loc['r']}]", f" + {loc['r']} - {loc['tile']}]"))
-        return True
+        at = loc["r"] if self.registers else f"{loc['r']} - {loc['tile']}"
+        with self.staging():
+            self.w.line(f"{tile}[{loc['lane']} * {loc['pitch']} + {at}] = {value}")
+        if not self.registers:
+            with self.w.indented(f"elif {loc['valid']}:"):
+                direct()
+
+    def staging(self):
+        """The lines of a staged path: as they are (registers), or where the strip is
+        wide enough (streaming, ``staging``: the same for every thread of the block)."""
+        return nullcontext() if self.registers else \
+            self.w.indented(f"if {self.local['staging']}:")
 
     def stage_rows(self, stores) -> None:
         """Each point's row base, written by its first thread (before the barrier)."""
@@ -177,10 +176,7 @@ class StagedStores:
         barrier after (one strip a block: nothing reuses the tiles). Streaming: the
         tile's part of the rows (``tile`` on, its last one short), then a barrier before
         the next tile's values overwrite them."""
-        if not self.registers:
-            with self.w.indented(f"if {self.local['staging']}:"):
-                self._copy_rows(stores)
-        else:
+        with self.staging():
             self._copy_rows(stores)
 
     def _copy_rows(self, stores) -> None:
@@ -197,7 +193,7 @@ class StagedStores:
             start = f"{loc['tile']} + "
         w.line(f"{point}, {value} = {loc['out_point']}, {loc['out_value']}")
         with w.indented(f"while {point} < {real}:"):
-            with w.indented(f"if {value} < {chunk}:") if not self.registers else _same():
+            with w.indented(f"if {value} < {chunk}:") if not self.registers else nullcontext():
                 for o in stores:
                     tile, rows, _ = self.stage_tiles[id(o)]
                     view = self.flat_views[id(o.operands[1])]
@@ -212,12 +208,15 @@ class StagedStores:
             w.line("cuda.syncthreads()  # copied out before the next tile's values")
 
 
-@contextmanager
-def _same():
-    yield
+def stage_values(hw, geometry) -> int:
+    """A staged store's tile in values (a module's STRIP_STAGE_VALUES; ``geometry``:
+    its strip_geometry): the most the registers kernel holds (its launch condition,
+    ``width * n_red <= min(STRIP_HELD_THREADS, STRIP_BLOCK_THREADS) * VALUES_PER_THREAD``)
+    or a streaming tile of the most threads, plus a row's padding (at most 31) a point."""
+    points, _, block_threads, stream_threads = geometry
+    values = hw.row_values_per_thread
+    return max(min(hw.strip_held_threads, block_threads) * values,
+               stream_threads * max(1, values // 2)) + 31 * points
 
 
-_DTYPE_OF = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
-
-
-__all__ = ["StagedStores"]
+__all__ = ["StagedStores", "stage_values"]
