@@ -73,9 +73,10 @@ def available_peers(timed: bool) -> set:
     return peers
 
 
-def run_case(case, dims, timed: bool, peers: set) -> dict:
+def run_case(case, dims, timed: bool, peers: set, for_sizes: bool = False) -> dict:
     """Check every peer against the NumPy interpreter on the same inputs; when
-    ``timed``, time each one too. Returns the case's entry of the results JSON."""
+    ``timed``, time each one too. Returns the case's entry of the results JSON.
+    ``for_sizes``: mlfuse compiled for these sizes (``--dim``), not for symbols."""
     import numpy as np
     import mlfuse
     from mlfuse.tools.benchmark import relative_error, rotations
@@ -134,7 +135,8 @@ def run_case(case, dims, timed: bool, peers: set) -> dict:
             log(f"{case.name}: compiling {label}")
             mod = mlfuse.compile_source(case.source, f"{case.name}.fuse", fuse=fuse,
                                         target="cuda" if timed else "simulator",
-                                        matmul_precision=case.matmul_precision)
+                                        matmul_precision=case.matmul_precision,
+                                        fuse_options={"dims": dims} if for_sizes else None)
             calls[label] = mod[func.sym_name]
             units[label] = matmul_eps(mod.kernels(func.sym_name))
     if "torch" in peers:

@@ -44,7 +44,8 @@ VARIANTS = {
     "instance_norm": [{"N": 32, "C": 64, "H": 128, "W": 128}, {"N": 64, "C": 512, "H": 16, "W": 16},
                       {"N": 8, "C": 32, "H": 256, "W": 256},
                       {"N": 128, "C": 128, "H": 64, "W": 64, "dtype": "f16"}],
-    "column_centring": [{"R": 65536, "C": 1024}, {"R": 1024, "C": 65536}, {"R": 100000, "C": 300}],
+    "column_centring": [{"R": 65536, "C": 1024}, {"R": 1024, "C": 65536}, {"R": 100000, "C": 300},
+                        {"R": 1048576, "C": 8}],
     "group_norm": [{"N": 8, "C": 512, "H": 64, "W": 64}, {"N": 64, "C": 128, "H": 28, "W": 28},
                    {"N": 16, "C": 512, "H": 32, "W": 32},
                    {"N": 16, "C": 512, "H": 32, "W": 32, "dtype": "f16"},
@@ -73,11 +74,17 @@ VARIANTS = {
     # eighteenth session: group norm through a 5-d view with its affine
     "group_norm_5d": [{"N": 16, "C": 320, "H": 64, "W": 64}, {"N": 32, "C": 128, "H": 56, "W": 56},
                       {"N": 8, "C": 640, "H": 32, "W": 32, "dtype": "f16"}],
-    "channel_layernorm": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14}],
+    "channel_layernorm": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14},
+                          {"N": 8, "C": 2048, "H": 14, "W": 14}],
     "layernorm_nhwc": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14}],
     "layernorm_transposed": [{"R": 16384, "C": 1024}, {"R": 4096, "C": 4096}],
     "softmax_columns_transposed": [{"R": 4096, "C": 8192}, {"R": 512, "C": 65536}],
     "l1norm_channels": [{"N": 32, "C": 1024, "H": 14, "W": 14}, {"N": 32, "C": 64, "H": 56, "W": 56}],
+    # twentieth session: a column's variance in its mean's pass (moments.py over columns),
+    # compiled for sizes (--for-sizes) where the strips hold no column on chip
+    "column_standardise": [{"R": 100352, "C": 64}, {"R": 16384, "C": 4096}, {"R": 1024, "C": 65536},
+                           {"R": 262144, "C": 256, "dtype": "f16"}],
+    "batchnorm_nhwc": [{"N": 32, "H": 56, "W": 56, "C": 64}, {"N": 8, "H": 28, "W": 28, "C": 256}],
     "matmul_bias_relu": [{"M": 2048, "K": 2048, "N": 2048}, {"M": 3000, "K": 1000, "N": 2000}],
     "matmul_f16_bias_relu": [{"M": 8192, "K": 1024, "N": 8192}, {"M": 2048, "K": 8192, "N": 2048}],
     "matmul_decode": [{"M": 8, "K": 8192, "N": 8192}, {"M": 64, "K": 2048, "N": 8192}],
@@ -148,6 +155,17 @@ def _extra_cases() -> list:
     def t_softmax_columns_transposed(x):
         return _torch()[0].softmax(x, dim=0).t().contiguous()
 
+    def t_column_standardise(x):
+        d = x - x.mean(0, keepdim=True)
+        v = (d * d).mean(0, keepdim=True)
+        return d * (v + 1e-5).rsqrt(), v
+
+    def t_batchnorm_nhwc(x, g, b):
+        m = x.mean((0, 1, 2))
+        d = x - m
+        v = (d * d).mean((0, 1, 2))
+        return d * (v + 1e-5).rsqrt() * g + b, m, v
+
     def t_l1norm_channels(x):
         return x / (x.abs().sum(dim=1, keepdim=True) + 1e-6)
 
@@ -216,6 +234,22 @@ func rmsnorm(x: f32[R, C], g: f32[C]) -> f32[R, C] {
     return x * rsqrt(mean(x * x, axis=1, keepdims=true) + 1e-6) * g
 }
 """, {}, t_rmsnorm),
+        Case("column_standardise", """
+func column_standardise(x: f32[R, C]) -> (f32[R, C], f32[1, C]) {
+    m = mean(x, axis=0, keepdims=true)
+    d = x - m
+    v = mean(d * d, axis=0, keepdims=true)
+    return d * rsqrt(v + 1e-5), v
+}
+""", {}, t_column_standardise),
+        Case("batchnorm_nhwc", """
+func batchnorm_nhwc(x: f32[N, H, W, C], g: f32[C], b: f32[C]) -> (f32[N, H, W, C], f32[C], f32[C]) {
+    m = mean(x, axis=[0, 1, 2])
+    d = x - m
+    v = mean(d * d, axis=[0, 1, 2])
+    return d * rsqrt(v + 1e-5) * g + b, m, v
+}
+""", {}, t_batchnorm_nhwc),
     ]
 
 
@@ -241,6 +275,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="/tmp/mlfuse-sweep", help="folder for sweep.json")
     p.add_argument("--no-peers", action="store_true",
                    help="time mlfuse alone (two trees compared in one session)")
+    p.add_argument("--for-sizes", action="store_true",
+                   help="compile mlfuse for each variant's sizes (--dim), not for symbols")
     args = p.parse_args(argv)
     if not run.gpu_setup("the sweep needs"):
         return 2
@@ -260,7 +296,7 @@ def main(argv=None) -> int:
             case = in_dtype(by_name[name], variant.get("dtype"))
             torch._dynamo.reset()  # each shape compiled afresh: no dynamic-shape recompile
             started = time.perf_counter()
-            r = run.run_case(case, dims, True, peers)
+            r = run.run_case(case, dims, True, peers, args.for_sizes)
             r.update(case=case.name, dims=dims, wall_s=round(time.perf_counter() - started, 1))
             results.append(r)
             Path(args.out).mkdir(parents=True, exist_ok=True)

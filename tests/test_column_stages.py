@@ -140,3 +140,65 @@ def test_an_unknown_row_order_for_the_column_epilogue_is_refused():
     from mlfuse.hardware import get_target
     with pytest.raises(ValueError, match="column_lanes_rows"):
         dataclasses.replace(get_target(), column_lanes_rows="diagonal")
+
+
+# a column standardisation: the variance reads the mean, two levels of partials, until
+# moments.py makes it shifted sums in the mean's pass (columns longer than a strip's
+# threads hold, 16 x 512 values); then one level: column stages, reading x twice
+STANDARDISE = ("func f(x: f32[R, C]) -> (f32[R, C], f32[1, C]) {\n"
+               " m = mean(x, axis=0, keepdims=true)\n d = x - m\n"
+               " v = mean(d * d, axis=0, keepdims=true)\n return d * rsqrt(v + 1e-5), v }")
+LONG = {"dims": {"R": 100352, "C": 64}}
+
+
+def test_column_variance_joins_the_means_pass_where_strips_hold_no_column():
+    from mlfuse.dialects.loops import ReduceOp
+    from mlfuse.transforms.fusion.cost import stage_count
+    module = compile_text(STANDARDISE, "t.fuse", fuse_options=LONG)
+    (kernel,) = [o for o in module.funcs[0].body.ops if isinstance(o, KernelOp)]
+    assert (kernel["schedule"], kernel["strip"], kernel["split_stages"]) == ("strips", "columns", 1)
+    assert sum(isinstance(o, ReduceOp) for o in kernel.body.ops) == 3  # x - s, its square, x
+    assert stage_count(kernel) == 2
+    # columns a strip's threads hold: two passes over values in registers, unchanged
+    held = _kernel(STANDARDISE)
+    assert sum(isinstance(o, ReduceOp) for o in held.body.ops) == 2
+    assert why_not_column_staged(held) == "a reduction reads another's result"
+
+
+@pytest.mark.parametrize("dims, first, epilogue", [
+    # the first stage's sums read each column's sample, a lane's own value: the scalar
+    # first stage (split_columns_vector.py takes none), a thread a point, coalesced
+    ({"R": 300, "C": 8}, "f_0_stage0", "f_0_epilogue_vector"),
+    ({"R": 77, "C": 6}, "f_0_stage0", "f_0_epilogue"),
+])
+def test_column_variance_in_one_pass_agrees_with_numpy(dims, first, epilogue):
+    """Against the interpreter; then at x = 1e4 + N(0, 1) the variance against float64:
+    a sum of squares less n m^2 would lose every digit there, shifted by a sample of each
+    column it keeps them (moments.py). (The normalised values there carry the mean's f32
+    rounding, a thousandth of a standard deviation, whatever the formula.)"""
+    func = parse_program(STANDARDISE, "t.fuse").funcs[0]
+    (x,) = random_inputs(func, dims, seed=11)
+    module = mlfuse.compile_source(STANDARDISE, "t.fuse", target="simulator", fuse_options=LONG)
+    py = module.python_module
+    py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0
+    launched = record_launches(py, [n for n in vars(py) if n.startswith("f_0")
+                                    and hasattr(getattr(py, n), "py_func")])
+    assert_results_close(func, run_tensor(func, [x]), module["f"](x))
+    assert launched == [first, "f_0_combine", epilogue]
+    far = (1e4 + x).astype(np.float32)
+    variance = np.asarray(module["f"](far)[1]).ravel()
+    assert np.allclose(variance, far.astype(np.float64).var(axis=0), rtol=1e-3)
+
+
+def test_column_variance_alone_is_one_split_pass_and_agrees_with_numpy():
+    """With no loop after them, the shifted sums are a split plan's one level of
+    partials (split-columns: chunks, then their combine), x read once."""
+    source = ("func f(x: f32[R, C]) -> f32[1, C] {\n m = mean(x, axis=0, keepdims=true)\n"
+              " d = x - m\n return mean(d * d, axis=0, keepdims=true) }")
+    module = compile_text(source, "t.fuse", fuse_options=LONG)
+    (kernel,) = [o for o in module.funcs[0].body.ops if isinstance(o, KernelOp)]
+    assert kernel["schedule"] == "split-columns"
+    func = parse_program(source, "t.fuse").funcs[0]
+    (x,) = random_inputs(func, {"R": 203, "C": 5}, seed=4)
+    got = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=LONG)["f"](x)
+    assert_results_close(func, run_tensor(func, [x]), got)

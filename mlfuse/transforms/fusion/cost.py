@@ -348,6 +348,15 @@ def _strip_rereads(kernel: Operation, read: dict, dims: dict, target: Target) ->
     return _rereads(kernel, read, dims, target, resident * width, alternating=True)
 
 
+def column_staged(kernel: Operation, dims: dict, target: Target) -> bool:
+    """Whether the host runs a strips kernel's column stages at these sizes (the
+    generated launch: strips over columns with the plan, ``split_stages``, whose values
+    fit neither registers nor shared memory)."""
+    return kernel.attributes.get("strip", "columns") == "columns" and \
+        bool(kernel.attributes.get("split_stages")) and target.strip_column_stages and \
+        not strip_held(kernel, dims, target, "columns")
+
+
 def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident: int,
              alternating: bool = False) -> int:
     """Bytes that a kernel's later top-level loops read again from DRAM: the values its
@@ -431,7 +440,13 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         threads = points * chunks * target.row_values_per_thread
     if schedule in (None, "pointwise"):  # a thread per point walks its loops one by one
         rereads = _rereads(kernel, read, dims, target, min(points, target.sm_count * 2048))
-    if schedule == "strips":  # a block per strip; the values its threads have in flight
+    if schedule == "strips" and column_staged(kernel, dims, target):
+        # codegen/column_stages.py: the reductions' partials over the whole GPU, then
+        # the loops after them, each stage reading its inputs again (its combine, like
+        # split-columns' second kernel, is not counted here)
+        threads, launches = target.sm_count * 2048, stage_count(kernel)
+        rereads = _rereads(kernel, read, dims, target, points)
+    elif schedule == "strips":  # a block per strip; the values its threads have in flight
         reduced = reduced_extent(kernel, dims, target)
         strip = kernel.attributes.get("strip", "columns")
         width, per = strip_shape(kernel, dims, target, strip)

@@ -40,6 +40,7 @@ the sizes of each call, so a kernel compiled with symbolic dims stays right at a
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mlfuse.dialects.arith import FloorDivOp
@@ -47,7 +48,8 @@ from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.index_forms import (access_walk, reads_value, row_step, row_walk, size_of,
                                          unraveled)
-from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, access_parts
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, access_parts
+from mlfuse.dialects.permute import store_scatters
 from mlfuse.dialects.reductions import ReduceNest, loop_levels, reduce_nest, reduce_nests
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
@@ -190,16 +192,26 @@ def _loop_extents(kernel: Operation) -> list[list]:
             if isinstance(o, (ReduceOp, ForOp))]
 
 
-def _seconds(kernel: KernelOp, schedule: str, strip: str, dims, target) -> float:
-    """The cost model's time of ``kernel`` under ``schedule``; a split schedule's second
-    launch and partial buffers counted in."""
+@contextmanager
+def _scheduled(kernel: KernelOp, **attributes):
+    """``kernel`` with these attributes while the block runs (what the cost model reads
+    of a schedule), its own afterwards."""
     saved = dict(kernel.attributes)
-    kernel.attributes["schedule"], kernel.attributes["strip"] = schedule, strip
+    kernel.attributes.update(attributes)
     try:
-        cost = kernel_cost(kernel, dims, target)
+        yield kernel
     finally:
         kernel.attributes.clear()
         kernel.attributes.update(saved)
+
+
+def _seconds(kernel: KernelOp, schedule: str, strip: str, dims, target) -> float:
+    """The cost model's time of ``kernel`` under ``schedule``; a split schedule's second
+    launch and partial buffers counted in."""
+    staged = schedule == "strips" and strip == "columns" and target.strip_column_stages \
+        and why_not_column_staged(kernel) is None  # the host's plan where a strip fits nowhere
+    with _scheduled(kernel, schedule=schedule, strip=strip, split_stages=int(staged)):
+        cost = kernel_cost(kernel, dims, target)
     seconds = cost.seconds(target)
     if schedule in SPLIT_SCHEDULES:  # partials written and read back: a value per chunk
         points = math.prod(resolve(e, dims, target) for e in kernel.extent_list)
@@ -209,9 +221,14 @@ def _seconds(kernel: KernelOp, schedule: str, strip: str, dims, target) -> float
     return seconds
 
 
-def strip_values(kernel, dims, target, strip: str, has_for: bool) -> str:
+def strip_values(kernel, dims, target, strip: str, has_for: bool, staged: bool = False) -> str:
     """What explain says of a strips kernel's loops after the first: whether its threads
-    hold their values in registers or read them again."""
+    hold their values in registers or read them again (``staged``: the kernel has column
+    stages, which the host runs where its values fit on chip nowhere)."""
+    if staged and not strip_held(kernel, dims, target, strip):
+        return ("; at these sizes its values fit on chip nowhere: in column stages, the "
+                "reductions' partials over the whole GPU, a combine, then the loops after "
+                "them (the inputs read twice)")
     loops = sum(isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops)
     tail = "; the epilogue over the reduced axes runs in the same kernel" if has_for else ""
     shared = shared_geometry(kernel, dims, target, strip) if loops > 1 else None
@@ -269,10 +286,20 @@ def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
         # threads took 1.33 ms, torch.compile 0.24)
         del options["pointwise"]
         numbers += f"; split-columns, sized per call, within {PER_CALL_MARGIN - 1:.0%} of pointwise"
+    staged = "strips" in options and target.strip_column_stages and \
+        why_not_column_staged(kernel) is None
+    if staged and "pointwise" in options and \
+            options["strips"] <= options["pointwise"] * PER_CALL_MARGIN:
+        # strips with column stages: the host runs them held on chip, or in stages over
+        # the whole GPU, as each call's sizes allow; a thread per point does not adapt
+        # (an L1 norm over channels compiled for symbols, priced at the default sizes'
+        # 4 GB where both stream it twice, and called on [32, 64, 56, 56])
+        del options["pointwise"]
+        numbers += f"; strips, staged per call, within {PER_CALL_MARGIN - 1:.0%} of pointwise"
     best = min(options, key=options.get)
     what = {"strips": "a block per strip of neighbouring points (coalesced), its threads "
                       f"also split the {reduced} reduced values" +
-                      strip_values(kernel, dims, target, "columns", has_for),
+                      strip_values(kernel, dims, target, "columns", has_for, staged),
             "split-columns": "threads own neighbouring points (coalesced) and walk chunks of "
                              f"the {reduced} reduced values; a second kernel combines the "
                              "chunks",
@@ -297,15 +324,16 @@ def why_not_staged(kernel: Operation) -> str | None:
     return None
 
 
-def why_not_column_staged(kernel: Operation) -> str | None:
+def why_not_column_staged(kernel: Operation, levels: bool = True) -> str | None:
     """Why a strips kernel over columns gets no column stages (codegen/column_stages.py:
     a split-columns first stage, then the loops after the reductions), None where it
     does: a row kernel's conditions (``why_not_staged``), no reduction reading another's
-    result (one stage of partials), and loops after them that read a result."""
+    result (one stage of partials; not asked where ``levels`` is False), loops after
+    them that read a result, and no store along the reduced axis."""
     why = why_not_staged(kernel)
     if why is not None:
         return why
-    if stage_count(kernel) != 2:
+    if levels and stage_count(kernel) != 2:
         return "a reduction reads another's result"
     reduces = {id(o.result) for o in kernel.body.ops if isinstance(o, ReduceOp)}
     fors = [o for o in kernel.body.ops if isinstance(o, ForOp)]
@@ -325,6 +353,11 @@ def why_not_column_staged(kernel: Operation) -> str | None:
         return False
     if not all(reads_result(o) for o in fors):
         return "a loop that reads no reduction's result"
+    if any(store_scatters(kernel, o, along_points=True) for loop in fors for o in loop.walk()
+           if isinstance(o, StoreOp)):
+        # its epilogue, a thread per (chunk, point), would write such a store a row a
+        # lane apart; the strips kernels stage it through shared memory (strips_staged)
+        return "a store along the reduced axis"
     return None
 
 
@@ -397,6 +430,10 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     if choice.schedule == "row":  # streaming and split rows: variance in the mean's pass
         shift_centred_squares(kernel.body, target.row_values_per_thread * target.row_threads,
                               size=lambda extent: resolve(extent, dims, target))
+    elif _columns_streamed(kernel, choice, dims, target) and shift_centred_squares(kernel.body):
+        # likewise strips over columns that hold their values nowhere on chip, where
+        # statistics in one pass make one level of partials: column stages, or a split
+        choice = _choose_schedule(kernel, dims, target)
     if access_layout(kernel) == "rows":
         choice = _with_split_plan(kernel, choice, target)
         choice = _with_short_plan(kernel, choice, dims, target)
@@ -410,6 +447,24 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     if choice.schedule == "row":
         choice.reason += _held_rows(kernel, dims, target, choice.split_stages)
     return choice
+
+
+def _columns_streamed(kernel: KernelOp, choice: ScheduleChoice, dims: dict,
+                      target: Target) -> bool:
+    """Whether a strips kernel over columns, compiled for its reduced extents' sizes,
+    holds its values neither in registers nor in shared memory at them, and would have a
+    plan of one level of partials (column stages, or split-columns where no loop follows
+    its reductions) were its reductions at one level. (Compiled for
+    symbols, the default sizes do not tell; as for rows, the kernel is left as written:
+    the held kernels, instruction-bound over few channels, would pay the extra sums.)"""
+    if choice.schedule != "strips" or choice.strip != "columns" or \
+            any(s not in dims for n in reduce_nests(kernel) for s in symbols_of(n.extents)):
+        return False
+    if any(isinstance(o, ForOp) for o in kernel.body.ops) and \
+            why_not_column_staged(kernel, levels=False) is not None:
+        return False  # no plan that one level of partials would give it
+    with _scheduled(kernel, schedule="strips", strip="columns"):
+        return not strip_held(kernel, dims, target, "columns")
 
 
 def _held_rows(kernel: KernelOp, dims: dict, target: Target, split_plan: bool) -> str:

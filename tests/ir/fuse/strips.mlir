@@ -106,11 +106,14 @@ func @l2norm_both(%x: f32[R, C]) -> (f32[R, 1], f32[R, C]) {
 }
 
 // Few columns, each a very long reduction: a block per strip would leave the GPU idle,
-// so the reduction stays split (two kernels) and the centring apart; explain says why.
+// but its column stages do not (codegen/column_stages.py: the columns' partials over the
+// whole GPU, a combine, then the centring), which the host runs where a strip's values
+// fit on chip nowhere, as here: one kernel, priced as those stages.
 // CHECK-LABEL: func @few_long_columns
-// CHECK:        fused.kernel {extents = [8], {{.*}}schedule = "split-columns"
-// CHECK:        fused.kernel {extents = [1048576, 8], {{.*}}sources = ["y = tensor.sub"]{{.*}}}
-// WHY:          // fuse: @few_long_columns: kept m -> y: cost model: fused
+// CHECK:        fused.kernel {extents = [8], {{.*}}schedule = "strips", {{.*}}split_stages = 1, strip = "columns"}
+// CHECK-NOT:    fused.kernel
+// CHECK:        return
+// WHY:          // fuse: @few_long_columns: fused m -> y: cost model: fused
 func @few_long_columns(%x: f32[1048576, 8]) -> (f32[1048576, 8]) {
   %m = tensor.mean %x {axis = [0], keepdims = true} : f32[1, 8]
   %y = tensor.sub %x, %m : f32[1048576, 8]
