@@ -32,6 +32,17 @@ def ir_dtype(dtype) -> str | None:
     return _IR_DTYPE.get(np.dtype(dtype))
 
 
+def convert(x, dtype) -> np.ndarray:
+    """``x`` cast to NumPy dtype ``dtype`` as kernels cast it: to bf16 by way of f32 (a
+    double or an integer is rounded to f32 first, then to bf16: two roundings, as the
+    device converts; ml_dtypes rounds once from 0.7 on, earlier versions twice), to any
+    other dtype as NumPy's astype."""
+    x, dtype = np.asarray(x), np.dtype(dtype)
+    if dtype == BFLOAT16 and x.dtype not in (BFLOAT16, np.float32, np.float16):
+        x = x.astype(np.float32)
+    return x.astype(dtype)
+
+
 def is_float(dtype) -> bool:
     """Whether NumPy dtype ``dtype`` is a float (bfloat16 included)."""
     dtype = np.dtype(dtype)

@@ -34,6 +34,7 @@ EXAMPLES = {  # property -> examples in each profile
     "short_rows": {"ci": 6, "long": 300, "gpu": 40},
     "grouped_views": {"ci": 6, "long": 300, "gpu": 40},
     "channels_last": {"ci": 6, "long": 300, "gpu": 40},
+    "column_moments": {"ci": 6, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
@@ -649,6 +650,35 @@ def channels_last_programs(draw):
     return (f"func f(x: {dtype}[N, C, H, W], g: {dtype}[C], b: {dtype}[C]) -> {results} {{\n"
             f"    t = transpose({source}, [0, 2, 3, 1])\n    y = {value}\n"
             f"    return {tail}\n}}\n"), sizes
+
+
+@st.composite
+def column_moments_programs(draw):
+    """A variance over a leading or middle axis (``[R, C]`` over axis 0, ``[A, B, C]``
+    over axis 1) taken from the centred values, of x or exp(x): returned alone,
+    normalised (maybe scaled per point), or normalised beside the mean, in f32 or f16.
+    Compiled for long reduced axes (``COLUMN_MOMENT_DIMS``), strips hold no column on
+    chip, so the variance joins the mean's pass (moments.py) in column stages or a split
+    plan; returns the program and small sizes to run it at (each from 1)."""
+    dtype = draw(st.sampled_from(["f32", "f16"]))
+    middle = draw(st.booleans())
+    shape, axis = ("[A, R, C]", 1) if middle else ("[R, C]", 0)
+    sizes = {"R": draw(st.integers(1, 70)), "C": draw(st.integers(1, 9))}
+    if middle:
+        sizes["A"] = draw(st.integers(1, 2))
+    kept = "[A, 1, C]" if middle else "[1, C]"
+    source = "exp(x)" if draw(st.booleans()) else "x"
+    kind = draw(st.sampled_from(["variance", "normalise", "scaled", "with_mean"]))
+    body = [f"    m = mean({source}, axis={axis}, keepdims=true)", f"    d = {source} - m",
+            f"    v = mean(d * d, axis={axis}, keepdims=true)"]
+    value = {"variance": "v", "normalise": "d * rsqrt(v + 1e-3)",
+             "scaled": "d * rsqrt(v + 1e-3) * g", "with_mean": "d * rsqrt(v + 1e-3), m"}[kind]
+    result = {"variance": f"{dtype}{kept}", "with_mean": f"({dtype}{shape}, {dtype}{kept})"}
+    return (f"func f(x: {dtype}{shape}, g: {dtype}[C]) -> {result.get(kind, dtype + shape)} {{\n"
+            + "\n".join(body) + f"\n    return {value}\n}}\n"), sizes
+
+
+COLUMN_MOMENT_DIMS = {"A": 4, "R": 100352, "C": 64}  # columns no strip holds
 
 
 @st.composite

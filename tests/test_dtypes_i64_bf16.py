@@ -254,7 +254,8 @@ func f(x: f32[N], d: f64[N], k: i64[N], i: i32[N]) -> (bf16[N], bf16[N], bf16[N]
 }
 """
     # ties to even both ways, values that round up and down, and a double that rounds
-    # twice (f64 -> f32 -> bf16, as ml_dtypes converts), integers past bf16's 8 bits
+    # twice (f64 -> f32 -> bf16, as kernels convert: mlfuse.dtypes.convert; ml_dtypes 0.7
+    # rounds once), integers past bf16's 8 bits
     x = np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20, -0.0, 300.6, np.inf,
                   np.nan, 3.3e38], np.float32)
     d = np.array([1 + 2 ** -8 + 2 ** -30, 0.1, -1e-40, 1e39, 2.5, -7.0, 1.0, 0.0])

@@ -22,7 +22,7 @@ import numpy as np
 
 from mlfuse.dialects.arith import SCALAR_OPS
 from mlfuse.dialects.loops import COMBINERS
-from mlfuse.dtypes import is_float
+from mlfuse.dtypes import convert, is_float
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.core import Block, Operation
@@ -152,7 +152,7 @@ class _Machine:
         # nan to int is as NumPy's astype makes it; overflow (f64 to f32) gives inf
         with np.errstate(invalid="ignore", over="ignore"):
             (x,) = self.get(op)
-            self.set(op, _computed(x.astype(numpy_dtype(op["dtype"])), op["dtype"]))
+            self.set(op, _computed(convert(x, numpy_dtype(op["dtype"])), op["dtype"]))
 
     # -- loops -----------------------------------------------------------------------
     def parallel(self, op):

@@ -17,7 +17,7 @@ import numpy as np
 
 from mlfuse.dialects import tensor
 from mlfuse.dialects.shapes import normalize_axes
-from mlfuse.dtypes import BFLOAT16
+from mlfuse.dtypes import BFLOAT16, convert
 from mlfuse.errors import MlfuseError
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 from mlfuse.ir.core import Operation
@@ -60,7 +60,7 @@ def _constant(op, *, dims):
 
 
 def _cast(op, x, *, dims):
-    return x.astype(numpy_dtype(op["dtype"]))
+    return convert(x, numpy_dtype(op["dtype"]))
 
 
 def _accumulated(np_reduce: Callable, x: np.ndarray, **kwargs) -> np.ndarray:
