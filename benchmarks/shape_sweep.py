@@ -85,6 +85,7 @@ VARIANTS = {
     "column_standardise": [{"R": 100352, "C": 64}, {"R": 16384, "C": 4096}, {"R": 1024, "C": 65536},
                            {"R": 262144, "C": 256, "dtype": "f16"}],
     "batchnorm_nhwc": [{"N": 32, "H": 56, "W": 56, "C": 64}, {"N": 8, "H": 28, "W": 28, "C": 256}],
+    "instance_norm_nhwc": [{"N": 16, "H": 64, "W": 64, "C": 128}, {"N": 32, "H": 56, "W": 56, "C": 64}],
     "matmul_bias_relu": [{"M": 2048, "K": 2048, "N": 2048}, {"M": 3000, "K": 1000, "N": 2000}],
     "matmul_f16_bias_relu": [{"M": 8192, "K": 1024, "N": 8192}, {"M": 2048, "K": 8192, "N": 2048}],
     "matmul_decode": [{"M": 8, "K": 8192, "N": 8192}, {"M": 64, "K": 2048, "N": 8192}],
@@ -165,6 +166,10 @@ def _extra_cases() -> list:
         d = x - m
         v = (d * d).mean((0, 1, 2))
         return d * (v + 1e-5).rsqrt() * g + b, m, v
+
+    def t_instance_norm_nhwc(x, g, b):
+        d = x - x.mean((1, 2), keepdim=True)
+        return d * ((d * d).mean((1, 2), keepdim=True) + 1e-5).rsqrt() * g + b
 
     def t_l1norm_channels(x):
         return x / (x.abs().sum(dim=1, keepdim=True) + 1e-6)
@@ -250,6 +255,13 @@ func batchnorm_nhwc(x: f32[N, H, W, C], g: f32[C], b: f32[C]) -> (f32[N, H, W, C
     return d * rsqrt(v + 1e-5) * g + b, m, v
 }
 """, {}, t_batchnorm_nhwc),
+        Case("instance_norm_nhwc", """
+func instance_norm_nhwc(x: f32[N, H, W, C], g: f32[C], b: f32[C]) -> f32[N, H, W, C] {
+    m = mean(x, axis=[1, 2], keepdims=true)
+    d = x - m
+    return d * rsqrt(mean(d * d, axis=[1, 2], keepdims=true) + 1e-5) * g + b
+}
+""", {}, t_instance_norm_nhwc),
     ]
 
 

@@ -208,8 +208,7 @@ def _scheduled(kernel: KernelOp, **attributes):
 def _seconds(kernel: KernelOp, schedule: str, strip: str, dims, target) -> float:
     """The cost model's time of ``kernel`` under ``schedule``; a split schedule's second
     launch and partial buffers counted in."""
-    staged = schedule == "strips" and strip == "columns" and target.strip_column_stages \
-        and why_not_column_staged(kernel) is None  # the host's plan where a strip fits nowhere
+    staged = schedule == "strips" and strip == "columns" and has_column_stages(kernel, target)
     with _scheduled(kernel, schedule=schedule, strip=strip, split_stages=int(staged)):
         cost = kernel_cost(kernel, dims, target)
     seconds = cost.seconds(target)
@@ -286,8 +285,7 @@ def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
         # threads took 1.33 ms, torch.compile 0.24)
         del options["pointwise"]
         numbers += f"; split-columns, sized per call, within {PER_CALL_MARGIN - 1:.0%} of pointwise"
-    staged = "strips" in options and target.strip_column_stages and \
-        why_not_column_staged(kernel) is None
+    staged = "strips" in options and has_column_stages(kernel, target)
     if staged and "pointwise" in options and \
             options["strips"] <= options["pointwise"] * PER_CALL_MARGIN:
         # strips with column stages: the host runs them held on chip, or in stages over
@@ -359,6 +357,12 @@ def why_not_column_staged(kernel: Operation, levels: bool = True) -> str | None:
         # lane apart; the strips kernels stage it through shared memory (strips_staged)
         return "a store along the reduced axis"
     return None
+
+
+def has_column_stages(kernel: Operation, target: Target) -> bool:
+    """Whether a strips kernel over columns gets column stages, which its host runs for
+    calls whose strips fit on chip nowhere."""
+    return target.strip_column_stages and why_not_column_staged(kernel) is None
 
 
 def _with_split_plan(kernel: KernelOp, choice: ScheduleChoice, target: Target) -> ScheduleChoice:
@@ -437,8 +441,8 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     if access_layout(kernel) == "rows":
         choice = _with_split_plan(kernel, choice, target)
         choice = _with_short_plan(kernel, choice, dims, target)
-    if choice.schedule == "strips" and choice.strip == "columns" and target.strip_column_stages \
-            and why_not_column_staged(kernel) is None:
+    if choice.schedule == "strips" and choice.strip == "columns" and \
+            has_column_stages(kernel, target):
         # codegen/column_stages.py: for calls whose strips fit on chip nowhere
         choice.split_stages = True
         choice.reason += ("; a call whose strips' values fit neither shared memory nor "
