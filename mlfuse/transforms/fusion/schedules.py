@@ -286,14 +286,16 @@ def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
         del options["pointwise"]
         numbers += f"; split-columns, sized per call, within {PER_CALL_MARGIN - 1:.0%} of pointwise"
     staged = "strips" in options and has_column_stages(kernel, target)
-    if staged and "pointwise" in options and \
-            options["strips"] <= options["pointwise"] * PER_CALL_MARGIN:
-        # strips with column stages: the host runs them held on chip, or in stages over
-        # the whole GPU, as each call's sizes allow; a thread per point does not adapt
-        # (an L1 norm over channels compiled for symbols, priced at the default sizes'
-        # 4 GB where both stream it twice, and called on [32, 64, 56, 56])
+    # compiled for symbols, one thread per point is priced at the default sizes' points
+    # (1024 a symbol: the GPU full), where a call may have few (instance norm over NHWC
+    # at [16, 64, 64, 128]: 2048 threads); a strips kernel's host sizes its strips, held
+    # or streamed or, with column stages, split across the GPU, per call
+    few_points = any(s not in dims for s in symbols_of(kernel.extent_list))
+    margin = PER_CALL_MARGIN * (1 if staged else target.strips_stream_slowdown)
+    if (staged or few_points) and "strips" in options and "pointwise" in options and \
+            options["strips"] <= options["pointwise"] * margin:
         del options["pointwise"]
-        numbers += f"; strips, staged per call, within {PER_CALL_MARGIN - 1:.0%} of pointwise"
+        numbers += f"; strips, sized per call, within {margin - 1:.0%} of pointwise"
     best = min(options, key=options.get)
     what = {"strips": "a block per strip of neighbouring points (coalesced), its threads "
                       f"also split the {reduced} reduced values" +
