@@ -86,6 +86,10 @@ VARIANTS = {
                            {"R": 262144, "C": 256, "dtype": "f16"}],
     "batchnorm_nhwc": [{"N": 32, "H": 56, "W": 56, "C": 64}, {"N": 8, "H": 28, "W": 28, "C": 256}],
     "instance_norm_nhwc": [{"N": 16, "H": 64, "W": 64, "C": 128}, {"N": 32, "H": 56, "W": 56, "C": 64}],
+    # twenty-first session: a prologue value returned beside its whole-tensor or few-row
+    # reduction, stored as the values are reduced (split_stages.py's staged fors)
+    "residual_mse": [{"N": 2 ** 26}, {"N": 50_000_003}],
+    "residual_row_energy": [{"R": 4, "C": 2 ** 23}, {"R": 64, "C": 1 << 20}],
     "matmul_bias_relu": [{"M": 2048, "K": 2048, "N": 2048}, {"M": 3000, "K": 1000, "N": 2000}],
     "matmul_f16_bias_relu": [{"M": 8192, "K": 1024, "N": 8192}, {"M": 2048, "K": 8192, "N": 2048}],
     "matmul_decode": [{"M": 8, "K": 8192, "N": 8192}, {"M": 64, "K": 2048, "N": 8192}],
@@ -170,6 +174,14 @@ def _extra_cases() -> list:
     def t_instance_norm_nhwc(x, g, b):
         d = x - x.mean((1, 2), keepdim=True)
         return d * ((d * d).mean((1, 2), keepdim=True) + 1e-5).rsqrt() * g + b
+
+    def t_residual_mse(p, t):
+        d = p - t
+        return d, (d * d).mean()
+
+    def t_residual_row_energy(x, r):
+        h = x + r
+        return h, (h * h).sum(dim=1, keepdim=True)
 
     def t_l1norm_channels(x):
         return x / (x.abs().sum(dim=1, keepdim=True) + 1e-6)
@@ -262,6 +274,18 @@ func instance_norm_nhwc(x: f32[N, H, W, C], g: f32[C], b: f32[C]) -> f32[N, H, W
     return d * rsqrt(mean(d * d, axis=[1, 2], keepdims=true) + 1e-5) * g + b
 }
 """, {}, t_instance_norm_nhwc),
+        Case("residual_mse", """
+func residual_mse(p: f32[N], t: f32[N]) -> (f32[N], f32[]) {
+    d = p - t
+    return d, mean(d * d)
+}
+""", {}, t_residual_mse),
+        Case("residual_row_energy", """
+func residual_row_energy(x: f32[R, C], r: f32[R, C]) -> (f32[R, C], f32[R, 1]) {
+    h = x + r
+    return h, sum(h * h, axis=1, keepdims=true)
+}
+""", {}, t_residual_row_energy),
     ]
 
 

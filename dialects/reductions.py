@@ -153,22 +153,31 @@ def shared_body_ops(first: Operation, other: Operation) -> dict[int, Operation]:
     return found
 
 
-def sibling_passes(ops) -> list[list[Operation]]:
+def sibling_passes(ops, stores: bool = False) -> list[list[Operation]]:
     """The top-level loops of a row body (``ops``: all of its ops) grouped into passes over the row:
     adjacent single-axis reduces of one extent whose loads are all loads the first
     makes too, none reading another's result (mlfuse/transforms/fusion/moments.py
     makes variance's such a sibling of the mean's), walk one loop; every other loop
     is a pass of its own. Codegen's streaming and split-stage row kernels walk them
-    so, and the cost model counts the passes."""
+    so, and the cost model counts the passes.
+
+    ``stores``: a later for joins a pass of reduces too where it reads nothing computed
+    at or after the pass's first loop but its own body, its loads all the first's (a
+    value stored as it is reduced: ``y = x * 2 + 1; return y, mean(y)``), with only
+    ops that are no loops between: split_stages.py walks it in that pass's stage."""
     groups: list[list[Operation]] = []
-    previous = None
+    previous = last_loop = None
     for op in ops:
         if isinstance(op, (ReduceOp, ForOp)):
             head = groups[-1][0] if groups and previous is groups[-1][-1] else None
             if head is not None and _joins(head, groups[-1], op):
                 groups[-1].append(op)
+            elif stores and groups and last_loop is groups[-1][-1] and \
+                    _for_joins(ops, groups[-1], op):
+                groups[-1].append(op)
             else:
                 groups.append([op])
+            last_loop = op
         previous = op
     return groups
 
@@ -181,8 +190,27 @@ def _joins(head: Operation, group: list[Operation], op: Operation) -> bool:
     results = {id(g.result) for g in group}
     if any(id(v) in results for inner in op.walk() for v in inner.operands):
         return False
+    return _loads_shared(head, op)
+
+
+def _loads_shared(head: Operation, op: Operation) -> bool:
     shared = shared_body_ops(head, op)
     return all(id(o) in shared for o in op.body.ops if isinstance(o, (LoadOp, MaskedLoadOp)))
+
+
+def _for_joins(ops, group: list[Operation], op: Operation) -> bool:
+    head = group[0]
+    if not (isinstance(op, ForOp) and isinstance(head, ReduceOp)) or \
+            len(loop_levels(head)) != 1 or len(loop_levels(op)) != 1:
+        return False
+    if repr(op["extent"]) != repr(head["extent"]) or any(o.regions for o in op.body.ops):
+        return False
+    ops = list(ops)
+    later = {id(r) for o in ops[ops.index(head):] if o is not op
+             for inner in o.walk() for r in inner.results}
+    if any(id(v) in later for inner in op.walk() for v in inner.operands):
+        return False
+    return _loads_shared(head, op)
 
 
 def defined_inside(loops: list[Operation]) -> set[int]:
@@ -190,3 +218,40 @@ def defined_inside(loops: list[Operation]) -> set[int]:
     what changes from one iteration to the next."""
     return {id(v) for loop in loops for o in loop.walk()
             for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
+
+
+def reduce_levels(op) -> tuple[dict[int, int], dict[int, int]]:
+    """(level of each top-level reduce, by id; the highest reduce level each top-level
+    op needs, -1 for none, by id): 0 for a reduce that reads no other reduce's result,
+    else one more than the highest level it reads (the split plan's stage that walks
+    it: codegen/split_stages.py)."""
+    levels, need, of_value = {}, {}, {}
+    for o in op.body.ops:
+        used = [v for inner in o.walk() for v in inner.operands]
+        needed = max((of_value.get(id(v), -1) for v in used), default=-1)
+        if isinstance(o, ReduceOp):
+            levels[id(o)] = needed + 1
+            needed += 1
+        need[id(o)] = needed
+        for r in o.results:
+            of_value[id(r)] = needed
+    return levels, need
+
+
+def staged_fors(op) -> set[int]:
+    """Ids of the top-level fors walked in a stage's pass rather than the epilogue: a
+    for in a pass of reduces (``sibling_passes(stores=True)``) that needs only lower
+    levels than theirs (a prologue value also returned: its values stored as the chunk
+    is reduced, x read once)."""
+    levels, need = reduce_levels(op)
+    return {id(o) for group in sibling_passes(op.body.ops, stores=True) for o in group
+            if isinstance(o, ForOp) and isinstance(group[0], ReduceOp) and
+            need[id(o)] < levels[id(group[0])]}
+
+
+def stage_count(op) -> int:
+    """Kernels of a row kernel's split plan (codegen/split_stages.py): one per level of
+    reductions (a reduction reading another's result is a level above it), then the
+    epilogue (the loops after them; the partials' combine)."""
+    levels, _ = reduce_levels(op)
+    return max(levels.values(), default=-1) + 2

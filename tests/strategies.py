@@ -35,6 +35,7 @@ EXAMPLES = {  # property -> examples in each profile
     "grouped_views": {"ci": 6, "long": 300, "gpu": 40},
     "channels_last": {"ci": 6, "long": 300, "gpu": 40},
     "column_moments": {"ci": 6, "long": 300, "gpu": 40},
+    "split_stages": {"ci": 6, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
@@ -679,6 +680,31 @@ def column_moments_programs(draw):
 
 
 COLUMN_MOMENT_DIMS = {"A": 4, "R": 100352, "C": 64}  # columns no strip holds
+
+
+@st.composite
+def split_stage_programs(draw):
+    """A reduction over the whole of x [N] or over the rows of x [R, C] (a few rows)
+    of an elementwise prologue, returned with the prologue's value and maybe a value
+    that reads the reduction, in f32 or f16: the programs whose row kernels have a
+    split plan (codegen/split_stages.py) with a for stored as the values are reduced.
+    Returns the program and sizes of one to a few chunks a row under the simulator."""
+    dtype = draw(st.sampled_from(["f32", "f16"]))
+    rows = draw(st.booleans())
+    shape, kept, axis = ("[R, C]", "[R, 1]", ", axis=1, keepdims=true") if rows else \
+        ("[N]", "[]", "")
+    sizes = {"R": draw(st.integers(1, 3)), "C": draw(st.integers(1, 2600))} if rows else \
+        {"N": draw(st.integers(1, 2600))}
+    prologue = draw(st.sampled_from(["x * 2.0 + 1.0", "exp(x)", "x + r", "abs(x) - 0.5"]))
+    reduced = draw(st.sampled_from(["y", "y * y"]))
+    combiner = draw(st.sampled_from(["sum", "mean", "max"]))
+    results = [("y", dtype + shape), ("s", dtype + kept)]
+    if draw(st.booleans()):
+        results.append(("y - s", dtype + shape))
+    types = ", ".join(t for _, t in results)
+    return (f"func f(x: {dtype}{shape}, r: {dtype}{shape}) -> ({types}) {{\n"
+            f"    y = {prologue}\n    s = {combiner}({reduced}{axis})\n"
+            f"    return {', '.join(v for v, _ in results)}\n}}\n"), sizes
 
 
 @st.composite

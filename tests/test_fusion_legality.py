@@ -84,6 +84,23 @@ def test_full_reduction_then_broadcast_use_needs_two_kernels_and_says_why():
     assert d.action == "kept" and "grid-wide barrier" in d.reason
 
 
+def test_a_full_reduction_and_its_prologue_value_also_returned_make_one_kernel():
+    """``y`` is stored along the reduced axis but reads no reduction: it is stored as the
+    values are reduced (split_stages.py's staged for), x read once; a value over every
+    element that reads the sum still waits for a second kernel."""
+    module, plan = fuse_source(
+        "func f(x: f32[N]) -> (f32[N], f32[]) {\n  y = x * 2.0 + 1.0\n"
+        "  return y, mean(y)\n}\n", dims={"N": 1 << 24})
+    (k,) = kernels(module)
+    assert count(k, "loops.store") == 2 and k["schedule"] == "row" and k["split_stages"] == 1
+    (d,) = [d for d in plan.decisions if d.producer == "y"]
+    assert d.action == "multi-output"
+    module, _ = fuse_source(
+        "func f(x: f32[N]) -> (f32[N], f32[N]) {\n  y = x * 2.0\n"
+        "  return y, y - mean(y)\n}\n", dims={"N": 1 << 24})
+    assert len(kernels(module)) == 2
+
+
 CYCLE = func("cycle", [("x", "f32[R, C]")], ["f32[R, 1]"],
              row_sum("a", "x", "R", "C")
              + "  %b = loops.alloc : buf<f32[1, 1]>\n"
@@ -173,9 +190,10 @@ def fuse_source(text, dims=None):
 
 
 def test_cheap_producer_feeding_two_kernels_is_rematerialized_in_each():
+    # e * s reads the whole-tensor sum at every element: a kernel after the sum's
     module, plan = fuse_source(
-        "func f(x: f32[N]) -> (f32[], f32[N]) {\n  e = exp(x)\n  return sum(e), e * 2.0\n}\n",
-        dims={"N": 1 << 24})
+        "func f(x: f32[N]) -> (f32[], f32[N]) {\n  e = exp(x)\n  s = sum(e)\n"
+        "  return s, e * s\n}\n", dims={"N": 1 << 24})
     ks = kernels(module)
     assert len(ks) == 2
     assert all(count(k, "arith.exp") == 1 for k in ks)  # computed in both kernels

@@ -15,7 +15,10 @@ from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.tools.checking import random_inputs
 from mlfuse.tools.explain import explain_module, format_text
 
+from hypothesis import given, note, strategies as st
+
 from helpers import assert_results_close, record_launches
+from strategies import fuzz_settings, inputs_for, split_stage_programs
 
 GROUP_NORM = (Path(__file__).resolve().parent.parent / "examples" / "group_norm.fuse").read_text()
 SOFTMAX = "func f(x: f32[R, C]) -> f32[R, C] { return softmax(x, axis=1) }"
@@ -209,6 +212,68 @@ def test_layernorm_f16_split():
 def test_a_statistic_also_returned_is_stored_once_per_row():
     got, launched, _ = _run_split(L2NORM_BOTH, {"R": 3, "C": 1300})
     assert launched == ["f_0_stage0_vector", "f_0_epilogue_vector"]
+
+
+FULL_RETURNED = """
+func f(x: f32[N]) -> (f32[N], f32[]) {
+    y = x * 2.0 + 1.0
+    return y, mean(y)
+}"""
+ROWS_RETURNED = """
+func f(x: f32[R, C], r: f32[R, C]) -> (f32[R, C], f32[R, 1]) {
+    h = x + r
+    return h, sum(h * h, axis=1, keepdims=true)
+}"""
+
+
+@pytest.mark.parametrize("source, dims, vector", [
+    (FULL_RETURNED, {"N": 3000}, "_vector"),  # whole vectors: the twin
+    (FULL_RETURNED, {"N": 2999}, ""),  # not: the scalar stage
+    (ROWS_RETURNED, {"R": 3, "C": 1300}, "_vector"),
+    (ROWS_RETURNED, {"R": 2, "C": 1299}, ""),
+])
+def test_a_prologue_value_also_returned_is_stored_in_the_reductions_pass(source, dims, vector):
+    """The for storing y reads no reduction: stage 0 stores it as its chunk is reduced
+    (one walk of x), and the epilogue only combines the partials."""
+    _, launched, module = _run_split(source, dims)
+    assert launched == [f"f_0_stage0{vector}", "f_0_epilogue"]
+    for twin in ("", "_vector"):
+        stage = _kernel(module.source, f"f_0_stage0{twin}")
+        assert "(storing as it goes)" in stage
+        assert stage.count("for base in range(") == 1  # one walk of the chunk
+    epilogue = _kernel(module.source, "f_0_epilogue")
+    assert "for base in" not in epilogue and "x[" not in epilogue and "x_flat[" not in epilogue
+    assert "f_0_epilogue_vector" not in module.source  # (it moves no vector)
+
+
+@fuzz_settings("split_stages")
+@given(st.data())
+def test_random_split_plans_with_values_stored_as_reduced_agree_with_numpy(data):
+    """Random reductions (whole tensors, a few rows) returned beside their prologue's
+    value (tests/strategies.py's ``split_stage_programs``), run with the split plan
+    forced: the kernels match the interpreter, and no epilogue walks x again unless a
+    value reads the reduction."""
+    source, sizes = data.draw(split_stage_programs())
+    note(f"{source}sizes {sizes}")
+    func = parse_program(source, "fuzz.fuse").funcs[0]
+    args = data.draw(inputs_for(func, sizes, special=False))
+    _, launched, module = _run_split(source, sizes, args)
+    assert launched and launched[0].startswith("f_0_stage0")
+    if "y - s" not in source:
+        assert "for base in" not in _kernel(module.source, "f_0_epilogue")
+
+
+def test_a_for_reading_a_statistic_stays_in_the_epilogue():
+    """Layernorm's output reads both statistics: its for is the epilogue's, while a
+    centred value stored beside it (it reads only the mean) needs the mean's level."""
+    source = """
+func f(x: f32[R, C]) -> (f32[R, C], f32[R, C]) {
+    d = x - mean(x, axis=1, keepdims=true)
+    return d, d / sqrt(mean(d * d, axis=1, keepdims=true) + 1e-5)
+}"""
+    _, launched, module = _run_split(source, {"R": 2, "C": 1100})
+    assert launched[-1] == "f_0_epilogue_vector"
+    assert "for base in" in _kernel(module.source, "f_0_epilogue")
 
 
 def test_a_stage_without_whole_vectors_keeps_its_scalar_kernel_in_the_vector_plan():

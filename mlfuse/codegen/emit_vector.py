@@ -94,7 +94,8 @@ class VectorPhases:
                 self.vector_fill(op, only=params)
             with self.each_lane():
                 yield
-            self.vector_drain([o for o in op.body.ops if id(o) in self.staged])
+            self.vector_drain([o for m in self.passes.get(id(op), [op]) for o in m.body.ops
+                               if id(o) in self.staged])
 
     def parameter_loads(self, op: Operation) -> set[int]:
         """Ids of ``op``'s early vector loads of a parameter every row reads the same
@@ -112,7 +113,9 @@ class VectorPhases:
 
     def vector_index(self, indices: list[Value]) -> str:
         """The index tuple of a vector access's first value."""
-        names = [self.lanes.first if v is self.lanes.arg else self.namer(v) for v in indices]
+        lane = self.namer(self.lanes.arg)  # (a for walked in a reduce's pass: its index too)
+        names = [self.namer(v) for v in indices]
+        names = [self.lanes.first if n == lane else n for n in names]
         return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
 
     def vector_operand(self, buf: Value, indices: list[Value]) -> str:

@@ -170,8 +170,10 @@ class RowPlans:
         """Sibling reduces walked in one loop (``sibling_passes``: variance's shifted
         sums with the mean's): returns the loops that walk the row, one per pass."""
         walked = {id(o) for o in row_loops}
-        for group in sibling_passes(self.op.body.ops):
-            group = [o for o in group if id(o) in walked]
+        for group in self.pass_groups():
+            # (a for in a walked reduce's pass comes with it: split_stages.py's)
+            group = [o for o in group if id(o) in walked or
+                     (isinstance(o, ForOp) and id(group[0]) in walked)]
             if not group:
                 continue
             self.passes[id(group[0])] = group
@@ -179,6 +181,10 @@ class RowPlans:
                 self.followers.add(id(op))
                 self.merged.update(shared_body_ops(group[0], op))
         return [o for o in row_loops if id(o) not in self.followers]
+
+    def pass_groups(self) -> list[list[Operation]]:
+        """The kernel's top-level loops grouped into passes (``sibling_passes``)."""
+        return sibling_passes(self.op.body.ops)
 
     def leader(self) -> str:
         """The condition of the one thread that stores a value the block shares."""
@@ -322,13 +328,18 @@ class RowPlans:
 
     def walk_together(self, group: list[ReduceOp], accs: list[str], shared: bool) -> None:
         """One loop for the reduces of a pass (the first's loop index for all): each
-        body, then ``acc = combine(acc, yielded)`` per reduce."""
+        body, then ``acc = combine(acc, yielded)`` per reduce (``accs``: one a reduce).
+        A for in the pass (``sibling_passes(stores=True)``) runs its body only."""
+        accs = iter(accs)
         with self.loop(group[0], shared):
-            for op, acc in zip(group, accs):
+            for op in group:
                 if op is not group[0]:
                     self.namer.bind(op.body.args[0], self.namer(group[0].body.args[0]))
                 self.block(op.body, top=False)
+                if not isinstance(op, ReduceOp):
+                    continue
                 yielded = self.namer(op.body.ops[-1].operands[0])
+                acc = next(accs)
                 step = combine(op["combiner"], acc, yielded, self.helpers, op.result.type.dtype)
                 self.w.line(f"{acc} = {step}")
 

@@ -20,7 +20,12 @@ set by the schedule choice), and the host launches them instead (``_split_stages
   runs the top-level fors over its chunk (normalise and affine, softmax's exp and
   divide): the broadcast-back writes of the whole tensor with every block busy. A
   top-level store of a point's value (a statistic also returned) is written by the
-  first chunk's block.
+  first chunk's block;
+- a for that reads no result of a level-L reduce nor anything after it, and whose
+  loads the reduce makes too, is walked in that reduce's pass of stage L instead
+  (``staged_fors``: a prologue value also returned, ``y = x * 2 + 1; return y,
+  mean(y)``, stored as its chunk is reduced): x is read once, and an epilogue left
+  with no for only combines the partials into the point's values.
 
 x is read once per stage (as torch.compile's split reductions read it twice), each
 pass with the whole GPU busy. The emitter is the row kernel's streaming one (tiles of
@@ -46,7 +51,8 @@ from mlfuse.codegen.held_rows import shared_rows_code
 from mlfuse.codegen.kernel_code import KernelCode, narrow_index_tests
 from mlfuse.codegen.peeled_rows import peeled_rows_code
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains
-from mlfuse.dialects.reductions import defined_inside
+from mlfuse.dialects.reductions import (defined_inside, reduce_levels, sibling_passes,
+                                        stage_count, staged_fors)
 from mlfuse.codegen.row_plans import stream_tile
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
@@ -57,28 +63,6 @@ _DOC = {"stage": "Row schedule over [{space}] split across blocks, stage {level}
                  "(point, chunk) writes the partials of the level-{level} reductions.",
         "epilogue": "Row schedule over [{space}] split across blocks, last stage: a block per "
                     "(point, chunk) combines the partials, then runs the loops over its chunk."}
-
-
-def reduce_levels(op) -> tuple[dict[int, int], dict[int, int]]:
-    """(level of each top-level reduce, by id; the highest reduce level each top-level
-    op needs, -1 for none, by id): see the module doc."""
-    levels, need, of_value = {}, {}, {}
-    for o in op.body.ops:
-        used = [v for inner in o.walk() for v in inner.operands]
-        needed = max((of_value.get(id(v), -1) for v in used), default=-1)
-        if isinstance(o, ReduceOp):
-            levels[id(o)] = needed + 1
-            needed += 1
-        need[id(o)] = needed
-        for r in o.results:
-            of_value[id(r)] = needed
-    return levels, need
-
-
-def stage_count(op) -> int:
-    """Kernels of the split plan: one per reduce level, and the epilogue."""
-    levels, _ = reduce_levels(op)
-    return max(levels.values(), default=-1) + 2
 
 
 class StageEmitter(KernelEmitter):
@@ -104,6 +88,7 @@ class StageEmitter(KernelEmitter):
         self.levels, self.need = reduce_levels(op)
         self.last = level == stage_count(op) - 1
         self.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
+        self.staged_fors = staged_fors(op)
         # as split-rows' first stage: two blocks of THREADS_PER_BLOCK resident per SM
         self.launch_bound = "(THREADS_PER_BLOCK, 2)"
         for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "s"):
@@ -115,8 +100,15 @@ class StageEmitter(KernelEmitter):
     def walked(self) -> list[Operation]:
         """The top-level loops this kernel's blocks walk over their chunk."""
         if self.last:
-            return [o for o in self.op.body.ops if isinstance(o, ForOp)]
+            return [o for o in self.op.body.ops
+                    if isinstance(o, ForOp) and id(o) not in self.staged_fors]
         return [o for o in self.reduces if self.levels[id(o)] == self.level]
+
+    def pass_groups(self) -> list[list[Operation]]:
+        """Passes as ``sibling_passes``, and a for walked in its pass's stage
+        (``staged_fors``) a member of that pass."""
+        return [[o for o in group if not isinstance(o, ForOp) or id(o) in self.staged_fors]
+                for group in sibling_passes(self.op.body.ops, stores=True)]
 
     def emit(self) -> str:
         w, loc = self.w, self.local
@@ -150,7 +142,8 @@ class StageEmitter(KernelEmitter):
         w.line(f"{loc['nthreads']} = cuda.blockDim.x")
         self.declare_scratch(walked)
         self.plan_stream_tiles(walked)
-        self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in walked])
+        self.plan_flat_rows([(m, m.body.args[:1], m.extent_list) for o in walked
+                             for m in self.passes.get(id(o), [o])])
         if not self.vectors:
             self.plan_segment_steps(loc["nthreads"])
         self.vector_accesses = self.stage_vector_accesses(walked)
@@ -169,10 +162,12 @@ class StageEmitter(KernelEmitter):
         inside = defined_inside(walked)
         accesses = []
         for loop in walked:
-            k = loop.body.args[0]
-            for o in self.fills[id(loop)][1] + [o for o in loop.body.ops if isinstance(o, StoreOp)]:
+            members = self.passes.get(id(loop), [loop])
+            for o in self.fills[id(loop)][1] + [o for m in members for o in m.body.ops
+                                                if isinstance(o, StoreOp)]:
                 if not isinstance(o, (LoadOp, StoreOp)):
                     continue
+                k = o.parent.parent_op.body.args[0] if isinstance(o, StoreOp) else loop.body.args[0]
                 buf, idx = access_parts(o)
                 flat = self.flat.get(_key(buf, idx))
                 segmented = self.segments.get(_key(buf, idx))
@@ -283,8 +278,8 @@ class StageEmitter(KernelEmitter):
             return
         if not shared:
             return super().statement(op, shared)
-        if isinstance(op, (ForOp, StoreOp)) and not self.last:
-            return  # the epilogue's
+        if isinstance(op, (ForOp, StoreOp)) and not self.last or id(op) in self.staged_fors:
+            return  # the epilogue's (a for in a reduce's pass: walked with it, in its stage)
         if isinstance(op, ReduceOp):
             level = self.levels[id(op)]
             if level < self.level:
@@ -330,10 +325,12 @@ class StageEmitter(KernelEmitter):
         if id(op) in self.followers:
             return
         w, loc = self.w, self.local
-        group = self.passes.get(id(op), [op])
-        w.line("# over this block's chunk [lo, hi) of the row")
+        members = self.passes.get(id(op), [op])
+        group = [o for o in members if isinstance(o, ReduceOp)]
+        w.line("# over this block's chunk [lo, hi) of the row" +
+               (" (storing as it goes)" if len(members) > len(group) else ""))
         parts = self.parts(group)
-        self.walk_together(group, parts, shared=True)
+        self.walk_together(members, parts, shared=True)
         for o, part in zip(group, parts):
             w.line(f"{part} = {self.shared_combine(o['combiner'], part, o.result.type.dtype)}")
         with w.indented(f"if {loc['tid']} == 0:"):
@@ -436,4 +433,4 @@ def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> Kernel
     return code
 
 
-__all__ = ["emit_row", "StageEmitter", "reduce_levels", "stage_count", "emit_stages", "stages_launch"]
+__all__ = ["emit_row", "StageEmitter", "emit_stages", "stages_launch"]

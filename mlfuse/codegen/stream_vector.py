@@ -34,9 +34,13 @@ class StreamVectorEmitter(StageEmitter):
     def __init__(self, op, name, target, helpers, hw, taken=()):
         super().__init__(op, name, 0, target, helpers, hw, taken, vectors=True)
         self.launch_bound = str(MAX_THREADS)  # blocks of up to 1024 (row_stream.py)
+        self.staged_fors = set()
 
     def walked(self) -> list[Operation]:
         return _row_loops(self.op)
+
+    def pass_groups(self) -> list[list[Operation]]:  # (no stages: every for its own pass)
+        return KernelEmitter.pass_groups(self)
 
     def emit(self) -> str:
         w, loc = self.w, self.local

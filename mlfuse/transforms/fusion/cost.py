@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.permute import innermost_axis, permuted_loads, tiled_loads
-from mlfuse.dialects.reductions import loop_levels, reread_value_bytes, sibling_passes
+from mlfuse.dialects.reductions import (loop_levels, reread_value_bytes, sibling_passes,
+                                        stage_count)
 from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
@@ -306,22 +307,6 @@ def _held_shared_threads(points: int, threads: int, nbytes: int, target: Target)
     return target.sm_count * 2048 * points // (waves * resident)
 
 
-def stage_count(kernel: Operation) -> int:
-    """Kernels of a row kernel's split plan (codegen/split_stages.py): one per level of
-    reductions (a reduction reading another's result is a level above it), then one
-    for the loops after them."""
-    level: dict[int, int] = {}
-    top = -1
-    for o in kernel.body.ops:
-        used = [v for inner in o.walk() for v in inner.operands]
-        need = max((level.get(id(v), -1) for v in used), default=-1)
-        if isinstance(o, ReduceOp):
-            need += 1
-            top = max(top, need)
-        level.update({id(r): need for r in o.results})
-    return top + 2
-
-
 def row_split(kernel: Operation, dims: dict, target: Target) -> bool:
     """Whether the host runs a row kernel's split plan at these sizes (the generated
     ``_split_stages``): it has one, its rows are longer than the registers variant
@@ -358,13 +343,15 @@ def column_staged(kernel: Operation, dims: dict, target: Target) -> bool:
 
 
 def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident: int,
-             alternating: bool = False) -> int:
+             alternating: bool = False, stores: bool = False) -> int:
     """Bytes that a kernel's later top-level loops read again from DRAM: the values its
     earlier loops read, when the values of the ``resident`` points in flight at once pass
     L2 (a strips kernel's strips, or a pointwise kernel's threads each walking its own
     reduction: one thread per point holds nothing between its loops). ``alternating``:
-    passes walk the values back and forth, so an L2-full of each re-read hits."""
-    tops = [group[0] for group in sibling_passes(kernel.body.ops)]  # one walk per pass
+    passes walk the values back and forth, so an L2-full of each re-read hits.
+    ``stores``: a for joins the pass of reduces it follows where it may (the split
+    plan's stages: ``sibling_passes(stores=True)``)."""
+    tops = [group[0] for group in sibling_passes(kernel.body.ops, stores)]  # a walk a pass
     if len(tops) < 2:
         return 0
     reduced = reduced_extent(kernel, dims, target)
@@ -420,7 +407,7 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         elif row_split(kernel, dims, target):
             # codegen/split_stages.py: every block busy, the input read once per stage
             threads, launches = target.sm_count * 2048, stage_count(kernel)
-            rereads = _rereads(kernel, read, dims, target, points)
+            rereads = _rereads(kernel, read, dims, target, points, stores=True)
         elif row_streamed(kernel, dims, target):
             # the streaming variant: 1024 threads' worth of blocks resident an SM (64
             # registers a thread), each row loop re-reading its row (see row_streamed)

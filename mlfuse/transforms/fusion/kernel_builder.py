@@ -86,6 +86,17 @@ def _broadcast_point(nest: Nest, space: Space) -> bool:
         set(symbols_of(nest.space.reduced_extents))
 
 
+def _reading_reductions(members: list[Nest]) -> set[Nest]:
+    """The members that read a reduction of the group's, directly or through others."""
+    made = {id(n.out): n for n in members if n.out is not None}
+    after: set[Nest] = set()
+    for n in sorted(members, key=lambda n: n.index):
+        producers = [made[id(v)] for v in n.reads if id(v) in made]
+        if any(not p.is_pointwise or p in after for p in producers):
+            after.add(n)
+    return after
+
+
 def choose_space(members: list[Nest], outputs: list[Nest], reshaped: bool = False,
                  placed: bool = False) -> Space:
     """The first candidate space where every reduction is one value per point and
@@ -101,9 +112,13 @@ def choose_space(members: list[Nest], outputs: list[Nest], reshaped: bool = Fals
                 not (placed and placement_root(n, members, space) is not None)]
         if space.reduced and all(e == 1 for e in space.kept):
             # one point: a whole-tensor reduction; its consumers over every element
-            # would all wait on one block (spreading it needs a grid-wide barrier)
+            # would all wait on one block (spreading it needs a grid-wide barrier). An
+            # output over every element that reads no reduction (a prologue value also
+            # returned: ``y = x * 2 + 1; return y, mean(y)``) is stored as the values
+            # are reduced (split_stages.py: in the reductions' pass over each chunk)
+            after = _reading_reductions(members)
             bad += [n for n in members if not n.is_pointwise and any(
-                level(o.extents, space, reshaped) == "row" for o in outputs)]
+                level(o.extents, space, reshaped) == "row" and o in after for o in outputs)]
         if not bad:
             return space
         reasons.append(bad[0])

@@ -50,7 +50,8 @@ from mlfuse.dialects.index_forms import (access_walk, reads_value, row_step, row
                                          unraveled)
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, access_parts
 from mlfuse.dialects.permute import store_scatters
-from mlfuse.dialects.reductions import ReduceNest, loop_levels, reduce_nest, reduce_nests
+from mlfuse.dialects.reductions import (ReduceNest, loop_levels, reduce_nest, reduce_nests,
+                                        staged_fors)
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
@@ -374,9 +375,14 @@ def _with_split_plan(kernel: KernelOp, choice: ScheduleChoice, target: Target) -
         return choice
     rows = target.sm_count * target.split_stage_rows_per_sm
     choice.split_stages = True
+    fors = [o for o in kernel.body.ops if isinstance(o, ForOp)]
+    staged = staged_fors(kernel)
+    after = "the loops after them" if any(id(o) not in staged for o in fors) else \
+        "their combine"
     choice.reason += (f"; a call with fewer than {rows} rows longer than a block holds "
                       f"splits each across blocks ({stage_count(kernel)} kernels: the "
-                      "statistics' partials by level, then the loops after them)")
+                      f"statistics' partials by level{', storing as they go' if staged else ''}, "
+                      f"then {after})")
     if held_buffers(kernel) is not None and held_in_vectors(kernel):
         choice.reason += ", unless held rows, a block each, move them faster"
     return choice

@@ -1,8 +1,8 @@
 // RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --print-decisions | filecheck %s
 
 // Rematerialization: %e (a cheap pointwise op) feeds a whole-tensor sum and an
-// elementwise op, which cannot share a kernel. Instead of storing %e, each of the
-// two kernels recomputes it from %x: no buffer for %e, one exp in each kernel.
+// elementwise op that reads the sum, which cannot share a kernel. Instead of storing
+// %e, each of the two kernels recomputes it from %x: no buffer for %e, one exp in each.
 // CHECK-LABEL: func @rematerialize
 // CHECK-NEXT:   %s = loops.alloc : buf<f32[]>
 // CHECK-NEXT:   %y = loops.alloc : buf<f32[N]>
@@ -19,9 +19,25 @@
 func @rematerialize(%x: f32[N]) -> (f32[], f32[N]) {
   %e = tensor.exp %x : f32[N]
   %s = tensor.sum %e {axis = [0]} : f32[]
-  %c = tensor.constant {value = 2.0} : f32[]
-  %y = tensor.mul %e, %c : f32[N]
+  %y = tensor.mul %e, %s : f32[N]
   return %s, %y
+}
+
+// A whole-tensor sum and its prologue value also returned: one kernel, the value
+// stored by a loop that reads no reduction (its split plan stores it as each chunk
+// is reduced: codegen/split_stages.py).
+// CHECK-LABEL: func @stored_as_reduced
+// CHECK:        fused.kernel {extents = [], {{.*}}sources = ["e = tensor.exp", "s = tensor.sum"], split_stages = 1{{.*}}} () {
+// CHECK:          loops.reduce {{.*}} {combiner = "add", extent = N}
+// CHECK:          loops.store {{%[a-z0-9_]+}}, %s
+// CHECK:          loops.for {extent = N} ([[K:%[a-z0-9_]+]]: index) {
+// CHECK:            loops.store {{%[a-z0-9_]+}}, %e, [[K]]
+// CHECK-NOT:    fused.kernel
+// CHECK:        return %s, %e
+func @stored_as_reduced(%x: f32[N]) -> (f32[], f32[N]) {
+  %e = tensor.exp %x : f32[N]
+  %s = tensor.sum %e {axis = [0]} : f32[]
+  return %s, %e
 }
 
 // Horizontal fusion: two independent nests over the same space share one launch,
@@ -51,5 +67,6 @@ func @not_horizontal(%x: f32[N], %y: f32[M]) -> (f32[N], f32[M]) {
 }
 
 // CHECK:      // fuse: @rematerialize: rematerialized e -> s, y: cost model: fused {{[0-9.]+}} us < separate {{[0-9.]+}} us
+// CHECK-NEXT: // fuse: @stored_as_reduced: multi-output e -> s: cost model
 // CHECK-NEXT: // fuse: @horizontal: horizontal a -> b: cost model
 // CHECK-NOT:  @not_horizontal
