@@ -228,9 +228,9 @@ func f(x: f32[R, C], r: f32[R, C]) -> (f32[R, C], f32[R, 1]) {
 
 @pytest.mark.parametrize("source, dims, vector", [
     (FULL_RETURNED, {"N": 3000}, "_vector"),  # whole vectors: the twin
-    (FULL_RETURNED, {"N": 2999}, ""),  # not: the scalar stage
+    (FULL_RETURNED, {"N": 2999}, "_vector"),  # one point: its last vector a lane at a time
     (ROWS_RETURNED, {"R": 3, "C": 1300}, "_vector"),
-    (ROWS_RETURNED, {"R": 2, "C": 1299}, ""),
+    (ROWS_RETURNED, {"R": 2, "C": 1299}, ""),  # rows off vectors: the scalar stage
 ])
 def test_a_prologue_value_also_returned_is_stored_in_the_reductions_pass(source, dims, vector):
     """The for storing y reads no reduction: stage 0 stores it as its chunk is reduced
@@ -261,6 +261,19 @@ def test_random_split_plans_with_values_stored_as_reduced_agree_with_numpy(data)
     assert launched and launched[0].startswith("f_0_stage0")
     if "y - s" not in source:
         assert "for base in" not in _kernel(module.source, "f_0_epilogue")
+
+
+@pytest.mark.parametrize("n", [1, 3, 2997, 3001])
+def test_one_point_off_whole_vectors_runs_the_vector_twin_its_last_vector_by_lanes(n):
+    """A whole tensor's sum of N values, N no multiple of VECTOR_WIDTH: the one point's
+    row starts aligned, so the vector stages run, the vector that passes N moved a value
+    a lane (loads, stores) and its lanes past N idle; the results as the interpreter's."""
+    source = FULL_RETURNED.replace("return y, mean(y)", "return y, sqrt(sum(y * y))")
+    _, launched, module = _run_split(source, {"N": n})
+    assert launched == ["f_0_stage0_vector", "f_0_epilogue"]
+    stage = _kernel(module.source, "f_0_stage0_vector")
+    assert stage.count("if first + VECTOR_WIDTH <= hi:") == 2  # the fill and the drain
+    assert "if k0 < hi:" in stage
 
 
 def test_a_for_reading_a_statistic_stays_in_the_epilogue():

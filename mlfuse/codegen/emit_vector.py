@@ -8,7 +8,11 @@ values, moved by ``vector_moves``: ``_load_halves``/``_store_halves``). The loop
 constant trip counts, so Numba unrolls them and the local arrays become registers.
 
 The host launches a vector kernel only where VECTOR_WIDTH divides the innermost
-extent, so every vector is whole: no lane needs a bounds check.
+extent, so every vector is whole: no lane needs a bounds check. Except where the
+emitter's ``ragged_end`` is set (split_stages.py's twins, launched for one point whose
+row is no whole vectors: a whole tensor's sum): the loop's last vector may end past its
+limit, so it moves a value at a time where it does, and each lane runs where its index
+is below the limit.
 
 - fill: one ``_load_vector`` per vector access; the other early loads value by value
   in the vector's lanes.
@@ -41,7 +45,10 @@ class Lanes:
 class VectorPhases:
     """Needs from its host class: w, local, namer, held, fills, staged, vector_loads,
     lanes, reuse, helpers, local_array, statement, fill_line, index, vector_lanes,
-    vector_moves, slot_offset (code added to every slot: a batched row's first slot)."""
+    vector_moves, slot_offset (code added to every slot: a batched row's first slot),
+    subscript, stored."""
+
+    ragged_end = False  # the loop's last vector may pass its limit (module doc)
 
     def plan_vectors(self, accesses: list[Operation], size: str) -> None:
         """Record which loads fill a vector at a time, and give each store that is a
@@ -74,7 +81,11 @@ class VectorPhases:
             first = self.vector_slot()
             w.line(f"{loc['slot']} = " + (f"{first} + " if first != "0" else "") + loc["lane"])
             w.line(f"{lanes.index} = {lanes.first} + {loc['lane']}")
-            yield
+            if not self.ragged_end:
+                yield
+                return
+            with w.indented(f"if {lanes.index} < {lanes.limit}:"):
+                yield
 
     @contextmanager
     def vector_walk(self, op: Operation, vectors: str, first: str, limit: str, fill: bool,
@@ -131,10 +142,21 @@ class VectorPhases:
         index_ops, loads = self.fills[id(owner)]
         loads = [o for o in loads if id(o) not in self.reuse.dead  # (only fed kept values)
                  and id(o) not in skip and (only is None or id(o) in only)]
-        for o in loads:
-            if id(o) in self.vector_loads:
-                w.line(f"{self.vector_moves[0]}({self.vector_operand(o.operands[0], o.operands[1:])}, "
-                       f"{self.held[id(o)]}, {self.vector_slot()})")
+        whole = [o for o in loads if id(o) in self.vector_loads]
+        if whole:
+            for moved in self._phases():
+                with moved as vectors:
+                    if vectors:
+                        for o in whole:
+                            w.line(f"{self.vector_moves[0]}("
+                                   f"{self.vector_operand(o.operands[0], o.operands[1:])}, "
+                                   f"{self.held[id(o)]}, {self.vector_slot()})")
+                        continue
+                    with self.each_lane():
+                        for o in index_ops:
+                            self.statement(o, shared=False)
+                        for o in whole:
+                            self.fill_line(o)
         single = [o for o in loads if id(o) not in self.vector_loads]
         if single:
             with self.each_lane():
@@ -145,6 +167,41 @@ class VectorPhases:
 
     def vector_drain(self, stores: list[Operation]) -> None:
         """The current vector's stores, once its lanes have computed their values."""
-        for o in stores:
-            self.w.line(f"{self.vector_moves[1]}({self.vector_operand(o.operands[1], o.operands[2:])}, "
-                        f"{self.staged[id(o)]}, {self.vector_slot()})")
+        if not stores:
+            return
+        for moved in self._phases():
+            with moved as vectors:
+                if vectors:
+                    for o in stores:
+                        self.w.line(f"{self.vector_moves[1]}("
+                                    f"{self.vector_operand(o.operands[1], o.operands[2:])}, "
+                                    f"{self.staged[id(o)]}, {self.vector_slot()})")
+                    continue
+                with self.each_lane():
+                    for o in stores:
+                        value = f"{self.staged[id(o)]}[{self.local['slot']}]"
+                        buf = o.operands[1]
+                        self.w.line(f"{self.subscript(buf, list(o.operands[2:]))} = "
+                                    + self.stored(value, buf.type.dtype))
+
+    def _phases(self):
+        """The current vector's ways of moving, each a context manager giving whether it
+        moves whole: whole alone; where ``ragged_end``, whole if the vector ends by the
+        loop's limit, else a value a lane (two branches, each its own ``with``)."""
+        if not self.ragged_end:
+            return [_once(True)]
+        return [_branch(self.w, f"if {self.lanes.first} + {self.vector_lanes} <= "
+                                f"{self.lanes.limit}:", True),
+                _branch(self.w, "else:  # the row's last vector passes its end: a value a lane",
+                        False)]
+
+
+@contextmanager
+def _once(value):
+    yield value
+
+
+@contextmanager
+def _branch(w, head: str, value):
+    with w.indented(head):
+        yield value

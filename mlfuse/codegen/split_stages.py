@@ -74,6 +74,8 @@ class StageEmitter(KernelEmitter):
         # the vector twin: a thread's values of its chunk as vectors of VECTOR_WIDTH
         # neighbours, its vector accesses (``stage_vector_accesses``) moved whole
         self.vectors = vectors
+        # its host runs it for one point whose row is no whole vectors too (emit_vector.py)
+        self.ragged_end = vectors
         # the twin runs only where every index fits 31 bits (the host's vector_tests)
         self.narrow_divisions = vectors
         self.vector_accesses: list[Operation] = []
@@ -387,17 +389,22 @@ def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[
         return lines + calls
     unit = host.w.unit
     vectors = [host.call(name, grid, args + partials + [n_split]) for name in twin["names"]]
-    return lines + [f"if {' and '.join(vector_tests(host, kernel, twin, points, row))}:  # whole vectors, aligned"] + \
+    tests = vector_tests(host, kernel, twin, points, row, ragged_point=True)
+    return lines + [f"if {' and '.join(tests)}:  # whole vectors, aligned"] + \
         [unit + c for c in vectors] + ["else:"] + [unit + c for c in calls]
 
 
-def vector_tests(host, kernel, twin: dict, points: str, row: str) -> list[str]:
+def vector_tests(host, kernel, twin: dict, points: str, row: str,
+                 ragged_point: bool = False) -> list[str]:
     """The host's conditions for the vector twin: VECTOR_WIDTH divides every row extent
-    (chunks of whole vectors) and every flat row base (each monomial's dims and constants,
-    ``FlatRows.base_multiples``), each buffer it moves whole starts on a vector, and
-    every index fits 31 bits (its divisions are 32-bit only)."""
+    (chunks of whole vectors; ``ragged_point``: or there is one point, its row starting
+    at a flat row base, the twin's last vector moved a value a lane: ``ragged_end``) and
+    every flat row base (each monomial's dims and constants, ``FlatRows.base_multiples``),
+    each buffer it moves whole starts on a vector, and every index fits 31 bits (its
+    divisions are 32-bit only)."""
     host.helpers.add("_vector_ready")  # (brings _address)
-    tests = [f"{d} % VECTOR_WIDTH == 0"
+    one = f"{points} == 1 or " if ragged_point else ""
+    tests = [f"({one}{d} % VECTOR_WIDTH == 0)" if one else f"{d} % VECTOR_WIDTH == 0"
              for d in dict.fromkeys(host.dim(e, kernel.op) for e in kernel.row_extents)]
     tests += host.multiple_tests(twin["multiples"], kernel.op)
     # its index divisions are 32-bit only (flat_rows.index_division)

@@ -35,6 +35,7 @@ class StreamVectorEmitter(StageEmitter):
         super().__init__(op, name, 0, target, helpers, hw, taken, vectors=True)
         self.launch_bound = str(MAX_THREADS)  # blocks of up to 1024 (row_stream.py)
         self.staged_fors = set()
+        self.ragged_end = False  # (its host runs it on rows of whole vectors only)
 
     def walked(self) -> list[Operation]:
         return _row_loops(self.op)
