@@ -9,8 +9,8 @@ constant trip counts, so Numba unrolls them and the local arrays become register
 
 The host launches a vector kernel only where VECTOR_WIDTH divides the innermost
 extent, so every vector is whole: no lane needs a bounds check. Except where the
-emitter's ``ragged_end`` is set (split_stages.py's twins, launched for one point whose
-row is no whole vectors: a whole tensor's sum): the loop's last vector may end past its
+emitter's ``ragged_end`` is set (split_stages.py's twins of a kernel over [], launched
+on a row of no whole vectors: a whole tensor's sum): the loop's last vector may end past its
 limit, so it moves a value at a time where it does, and each lane runs where its index
 is below the limit.
 

@@ -74,8 +74,9 @@ class StageEmitter(KernelEmitter):
         # the vector twin: a thread's values of its chunk as vectors of VECTOR_WIDTH
         # neighbours, its vector accesses (``stage_vector_accesses``) moved whole
         self.vectors = vectors
-        # its host runs it for one point whose row is no whole vectors too (emit_vector.py)
-        self.ragged_end = vectors
+        # a kernel over [] (a whole tensor's reduction): its host runs it for a row of no
+        # whole vectors too (emit_vector.py); the others' lanes keep no bounds test
+        self.ragged_end = vectors and not op.extent_list
         # the twin runs only where every index fits 31 bits (the host's vector_tests)
         self.narrow_divisions = vectors
         self.vector_accesses: list[Operation] = []
@@ -144,8 +145,10 @@ class StageEmitter(KernelEmitter):
         w.line(f"{loc['nthreads']} = cuda.blockDim.x")
         self.declare_scratch(walked)
         self.plan_stream_tiles(walked)
+        # (a staged for's stores too: its loads are its pass's first loop's)
         self.plan_flat_rows([(m, m.body.args[:1], m.extent_list) for o in walked
-                             for m in self.passes.get(id(o), [o])])
+                             for m in self.passes.get(id(o), [o])
+                             if m is o or id(m) in self.staged_fors])
         if not self.vectors:
             self.plan_segment_steps(loc["nthreads"])
         self.vector_accesses = self.stage_vector_accesses(walked)
@@ -389,7 +392,7 @@ def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[
         return lines + calls
     unit = host.w.unit
     vectors = [host.call(name, grid, args + partials + [n_split]) for name in twin["names"]]
-    tests = vector_tests(host, kernel, twin, points, row, ragged_point=True)
+    tests = vector_tests(host, kernel, twin, points, row, ragged_point=not kernel.op.extent_list)
     return lines + [f"if {' and '.join(tests)}:  # whole vectors, aligned"] + \
         [unit + c for c in vectors] + ["else:"] + [unit + c for c in calls]
 
@@ -397,15 +400,16 @@ def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[
 def vector_tests(host, kernel, twin: dict, points: str, row: str,
                  ragged_point: bool = False) -> list[str]:
     """The host's conditions for the vector twin: VECTOR_WIDTH divides every row extent
-    (chunks of whole vectors; ``ragged_point``: or there is one point, its row starting
-    at a flat row base, the twin's last vector moved a value a lane: ``ragged_end``) and
+    (chunks of whole vectors; ``ragged_point``: or the kernel is over [], its one row
+    starting at a flat row base, the twin's last vector moved a value a lane:
+    ``ragged_end``) and
     every flat row base (each monomial's dims and constants, ``FlatRows.base_multiples``),
     each buffer it moves whole starts on a vector, and every index fits 31 bits (its
     divisions are 32-bit only)."""
     host.helpers.add("_vector_ready")  # (brings _address)
-    one = f"{points} == 1 or " if ragged_point else ""
-    tests = [f"({one}{d} % VECTOR_WIDTH == 0)" if one else f"{d} % VECTOR_WIDTH == 0"
-             for d in dict.fromkeys(host.dim(e, kernel.op) for e in kernel.row_extents)]
+    tests = [] if ragged_point else \
+        [f"{d} % VECTOR_WIDTH == 0"
+         for d in dict.fromkeys(host.dim(e, kernel.op) for e in kernel.row_extents)]
     tests += host.multiple_tests(twin["multiples"], kernel.op)
     # its index divisions are 32-bit only (flat_rows.index_division)
     tests += narrow_index_tests(host, kernel.op, points, row)
