@@ -684,17 +684,18 @@ COLUMN_MOMENT_DIMS = {"A": 4, "R": 100352, "C": 64}  # columns no strip holds
 
 @st.composite
 def split_stage_programs(draw):
-    """A reduction over the whole of x [N] or over the rows of x [R, C] (a few rows)
-    of an elementwise prologue, returned with the prologue's value and maybe a value
+    """A reduction over the whole of x [N] or [R, C] or over the rows of x [R, C] (a few
+    rows) of an elementwise prologue, returned with the prologue's value and maybe a value
     that reads the reduction, in f32 or f16: the programs whose row kernels have a
     split plan (codegen/split_stages.py) with a for stored as the values are reduced.
     Returns the program and sizes of one to a few chunks a row under the simulator."""
     dtype = draw(st.sampled_from(["f32", "f16"]))
-    rows = draw(st.booleans())
-    shape, kept, axis = ("[R, C]", "[R, 1]", ", axis=1, keepdims=true") if rows else \
-        ("[N]", "[]", "")
-    sizes = {"R": draw(st.integers(1, 3)), "C": draw(st.integers(1, 2600))} if rows else \
-        {"N": draw(st.integers(1, 2600))}
+    kind = draw(st.sampled_from(["rows", "whole", "whole_2d"]))
+    shape, kept, axis = {"rows": ("[R, C]", "[R, 1]", ", axis=1, keepdims=true"),
+                         "whole": ("[N]", "[]", ""),
+                         "whole_2d": ("[R, C]", "[]", "")}[kind]  # (its nest flattened)
+    sizes = {"N": draw(st.integers(1, 2600))} if kind == "whole" else \
+        {"R": draw(st.integers(1, 3)), "C": draw(st.integers(1, 2600 if kind == "rows" else 900))}
     prologue = draw(st.sampled_from(["x * 2.0 + 1.0", "exp(x)", "x + r", "abs(x) - 0.5"]))
     reduced = draw(st.sampled_from(["y", "y * y"]))
     combiner = draw(st.sampled_from(["sum", "mean", "max"]))

@@ -101,6 +101,17 @@ def test_a_full_reduction_and_its_prologue_value_also_returned_make_one_kernel()
     assert len(kernels(module)) == 2
 
 
+def test_a_whole_tensor_reduction_over_several_axes_with_its_prologue_returned_is_one_kernel():
+    """Over [R, C] the kernel's nests as strips over rows would be one block; the planner
+    prices it as flatten-row-nests leaves it, a row kernel over [] with a split plan."""
+    from mlfuse.pipeline import compile_text
+    module = compile_text("func f(p: f32[B, D], t: f32[B, D]) -> (f32[B, D], f32[]) {\n"
+                          "  d = p - t\n  return d, mean(d * d)\n}\n", "t.fuse",
+                          fuse_options={"dims": {"B": 4096, "D": 4096}})
+    (k,) = kernels(module)
+    assert k["schedule"] == "row" and k["split_stages"] == 1 and k["flat_nests"] == [["B", "D"]]
+
+
 CYCLE = func("cycle", [("x", "f32[R, C]")], ["f32[R, 1]"],
              row_sum("a", "x", "R", "C")
              + "  %b = loops.alloc : buf<f32[1, 1]>\n"

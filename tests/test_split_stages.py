@@ -251,15 +251,15 @@ def test_a_prologue_value_also_returned_is_stored_in_the_reductions_pass(source,
 def test_random_split_plans_with_values_stored_as_reduced_agree_with_numpy(data):
     """Random reductions (whole tensors, a few rows) returned beside their prologue's
     value (tests/strategies.py's ``split_stage_programs``), run with the split plan
-    forced: the kernels match the interpreter, and no epilogue walks x again unless a
-    value reads the reduction."""
+    forced: the kernels match the interpreter, and without a value reading the reduction
+    one kernel's split plan whose epilogue walks x no more."""
     source, sizes = data.draw(split_stage_programs())
     note(f"{source}sizes {sizes}")
     func = parse_program(source, "fuzz.fuse").funcs[0]
     args = data.draw(inputs_for(func, sizes, special=False))
     _, launched, module = _run_split(source, sizes, args)
-    assert launched and launched[0].startswith("f_0_stage0")
-    if "y - s" not in source:
+    if "y - s" not in source:  # (with it, the plan is the cost model's: any kernels)
+        assert launched[0].startswith("f_0_stage0")
         assert "for base in" not in _kernel(module.source, "f_0_epilogue")
 
 

@@ -25,7 +25,9 @@ The kernel's schedule is then chosen again (fusion/schedules.apply_schedule). A 
 whose nests walk consecutive elements is kept flattened only where the new choice holds
 several short rows a warp (``warp-rows``, or a row kernel with its short-row plan): for
 long rows a block per row walks the nest as one flat loop already, and the strips
-kernel's 16-byte accesses along the last axis stay.
+kernel's 16-byte accesses along the last axis stay. Except over []: a whole tensor's
+nests (a loss over [B, D] whose prologue value is also returned) as strips are one block,
+as a row kernel its split plan (the planner prices the kernel so: fusion/fuse.py).
 
 A nest whose values are not consecutive (batch norm's statistics over [N, H, W] of
 NCHW: C lies between N and H) is kept flattened wherever the new choice is a row kernel.
@@ -214,6 +216,10 @@ def flattened(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
     # flat loop addresses at row_base + r where the nest computed a divmod chain a value
     # (a split reduction's too: its first stage reads at row_base + kf)
     if choice.schedule == "row" and (not contiguous or any(walks)):
+        return copy
+    # a kernel over []: its strips kernel is one block for the whole tensor, the row
+    # kernel's split plan spreads it over the GPU (and stores as it reduces: split_stages)
+    if choice.schedule == "row" and not kernel.extent_list:
         return copy
     if choice.schedule == "split-rows" and kernel["schedule"] == "split-rows" and any(walks):
         return copy

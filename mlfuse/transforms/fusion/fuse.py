@@ -105,6 +105,16 @@ class Planner(Grouping):
     def _built(self, group: Group, outs: list[Nest], name="kernel"):
         kernel = build_kernel(self.graph, group.members, outs, name, self.schedule_for)
         apply_schedule(kernel, self.dims, self.target)  # by extents and accesses
+        if not kernel.extent_list and kernel["schedule"] == "strips":
+            # a whole tensor's nests over several axes: one block as strips over rows;
+            # flatten-row-nests makes it a row kernel whose split plan spreads it over
+            # the GPU (a loss over [B, D] returning its prologue value), priced so
+            from mlfuse.transforms.flatten_row_nests import flattened
+            flat = flattened(kernel, self.dims, self.target)
+            if flat is not None:
+                cost = kernel_cost(flat, self.dims, self.target)
+                flat.erase()
+                return kernel, cost
         return kernel, kernel_cost(kernel, self.dims, self.target)
 
     def build(self, group: Group, groups=None, name="kernel"):
