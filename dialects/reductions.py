@@ -182,10 +182,15 @@ def sibling_passes(ops, stores: bool = False) -> list[list[Operation]]:
     return groups
 
 
+def _one_walk(head: Operation, op: Operation) -> bool:
+    """Whether ``op`` walks what ``head`` does in one loop: each a single axis, of one
+    extent, ``op``'s body no nested loops."""
+    return len(loop_levels(head)) == 1 and len(loop_levels(op)) == 1 and \
+        repr(op["extent"]) == repr(head["extent"]) and not any(o.regions for o in op.body.ops)
+
+
 def _joins(head: Operation, group: list[Operation], op: Operation) -> bool:
-    if not all(isinstance(o, ReduceOp) and len(loop_levels(o)) == 1 for o in (head, op)):
-        return False
-    if repr(op["extent"]) != repr(head["extent"]) or any(o.regions for o in op.body.ops):
+    if not (isinstance(head, ReduceOp) and isinstance(op, ReduceOp) and _one_walk(head, op)):
         return False
     results = {id(g.result) for g in group}
     if any(id(v) in results for inner in op.walk() for v in inner.operands):
@@ -200,10 +205,7 @@ def _loads_shared(head: Operation, op: Operation) -> bool:
 
 def _for_joins(ops, group: list[Operation], op: Operation) -> bool:
     head = group[0]
-    if not (isinstance(op, ForOp) and isinstance(head, ReduceOp)) or \
-            len(loop_levels(head)) != 1 or len(loop_levels(op)) != 1:
-        return False
-    if repr(op["extent"]) != repr(head["extent"]) or any(o.regions for o in op.body.ops):
+    if not (isinstance(op, ForOp) and isinstance(head, ReduceOp) and _one_walk(head, op)):
         return False
     ops = list(ops)
     later = {id(r) for o in ops[ops.index(head):] if o is not op

@@ -143,65 +143,47 @@ class VectorPhases:
         loads = [o for o in loads if id(o) not in self.reuse.dead  # (only fed kept values)
                  and id(o) not in skip and (only is None or id(o) in only)]
         whole = [o for o in loads if id(o) in self.vector_loads]
+
+        def vectors():
+            for o in whole:
+                w.line(f"{self.vector_moves[0]}({self.vector_operand(o.operands[0], o.operands[1:])}, "
+                       f"{self.held[id(o)]}, {self.vector_slot()})")
         if whole:
-            for moved in self._phases():
-                with moved as vectors:
-                    if vectors:
-                        for o in whole:
-                            w.line(f"{self.vector_moves[0]}("
-                                   f"{self.vector_operand(o.operands[0], o.operands[1:])}, "
-                                   f"{self.held[id(o)]}, {self.vector_slot()})")
-                        continue
-                    with self.each_lane():
-                        for o in index_ops:
-                            self.statement(o, shared=False)
-                        for o in whole:
-                            self.fill_line(o)
+            self._whole_or_lanes(vectors, lambda: self._fill_values(index_ops, whole))
         single = [o for o in loads if id(o) not in self.vector_loads]
         if single:
             with self.each_lane():
-                for o in index_ops:
-                    self.statement(o, shared=False)
-                for o in single:
-                    self.fill_line(o)
+                self._fill_values(index_ops, single)
+
+    def _fill_values(self, index_ops: list[Operation], loads: list[Operation]) -> None:
+        """A lane's values of ``loads`` (their index ops first)."""
+        for o in index_ops:
+            self.statement(o, shared=False)
+        for o in loads:
+            self.fill_line(o)
 
     def vector_drain(self, stores: list[Operation]) -> None:
         """The current vector's stores, once its lanes have computed their values."""
-        if not stores:
-            return
-        for moved in self._phases():
-            with moved as vectors:
-                if vectors:
-                    for o in stores:
-                        self.w.line(f"{self.vector_moves[1]}("
-                                    f"{self.vector_operand(o.operands[1], o.operands[2:])}, "
-                                    f"{self.staged[id(o)]}, {self.vector_slot()})")
-                    continue
-                with self.each_lane():
-                    for o in stores:
-                        value = f"{self.staged[id(o)]}[{self.local['slot']}]"
-                        buf = o.operands[1]
-                        self.w.line(f"{self.subscript(buf, list(o.operands[2:]))} = "
-                                    + self.stored(value, buf.type.dtype))
+        def vectors():
+            for o in stores:
+                self.w.line(f"{self.vector_moves[1]}({self.vector_operand(o.operands[1], o.operands[2:])}, "
+                            f"{self.staged[id(o)]}, {self.vector_slot()})")
 
-    def _phases(self):
-        """The current vector's ways of moving, each a context manager giving whether it
-        moves whole: whole alone; where ``ragged_end``, whole if the vector ends by the
-        loop's limit, else a value a lane (two branches, each its own ``with``)."""
+        def values():
+            for o in stores:
+                buf = o.operands[1]
+                self.w.line(f"{self.subscript(buf, list(o.operands[2:]))} = " + self.stored(
+                    f"{self.staged[id(o)]}[{self.local['slot']}]", buf.type.dtype))
+        if stores:
+            self._whole_or_lanes(vectors, values)
+
+    def _whole_or_lanes(self, whole, by_lanes) -> None:
+        """Emit the current vector's move whole (``whole()``); where ``ragged_end``, only
+        if the vector ends by the loop's limit, else ``by_lanes()`` (a value a lane)."""
         if not self.ragged_end:
-            return [_once(True)]
-        return [_branch(self.w, f"if {self.lanes.first} + {self.vector_lanes} <= "
-                                f"{self.lanes.limit}:", True),
-                _branch(self.w, "else:  # the row's last vector passes its end: a value a lane",
-                        False)]
-
-
-@contextmanager
-def _once(value):
-    yield value
-
-
-@contextmanager
-def _branch(w, head: str, value):
-    with w.indented(head):
-        yield value
+            return whole()
+        with self.w.indented(f"if {self.lanes.first} + {self.vector_lanes} <= {self.lanes.limit}:"):
+            whole()
+        with self.w.indented("else:  # the row's last vector passes its end: a value a lane"):
+            with self.each_lane():
+                by_lanes()

@@ -109,9 +109,12 @@ class StageEmitter(KernelEmitter):
 
     def pass_groups(self) -> list[list[Operation]]:
         """Passes as ``sibling_passes``, and a for walked in its pass's stage
-        (``staged_fors``) a member of that pass."""
-        return [[o for o in group if not isinstance(o, ForOp) or id(o) in self.staged_fors]
-                for group in sibling_passes(self.op.body.ops, stores=True)]
+        (``staged_fors``) a member of that pass; any other for a pass of its own."""
+        groups = []
+        for group in sibling_passes(self.op.body.ops, stores=True):
+            kept = [o for o in group if not isinstance(o, ForOp) or id(o) in self.staged_fors]
+            groups += [kept] + [[o] for o in group if o not in kept]
+        return groups
 
     def emit(self) -> str:
         w, loc = self.w, self.local

@@ -34,14 +34,11 @@ class StreamVectorEmitter(StageEmitter):
     def __init__(self, op, name, target, helpers, hw, taken=()):
         super().__init__(op, name, 0, target, helpers, hw, taken, vectors=True)
         self.launch_bound = str(MAX_THREADS)  # blocks of up to 1024 (row_stream.py)
-        self.staged_fors = set()
+        self.staged_fors = set()  # (no stages: every for a pass of its own)
         self.ragged_end = False  # (its host runs it on rows of whole vectors only)
 
     def walked(self) -> list[Operation]:
         return _row_loops(self.op)
-
-    def pass_groups(self) -> list[list[Operation]]:  # (no stages: every for its own pass)
-        return KernelEmitter.pass_groups(self)
 
     def emit(self) -> str:
         w, loc = self.w, self.local
