@@ -89,6 +89,7 @@ VARIANTS = {
     # twenty-first session: a prologue value returned beside its whole-tensor or few-row
     # reduction, stored as the values are reduced (split_stages.py's staged fors)
     "residual_mse": [{"N": 2 ** 26}, {"N": 50_000_003}],
+    "residual_mse_2d": [{"B": 8192, "D": 8192}, {"B": 3001, "D": 7001}],
     "residual_row_energy": [{"R": 4, "C": 2 ** 23}, {"R": 64, "C": 1 << 20}],
     "matmul_bias_relu": [{"M": 2048, "K": 2048, "N": 2048}, {"M": 3000, "K": 1000, "N": 2000}],
     "matmul_f16_bias_relu": [{"M": 8192, "K": 1024, "N": 8192}, {"M": 2048, "K": 8192, "N": 2048}],
@@ -176,6 +177,10 @@ def _extra_cases() -> list:
         return d * ((d * d).mean((1, 2), keepdim=True) + 1e-5).rsqrt() * g + b
 
     def t_residual_mse(p, t):
+        d = p - t
+        return d, (d * d).mean()
+
+    def t_residual_mse_2d(p, t):
         d = p - t
         return d, (d * d).mean()
 
@@ -280,6 +285,12 @@ func residual_mse(p: f32[N], t: f32[N]) -> (f32[N], f32[]) {
     return d, mean(d * d)
 }
 """, {}, t_residual_mse),
+        Case("residual_mse_2d", """
+func residual_mse_2d(p: f32[B, D], t: f32[B, D]) -> (f32[B, D], f32[]) {
+    d = p - t
+    return d, mean(d * d)
+}
+""", {}, t_residual_mse_2d),
         Case("residual_row_energy", """
 func residual_row_energy(x: f32[R, C], r: f32[R, C]) -> (f32[R, C], f32[R, 1]) {
     h = x + r
