@@ -119,7 +119,7 @@ def test_column_stages_nan_stays_in_its_column_and_runs_repeat():
                                           (MIDDLE, {"A": 3, "B": 70, "C": 8})])
 def test_column_epilogue_rows_apart_or_one_a_thread_agree(rows, source, dims):
     """The vector epilogue's other row plans (hw.column_lanes_rows): a chunk's rows
-    n_chunks apart, and a row a thread (n_chunks = the rows)."""
+    n_chunks apart, and the lean epilogue's row a thread."""
     import dataclasses
 
     from mlfuse.codegen import generate
@@ -131,9 +131,10 @@ def test_column_epilogue_rows_apart_or_one_a_thread_agree(rows, source, dims):
     text = generate(compile_text(source, "t.fuse", fuse_options=PLAN), "simulator", hw)
     py = load_source(text, f"rows_{rows}")
     py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0
-    launched = record_launches(py, ["f_0_epilogue_vector"])
+    name = "f_0_epilogue_lean" if rows == "one" else "f_0_epilogue_vector"
+    launched = record_launches(py, [name])
     got = py.ENTRY_POINTS["f"](*inputs)
-    assert launched == ["f_0_epilogue_vector"]
+    assert launched == [name]
     assert_results_close(func, run_tensor(func, inputs), got)
 
 

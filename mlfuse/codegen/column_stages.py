@@ -34,6 +34,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from mlfuse.codegen.addressing import ACCESSES
+from mlfuse.codegen.column_epilogue_lean import ColumnLeanEpilogue, lean_call_test
 from mlfuse.codegen.column_epilogue_vector import (
     ColumnVectorEpilogue,
     epilogue_vector_plan,
@@ -183,12 +184,12 @@ def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw)
     texts.append(ColumnEpilogue(op, epilogue, target, helpers, hw, names.taken).emit())
     lanes_plan, lanes = epilogue_vector_plan(op, hw), None
     if lanes_plan is not None:
-        ename = names.fresh(f"{name}_epilogue_vector")
-        texts.append(ColumnVectorEpilogue(op, ename, target, helpers, hw, names.taken,
-                                          lanes_plan).emit())
+        lean = hw.column_lanes_rows == "one"
+        ename = names.fresh(f"{name}_epilogue_{'lean' if lean else 'vector'}")
+        emitter = ColumnLeanEpilogue if lean else ColumnVectorEpilogue
+        texts.append(emitter(op, ename, target, helpers, hw, names.taken, lanes_plan).emit())
         lanes = {"name": ename, "lanes": lanes_plan.lanes,
-                 "buffers": vector_buffers(lanes_plan.stepped),
-                 "row_a_thread": hw.column_lanes_rows == "one"}
+                 "buffers": vector_buffers(lanes_plan.stepped), "lean": lean}
     return {"column_stages": {"first": first, "vector": vector, "combine": combine,
                               "combine_blocks": combine_blocks, "epilogue": epilogue,
                               "epilogue_vector": lanes}}, \
@@ -217,16 +218,21 @@ def column_stages_lines(host, kernel, points: str, n_k: str, args: list[str]) ->
     lanes = plan.get("epilogue_vector")
     if lanes is None:
         return lines + [scalar]
-    n_chunks = host.namer.fresh("n_chunks")
     vectors = f"{points} // {lanes['lanes']}"
+    if lanes["lean"]:  # a thread per (row, vector), where its 32-bit offsets fit
+        return lines + [
+            f"if {lean_call_test(host, kernel.op, lanes, points, n_k)}:",
+            unit + host.call(lanes["name"], f"_pointwise_blocks({vectors} * ({n_k}), 1), "
+                             "THREADS_PER_BLOCK", stage_args),
+            "else:", unit + scalar]
+    n_chunks = host.namer.fresh("n_chunks")
     # its own chunks: the first stage's are sized for a thread a point (33 at 16384 x
     # 4096, a quarter of a wave as vectors), and capped for the combine's loop (none
     # here: 128 at 65536 x 1024 left a quarter of a wave as vectors)
     return lines + [
         f"if {vector_call_test(host, kernel.op, lanes['lanes'], lanes['buffers'])}:",
-        unit + (f"{n_chunks} = {n_k}" if lanes.get("row_a_thread") else
-                f"{n_chunks} = _split_columns({vectors}, {n_k}, SM_COUNT, VALUES_PER_THREAD, "
-                f"{n_k})"),
+        unit + f"{n_chunks} = _split_columns({vectors}, {n_k}, SM_COUNT, VALUES_PER_THREAD, "
+        f"{n_k})",
         unit + host.call(lanes["name"], f"_pointwise_blocks({vectors} * {n_chunks}, 1), "
                          "THREADS_PER_BLOCK", stage_args + [n_chunks]),
         "else:", unit + scalar]

@@ -283,12 +283,14 @@ class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
         base = self.row_bases[self._base_code(access)]
         return f"{self.flat_views[id(buf)]}, (numba.uint64({base} + {self.lanes.first}),)"
 
-    def unravel(self, flat: str, last: str | None = None) -> None:
+    def unravel(self, flat: str, last: str | None = None, narrow: bool = False) -> None:
         """Loop indices from the flat index: divmod by the extents, last dim fastest
-        (the last index into ``last`` instead, when given)."""
-        self.unravel_into(flat, self.op.body.args, self.op.extent_list, last)
+        (the last index into ``last`` instead, when given; ``narrow``: the host checked
+        that the space has fewer than 2**31 points, so divisions are 32-bit only)."""
+        self.unravel_into(flat, self.op.body.args, self.op.extent_list, last, narrow)
 
-    def unravel_into(self, flat: str, values, extents, last: str | None = None) -> None:
+    def unravel_into(self, flat: str, values, extents, last: str | None = None,
+                     narrow: bool = False) -> None:
         """Name each of ``values`` (loop indices) from the flat index ``flat`` over
         ``extents``, last fastest (the last into ``last`` instead, when given)."""
         names = [self.define(a, f"i{d}") for d, a in enumerate(values)]
@@ -303,8 +305,9 @@ class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
             if isinstance(extents[d], int):
                 divide = f"divmod({rest}, {size})"  # by a constant: a multiply and shifts
             else:
-                self.helpers.add("_divmod_index")
-                divide = f"_divmod_index({rest}, {size})"
+                helper = "_divmod_index32" if narrow else "_divmod_index"
+                self.helpers.add(helper)
+                divide = f"{helper}({rest}, {size})"
             self.w.line(f"{quotient}, {names[d]} = {divide}")
             rest = quotient
 

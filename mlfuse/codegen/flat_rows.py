@@ -310,6 +310,10 @@ class FlatRows(SegmentCursors):
     rows_planned = False  # a row-family kernel: its index divisions go 32-bit where they fit
     # ... and only 32-bit: the host runs the kernel only where every index fits 31 bits
     narrow_divisions = False
+    # the type of row bases and strides: uint32 where the host runs the kernel only for
+    # buffers of fewer than 2**31 values (column_epilogue_lean.py), so that the offsets
+    # computed from them are 32-bit multiplies and adds
+    offset_type = "numba.int64"
 
     def plan_flat_rows(self, nests: list[tuple[Operation, list[Value], list]],
                        point_reads: bool = True) -> None:
@@ -367,7 +371,7 @@ class FlatRows(SegmentCursors):
                 text = " * ".join(self._strides(access.buf, access.axis))
                 if text not in names:
                     names[text] = self.namer.fresh(f"stride{access.axis}")
-                    self.w.line(f"{names[text]} = numba.int64({text})")
+                    self.w.line(f"{names[text]} = {self.offset_type}({text})")
                 self.flat_strides[key] = names[text]
 
     def stream_order(self, extent: str, span: str, start: str = "0") -> str:
@@ -403,7 +407,7 @@ class FlatRows(SegmentCursors):
             text = self._base_code(access)
             if text not in self.row_bases:
                 self.row_bases[text] = self.namer.fresh("row_base")
-                self.w.line(f"{self.row_bases[text]} = numba.int64({text})")
+                self.w.line(f"{self.row_bases[text]} = {self.offset_type}({text})")
 
     def flat_subscript(self, buf: Value, indices, flat_index: str) -> str | None:
         """``view[row_base + step]`` of a flat access (``flat_index``: a nest's flat

@@ -381,7 +381,10 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                 stride = self.flat_strides[(id(access.buf), access.axis)]
                 if (base, stride) not in self.cursors:
                     self.cursors[(base, stride)] = cursor = self.namer.fresh("cursor")
-                    self.w.line(f"{cursor} = {base} + {first} * {stride}")
+                    offset = f"{base} + {first} * {stride}"
+                    if self.offset_type != "numba.int64":  # (a 32-bit multiply and add)
+                        offset = f"{self.offset_type}({offset})"
+                    self.w.line(f"{cursor} = {offset}")
 
     def flat_subscript(self, buf, indices, flat_index: str) -> str | None:
         """A flat access of the split-columns first stage: at its cursor where it steps

@@ -15,6 +15,9 @@ several, comma-separated: those.
 ``--split-first``: the split-K form of the first tile shape only (the others unsplit).
 ``--wide``: a SIMT contraction's tiles in their WIDE form (64-bit flat offsets, as the
 host launches them where an operand has 2**31 values or more: codegen/simt_fetch.py).
+``--hw=NAME=VALUE`` (repeatable): code generated with that field of the hardware target
+(mlfuse/hardware.py) changed, e.g. ``--hw=column_lanes_rows=one``: a variant's registers
+before it is made the default.
 
 Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
 supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
@@ -203,7 +206,7 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
                            signature(op, "split"))
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
             finish = op.attributes.get("schedule") == "contraction"
-            staged = re.search(r"(_stage\d+|_epilogue|_combine(_blocks)?)(_vector)?$", attr) and op.attributes.get("split_stages")
+            staged = re.search(r"(_stage\d+|_epilogue|_combine(_blocks)?)(_vector|_lean)?$", attr) and op.attributes.get("split_stages")
             short = re.search(r"_short(_vector)?$", attr) and op.attributes.get("warp_rows")
             lanes = attr.endswith("_epilogue_vector") and op.attributes.get("schedule") == "strips"
             yield attr, value, signature(op, "finish" if finish else "column-lanes" if lanes
@@ -212,16 +215,21 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,
            all_tiles: bool = True, sass_dir: str | None = None, copies=None, only=None,
-           split_all: bool = True, wide: bool = False):
+           split_all: bool = True, wide: bool = False, hw_fields: dict | None = None):
     """Yield one dict per kernel of the program at ``path`` (f32 contractions at
     ``matmul_precision``; a contraction's first tile shape only unless ``all_tiles``;
-    ``copies``: a tensor-core contraction's (VECTOR_A, VECTOR_B), else 16 bytes)."""
+    ``copies``: a tensor-core contraction's (VECTOR_A, VECTOR_B), else 16 bytes;
+    ``hw_fields``: the hardware target's fields changed for the code generated)."""
     _patch_device_lookup()
     from mlfuse.codegen import generate
     from mlfuse.pipeline import compile_text
     from mlfuse.runtime.loader import load_source
     module = compile_text(text, path, fuse=fuse, matmul_precision=matmul_precision)
-    python_module = load_source(generate(module, "cuda"), "ptx_report")
+    import dataclasses
+
+    from mlfuse.hardware import get_target
+    hw = dataclasses.replace(get_target(), **(hw_fields or {}))
+    python_module = load_source(generate(module, "cuda", hw), "ptx_report")
     for func in module.funcs:
         for op in func.body.ops:
             if op.name not in ("fused.kernel", "loops.parallel"):
@@ -244,13 +252,19 @@ def main(argv: list[str]) -> int:
                    if a.startswith("--copies=")), None)
     only = next((tuple(tuple(int(v) for v in t.split("x")) for t in a.split("=", 1)[1].split(","))
                  for a in argv if a.startswith("--tile=")), None)
+    hw_fields = {}
+    for a in argv:
+        if a.startswith("--hw="):
+            name, _, value = a[len("--hw="):].partition("=")
+            hw_fields[name] = (int(value) if value.lstrip("-").isdigit() else
+                               value == "true" if value in ("true", "false") else value)
     if sass_dir:
         os.makedirs(sass_dir, exist_ok=True)
     for path in (a for a in argv if not a.startswith("--")):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         for r in report(path, text, fuse, precision, "--first-tile" not in argv, sass_dir, copies,
-                        only, "--split-first" not in argv, "--wide" in argv):
+                        only, "--split-first" not in argv, "--wide" in argv, hw_fields):
             if as_json:
                 print(json.dumps(r), flush=True)
             else:
