@@ -11,10 +11,10 @@ values fit neither shared memory nor registers the host runs the column stages: 
 split-columns first stage, then an epilogue. Variants (``mlfuse.hardware`` knobs): the
 defaults (the vector epilogue, codegen/column_epilogue_vector.py, where the call allows:
 a chunk of consecutive rows a thread), "rows apart" (a chunk's rows n_chunks apart, so the
-GPU's threads walk neighbouring rows together), "a row a thread" (as many chunks as rows:
-the order of a pointwise kernel) and "scalar epilogue" (a point a thread; launch bounds
-of 2 blocks an SM and 8 vectors in flight, measured in the seventh session, came within
-1% of the defaults), beside torch eager and
+GPU's threads walk neighbouring rows together) and "lean" (codegen/column_epilogue_lean.py:
+a thread per (row, vector), a pointwise kernel's order, 32-bit offsets; the scalar
+epilogue, a point a thread, came within 1% of the defaults in the seventh session and is
+no longer probed), beside torch eager and
 torch.compile on the same inputs, every result checked against the NumPy interpreter
 (probe_memkern.py's machinery). The last lines are a table: ms, % of the copy
 bandwidth's time for the bytes a perfect fused kernel moves, the time over the faster
@@ -60,6 +60,8 @@ SHAPES = {
     "centring 16384x4096": ({"R": 16384, "C": 4096}, None, "f32", {"R": 70, "C": 8}),
     "centring 65536x1024": ({"R": 65536, "C": 1024}, None, "f32", {"R": 70, "C": 8}),
     "centring 4096x16384": ({"R": 4096, "C": 16384}, None, "f32", {"R": 70, "C": 8}),
+    "centring 100000x640": ({"R": 100000, "C": 640}, None, "f32", {"R": 70, "C": 8}),
+    "centring 3000x20000": ({"R": 3000, "C": 20000}, None, "f32", {"R": 70, "C": 8}),
     "centring f16 16384x8192": ({"R": 16384, "C": 8192}, None, "f16", {"R": 70, "C": 16}),
     "mid centring 16x8192x1024": ({"A": 16, "B": 8192, "C": 1024},
                                   ("middle_centring", MIDDLE, t_middle), "f32",
@@ -70,8 +72,7 @@ SHAPES = {
 }
 
 VARIANTS = {"default": {}, "rows apart": {"column_lanes_rows": "interleaved"},
-            "a row a thread": {"column_lanes_rows": "one"},
-            "scalar epilogue": {"column_lanes_epilogue": False}}
+            "lean": {"column_lanes_rows": "one"}}
 
 
 def main() -> None:
