@@ -326,3 +326,24 @@ def test_split_stage_chunks_fill_one_wave(points, extent, chunks):
     space = {"SM_COUNT": 132, "THREADS_PER_BLOCK": 512, "VALUES_PER_THREAD": 16}
     exec(_SPLIT_STAGE_ROWS, space)
     assert space["_split_stage_rows"](points, extent) == chunks
+
+
+MAX_AND_SQUARES = """
+func f(x: f32[R, C]) -> f32[R] {
+    y = x * 2.0
+    return max(y, axis=1) + sum(y * y, axis=1)
+}"""
+MEAN_AND_MAX = "func f(x: f32[R, C]) -> f32[R] { return max(x, axis=1) - mean(x, axis=1) }"
+
+
+@pytest.mark.parametrize("source", [MAX_AND_SQUARES, MEAN_AND_MAX])
+def test_independent_reductions_walk_each_chunk_once(source):
+    """Two reductions neither of which reads the other, an init or a division between
+    them in the source's order (fusion/sibling_order.py makes them neighbours): the
+    first stage walks each chunk once, reading x once a value, and matches the
+    interpreter."""
+    got, launched, module = _run_split(source, {"R": 3, "C": 1500})
+    assert launched == ["f_0_stage0_vector", "f_0_epilogue"]
+    for name in ("f_0_stage0", "f_0_stage0_vector"):
+        kernel = _kernel(module.source, name)
+        assert len(re.findall(r"x_flat[\[,]", kernel)) == 1, name

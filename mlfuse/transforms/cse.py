@@ -4,6 +4,11 @@ Fusion inlines producers at every use, so a diamond computes its shared producer
 twice until CSE merges identical pure ops (same name, operands and attributes),
 looking through enclosing blocks so a value computed once per kernel point is
 reused inside inner loops. Dead-code removal then erases pure ops nothing uses.
+
+An op with regions and results whose nested ops are all pure (a reduction over a
+loop) merges the same way, its bodies compared by structure: the row L2 norm written
+``sqrt(sum(x * x))`` beside ``x / sqrt(sum(x * x) + eps)`` took two sums, two block
+reductions a row, where it needs one.
 """
 from __future__ import annotations
 
@@ -20,10 +25,47 @@ def _is_pure(op) -> bool:
     return not op.regions and op.has_trait(PURE)
 
 
+def _pure_region_op(op) -> bool:
+    """An op with regions and results that CSE may merge: every op nested in it pure
+    or its block's terminator (a loop that only computes the value it yields)."""
+    return bool(op.regions and op.results) and all(
+        _is_pure(o) or getattr(o, "is_terminator", False) or _pure_region_op(o)
+        for o in op.walk() if o is not op)
+
+
+def _attrs(op) -> tuple:
+    return tuple(sorted((k, format_attr_value(v)) for k, v in op.attributes.items()))
+
+
 def _key(op):
-    attrs = tuple(sorted((k, format_attr_value(v)) for k, v in op.attributes.items()))
-    return (op.name, tuple(id(v) for v in op.operands), attrs,
-            tuple(str(r.type) for r in op.results))
+    key = (op.name, tuple(id(v) for v in op.operands), _attrs(op),
+           tuple(str(r.type) for r in op.results))
+    return key + (_body_key(op),) if op.regions else key
+
+
+def _body_key(op) -> tuple:
+    """The structure of ``op``'s regions: each nested op's name, attributes, types and
+    operands, a value defined inside named by its place, one from outside by identity."""
+    names: dict[int, tuple] = {}
+    parts: list = []
+
+    def ref(v):
+        return names.get(id(v), ("outer", id(v)))
+
+    def visit(o):
+        for region in o.regions:
+            block = region.block
+            for a in block.args:
+                names[id(a)] = ("inside", len(names))
+                parts.append(str(a.type))
+            for inner in block.ops:
+                parts.append((inner.name, tuple(ref(v) for v in inner.operands), _attrs(inner),
+                              tuple(str(r.type) for r in inner.results)))
+                visit(inner)
+                for r in inner.results:
+                    names[id(r)] = ("inside", len(names))
+    visit(op)
+    return tuple(parts)
 
 
 class PureOpPattern(RewritePattern):
@@ -33,7 +75,11 @@ class PureOpPattern(RewritePattern):
 
 class MergeIdenticalOps(PureOpPattern):
     """A pure op identical to one already computed in this block or an enclosing one
-    is replaced by it. Keeps one table of seen ops per open block."""
+    is replaced by it (a pure region op too: see the module doc). Keeps one table of
+    seen ops per open block."""
+
+    def matches(self, op: Operation) -> bool:
+        return _is_pure(op) or _pure_region_op(op)
 
     def __init__(self):
         self.scopes: list[dict] = []

@@ -92,3 +92,52 @@ func @loops_level(%x: buf<f32[R, C]>) -> (buf<f32[R, 1]>) {
   }
   return %out
 }
+
+// A reduction identical to one before it (same init, attributes and body, compared by
+// structure: its own loop index and loads) merges into it, its users rewired; one
+// whose body differs (another combiner, another value yielded) stays.
+// CHECK-LABEL: func @identical_reductions
+// CHECK:          [[INIT:%[a-z0-9_]+]] = arith.constant {value = 0.0} : f32
+// CHECK-NEXT:     [[S1:%[a-z0-9_]+]] = loops.reduce [[INIT]] {combiner = "add", extent = C}
+// CHECK-NEXT:       [[XK:%[a-z0-9_]+]] = loops.load %x, [[I:%[a-z0-9_]+]], {{%[a-z0-9_]+}} : f32
+// CHECK-NEXT:       [[P:%[a-z0-9_]+]] = arith.mul [[XK]], [[XK]] : f32
+// CHECK-NEXT:       loops.yield [[P]]
+// CHECK-NEXT:     }
+// CHECK-NEXT:     [[M:%[a-z0-9_]+]] = loops.reduce [[INIT]] {combiner = "max", extent = C}
+// CHECK:          [[S3:%[a-z0-9_]+]] = loops.reduce [[INIT]] {combiner = "add", extent = C}
+// CHECK-NEXT:       [[XK:%[a-z0-9_]+]] = loops.load %x, [[I]], {{%[a-z0-9_]+}} : f32
+// CHECK-NEXT:       loops.yield [[XK]]
+// CHECK-NEXT:     }
+// CHECK-NEXT:     [[A:%[a-z0-9_]+]] = arith.add [[S1]], [[S1]] : f32
+// CHECK-NEXT:     [[B:%[a-z0-9_]+]] = arith.add [[A]], [[M]] : f32
+// CHECK-NEXT:     [[C:%[a-z0-9_]+]] = arith.add [[B]], [[S3]] : f32
+func @identical_reductions(%x: buf<f32[R, C]>) -> (buf<f32[R]>) {
+  %out = loops.alloc : buf<f32[R]>
+  loops.parallel {extents = [R]} (%i: index) {
+    %init = arith.constant {value = 0.0} : f32
+    %s1 = loops.reduce %init {combiner = "add", extent = C} : f32 (%k: index) {
+      %xk = loops.load %x, %i, %k : f32
+      %p = arith.mul %xk, %xk : f32
+      loops.yield %p
+    }
+    %s2 = loops.reduce %init {combiner = "add", extent = C} : f32 (%k2: index) {
+      %xk2 = loops.load %x, %i, %k2 : f32
+      %p2 = arith.mul %xk2, %xk2 : f32
+      loops.yield %p2
+    }
+    %m = loops.reduce %init {combiner = "max", extent = C} : f32 (%k3: index) {
+      %xk3 = loops.load %x, %i, %k3 : f32
+      %p3 = arith.mul %xk3, %xk3 : f32
+      loops.yield %p3
+    }
+    %s3 = loops.reduce %init {combiner = "add", extent = C} : f32 (%k4: index) {
+      %xk4 = loops.load %x, %i, %k4 : f32
+      loops.yield %xk4
+    }
+    %a = arith.add %s1, %s2 : f32
+    %b = arith.add %a, %m : f32
+    %c = arith.add %b, %s3 : f32
+    loops.store %c, %out, %i
+  }
+  return %out
+}
