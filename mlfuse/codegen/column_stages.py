@@ -20,7 +20,8 @@ every reduction reads none of another, every top-level loop one axis of one exte
   after the reductions a tile at a time (the tile's loads first, cursors along the
   columns as the first stage's). A point's own values (a statistic also returned) are
   stored by its first chunk's thread. Its vector twin (column_epilogue_vector.py) takes
-  a vector of points a thread.
+  a vector of points a thread; the lean twin (column_epilogue_lean.py, where
+  ``hw.column_lanes_rows`` is "one") a vector of one row a thread.
 
 x is read twice, as by the two unfused kernels, with every thread of the GPU busy in
 both and no intermediate buffer. Each epilogue thread once combined its point's
