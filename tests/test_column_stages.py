@@ -244,3 +244,27 @@ def test_column_moments_in_one_pass_keep_nan_and_inf_in_their_columns():
     assert_results_close(func, run_tensor(func, [x]), (y, v))
     assert np.isnan(y[:, [2, 5]]).all() and np.isnan(v[0, [2, 5]]).all()
     assert not np.isnan(np.delete(y, [2, 5], axis=1)).any()
+
+
+@pytest.mark.parametrize("dims, epilogue", [({"R": 301, "C": 8}, "f_0_epilogue_lean"),
+                                            ({"R": 301, "C": 6}, "f_0_epilogue")])
+def test_lean_epilogue_where_its_vectors_fit_else_the_scalar_one(dims, epilogue):
+    """The lean epilogue (hw.column_lanes_rows "one") runs where VECTOR_WIDTH divides
+    the points (its offsets 32-bit, its tile of 32 vectors by the block's other rows
+    mostly idle here: the bounds test); elsewhere the host runs the scalar epilogue."""
+    import dataclasses
+
+    from mlfuse.codegen import generate
+    from mlfuse.hardware import get_target
+    from mlfuse.runtime.loader import load_source
+    func = parse_program(CENTRING, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=11)
+    hw = dataclasses.replace(get_target(), column_lanes_rows="one")
+    text = generate(compile_text(CENTRING, "t.fuse", fuse_options=PLAN), "simulator", hw)
+    assert "n_chunks" not in text[text.index("def f_0_epilogue_lean("):]
+    py = load_source(text, f"lean_{dims['C']}")
+    py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0
+    launched = record_launches(py, ["f_0_epilogue_lean", "f_0_epilogue"])
+    got = py.ENTRY_POINTS["f"](*inputs)
+    assert launched == [epilogue]
+    assert_results_close(func, run_tensor(func, inputs), got)
