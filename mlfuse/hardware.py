@@ -143,8 +143,8 @@ class Target:
     column_lanes_rows: str = "bands"  # ... a chunk's rows: "bands" (consecutive rows),
                                 # "interleaved" (n_chunks apart), "one" (the lean epilogue,
                                 # column_epilogue_lean.py: a row a thread, 30-38 registers
-                                # against 60-70; 2-5% faster on f32 centring, H100, in its
-                                # row-major order; its tiled order not yet timed)
+                                # against 60-70; 2-5% faster on f32 centring, 3% slower
+                                # on two statistics, H100: docs/perf-notes.md)
     column_lanes_min_blocks: int = 1  # ... whose blocks resident per SM launch bounds ask:
                                 # 88 registers at 1 (centring), 92 B spilled at 2 (64)
     strip_lanes_combine: bool = True  # its reductions combine a thread's lanes at once

@@ -250,8 +250,7 @@ def test_column_moments_in_one_pass_keep_nan_and_inf_in_their_columns():
                                             ({"R": 301, "C": 6}, "f_0_epilogue")])
 def test_lean_epilogue_where_its_vectors_fit_else_the_scalar_one(dims, epilogue):
     """The lean epilogue (hw.column_lanes_rows "one") runs where VECTOR_WIDTH divides
-    the points (its offsets 32-bit, its tile of 32 vectors by the block's other rows
-    mostly idle here: the bounds test); elsewhere the host runs the scalar epilogue."""
+    the points (its offsets 32-bit); elsewhere the host runs the scalar epilogue."""
     import dataclasses
 
     from mlfuse.codegen import generate

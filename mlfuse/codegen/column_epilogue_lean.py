@@ -35,10 +35,6 @@ _DOC = ("Strips over [{space}] split in stages, last stage, lean: a thread per (
         "vectors, then computes each lane.")
 
 U32 = "numba.uint32"
-# a block's items: TILE_VECTORS vectors of a row (a warp's threads: coalesced) by
-# TILE_ROWS rows (the rest of THREADS_PER_BLOCK)
-TILE_VECTORS = 32
-TILE_ROWS = "(THREADS_PER_BLOCK // 32)"
 
 
 class ColumnLeanEpilogue(ColumnVectorEpilogue):
@@ -59,50 +55,34 @@ class ColumnLeanEpilogue(ColumnVectorEpilogue):
                 place = self.held if isinstance(o, LoadOp) else self.staged
                 place[id(o)] = self.local_array(f"{self.namer(o.operands[isinstance(o, StoreOp)])}"
                                                 "_vals", COMPUTE_TYPE[value.type.dtype], lanes)
-            n_items, n_tiles = self.namer.fresh("n_items"), self.namer.fresh("n_vector_tiles")
+            n_items = self.namer.fresh("n_items")
             w.line(f"{loc['n_points']} = {U32}({self.points(self.op.extent_list)})")
             w.line(f"{loc['n_vectors']} = {U32}({loc['n_points']} // {U32}({lanes}))")
-            w.line(f"{loc['n_k']} = {U32}({self.points(self.loops[0].extent_list)})")
-            w.line(f"{n_tiles} = {U32}(({loc['n_vectors']} + {TILE_VECTORS - 1}) // "
-                   f"{TILE_VECTORS})")
-            w.line(f"{n_items} = {U32}({n_tiles} * {U32}(({loc['n_k']} + {TILE_ROWS} - 1) // "
-                   f"{TILE_ROWS}) * THREADS_PER_BLOCK)")
+            w.line(f"{n_items} = {U32}({loc['n_vectors']} * "
+                   f"{U32}({self.points(self.loops[0].extent_list)}))")
             self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in self.loops],
                                 point_reads=False)
             w.line(f"{loc['flat']} = {U32}({U32}(cuda.blockIdx.x) * {U32}(cuda.blockDim.x) + "
                    f"{U32}(cuda.threadIdx.x))")
             w.line(f"{loc['stride']} = {U32}({U32}(cuda.gridDim.x) * {U32}(cuda.blockDim.x))")
-            k = self.define(self.loops[0].body.args[0], "k")
-            for loop in self.loops[1:]:  # (every loop walks the same rows)
-                self.namer.bind(loop.body.args[0], k)
-            block_tile, band, tile, within, vector = (self.namer.fresh(n) for n in (
-                "block_tile", "band", "vector_tile", "within", "vector"))
             # a while loop, not range(): range's trip count would be a division per thread
             with w.indented(f"while {loc['flat']} < {n_items}:"):
-                w.line(f"# a block's tile: {TILE_VECTORS} vectors (a warp's, of one row) by "
-                       f"{TILE_ROWS} rows, sharing its points' partials in L1")
-                w.line(f"{block_tile}, {within} = divmod({loc['flat']}, "
-                       f"{U32}(THREADS_PER_BLOCK))")
-                w.line(f"{band}, {tile} = _divmod_index32({block_tile}, {n_tiles})")
-                w.line(f"{k} = {band} * {TILE_ROWS} + {within} // {TILE_VECTORS}")
-                w.line(f"{vector} = {tile} * {TILE_VECTORS} + {within} % {TILE_VECTORS}")
-                with w.indented(f"if {k} < {loc['n_k']} and {vector} < {loc['n_vectors']}:"):
-                    self._item(k, vector, reduces, accs)
+                k = self.define(self.loops[0].body.args[0], "k")
+                for loop in self.loops[1:]:  # (every loop walks the same rows)
+                    self.namer.bind(loop.body.args[0], k)
+                w.line(f"{k}, {loc['point']} = _divmod_index32({loc['flat']}, "
+                       f"{loc['n_vectors']})")
+                w.line(f"{loc['point']} *= {lanes}  # the vector's first point")
+                self.unravel(loc["point"], narrow=True)
+                self.row_base_lines()
+                self._loads(k, accs)
+                self._lanes(k, reduces, accs)
+                for o in plan.stepped:
+                    if isinstance(o, StoreOp):
+                        w.line(f"{plan.store}({self.flat_views[id(o.operands[1])]}, "
+                               f"({self._cursor(o)},), {self.staged[id(o)]}, 0)")
                 w.line(f"{loc['flat']} = {U32}({loc['flat']} + {loc['stride']})")
         return self.w.text()
-
-    def _item(self, k: str, vector: str, reduces, accs) -> None:
-        """One (row k, vector) item: its loads, its lanes, its stores."""
-        w, loc, plan = self.w, self.local, self.plan
-        w.line(f"{loc['point']} = {vector} * {plan.lanes}  # the vector's first point")
-        self.unravel(loc["point"], narrow=True)
-        self.row_base_lines()
-        self._loads(k, accs)
-        self._lanes(k, reduces, accs)
-        for o in plan.stepped:
-            if isinstance(o, StoreOp):
-                w.line(f"{plan.store}({self.flat_views[id(o.operands[1])]}, "
-                       f"({self._cursor(o)},), {self.staged[id(o)]}, 0)")
 
     def _body(self) -> list:
         """The loops' ops after the reductions, in order (their yields left out)."""
@@ -163,20 +143,12 @@ class ColumnLeanEpilogue(ColumnVectorEpilogue):
             self.namer.bind(last, point_last)
 
 
-def lean_items(vectors: str, n_k: str) -> str:
-    """The host's count of the lean epilogue's items: whole tiles of TILE_VECTORS
-    vectors by TILE_ROWS rows."""
-    return (f"-(-({vectors}) // {TILE_VECTORS}) * -(-({n_k}) // {TILE_ROWS}) * "
-            "THREADS_PER_BLOCK")
-
-
-def lean_call_test(host, op, lanes: dict, items: str) -> str:
+def lean_call_test(host, op, lanes: dict, points: str, n_k: str) -> str:
     """The host's test that a call may run the lean epilogue: whole aligned vectors
-    (``vector_call_test``), and every index and offset under 2**31 (``items``:
-    ``lean_items``)."""
+    (``vector_call_test``), and every index and offset under 2**31."""
     sizes = " and ".join(f"{host.namer(b)}.size < 2**31" for b in lanes["buffers"])
     return (f"{vector_call_test(host, op, lanes['lanes'], lanes['buffers'])} and "
-            f"{items} < 2**31 and {sizes}")
+            f"{points} * ({n_k}) < 2**31 and {sizes}")
 
 
-__all__ = ["ColumnLeanEpilogue", "lean_call_test", "lean_items"]
+__all__ = ["ColumnLeanEpilogue", "lean_call_test"]

@@ -35,7 +35,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from mlfuse.codegen.addressing import ACCESSES
-from mlfuse.codegen.column_epilogue_lean import ColumnLeanEpilogue, lean_call_test, lean_items
+from mlfuse.codegen.column_epilogue_lean import ColumnLeanEpilogue, lean_call_test
 from mlfuse.codegen.column_epilogue_vector import (
     ColumnVectorEpilogue,
     epilogue_vector_plan,
@@ -221,10 +221,9 @@ def column_stages_lines(host, kernel, points: str, n_k: str, args: list[str]) ->
         return lines + [scalar]
     vectors = f"{points} // {lanes['lanes']}"
     if lanes["lean"]:  # a thread per (row, vector), where its 32-bit offsets fit
-        items = lean_items(vectors, n_k)
         return lines + [
-            f"if {lean_call_test(host, kernel.op, lanes, items)}:",
-            unit + host.call(lanes["name"], f"_pointwise_blocks({items}, 1), "
+            f"if {lean_call_test(host, kernel.op, lanes, points, n_k)}:",
+            unit + host.call(lanes["name"], f"_pointwise_blocks({vectors} * ({n_k}), 1), "
                              "THREADS_PER_BLOCK", stage_args),
             "else:", unit + scalar]
     n_chunks = host.namer.fresh("n_chunks")
