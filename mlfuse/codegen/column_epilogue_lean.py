@@ -28,7 +28,7 @@ from __future__ import annotations
 from mlfuse.codegen.column_epilogue_vector import ColumnVectorEpilogue
 from mlfuse.codegen.scalar import COMPUTE_TYPE
 from mlfuse.codegen.split_host import vector_call_test
-from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp, YieldOp
+from mlfuse.dialects.loops import LoadOp, ReduceOp, StoreOp, YieldOp
 
 _DOC = ("Strips over [{space}] split in stages, last stage, lean: a thread per (row, vector "
         "of neighbouring points) loads its points' combined partials and its row's "
@@ -88,11 +88,6 @@ class ColumnLeanEpilogue(ColumnVectorEpilogue):
         """The loops' ops after the reductions, in order (their yields left out)."""
         return [o for loop in self.loops for o in loop.body.ops if not isinstance(o, YieldOp)]
 
-    def _shared(self, o) -> bool:
-        """Whether ``o`` computes what the vector's lanes share (emitted once)."""
-        return not isinstance(o, (ReduceOp, ForOp, StoreOp)) and id(o) not in self.lane_loads \
-            and not any(id(r) in self.lane_values for r in o.results)
-
     def _loads(self, k: str, accs: list[str]) -> None:
         """What the lanes share at the top, then the item's loads (no use between them, so
         all are in flight): the combined partials, the stepped vectors, the shared loads;
@@ -114,24 +109,11 @@ class ColumnLeanEpilogue(ColumnVectorEpilogue):
                 self.statement(o, shared=False)
 
     def _lanes(self, k: str, reduces, accs: list[str]) -> None:
-        """Each lane (its point's last index named for it): the ops after the reductions,
-        a point's own stores by row 0's thread, then each loop body's ops for row k, the
-        stores' values into their vectors."""
+        """Each lane: the ops after the reductions (a point's own stores by row 0's
+        thread), then each loop body's ops for row k, the stores' values into their
+        vectors."""
         w, loc = self.w, self.local
-        last = self.op.body.args[-1]
-        point_last = self.namer(last)
-        mine = self.namer.fresh(f"{point_last}_lane")
-        with w.indented(f"for {loc['lane']} in range({self.plan.lanes}):"):
-            w.line(f"{mine} = {point_last} + {loc['lane']}")
-            self.namer.bind(last, mine)
-            for o, acc in zip(reduces, accs):
-                w.line(f"{self.define(o.result, 'acc')} = {acc}[{loc['lane']}]")
-            for o in self.op.body.ops:
-                if isinstance(o, StoreOp):  # a point's own value: one thread's
-                    with w.indented(f"if {k} == 0:"):
-                        self.statement(o, shared=False)
-                elif not isinstance(o, (ReduceOp, ForOp)) and not self._shared(o):
-                    self.statement(o, shared=False)
+        with self.lane_loop(reduces, accs, f"{k} == 0"):
             for o in self._body():
                 if id(o) in self.held:
                     name = self.define(o.result, self.namer(o.operands[0]) + "_v")
@@ -140,7 +122,6 @@ class ColumnLeanEpilogue(ColumnVectorEpilogue):
                     w.line(f"{self.staged[id(o)]}[{loc['lane']}] = {self.namer(o.operands[0])}")
                 elif not self._shared(o):
                     self.statement(o, shared=False)
-            self.namer.bind(last, point_last)
 
 
 def lean_call_test(host, op, lanes: dict, points: str, n_k: str) -> str:

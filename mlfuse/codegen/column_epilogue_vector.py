@@ -26,6 +26,7 @@ VEC divides the points' last extent and the stepped buffers' rows are aligned
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mlfuse.codegen.addressing import access_parts
@@ -167,9 +168,7 @@ class ColumnVectorEpilogue(SplitEmitter):
                 self.unravel(loc["point"])
                 self.row_base_lines()
                 for o in self.op.body.ops:  # what the lanes share, once
-                    if not isinstance(o, (ReduceOp, ForOp)) and \
-                            not any(id(r) in self.lane_values for r in o.results) and \
-                            not isinstance(o, StoreOp):
+                    if self._shared(o):
                         self.statement(o, shared=False)
                 for acc, partials in zip(accs, self.partials):  # (reduce_nests' order)
                     self._combined(acc, partials)
@@ -211,10 +210,18 @@ class ColumnVectorEpilogue(SplitEmitter):
             w.line(f"_load_vector({partials}, (numba.uint64({loc['point']} + {loc['vec']}),), "
                    f"{acc}, {loc['vec']})")
 
-    def _lanes_before_walk(self, reduces, accs, kept) -> None:
-        """Each lane's ops after the reductions (its point's last index named for it) and
-        lane loads, their values the loops read kept in arrays; stores of a point's own
-        values by the first chunk's thread."""
+    def _shared(self, o) -> bool:
+        """Whether ``o`` computes what the vector's lanes share (emitted once): no loop,
+        store or lane load, no value that differs between the lanes."""
+        return not isinstance(o, (ReduceOp, ForOp, StoreOp)) and id(o) not in self.lane_loads \
+            and not any(id(r) in self.lane_values for r in o.results)
+
+    @contextmanager
+    def lane_loop(self, reduces, accs: list[str], first: str):
+        """A loop over the vector's lanes, the points' last index named for each: the
+        reductions' results from ``accs``, the ops after them that differ between lanes,
+        a point's own stores by the thread where ``first`` holds; then the caller's
+        lines for the lane."""
         w, loc = self.w, self.local
         last = self.op.body.args[-1]
         point_last = self.namer(last)
@@ -225,20 +232,26 @@ class ColumnVectorEpilogue(SplitEmitter):
             for o, acc in zip(reduces, accs):
                 w.line(f"{self.define(o.result, 'acc')} = {acc}[{loc['lane']}]")
             for o in self.op.body.ops:
-                if isinstance(o, (ReduceOp, ForOp)):
-                    continue
-                if isinstance(o, StoreOp):
-                    with w.indented(f"if {loc['part']} == 0:"):
+                if isinstance(o, StoreOp):  # a point's own value: one thread's
+                    with w.indented(f"if {first}:"):
                         self.statement(o, shared=False)
-                elif any(id(r) in self.lane_values for r in o.results):
+                elif not isinstance(o, (ReduceOp, ForOp)) and not self._shared(o):
                     self.statement(o, shared=False)
+            yield
+            self.namer.bind(last, point_last)
+
+    def _lanes_before_walk(self, reduces, accs, kept) -> None:
+        """Each lane's ops after the reductions and lane loads, their values the loops
+        read kept in arrays; stores of a point's own values by the first chunk's
+        thread."""
+        w, loc = self.w, self.local
+        with self.lane_loop(reduces, accs, f"{loc['part']} == 0"):
             for loop in self.loops:
                 for o in loop.walk():
                     if id(o) in self.lane_loads:
                         self.statement(o, shared=False)
             for value, array in kept.values():
                 w.line(f"{array}[{loc['lane']}] = {self.namer(value)}")
-            self.namer.bind(last, point_last)
 
     def _walk(self, loop: Operation, kept: dict[int, tuple]) -> None:
         """This thread's chunk [lo, hi) of ``loop``, a tile at a time: the tile's loads
@@ -262,8 +275,7 @@ class ColumnVectorEpilogue(SplitEmitter):
 
         def compute():
             for o in body:  # what the lanes share (shared loads from the tile)
-                if not isinstance(o, StoreOp) and id(o) not in self.lane_loads and \
-                        not any(id(r) in self.lane_values for r in o.results):
+                if self._shared(o):
                     self.statement(o, shared=False)
             with w.indented(f"for {loc['lane']} in range({lanes}):"):
                 for v, array in read.values():
