@@ -20,6 +20,7 @@ checked, nothing timed, no peers).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -288,8 +289,12 @@ def sweep_probes(description: str, probes_for, sweep_flag: str | None = None) ->
             continue
         p = prepare(probe.case, device, 7, gbs)
         for variant, knobs in probe.variants.items():
+            # a variant is hardware knobs, or (knobs, a context it is compiled in: a pass
+            # turned off, probe_column_nests.py)
+            knobs, around = knobs if isinstance(knobs, tuple) else (knobs, contextlib.nullcontext)
             try:
-                r = run_variant(p, knobs)
+                with around():
+                    r = run_variant(p, knobs)
             except Exception as e:  # one failing variant must not lose the others
                 log(f"{probe.label:28} [{variant}] FAILED: {type(e).__name__}: {e}"[:600])
                 continue

@@ -86,6 +86,9 @@ VARIANTS = {
                            {"R": 262144, "C": 256, "dtype": "f16"}],
     "batchnorm_nhwc": [{"N": 32, "H": 56, "W": 56, "C": 64}, {"N": 8, "H": 28, "W": 28, "C": 256}],
     "instance_norm_nhwc": [{"N": 16, "H": 64, "W": 64, "C": 128}, {"N": 32, "H": 56, "W": 56, "C": 64}],
+    # twenty-fourth session: statistics over neighbouring leading axes walked as one loop
+    # (flatten-column-nests): a sequence's batch norm over [N, L] of [N, L, C]
+    "batchnorm_nlc": [{"N": 64, "L": 1024, "C": 256}, {"N": 32, "L": 197, "C": 768}],
     # twenty-first session: a prologue value returned beside its whole-tensor or few-row
     # reduction, stored as the values are reduced (split_stages.py's staged fors)
     "residual_mse": [{"N": 2 ** 26}, {"N": 50_000_003}],
@@ -171,6 +174,11 @@ def _extra_cases() -> list:
         d = x - m
         v = (d * d).mean((0, 1, 2))
         return d * (v + 1e-5).rsqrt() * g + b, m, v
+
+    def t_batchnorm_nlc(x):
+        m = x.mean((0, 1))
+        d = x - m
+        return d * ((d * d).mean((0, 1)) + 1e-5).rsqrt()
 
     def t_instance_norm_nhwc(x, g, b):
         d = x - x.mean((1, 2), keepdim=True)
@@ -268,6 +276,13 @@ func batchnorm_nhwc(x: f32[N, H, W, C], g: f32[C], b: f32[C]) -> (f32[N, H, W, C
     return d * rsqrt(v + 1e-5) * g + b, m, v
 }
 """, {}, t_batchnorm_nhwc),
+        Case("batchnorm_nlc", """
+func batchnorm_nlc(x: f32[N, L, C]) -> f32[N, L, C] {
+    m = mean(x, axis=[0, 1])
+    d = x - m
+    return d * rsqrt(mean(d * d, axis=[0, 1]) + 1e-5)
+}
+""", {}, t_batchnorm_nlc),
         Case("instance_norm_nhwc", """
 func instance_norm_nhwc(x: f32[N, H, W, C], g: f32[C], b: f32[C]) -> f32[N, H, W, C] {
     m = mean(x, axis=[1, 2], keepdims=true)

@@ -26,7 +26,7 @@ def pass_names(level: str, fuse: bool = True) -> list[str]:
         names.append("lower-tensor-to-loops")
     if level == "fused":
         names += ["fuse" if fuse else "no-fuse", "schedule-contractions", "coalesce-axes",
-                  "flatten-row-nests"]
+                  "flatten-row-nests", "flatten-column-nests"]
     return names
 
 
@@ -43,7 +43,8 @@ def lower(module: ModuleOp, level: str = "fused", fuse: bool = True, fuse_option
     options = {"fuse": fuse_options or {},
                "schedule-contractions": {"precision": check_matmul_precision(matmul_precision)},
                "coalesce-axes": {"dims": (fuse_options or {}).get("dims")},
-               "flatten-row-nests": {"dims": (fuse_options or {}).get("dims")}}
+               "flatten-row-nests": {"dims": (fuse_options or {}).get("dims")},
+               "flatten-column-nests": {"dims": (fuse_options or {}).get("dims")}}
     passes = [get_pass(name, **options.get(name, {})) for name in pass_names(level, fuse)]
     return PassManager(passes, verify_each=True, print_after=print_after).run(module)
 

@@ -655,19 +655,25 @@ def channels_last_programs(draw):
 
 @st.composite
 def column_moments_programs(draw):
-    """A variance over a leading or middle axis (``[R, C]`` over axis 0, ``[A, B, C]``
-    over axis 1) taken from the centred values, of x or exp(x): returned alone,
-    normalised (maybe scaled per point), or normalised beside the mean, in f32 or f16.
-    Compiled for long reduced axes (``COLUMN_MOMENT_DIMS``), strips hold no column on
-    chip, so the variance joins the mean's pass (moments.py) in column stages or a split
-    plan; returns the program and small sizes to run it at (each from 1)."""
+    """A variance over a leading or middle axis (``[R, C]`` over axis 0, ``[A, R, C]``
+    over axis 1) or over neighbouring ones (``[A, R, C]`` over [0, 1], ``[A, R, S, C]``
+    over [1, 2]: nests that flatten-column-nests walks as one loop) taken from the
+    centred values, of x or exp(x): returned alone, normalised (maybe scaled per point),
+    or normalised beside the mean, in f32 or f16. Compiled for long reduced axes
+    (``COLUMN_MOMENT_DIMS``), strips hold no column on chip, so the variance joins the
+    mean's pass (moments.py) in column stages or a split plan; returns the program and
+    small sizes to run it at (each from 1)."""
     dtype = draw(st.sampled_from(["f32", "f16"]))
-    middle = draw(st.booleans())
-    shape, axis = ("[A, R, C]", 1) if middle else ("[R, C]", 0)
+    layout = draw(st.sampled_from(["leading", "middle", "leading2", "middle2"]))
+    shape, axis, kept = {"leading": ("[R, C]", "0", "[1, C]"),
+                         "middle": ("[A, R, C]", "1", "[A, 1, C]"),
+                         "leading2": ("[A, R, C]", "[0, 1]", "[1, 1, C]"),
+                         "middle2": ("[A, R, S, C]", "[1, 2]", "[A, 1, 1, C]")}[layout]
     sizes = {"R": draw(st.integers(1, 70)), "C": draw(st.integers(1, 9))}
-    if middle:
+    if layout != "leading":
         sizes["A"] = draw(st.integers(1, 2))
-    kept = "[A, 1, C]" if middle else "[1, C]"
+    if layout == "middle2":
+        sizes["S"] = draw(st.integers(1, 3))
     source = "exp(x)" if draw(st.booleans()) else "x"
     kind = draw(st.sampled_from(["variance", "normalise", "scaled", "with_mean"]))
     body = [f"    m = mean({source}, axis={axis}, keepdims=true)", f"    d = {source} - m",
@@ -679,7 +685,7 @@ def column_moments_programs(draw):
             + "\n".join(body) + f"\n    return {value}\n}}\n"), sizes
 
 
-COLUMN_MOMENT_DIMS = {"A": 4, "R": 100352, "C": 64}  # columns no strip holds
+COLUMN_MOMENT_DIMS = {"A": 4, "R": 100352, "S": 4, "C": 64}  # columns no strip holds
 
 
 @st.composite

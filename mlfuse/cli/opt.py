@@ -19,7 +19,8 @@ def opt_command(args) -> int:
     by_pass = {"fuse": options, "no-fuse": options,
                "schedule-contractions": {"precision": args.matmul_precision},
                "coalesce-axes": {"dims": options["dims"]},
-               "flatten-row-nests": {"dims": options["dims"]}}
+               "flatten-row-nests": {"dims": options["dims"]},
+               "flatten-column-nests": {"dims": options["dims"]}}
     passes = [get_pass(n, **by_pass.get(n, {})) for n in names]
     PassManager(passes, verify_each=True, print_after=print_after(args.print_ir_after_all)).run(module)
     text = print_ir(module)

@@ -153,6 +153,12 @@ def flat_access(op: Operation, args: list[Value], extents: list, points: set[int
         if len(at) == 1 and all(_invariant(v, points) for _, v in rest):
             # the loop index itself on one axis (a row's last, a column strip's middle)
             return FlatAccess(buf, rest, None, args[0], None if at[0] == len(idx) - 1 else at[0])
+        run = _merged_step(idx, shape, args[0])
+        if run is not None:  # the loop index over neighbouring axes (flatten-column-nests)
+            first, last = run
+            rest = [(d, v) for d, v in enumerate(idx) if not first <= d <= last]
+            if all(_invariant(v, points) for _, v in rest):
+                return FlatAccess(buf, rest, None, args[0], last)
         form = unravel_form(idx)
         if form is None:
             return None
@@ -166,6 +172,21 @@ def flat_access(op: Operation, args: list[Value], extents: list, points: set[int
     if not all(_invariant(v, points) for v in idx[:j]):
         return None
     return FlatAccess(buf, list(enumerate(idx[:j])), offset, step)
+
+
+def _merged_step(idx: list[Value], shape: list, k: Value) -> tuple[int, int] | None:
+    """(first, last): the axes, not the trailing ones, whose indices are the row-major
+    unravel of the loop index ``k`` over exactly their dims (batch norm's statistics
+    over [N, H, W] of NHWC, flattened: ``x[X // W // H, X // W % H, X % W, c]``), so the
+    access lies at ``row_base + k * stride(last)``; None where there are none."""
+    for end in range(len(idx) - 2, 0, -1):
+        if not isinstance(op_of(idx[end]), ModOp):
+            continue
+        form = unravel_form(idx[:end + 1])
+        if form is not None and form[1] is k and \
+                list(form[2]) == list(shape[form[0] + 1:end + 1]):
+            return form[0], end
+    return None
 
 
 def _monomials(v: Value) -> list[list]:

@@ -22,6 +22,7 @@ from mlfuse.matmul_precision import MEANING, check_matmul_precision
 from mlfuse.runtime.kernel_cache import cache_stats
 from mlfuse.transforms.coalesce_axes import CoalesceAxes
 from mlfuse.transforms.contraction import ScheduleContractionsPass
+from mlfuse.transforms.flatten_column_nests import FlattenColumnNests, over_columns
 from mlfuse.transforms.flatten_row_nests import FlattenRowNests
 from mlfuse.transforms.fusion.cost import buffer_bytes, kernel_cost, resolve
 from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
@@ -93,10 +94,11 @@ def _schedule_reason(kernel: KernelOp, dims, target) -> str:
         return ""
     reason = choose_schedule(kernel, dims, target).reason
     nests = kernel.attributes.get("flat_nests") or []
-    if nests:  # flatten-row-nests walked them as one loop each
+    if nests:  # flatten-row-nests or flatten-column-nests walked them as one loop each
         walked = "; ".join(f"{', '.join(map(str, e))} walked as one loop of {product_dim(e)}"
                            for e in nests)
-        reason = f"{walked} (flatten-row-nests); {reason}"
+        by = "flatten-column-nests" if over_columns(kernel) else "flatten-row-nests"
+        reason = f"{walked} ({by}); {reason}"
     return reason
 
 
@@ -153,6 +155,7 @@ def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int 
         ScheduleContractionsPass(check_matmul_precision(matmul_precision)).run(module)
         CoalesceAxes(dims=dims).run(module)  # transpose tiles' axes merged where accesses allow
         FlattenRowNests(dims=dims).run(module)  # rows over several axes: warp-rows where short
+        FlattenColumnNests(dims=dims).run(module)  # columns over several axes: column plans
     reports = []
     for bf, ff, plan in zip(base.funcs, fused.funcs, fuse_pass.plans):
         kb, kf = _kernel_reports(bf, dims, target), _kernel_reports(ff, dims, target)

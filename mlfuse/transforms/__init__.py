@@ -4,7 +4,7 @@ by name (``mlfuse opt --passes``, the pipeline): the one place that lists them.
 tensor -> tensor: ``decompose`` (composites into primitives), ``cse``;
 tensor -> loops:  ``lower-tensor-to-loops`` (one loop nest per op);
 loops -> fused:   ``fuse`` / ``no-fuse`` (kernels), then ``schedule-contractions``,
-                  ``coalesce-axes`` and ``flatten-row-nests``.
+                  ``coalesce-axes``, ``flatten-row-nests`` and ``flatten-column-nests``.
 """
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from mlfuse.transforms.coalesce_axes import CoalesceAxes
 from mlfuse.transforms.contraction import ScheduleContractionsPass
 from mlfuse.transforms.cse import CSEPass
 from mlfuse.transforms.decompose import Decompose
+from mlfuse.transforms.flatten_column_nests import FlattenColumnNests
 from mlfuse.transforms.flatten_row_nests import FlattenRowNests
 from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
 from mlfuse.transforms.lower_to_loops import LowerTensorToLoops
 
 PASSES: dict[str, type[Pass]] = {cls.name: cls for cls in (
     Decompose, CSEPass, LowerTensorToLoops, FusePass, NoFusePass, ScheduleContractionsPass,
-    CoalesceAxes, FlattenRowNests)}
+    CoalesceAxes, FlattenRowNests, FlattenColumnNests)}
 
 
 def get_pass(name: str, **options) -> Pass:

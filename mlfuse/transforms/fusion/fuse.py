@@ -115,6 +115,15 @@ class Planner(Grouping):
                 cost = kernel_cost(flat, self.dims, self.target)
                 flat.erase()
                 return kernel, cost
+        from mlfuse.transforms.flatten_column_nests import flattened_columns, over_columns
+        if over_columns(kernel):
+            # nests over neighbouring axes (batch norm's [N, H, W] of NHWC) walked as one
+            # loop: the column plans of one reduced axis (flatten-column-nests), priced so
+            flat = flattened_columns(kernel, self.dims, self.target)
+            if flat is not None:
+                cost = kernel_cost(flat, self.dims, self.target)
+                flat.erase()
+                return kernel, cost
         return kernel, kernel_cost(kernel, self.dims, self.target)
 
     def build(self, group: Group, groups=None, name="kernel"):

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from mlfuse.dialects.arith import FloorDivOp
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.index_forms import (access_walk, reads_value, row_step, row_walk, size_of,
+from mlfuse.dialects.index_forms import (access_walk, merged_view, reads_value, row_step, row_walk, size_of,
                                          unraveled)
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, access_parts
 from mlfuse.dialects.permute import store_scatters
@@ -131,7 +131,9 @@ def _reshaped_view(load: Operation, levels: list) -> list | None:
     if walk is not None:
         return idx[:walk.at] + [t for t, _ in walk.terms if t is not None] + [indices[-1]]
     found = unraveled(idx)
-    step = row_step(found[1], extents) if found else None
+    if found is None:  # neighbouring axes walked as one (flatten-column-nests): x[X, c]
+        return merged_view(idx, list(buf.type.shape))[0]
+    step = row_step(found[1], extents)
     if step is None:
         return idx
     q = next(v for v in found[1].op.operands if v is not step).op
