@@ -140,11 +140,13 @@ class Target:
                                 # (codegen/column_stages.py)
     column_lanes_epilogue: bool = True  # its epilogue a vector of points a thread where the
                                 # call allows (codegen/column_epilogue_vector.py)
-    column_lanes_rows: str = "bands"  # ... a chunk's rows: "bands" (consecutive rows),
+    column_lanes_rows: str = "auto"  # ... a chunk's rows: "bands" (consecutive rows),
                                 # "interleaved" (n_chunks apart), "one" (the lean epilogue,
                                 # column_epilogue_lean.py: a row a thread, 30-38 registers
                                 # against 60-70; 2-5% faster on f32 centring, 3% slower
-                                # on two statistics, H100: docs/perf-notes.md)
+                                # on two statistics, H100: docs/perf-notes.md), "auto"
+                                # (lean where the point's values are its reductions
+                                # scaled: column_epilogue_lean.lean_epilogue_pays)
     column_lanes_min_blocks: int = 1  # ... whose blocks resident per SM launch bounds ask:
                                 # 88 registers at 1 (centring), 92 B spilled at 2 (64)
     strip_lanes_combine: bool = True  # its reductions combine a thread's lanes at once
@@ -178,8 +180,8 @@ class Target:
         if self.strip_shared_bytes > 40 * 1024:  # (plus its static scratch, under 48 KB)
             raise ValueError("strip_shared_bytes over 40 KB would need a kernel's opt-in to more "
                              "than 48 KB of shared memory, which strips kernels do not ask")
-        if self.column_lanes_rows not in ("bands", "interleaved", "one"):
-            raise ValueError(f"column_lanes_rows must be 'bands', 'interleaved' or 'one', "
+        if self.column_lanes_rows not in ("auto", "bands", "interleaved", "one"):
+            raise ValueError(f"column_lanes_rows must be 'auto', 'bands', 'interleaved' or 'one', "
                              f"not {self.column_lanes_rows!r}")
         for knob in ("pointwise_per_thread", "row_values_per_thread", "short_row_values"):
             if getattr(self, knob) % self.vector_width:
@@ -203,3 +205,14 @@ DEFAULT_TARGET = H100
 
 def get_target(name: str | None = None) -> Target:
     return TARGETS[name] if name else DEFAULT_TARGET
+
+
+def hw_setting(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` (a probe's or a report's ``--hw``) as a Target field and its value:
+    an int, true/false, or the text; a name that is no field is refused."""
+    import dataclasses
+    name, _, value = text.partition("=")
+    if name not in {f.name for f in dataclasses.fields(Target)}:
+        raise ValueError(f"no hardware field {name!r} (mlfuse/hardware.py)")
+    return name, (int(value) if value.lstrip("-").isdigit() else
+                  value == "true" if value in ("true", "false") else value)

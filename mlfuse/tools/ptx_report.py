@@ -42,6 +42,7 @@ import tempfile
 import types as pytypes
 
 from mlfuse.codegen.abi import is_tiled_kernel
+from mlfuse.hardware import hw_setting
 
 _OPTIONS = ("fastmath", "lineinfo", "launch_bounds", "max_registers")
 
@@ -255,9 +256,8 @@ def main(argv: list[str]) -> int:
     hw_fields = {}
     for a in argv:
         if a.startswith("--hw="):
-            name, _, value = a[len("--hw="):].partition("=")
-            hw_fields[name] = (int(value) if value.lstrip("-").isdigit() else
-                               value == "true" if value in ("true", "false") else value)
+            name, value = hw_setting(a[len("--hw="):])
+            hw_fields[name] = value
     if sass_dir:
         os.makedirs(sass_dir, exist_ok=True)
     for path in (a for a in argv if not a.startswith("--")):
