@@ -9,12 +9,13 @@ scaled per column (``gamma[c]``: each lane's own load), and column standardisati
 two sibling statistics (mean and mean square: one stage of partials). Where a strip's
 values fit neither shared memory nor registers the host runs the column stages: the
 split-columns first stage, then an epilogue. Variants (``mlfuse.hardware`` knobs): the
-defaults (the vector epilogue, codegen/column_epilogue_vector.py, where the call allows:
-a chunk of consecutive rows a thread), "rows apart" (a chunk's rows n_chunks apart, so the
-GPU's threads walk neighbouring rows together) and "lean" (codegen/column_epilogue_lean.py:
-a thread per (row, vector), a pointwise kernel's order, 32-bit offsets; the scalar
-epilogue, a point a thread, came within 1% of the defaults in the seventh session and is
-no longer probed), beside torch eager and
+defaults (``column_lanes_rows`` "auto": the lean epilogue where the points' values are
+their reductions scaled, a mean; else bands), "bands" (the vector epilogue,
+codegen/column_epilogue_vector.py, where the call allows: a chunk of consecutive rows a
+thread) and "lean" (codegen/column_epilogue_lean.py: a thread per (row, vector), a
+pointwise kernel's order, 32-bit offsets). A chunk's rows n_chunks apart
+("interleaved") measured within noise of bands in the twenty-third session, and the
+scalar epilogue within 1% in the seventh; neither is probed now. Beside torch eager and
 torch.compile on the same inputs, every result checked against the NumPy interpreter
 (probe_memkern.py's machinery). The last lines are a table: ms, % of the copy
 bandwidth's time for the bytes a perfect fused kernel moves, the time over the faster
@@ -71,7 +72,7 @@ SHAPES = {
                                {"R": 70, "C": 8}),
 }
 
-VARIANTS = {"default": {}, "rows apart": {"column_lanes_rows": "interleaved"},
+VARIANTS = {"default": {}, "bands": {"column_lanes_rows": "bands"},
             "lean": {"column_lanes_rows": "one"}}
 
 

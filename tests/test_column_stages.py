@@ -73,16 +73,18 @@ STATS_BOTH = ("func f(x: f32[R, C]) -> (f32[R, C], f32[1, C], f32[1, C]) {\n"
               " return (x - m) * rsqrt(q - m * m + 1e-5), m, q }")
 
 
+# the epilogue's vector twin: lean where the points' values are their means
+# (column_epilogue_lean.lean_epilogue_pays), bands of rows a thread elsewhere
 @pytest.mark.parametrize("source, dims, first, epilogue", [
-    (CENTRING, {"R": 300, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (CENTRING, {"R": 300, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_lean"),
     (CENTRING, {"R": 301, "C": 6}, "f_0_stage0", "f_0_epilogue"),  # 4 does not divide C
-    (CENTRING_F16, {"R": 70, "C": 16}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (CENTRING_F16, {"R": 70, "C": 16}, "f_0_stage0_vector", "f_0_epilogue_lean"),
     (CENTRING_F16, {"R": 70, "C": 12}, "f_0_stage0", "f_0_epilogue"),  # 8 does not divide
-    (BOTH, {"R": 97, "C": 12}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (BOTH, {"R": 97, "C": 12}, "f_0_stage0_vector", "f_0_epilogue_lean"),
     (STATS_BOTH, {"R": 61, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_vector"),
-    (ROW_SCALED, {"R": 90, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (ROW_SCALED, {"R": 90, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_lean"),
     (MIDDLE, {"A": 2, "B": 130, "C": 5}, "f_0_stage0", "f_0_epilogue"),
-    (MIDDLE, {"A": 3, "B": 70, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_vector"),
+    (MIDDLE, {"A": 3, "B": 70, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_lean"),
 ])
 def test_column_stages_agree_with_numpy(source, dims, first, epilogue):
     launched, _ = _run(source, dims)
@@ -112,14 +114,15 @@ def test_column_stages_nan_stays_in_its_column_and_runs_repeat():
     assert again.tobytes() == out.tobytes()
 
 
-@pytest.mark.parametrize("rows", ["interleaved", "one"])
+@pytest.mark.parametrize("rows", ["bands", "interleaved", "one"])
 @pytest.mark.parametrize("source, dims", [(CENTRING, {"R": 301, "C": 8}),
                                           (ROW_SCALED, {"R": 90, "C": 8}),
                                           (STATS_BOTH, {"R": 61, "C": 8}),
                                           (MIDDLE, {"A": 3, "B": 70, "C": 8})])
 def test_column_epilogue_rows_apart_or_one_a_thread_agree(rows, source, dims):
-    """The vector epilogue's other row plans (hw.column_lanes_rows): a chunk's rows
-    n_chunks apart, and the lean epilogue's row a thread."""
+    """Each of the epilogue's row plans (hw.column_lanes_rows) wherever "auto" would
+    pick another: a chunk's consecutive rows, its rows n_chunks apart, and the lean
+    epilogue's row a thread."""
     import dataclasses
 
     from mlfuse.codegen import generate

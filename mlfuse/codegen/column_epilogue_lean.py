@@ -1,5 +1,6 @@
-"""The column stages' lean epilogue (``hw.column_lanes_rows == "one"``): a thread per
-(row, vector of neighbouring points), in a pointwise kernel's order.
+"""The column stages' lean epilogue (``hw.column_lanes_rows``: "one", or "auto", the
+default, where ``lean_epilogue_pays``): a thread per (row, vector of neighbouring
+points), in a pointwise kernel's order.
 
 The vector epilogue (column_epilogue_vector.py) gives a thread a chunk of rows and walks
 it a tile at a time. Column centring's took 70 registers (ptxas, sm_90), so only a
@@ -28,7 +29,8 @@ from __future__ import annotations
 from mlfuse.codegen.column_epilogue_vector import ColumnVectorEpilogue
 from mlfuse.codegen.scalar import COMPUTE_TYPE
 from mlfuse.codegen.split_host import vector_call_test
-from mlfuse.dialects.loops import LoadOp, ReduceOp, StoreOp, YieldOp
+from mlfuse.dialects.arith import SCALAR_OPS, CastOp
+from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp, YieldOp
 
 _DOC = ("Strips over [{space}] split in stages, last stage, lean: a thread per (row, vector "
         "of neighbouring points) loads its points' combined partials and its row's "
@@ -124,6 +126,32 @@ class ColumnLeanEpilogue(ColumnVectorEpilogue):
                     self.statement(o, shared=False)
 
 
+_SCALINGS = (SCALAR_OPS["mul"], SCALAR_OPS["div"], CastOp)
+
+
+def lean_epilogue_pays(op) -> bool:
+    """Whether kernel ``op``'s column stages take the lean epilogue where
+    ``hw.column_lanes_rows`` is "auto": where its point's values are its reductions'
+    results scaled or converted (a mean: sum / n), each op reading one of them. Every
+    item recomputes those (its lanes' loop), while the bands epilogue computes them once
+    for a chunk of rows. Measured (H100, docs/perf-notes.md "Twenty-third session"):
+    lean 0.97-1.01x torch.compile on f32 column centring at five shapes, where bands
+    is 1.02-1.05x; on standardisation, ``(x - m) * rsqrt(q - m * m + eps)``, lean is 3%
+    slower, and ncu (H200, "Twenty-fourth session") counts 133M warp instructions
+    against bands' 17M, its SMs 71% busy."""
+    made = set()
+    for o in op.body.ops:
+        if isinstance(o, ReduceOp):
+            made.add(id(o.result))
+        elif not isinstance(o, (ForOp, StoreOp)):
+            reads = [v for v in o.operands if id(v) in made]
+            if reads and (len(reads) > 1 or not isinstance(o, _SCALINGS)):
+                return False
+            if reads:
+                made.update(id(r) for r in o.results)
+    return True
+
+
 def lean_call_test(host, op, lanes: dict, points: str, n_k: str) -> str:
     """The host's test that a call may run the lean epilogue: whole aligned vectors
     (``vector_call_test``), and every index and offset under 2**31."""
@@ -132,4 +160,4 @@ def lean_call_test(host, op, lanes: dict, points: str, n_k: str) -> str:
             f"{points} * ({n_k}) < 2**31 and {sizes}")
 
 
-__all__ = ["ColumnLeanEpilogue", "lean_call_test"]
+__all__ = ["ColumnLeanEpilogue", "lean_call_test", "lean_epilogue_pays"]

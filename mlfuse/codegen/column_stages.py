@@ -21,7 +21,8 @@ every reduction reads none of another, every top-level loop one axis of one exte
   columns as the first stage's). A point's own values (a statistic also returned) are
   stored by its first chunk's thread. Its vector twin (column_epilogue_vector.py) takes
   a vector of points a thread; the lean twin (column_epilogue_lean.py, where
-  ``hw.column_lanes_rows`` is "one") a vector of one row a thread.
+  ``hw.column_lanes_rows`` is "one", or "auto" and ``lean_epilogue_pays``) a vector of
+  one row a thread.
 
 x is read twice, as by the two unfused kernels, with every thread of the GPU busy in
 both and no intermediate buffer. Each epilogue thread once combined its point's
@@ -35,7 +36,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from mlfuse.codegen.addressing import ACCESSES
-from mlfuse.codegen.column_epilogue_lean import ColumnLeanEpilogue, lean_call_test
+from mlfuse.codegen.column_epilogue_lean import (ColumnLeanEpilogue, lean_call_test,
+                                                lean_epilogue_pays)
 from mlfuse.codegen.column_epilogue_vector import (
     ColumnVectorEpilogue,
     epilogue_vector_plan,
@@ -185,7 +187,8 @@ def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw)
     texts.append(ColumnEpilogue(op, epilogue, target, helpers, hw, names.taken).emit())
     lanes_plan, lanes = epilogue_vector_plan(op, hw), None
     if lanes_plan is not None:
-        lean = hw.column_lanes_rows == "one"
+        lean = hw.column_lanes_rows == "one" or (hw.column_lanes_rows == "auto" and
+                                                 lean_epilogue_pays(op))
         ename = names.fresh(f"{name}_epilogue_{'lean' if lean else 'vector'}")
         emitter = ColumnLeanEpilogue if lean else ColumnVectorEpilogue
         texts.append(emitter(op, ename, target, helpers, hw, names.taken, lanes_plan).emit())
