@@ -140,6 +140,10 @@ class Target:
                                 # (codegen/column_stages.py)
     column_lanes_epilogue: bool = True  # its epilogue a vector of points a thread where the
                                 # call allows (codegen/column_epilogue_vector.py)
+    split_tile_vectors: int = 0  # the split stages' vector walk (split_stages.py): each
+                                # streamed buffer's vectors a thread loads before it
+                                # computes a tile; 0: as the streaming row kernels
+                                # (row_plans.stream_tile: one vector of each of two)
     column_lanes_rows: str = "auto"  # ... a chunk's rows: "bands" (consecutive rows),
                                 # "interleaved" (n_chunks apart), "one" (the lean epilogue,
                                 # column_epilogue_lean.py: a row a thread, 30-38 registers

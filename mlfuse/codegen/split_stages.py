@@ -220,7 +220,8 @@ class StageEmitter(KernelEmitter):
         # a thread in flight, latency-bound at 45% occupancy (ncu)
         chained = {id(o) for o in self.chain_loads}
         streams = [o for o in self.fills[id(op)][1] if id(o) not in chained]
-        vectors = f"max(1, {stream_tile(len(streams))} // {VECTOR_WIDTH})"
+        vectors = str(self.hw.split_tile_vectors) if self.hw.split_tile_vectors else \
+            f"max(1, {stream_tile(len(streams))} // {VECTOR_WIDTH})"
         span = f"{vectors} * {VECTOR_WIDTH} * {loc['nthreads']}"
         first = f"{loc['base']} + ({loc['tid']} + {loc['vec']} * {loc['nthreads']}) * {VECTOR_WIDTH}"
         with w.indented(f"for {loc['base']} in {self.stream_order(hi, span, lo)}:"):
