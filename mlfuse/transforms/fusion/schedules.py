@@ -465,18 +465,21 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
 
 def _columns_streamed(kernel: KernelOp, choice: ScheduleChoice, dims: dict,
                       target: Target) -> bool:
-    """Whether a strips kernel over columns, compiled for its reduced extents' sizes,
-    holds its values neither in registers nor in shared memory at them, and would have a
-    plan of one level of partials (column stages, or split-columns where no loop follows
-    its reductions) were its reductions at one level. (Compiled for
-    symbols, the default sizes do not tell; as for rows, the kernel is left as written:
-    the held kernels, instruction-bound over few channels, would pay the extra sums.)"""
-    if choice.schedule != "strips" or choice.strip != "columns" or \
-            any(s not in dims for n in reduce_nests(kernel) for s in symbols_of(n.extents)):
+    """Whether a strips kernel over columns may hold its values neither in registers
+    nor in shared memory, and would have a plan of one level of partials (column
+    stages, or split-columns where no loop follows its reductions) were its reductions
+    at one level: compiled for its reduced extents' sizes, where it holds nothing at
+    them; compiled for symbols, always (a call's columns may be long: column
+    standardisation compiled for [R, C] and called at [100352, 64] streamed 8 strips a
+    block each over the GPU, 3.0x torch.compile, H200; the held kernels pay the shifted
+    sums instead, docs/perf-notes.md "Twenty-fourth session")."""
+    if choice.schedule != "strips" or choice.strip != "columns":
         return False
     if any(isinstance(o, ForOp) for o in kernel.body.ops) and \
             why_not_column_staged(kernel, levels=False) is not None:
         return False  # no plan that one level of partials would give it
+    if any(s not in dims for n in reduce_nests(kernel) for s in symbols_of(n.extents)):
+        return True
     with _scheduled(kernel, schedule="strips", strip="columns"):
         return not strip_held(kernel, dims, target, "columns")
 
