@@ -246,6 +246,35 @@ def test_a_prologue_value_also_returned_is_stored_in_the_reductions_pass(source,
     assert "f_0_epilogue_vector" not in module.source  # (it moves no vector)
 
 
+class _Grids:
+    """A kernel that notes the grid of each launch."""
+
+    def __init__(self, kernel):
+        self.kernel, self.grids = kernel, []
+
+    def __getitem__(self, config):
+        self.grids.append(config[0])
+        return self.kernel[config]
+
+
+@pytest.mark.parametrize("source, dims, points", [(FULL_RETURNED, {"N": 3000}, 1),
+                                                  (ROWS_RETURNED, {"R": 3, "C": 1300}, 3)])
+def test_an_epilogue_that_only_combines_takes_a_block_per_point(source, dims, points):
+    """Its loops stored in stage 0, the epilogue is a block per point whose threads
+    combine the partials (more chunks than threads here), not a block per (point,
+    chunk) each thread of which combined all of them."""
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=4)
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    py = module.python_module
+    py._split_stages = lambda points, extent, reread: True
+    py._split_stage_rows = lambda points, extent: 70
+    py.f_0_epilogue = epilogue = _Grids(py.f_0_epilogue)
+    assert_results_close(func, run_tensor(func, inputs), module["f"](*inputs))
+    assert epilogue.grids == [points]
+    assert "a block per point combines the partials" in _kernel(module.source, "f_0_epilogue")
+
+
 @fuzz_settings("split_stages")
 @given(st.data())
 def test_random_split_plans_with_values_stored_as_reduced_agree_with_numpy(data):

@@ -54,7 +54,7 @@ from mlfuse.codegen.lane_uniform import agree_test, lane_chains
 from mlfuse.dialects.reductions import (defined_inside, reduce_levels, sibling_passes,
                                         stage_count, staged_fors)
 from mlfuse.codegen.row_plans import stream_tile
-from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
 from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
@@ -62,7 +62,9 @@ from mlfuse.ir.core import Operation
 _DOC = {"stage": "Row schedule over [{space}] split across blocks, stage {level}: a block per "
                  "(point, chunk) writes the partials of the level-{level} reductions.",
         "epilogue": "Row schedule over [{space}] split across blocks, last stage: a block per "
-                    "(point, chunk) combines the partials, then runs the loops over its chunk."}
+                    "(point, chunk) combines the partials, then runs the loops over its chunk.",
+        "combine": "Row schedule over [{space}] split across blocks, last stage: a block per "
+                   "point combines the partials (its loops stored in the stages)."}
 
 
 class StageEmitter(KernelEmitter):
@@ -99,6 +101,11 @@ class StageEmitter(KernelEmitter):
         self.partials = [self.namer.fresh(f"{o.result.name_hint or 'acc'}_partials")
                          for o in self.reduces]
         self.combined: set[int] = set()  # the reduces whose partials are combined
+        # an epilogue left with no loop to walk (its fors stored in a reduce's pass:
+        # ``y = p - t; return y, mean(y * y)``) only combines: a block per point, its
+        # threads the partials (a block per (point, chunk), each thread combining all
+        # n_split partials alone, took 42 us of 0.35 ms at 2**26 values, H100 ncu)
+        self.combine_only = self.last and not self.walked()
 
     def walked(self) -> list[Operation]:
         """The top-level loops this kernel's blocks walk over their chunk."""
@@ -118,7 +125,8 @@ class StageEmitter(KernelEmitter):
 
     def emit(self) -> str:
         w, loc = self.w, self.local
-        doc = _DOC["epilogue" if self.last else "stage"].replace("{level}", str(self.level))
+        kind = "combine" if self.combine_only else "epilogue" if self.last else "stage"
+        doc = _DOC[kind].replace("{level}", str(self.level))
         with self.kernel_def(self.partials + [loc["n_split"]], doc):
             self.plan_walk()
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
@@ -129,9 +137,13 @@ class StageEmitter(KernelEmitter):
                        f"* {VECTOR_WIDTH}")
             else:
                 w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
+            items = loc["n_points"] if self.combine_only else f"{loc['n_points']} * {loc['n_split']}"
             with w.indented(f"for {loc['flat']} in range(numba.int64(cuda.blockIdx.x), "
-                            f"{loc['n_points']} * {loc['n_split']}, cuda.gridDim.x):"):
-                w.line(f"{loc['point']}, {loc['part']} = divmod({loc['flat']}, {loc['n_split']})")
+                            f"{items}, cuda.gridDim.x):"):
+                if self.combine_only:  # a block per point
+                    w.line(f"{loc['point']}, {loc['part']} = {loc['flat']}, 0")
+                else:
+                    w.line(f"{loc['point']}, {loc['part']} = divmod({loc['flat']}, {loc['n_split']})")
                 self.unravel(loc["point"])
                 self.row_base_lines()
                 w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
@@ -146,7 +158,7 @@ class StageEmitter(KernelEmitter):
         walked = self.plan_passes(self.walked())
         w.line(f"{loc['tid']} = cuda.threadIdx.x")
         w.line(f"{loc['nthreads']} = cuda.blockDim.x")
-        self.declare_scratch(walked)
+        self.declare_scratch(self.reduces if self.combine_only else walked)
         self.plan_stream_tiles(walked)
         # (a staged for's stores too: its loads are its pass's first loop's)
         self.plan_flat_rows([(m, m.body.args[:1], m.extent_list) for o in walked
@@ -319,14 +331,24 @@ class StageEmitter(KernelEmitter):
         for o in group:
             self.combined.add(id(o))
             accs.append(self.define(o.result, "acc"))
-            w.line(f"{accs[-1]} = {self.namer(o.operands[0])}  # then the partials, "
-                   "in chunk order")
-        with w.indented(f"for {loc['s']} in range({loc['n_split']}):"):
+            if self.combine_only:  # each thread's partials tid, tid + nthreads, ...
+                w.line(f"{accs[-1]} = {identity(o['combiner'], o.result.type.dtype)}")
+            else:
+                w.line(f"{accs[-1]} = {self.namer(o.operands[0])}  # then the partials, "
+                       "in chunk order")
+        first, step = (loc["tid"], loc["nthreads"]) if self.combine_only else ("0", "1")
+        with w.indented(f"for {loc['s']} in range({first}, {loc['n_split']}, {step}):"
+                        if self.combine_only else f"for {loc['s']} in range({loc['n_split']}):"):
             for o, acc in zip(group, accs):
                 partials = self.partials[self.reduces.index(o)]
                 value = f"{partials}[{loc['point']} * {loc['n_split']} + {loc['s']}]"
                 dtype = o.result.type.dtype
                 w.line(f"{acc} = {combine(o['combiner'], acc, value, self.helpers, dtype)}")
+        if self.combine_only:  # then the block's, and the init (the same bits every run)
+            for o, acc in zip(group, accs):
+                dtype = o.result.type.dtype
+                total = self.shared_combine(o["combiner"], acc, dtype)
+                w.line(f"{acc} = {combine(o['combiner'], self.namer(o.operands[0]), total, self.helpers, dtype)}")
 
     def partial(self, op: ReduceOp) -> None:
         """The block's partial of ``op`` over its chunk, to memory (with the reduces of
@@ -363,7 +385,7 @@ def emit_stages(op, name: str, target: str, helpers: set[str], names, hw) -> tup
     emitters = [StageEmitter(op, kname, level, target, helpers, hw, names.taken)
                 for level, kname in enumerate(kernels)]
     texts = [e.emit() for e in emitters]
-    launch = {"stages": kernels}
+    launch = {"stages": kernels, "combine_only": emitters[-1].combine_only}
     accesses = [o for e in emitters for o in e.vector_accesses]
     if hw.vector_width > 1 and accesses:
         # a stage moving no whole vectors (its rows' dtypes have no vector: bf16, i64)
@@ -390,12 +412,18 @@ def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[
         lines.append(f"{partials[-1]} = cuda.device_array({points} * {n_split}, dtype=np.{dtype})")
     per_thread = f"-(-({row}) // ({n_split} * VALUES_PER_THREAD))"
     grid = f"_row_blocks({points} * {n_split}), _row_threads({per_thread}, THREADS_PER_BLOCK)"
-    calls = [host.call(name, grid, args + partials + [n_split]) for name in kernel.launch["stages"]]
+    # an epilogue that only combines: a block per point, a thread per few partials
+    last = (f"_row_blocks({points}), _row_threads(-(-{n_split} // VALUES_PER_THREAD), "
+            "THREADS_PER_BLOCK)") if kernel.launch.get("combine_only") else grid
+    grids = [grid] * (len(kernel.launch["stages"]) - 1) + [last]
+    calls = [host.call(name, g, args + partials + [n_split])
+             for name, g in zip(kernel.launch["stages"], grids)]
     twin = kernel.launch.get("stage_vectors")
     if twin is None:
         return lines + calls
     unit = host.w.unit
-    vectors = [host.call(name, grid, args + partials + [n_split]) for name in twin["names"]]
+    vectors = [host.call(name, g, args + partials + [n_split])
+               for name, g in zip(twin["names"], grids)]
     tests = vector_tests(host, kernel, twin, points, row, ragged_point=not kernel.op.extent_list)
     return lines + [f"if {' and '.join(tests)}:  # whole vectors, aligned"] + \
         [unit + c for c in vectors] + ["else:"] + [unit + c for c in calls]
