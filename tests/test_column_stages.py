@@ -44,6 +44,19 @@ def test_which_strips_get_column_stages():
     assert why_not_column_staged(softmax) == "a reduction reads another's result"
 
 
+def test_compiled_for_symbols_a_column_variance_joins_its_means_pass():
+    """A call's columns may be long: compiled with R unbound, the standardisation's
+    variance is shifted into the mean's pass (moments.py), so the strips kernel has
+    column stages for calls whose columns fit on chip nowhere."""
+    source = ("func f(x: f32[R, C]) -> f32[R, C] {\n m = mean(x, axis=0, keepdims=true)\n"
+              " d = x - m\n return d * rsqrt(mean(d * d, axis=0, keepdims=true) + 1e-5) }")
+    (kernel,) = [o for o in compile_text(source, "t.fuse").funcs[0].body.ops
+                 if isinstance(o, KernelOp)]
+    assert (kernel["schedule"], kernel["strip"]) == ("strips", "columns")
+    assert kernel.attributes.get("split_stages") == 1
+    assert why_not_column_staged(kernel) is None
+
+
 def _run(source, dims, inputs=None, force=None):
     """The kernels the host launched for a call whose strips fit on chip nowhere
     (``force``: more module globals to set first)."""
