@@ -12,8 +12,10 @@ split-columns first stage, then an epilogue. Variants (``mlfuse.hardware`` knobs
 defaults (``column_lanes_rows`` "auto": the lean epilogue where the points' values are
 their reductions scaled, a mean; else bands), "bands" (the vector epilogue,
 codegen/column_epilogue_vector.py, where the call allows: a chunk of consecutive rows a
-thread) and "lean" (codegen/column_epilogue_lean.py: a thread per (row, vector), a
-pointwise kernel's order, 32-bit offsets). A chunk's rows n_chunks apart
+thread), "lean" (codegen/column_epilogue_lean.py: a thread per (row, vector), a
+pointwise kernel's order, 32-bit offsets) and "no stages" (``strip_column_stages``
+off: the streaming strips kernel, a block per strip re-reading it for each loop). The
+softmax probes have two levels of reductions: a stage and a combine each. A chunk's rows n_chunks apart
 ("interleaved") measured within noise of bands in the twenty-third session, and the
 scalar epilogue within 1% in the seventh; neither is probed now. Beside torch eager and
 torch.compile on the same inputs, every result checked against the NumPy interpreter
@@ -45,6 +47,29 @@ func standardise(x: f32[R, C]) -> f32[R, C] {
 """
 
 
+SOFTMAX_COLUMNS = """
+func softmax_columns(x: f32[R, C]) -> f32[R, C] {
+    return softmax(x, axis=0)
+}
+"""
+
+SOFTMAX_MIDDLE = """
+func softmax_middle(x: f32[A, B, C]) -> f32[A, B, C] {
+    return softmax(x, axis=1)
+}
+"""
+
+
+def t_softmax_columns(x):
+    import torch
+    return torch.softmax(x, dim=0)
+
+
+def t_softmax_middle(x):
+    import torch
+    return torch.softmax(x, dim=1)
+
+
 def t_middle(x, g):
     return (x - x.mean(dim=1, keepdim=True)) * g
 
@@ -70,10 +95,18 @@ SHAPES = {
     "standardise 16384x4096": ({"R": 16384, "C": 4096},
                                ("standardise", STANDARDISE, t_standardise), "f32",
                                {"R": 70, "C": 8}),
+    # two levels (max, then the sum of exp(x - max)): a stage and a combine each
+    "softmax columns 100000x640": ({"R": 100000, "C": 640},
+                                   ("softmax_columns", SOFTMAX_COLUMNS, t_softmax_columns),
+                                   "f32", {"R": 70, "C": 8}),
+    "softmax middle 8x16384x512": ({"A": 8, "B": 16384, "C": 512},
+                                   ("softmax_middle", SOFTMAX_MIDDLE, t_softmax_middle),
+                                   "f32", {"A": 2, "B": 70, "C": 8}),
 }
 
 VARIANTS = {"default": {}, "bands": {"column_lanes_rows": "bands"},
-            "lean": {"column_lanes_rows": "one"}}
+            "lean": {"column_lanes_rows": "one"},
+            "no stages": {"strip_column_stages": False}}  # the streaming strips kernel
 
 
 def main() -> None:

@@ -15,6 +15,14 @@ every reduction reads none of another, every top-level loop one axis of one exte
   (split_columns_vector.py): a thread per (chunk, point), a partial of every reduce;
 - the combine (``ColumnCombine``): a thread per point combines its partials in chunk
   order into the first chunk's place (the second stage of split-columns, in place);
+- over several levels of reductions (a reduction reading another's result is a level
+  above it, ``reductions.reduce_levels``: softmax's max 0, its sum of exp(x - max) 1),
+  a stage and a combine per level: stage L walks only level L's reductions, after
+  reading the lower levels' results where their combines left them (``partials[point]``)
+  and computing what it needs of them. Each stage reads x again (softmax over long
+  columns: three reads, as the streaming strips kernel's three passes, with the whole
+  GPU busy where that kernel had a block per strip); no vector twin for the stages
+  then (split_columns_vector.py plans every nest of the kernel);
 - the epilogue (``ColumnEpilogue``): a thread per (chunk, point) reads its point's
   combined values, computes what the point needs, then walks its chunk of the loops
   after the reductions a tile at a time (the tile's loads first, cursors along the
@@ -49,6 +57,7 @@ from mlfuse.codegen.split_columns_vector import column_vector_plan
 from mlfuse.codegen.split_host import columns_first_stage, vector_call_test
 from mlfuse.codegen.vector import vector_buffers
 from mlfuse.dialects.loops import ForOp, StoreOp
+from mlfuse.dialects.reductions import stage_count
 from mlfuse.ir.core import Operation
 
 _DOC = ("Strips over [{space}] split in stages, last stage: a thread per (chunk, point) "
@@ -79,8 +88,10 @@ class ColumnCombine(SplitEmitter):
     ..., then the block (few points of many chunks: column centring over [100000, 300]
     took 917 chunks a point, a thread each walking them: 73 us of the call's 0.20 ms)."""
 
-    def __init__(self, op, name, target, helpers, hw, taken=(), blocks: bool = False):
-        super().__init__(op, name, "columns-combine", target, helpers, hw, taken, (None, None))
+    def __init__(self, op, name, target, helpers, hw, taken=(), blocks: bool = False,
+                 level: int | None = None):
+        super().__init__(op, name, "columns-combine", target, helpers, hw, taken, (None, None),
+                         level)
         self.blocks = blocks
 
     def leader(self) -> str:
@@ -99,13 +110,14 @@ class ColumnCombine(SplitEmitter):
                 self.statement(o, shared=False)  # the inits (constants)
             with self.each_item(loc["n_points"]):
                 w.line(f"{loc['point']} = {loc['flat']}")
-                for n, partials, v in zip(self.nests, self.partials, vals):
-                    self.combine_partials(n.top, n, partials, v)
+                for n, v in zip(self.nests, vals):
+                    self.combine_partials(n.top, n, self.partial_of[id(n.top)], v)
                 # (a block's: its leader, after the block reductions: every read of the
                 # place done)
                 with w.indented(f"if {self.leader()}:") if self.blocks else nullcontext():
-                    for n, partials in zip(self.nests, self.partials):
-                        w.line(f"{partials}[{loc['point']}] = {self.namer(n.top.result)}")
+                    for n in self.nests:
+                        w.line(f"{self.partial_of[id(n.top)]}[{loc['point']}] = "
+                               f"{self.namer(n.top.result)}")
         return self.w.text()
 
 
@@ -166,11 +178,16 @@ class ColumnEpilogue(SplitEmitter):
 def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw) -> tuple[dict, str]:
     """The column-stages plan's launch entries (``column_stages``: the first stage's
     name; its vector twin's and the epilogue's vector twin's names, lanes and buffers
-    where they have one; the scalar epilogue's name) and the kernels' text."""
+    where they have one; the scalar epilogue's name; ``levels``: each higher level's
+    stage and combines) and the kernels' text."""
     first = names.fresh(f"{name}_stage0")
-    twins = (None, column_vector_plan(op, hw))
+    count = stage_count(op) - 1  # levels of reductions
+    # over several levels, each stage walks its level's nests alone: no vector twin
+    # (its plan is of every nest)
+    twins = (None, column_vector_plan(op, hw) if count == 1 else None)
+    level = 0 if count > 1 else None
     texts = [SplitEmitter(op, first, "split-columns", target, helpers, hw, names.taken,
-                          twins).emit()]
+                          twins, level).emit()]
     vector = None
     if twins[1] is not None:
         vname = names.fresh(f"{name}_stage0_vector")
@@ -179,10 +196,22 @@ def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw)
         vector = {"name": vname, "lanes": twins[1].lanes,
                   "buffers": vector_buffers(twins[1].stepped)}
     combine = names.fresh(f"{name}_combine")
-    texts.append(ColumnCombine(op, combine, target, helpers, hw, names.taken).emit())
+    texts.append(ColumnCombine(op, combine, target, helpers, hw, names.taken,
+                               level=level).emit())
     combine_blocks = names.fresh(f"{name}_combine_blocks")
     texts.append(ColumnCombine(op, combine_blocks, target, helpers, hw, names.taken,
-                               blocks=True).emit())
+                               blocks=True, level=level).emit())
+    levels = []
+    for higher in range(1, count):  # (softmax's sum of exp(x - max): level 1)
+        stage = names.fresh(f"{name}_stage{higher}")
+        texts.append(SplitEmitter(op, stage, "split-columns", target, helpers, hw, names.taken,
+                                  (None, None), higher).emit())
+        kernels = {"first": stage}
+        for kind, blocks in (("combine", False), ("combine_blocks", True)):
+            kernels[kind] = names.fresh(f"{name}_{kind}{higher}")
+            texts.append(ColumnCombine(op, kernels[kind], target, helpers, hw, names.taken,
+                                       blocks=blocks, level=higher).emit())
+        levels.append(kernels)
     epilogue = names.fresh(f"{name}_epilogue")
     texts.append(ColumnEpilogue(op, epilogue, target, helpers, hw, names.taken).emit())
     lanes_plan, lanes = epilogue_vector_plan(op, hw), None
@@ -196,7 +225,7 @@ def emit_column_stages(op, name: str, target: str, helpers: set[str], names, hw)
                  "buffers": vector_buffers(lanes_plan.stepped), "lean": lean}
     return {"column_stages": {"first": first, "vector": vector, "combine": combine,
                               "combine_blocks": combine_blocks, "epilogue": epilogue,
-                              "epilogue_vector": lanes}}, \
+                              "epilogue_vector": lanes, "levels": levels}}, \
         "\n\n".join(texts)
 
 
@@ -213,10 +242,14 @@ def column_stages_lines(host, kernel, points: str, n_k: str, args: list[str]) ->
     blocks = (f"_row_blocks({points}), _row_threads(-(-{n_split} // VALUES_PER_THREAD), "
               "THREADS_PER_BLOCK)")
     unit = host.w.unit
-    lines += [f"if {n_split} <= THREAD_COMBINE_CHUNKS:",
-              unit + host.call(plan["combine"], f"_pointwise_blocks({points}, 1), "
-                               "THREADS_PER_BLOCK", stage_args),
-              "else:", unit + host.call(plan["combine_blocks"], blocks, stage_args)]
+    first_grid = f"_pointwise_blocks({points} * {n_split}, 1), THREADS_PER_BLOCK"
+    for level in [plan] + plan.get("levels", []):  # each level's stage, then its combine
+        if level is not plan:  # (level 0's stage: columns_first_stage's lines)
+            lines.append(host.call(level["first"], first_grid, stage_args))
+        lines += [f"if {n_split} <= THREAD_COMBINE_CHUNKS:",
+                  unit + host.call(level["combine"], f"_pointwise_blocks({points}, 1), "
+                                   "THREADS_PER_BLOCK", stage_args),
+                  "else:", unit + host.call(level["combine_blocks"], blocks, stage_args)]
     scalar = host.call(plan["epilogue"], f"_pointwise_blocks({points} * {n_split}, 1), "
                        "THREADS_PER_BLOCK", stage_args)
     lanes = plan.get("epilogue_vector")

@@ -26,9 +26,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from mlfuse.dialects.arith import ConstantOp
-from mlfuse.dialects.loops import DimOp, LoadOp, ReduceOp, StoreOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
-from mlfuse.dialects.reductions import reduce_nests, shared_body_ops
+from mlfuse.dialects.reductions import reduce_levels, reduce_nests, shared_body_ops
 
 from mlfuse.codegen.addressing import access_parts, split_offsets, suffix_of
 from mlfuse.codegen.flat_rows import _key as flat_key
@@ -90,11 +90,23 @@ def _clean_outer_levels(nest) -> bool:
 class SplitEmitter(ColumnVectorStage, KernelEmitter):
     """One of the two kernels of a split reduction (``variant``: a key of _DOC)."""
 
-    def __init__(self, op, name, variant, target, helpers, hw, taken=(), twins=(None, None)):
+    def __init__(self, op, name, variant, target, helpers, hw, taken=(), twins=(None, None),
+                 level: int | None = None):
         """``twins``: the vector twins' plans (``split_vector_loads``,
-        ``column_vector_plan``), found once per kernel op by ``emit_split``."""
+        ``column_vector_plan``), found once per kernel op by ``emit_split``. ``level``:
+        a stage of column stages over several levels of reductions (column_stages.py):
+        its first stage walks that level's nests only, after reading the lower levels'
+        results, combined in place; its combine combines that level's."""
         super().__init__(op, name, variant, target, helpers, hw, taken)
-        self.nests = reduce_nests(op)
+        every = reduce_nests(op)
+        # a partial buffer per reduce, named alike in every kernel of the plan
+        self.partials = [self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_partials")
+                         for n in every]
+        self.partial_of = {id(n.top): p for n, p in zip(every, self.partials)}
+        self.level = level
+        self.levels, self.need = reduce_levels(op)
+        self.nests = every if level is None else \
+            [n for n in every if self.levels[id(n.top)] == level]
         self.rows = "rows" in variant  # the partials' layout: a point's chunks together
         # a block per point (split-rows; a columns' combine of many chunks), not a thread
         self.blocks = self.rows or variant == "combine-columns-blocks"
@@ -125,8 +137,6 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "tile", "kf", "s", "kbase"):
             self.local[n] = self.namer.fresh(n)
         self.cursors: dict = {}  # (row base, stride) -> the cursor a phase's values step
-        self.partials = [self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_partials")
-                         for n in self.nests]
 
     def emit(self) -> str:
         with self.kernel_def(self.partials + [self.local["n_split"]], _DOC[self.variant]):
@@ -206,9 +216,7 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                 w.line(f"{loc['part']}, {loc['point']} = divmod({loc['flat']}, {loc['n_points']})")
             self.unravel(loc["point"])
             self.row_base_lines()
-            for op in self.op.body.ops:  # what the reductions need of the point
-                if not isinstance(op, (ReduceOp, StoreOp)) and self.before_reduces(op):
-                    self.statement(op, shared=False)
+            self.point_values()
             if self.vector:
                 T = self.index_type
                 w.line(f"{loc['lo']} = {T}({loc['part']} * {loc['chunk']})")
@@ -230,8 +238,23 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                     total = self.shared_combine(n.top["combiner"], part, n.top.result.type.dtype)
                     w.line(f"{part} = {total}")
             with w.indented(f"if {self.leader()}:") if self.rows else _same(w):
-                for part, partials in zip(parts, self.partials):
-                    w.line(f"{partials}[{loc['flat']}] = {part}")
+                for n, part in zip(self.nests, parts):
+                    w.line(f"{self.partial_of[id(n.top)]}[{loc['flat']}] = {part}")
+
+    def point_values(self) -> None:
+        """What the walked reductions need of the point: the top-level ops computed from
+        the point alone, and at a level above 0 also from the lower levels' results,
+        each read where its combine left it (``partials[point]``)."""
+        for op in self.op.body.ops:
+            if self.level:
+                if isinstance(op, ReduceOp) and self.levels[id(op)] < self.level:
+                    self.w.line(f"{self.define(op.result, 'acc')} = "
+                                f"{self.partial_of[id(op)]}[{self.local['point']}]")
+                elif not isinstance(op, (ReduceOp, StoreOp, ForOp)) and \
+                        self.need[id(op)] < self.level:
+                    self.statement(op, shared=False)
+            elif not isinstance(op, (ReduceOp, StoreOp)) and self.before_reduces(op):
+                self.statement(op, shared=False)
 
     def before_reduces(self, op: Operation) -> bool:
         """Whether ``op`` (top level) is computed from the point alone, not from a
@@ -479,7 +502,7 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         with self.each_item(loc["n_points"]):
             w.line(f"{loc['point']} = {loc['flat']}")
             self.unravel(loc["point"])
-            nest_of = {id(n.top): (n, p) for n, p in zip(self.nests, self.partials)}
+            nest_of = {id(n.top): (n, self.partial_of[id(n.top)]) for n in self.nests}
             for op in self.op.body.ops:
                 if id(op) in nest_of:
                     self.combine_partials(op, *nest_of[id(op)], vals[id(op)])

@@ -153,10 +153,10 @@ class ColumnVectorStage:
             self._walk_vectors(plan, tile, loads, lane_values, accs, shared_parts)
             with w.indented(f"for {loc['lane']} in range({lanes}):"):
                 at = f"{loc['part']} * {loc['n_points']} + {loc['point']} + {loc['lane']}"
-                for n, partials in zip(self.nests, self.partials):
+                for n in self.nests:
                     value = f"{accs[id(n.top)]}[{loc['lane']}]" if id(n.top) in accs \
                         else shared_parts[id(n.top)]
-                    w.line(f"{partials}[{at}] = {value}")
+                    w.line(f"{self.partial_of[id(n.top)]}[{at}] = {value}")
 
     def _lane_values(self, stepped: set[int]) -> set[int]:
         """Ids of the nests' values that differ between a vector's lanes: the stepped

@@ -228,9 +228,12 @@ def strip_values(kernel, dims, target, strip: str, has_for: bool, staged: bool =
     hold their values in registers or read them again (``staged``: the kernel has column
     stages, which the host runs where its values fit on chip nowhere)."""
     if staged and not strip_held(kernel, dims, target, strip):
+        levels = stage_count(kernel) - 1
+        each = "" if levels == 1 else f" a level at a time ({levels} levels)"
+        times = {1: "twice", 2: "three times"}.get(levels, f"{levels + 1} times")
         return ("; at these sizes its values fit on chip nowhere: in column stages, the "
-                "reductions' partials over the whole GPU, a combine, then the loops after "
-                "them (the inputs read twice)")
+                f"reductions' partials over the whole GPU{each}, a combine, then the loops "
+                f"after them (the inputs read {times})")
     loops = sum(isinstance(o, (ReduceOp, ForOp)) for o in kernel.body.ops)
     tail = "; the epilogue over the reduced axes runs in the same kernel" if has_for else ""
     shared = shared_geometry(kernel, dims, target, strip) if loops > 1 else None
@@ -327,17 +330,15 @@ def why_not_staged(kernel: Operation) -> str | None:
     return None
 
 
-def why_not_column_staged(kernel: Operation, levels: bool = True) -> str | None:
+def why_not_column_staged(kernel: Operation) -> str | None:
     """Why a strips kernel over columns gets no column stages (codegen/column_stages.py:
-    a split-columns first stage, then the loops after the reductions), None where it
-    does: a row kernel's conditions (``why_not_staged``), no reduction reading another's
-    result (one stage of partials; not asked where ``levels`` is False), loops after
-    them that read a result, and no store along the reduced axis."""
+    a split-columns stage per level of reductions, a reduction reading another's result
+    a level above it, then the loops after the reductions), None where it does: a row
+    kernel's conditions (``why_not_staged``), loops after the reductions that read a
+    result, and no store along the reduced axis."""
     why = why_not_staged(kernel)
     if why is not None:
         return why
-    if levels and stage_count(kernel) != 2:
-        return "a reduction reads another's result"
     reduces = {id(o.result) for o in kernel.body.ops if isinstance(o, ReduceOp)}
     fors = [o for o in kernel.body.ops if isinstance(o, ForOp)]
     if not fors:
@@ -455,9 +456,12 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
             has_column_stages(kernel, target):
         # codegen/column_stages.py: for calls whose strips fit on chip nowhere
         choice.split_stages = True
+        levels = stage_count(kernel) - 1
+        kernels = "two kernels" if levels == 1 else f"{levels + 1} kernels"
         choice.reason += ("; a call whose strips' values fit neither shared memory nor "
-                          "registers splits the columns across threads in two kernels (the "
-                          "reductions' partials, then the loops after them)")
+                          f"registers splits the columns across threads in {kernels} (the "
+                          "reductions' partials" + ("" if levels == 1 else " by level") +
+                          ", then the loops after them)")
     if choice.schedule == "row":
         choice.reason += _held_rows(kernel, dims, target, choice.split_stages)
     return choice
@@ -467,8 +471,8 @@ def _columns_streamed(kernel: KernelOp, choice: ScheduleChoice, dims: dict,
                       target: Target) -> bool:
     """Whether a strips kernel over columns may hold its values neither in registers
     nor in shared memory, and would have a plan of one level of partials (column
-    stages, or split-columns where no loop follows its reductions) were its reductions
-    at one level: compiled for its reduced extents' sizes, where it holds nothing at
+    stages, one pass over the inputs fewer than two levels take, or split-columns where
+    no loop follows its reductions) were its reductions at one level: compiled for its reduced extents' sizes, where it holds nothing at
     them; compiled for symbols, always (a call's columns may be long: column
     standardisation compiled for [R, C] and called at [100352, 64] streamed 8 strips a
     block each over the GPU, 3.0x torch.compile, H200; the held kernels pay the shifted
@@ -476,7 +480,7 @@ def _columns_streamed(kernel: KernelOp, choice: ScheduleChoice, dims: dict,
     if choice.schedule != "strips" or choice.strip != "columns":
         return False
     if any(isinstance(o, ForOp) for o in kernel.body.ops) and \
-            why_not_column_staged(kernel, levels=False) is not None:
+            why_not_column_staged(kernel) is not None:
         return False  # no plan that one level of partials would give it
     if any(s not in dims for n in reduce_nests(kernel) for s in symbols_of(n.extents)):
         return True

@@ -7,7 +7,7 @@
 
 // CHECK-LABEL: func @channel_layernorm
 // CHECK-NOT:    loops.alloc : buf<f32[N, H, W, C]>
-// CHECK:        fused.kernel {extents = [N, H, W], {{.*}}schedule = "strips", {{.*}}"transpose = tensor.transpose"], strip = "columns"} (%i0: index, %i1: index, %i2: index)
+// CHECK:        fused.kernel {extents = [N, H, W], {{.*}}schedule = "strips", {{.*}}"transpose = tensor.transpose"], {{.*}}strip = "columns"} (%i0: index, %i1: index, %i2: index)
 // CHECK:          loops.for {extent = C} (%k: index)
 // CHECK:            loops.store %{{.*}}, %transpose, %i0, %k, %i1, %i2
 // CHECK-NOT:    fused.kernel
