@@ -36,6 +36,7 @@ EXAMPLES = {  # property -> examples in each profile
     "channels_last": {"ci": 6, "long": 300, "gpu": 40},
     "column_moments": {"ci": 6, "long": 300, "gpu": 40},
     "split_stages": {"ci": 6, "long": 300, "gpu": 40},
+    "column_levels": {"ci": 6, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
@@ -686,6 +687,39 @@ def column_moments_programs(draw):
 
 
 COLUMN_MOMENT_DIMS = {"A": 4, "R": 100352, "S": 4, "C": 64}  # columns no strip holds
+
+
+@st.composite
+def column_level_programs(draw):
+    """Reductions over a leading or middle axis (``[R, C]`` over axis 0, ``[A, R, C]``
+    over axis 1) of which one reads another's result, broadcast back: softmax, log-
+    softmax, a max-shifted sum of squares, a centred variance's normalisation (left as
+    written where compiled for columns the strips hold, ``COLUMN_LEVEL_DIMS``), of x or
+    exp-free prologues, in f32 or f16: column stages over two levels
+    (codegen/column_stages.py) where the host takes them. Returns the program and small
+    sizes (each from 1)."""
+    dtype = draw(st.sampled_from(["f32", "f16"]))
+    middle = draw(st.booleans())
+    shape, axis = ("[A, R, C]", 1) if middle else ("[R, C]", 0)
+    sizes = {"R": draw(st.integers(1, 70)), "C": draw(st.integers(1, 9))}
+    if middle:
+        sizes["A"] = draw(st.integers(1, 2))
+    source = draw(st.sampled_from(["x", "x * 0.5", "abs(x) + 1.0"]))
+    kind = draw(st.sampled_from(["softmax", "log_softmax", "shifted_squares", "normalise"]))
+    first = (f"mean({source}, axis={axis}, keepdims=true)" if kind == "normalise" else
+             f"max({source}, axis={axis}, keepdims=true)")
+    body = {"softmax": f"exp({source} - m) / sum(exp({source} - m), axis={axis}, keepdims=true)",
+            "log_softmax": f"({source} - m) - log(sum(exp({source} - m), axis={axis}, "
+                           "keepdims=true))",
+            "shifted_squares": f"({source} - m) / (sum(({source} - m) * ({source} - m), "
+                               f"axis={axis}, keepdims=true) + 1.0)",
+            "normalise": f"({source} - m) * rsqrt(mean(({source} - m) * ({source} - m), "
+                         f"axis={axis}, keepdims=true) + 1e-3)"}[kind]
+    return (f"func f(x: {dtype}{shape}) -> {dtype}{shape} {{\n    m = {first}\n"
+            f"    return {body}\n}}\n"), sizes
+
+
+COLUMN_LEVEL_DIMS = {"A": 4, "R": 512, "C": 64}  # columns the strips hold: left as written
 
 
 @st.composite

@@ -7,7 +7,8 @@ import pytest
 from helpers import assert_results_close, record_launches
 from hypothesis import given, note
 from hypothesis import strategies as st
-from strategies import COLUMN_MOMENT_DIMS, column_moments_programs, fuzz_settings, inputs_for
+from strategies import (COLUMN_LEVEL_DIMS, COLUMN_MOMENT_DIMS, column_level_programs,
+                        column_moments_programs, fuzz_settings, inputs_for)
 from mlfuse.dialects.fused import KernelOp
 
 import mlfuse
@@ -271,6 +272,28 @@ def test_random_column_moments_agree_with_numpy(data):
     py = module.python_module
     py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0
     assert_results_close(func, run_tensor(func, args), module["f"](*args))
+
+
+@fuzz_settings("column_levels")
+@given(st.data())
+def test_random_column_levels_agree_with_numpy(data):
+    """Random reductions over leading and middle axes of which one reads another's
+    result (tests/strategies.py's ``column_level_programs``), run where the host takes
+    column stages (strips' limits lowered to zero): a stage and a combine per level,
+    then the epilogue, matching the interpreter."""
+    source, sizes = data.draw(column_level_programs())
+    note(f"{source}sizes {sizes}")
+    func = parse_program(source, "fuzz.fuse").funcs[0]
+    args = data.draw(inputs_for(func, sizes, special=False))
+    module = mlfuse.compile_source(source, "fuzz.fuse", target="simulator",
+                                   fuse_options={"dims": COLUMN_LEVEL_DIMS})
+    (kernel,) = module.kernels("f")
+    assert kernel.attributes.get("split_stages") == 1
+    py = module.python_module
+    py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0
+    launched = record_launches(py, ["f_0_stage1"])
+    assert_results_close(func, run_tensor(func, args), module["f"](*args))
+    assert launched == ["f_0_stage1"]
 
 
 def test_column_moments_in_one_pass_keep_nan_and_inf_in_their_columns():
