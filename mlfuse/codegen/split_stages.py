@@ -137,7 +137,8 @@ class StageEmitter(KernelEmitter):
                        f"* {VECTOR_WIDTH}")
             else:
                 w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
-            items = loc["n_points"] if self.combine_only else f"{loc['n_points']} * {loc['n_split']}"
+            items = loc["n_points"] if self.combine_only else \
+                f"{loc['n_points']} * {loc['n_split']}"
             with w.indented(f"for {loc['flat']} in range(numba.int64(cuda.blockIdx.x), "
                             f"{items}, cuda.gridDim.x):"):
                 if self.combine_only:  # a block per point
@@ -348,7 +349,8 @@ class StageEmitter(KernelEmitter):
             for o, acc in zip(group, accs):
                 dtype = o.result.type.dtype
                 total = self.shared_combine(o["combiner"], acc, dtype)
-                w.line(f"{acc} = {combine(o['combiner'], self.namer(o.operands[0]), total, self.helpers, dtype)}")
+                init = self.namer(o.operands[0])
+                w.line(f"{acc} = {combine(o['combiner'], init, total, self.helpers, dtype)}")
 
     def partial(self, op: ReduceOp) -> None:
         """The block's partial of ``op`` over its chunk, to memory (with the reduces of
