@@ -32,6 +32,7 @@ kernel is kept where it is still over columns. The planner prices it so
 from __future__ import annotations
 
 from mlfuse.dialects.fused import KernelOp
+from mlfuse.dialects.index_forms import reads_any
 from mlfuse.dialects.loops import ACCESSES, ForOp, ReduceOp, access_parts
 from mlfuse.dialects.reductions import loop_levels
 from mlfuse.ir.clone import clone_op
@@ -54,26 +55,16 @@ def _neighbouring(levels: list) -> bool:
         buf, idx = access_parts(op)
         at = [j for j, v in enumerate(idx) if id(v) in ids]
         if not at:
-            if any(_reads(v, set(ids)) for v in idx):
+            if any(reads_any(v, set(ids)) for v in idx):
                 return False
             continue
         j = at[0]
         if [id(v) for v in idx[j:j + n]] != ids or \
                 [repr(d) for d in buf.type.shape[j:j + n]] != extents:
             return False
-        if any(_reads(v, set(ids)) for v in idx[:j] + idx[j + n:]):
+        if any(reads_any(v, set(ids)) for v in idx[:j] + idx[j + n:]):
             return False
     return True
-
-
-def _reads(v, ids: set[int], depth: int = 0) -> bool:
-    """Whether index ``v`` reads one of the values ``ids`` (through index arithmetic)."""
-    if id(v) in ids:
-        return True
-    op = getattr(v, "op", None)
-    if op is None or depth > 32:
-        return False
-    return any(_reads(x, ids, depth + 1) for x in op.operands)
 
 
 def flattened_columns(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
