@@ -8,7 +8,8 @@ mean(d * d)``: stage 0 stores d as it reduces, shape_sweep's residual_mse) and t
 suite's sum of squares to a scalar, at sizes where the host takes the split plan.
 Variants (``hw.split_tile_vectors``): the default (the streaming row kernels' tile: one
 vector of each of two buffers, two loads in flight before the tile's stores) and 2 or
-4 vectors of each. Beside torch eager and torch.compile, every result checked against
+4 vectors of each; and (``hw.split_stage_min_blocks``) 3 or 4 blocks of the stages
+resident an SM, where the default's 2 leave stage 0 at 64 registers and 50% occupancy. Beside torch eager and torch.compile, every result checked against
 the NumPy interpreter (probe_memkern.py's machinery); a table last.
 """
 from __future__ import annotations
@@ -29,7 +30,10 @@ SHAPES = {
 }
 
 VARIANTS = {"default": {}, "2 vectors": {"split_tile_vectors": 2},
-            "4 vectors": {"split_tile_vectors": 4}}
+            "4 vectors": {"split_tile_vectors": 4},
+            # the stages' blocks resident an SM (launch bounds; a wave's chunks): 64
+            # registers at 2, 40 at 3, 32 at 4 (ptxas, residual_mse, no spill)
+            "3 blocks": {"split_stage_min_blocks": 3}, "4 blocks": {"split_stage_min_blocks": 4}}
 
 
 def main() -> None:

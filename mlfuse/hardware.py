@@ -43,6 +43,11 @@ class Target:
     split_stage_rows_per_sm: int = 2  # a row kernel called with fewer rows than sm_count *
                                   # this, each longer than a block holds in registers, splits
                                   # its rows across blocks (codegen/split_stages.py)
+    split_stage_min_blocks: int = 2  # ... its stages' blocks resident per SM (launch
+                                  # bounds) and a wave's blocks an SM (its chunks): at 2,
+                                  # 64 registers and 50% occupancy, residual_mse's stage 0
+                                  # latency-bound (H100 ncu); 4 fits it in 32 (ptxas, no
+                                  # spill), not yet timed (probe_split_tiles.py)
     stream_row_threads: int = 256  # a streaming row kernel (each row loop re-reads its
                                 # row): its block's threads, more only while the rows in
                                 # flight would pass L2 (mlfuse/row_stream.py; H100, batch

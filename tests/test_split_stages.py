@@ -352,7 +352,8 @@ def test_split_stage_chunks_fill_one_wave(points, extent, chunks):
     # launch bounds). Each epilogue block first combines its row's partials, so one wave
     # of longer chunks beat more waves of shorter ones (docs/perf-notes.md)
     from mlfuse.codegen.helpers import _SPLIT_STAGE_ROWS
-    space = {"SM_COUNT": 132, "THREADS_PER_BLOCK": 512, "VALUES_PER_THREAD": 16}
+    space = {"SM_COUNT": 132, "THREADS_PER_BLOCK": 512, "VALUES_PER_THREAD": 16,
+             "SPLIT_STAGE_MIN_BLOCKS": 2}
     exec(_SPLIT_STAGE_ROWS, space)
     assert space["_split_stage_rows"](points, extent) == chunks
 

@@ -276,10 +276,11 @@ def _split_rows(points, extent):
 _SPLIT_STAGE_ROWS = '''\
 def _split_stage_rows(points, extent):
     """Chunks per point of the split stages (split_stages.py): as many as one wave of
-    SM_COUNT * 2 blocks holds (one a point where the points fill it already), each chunk
-    at least a pass of a block's threads over VALUES_PER_THREAD values."""
+    SM_COUNT * SPLIT_STAGE_MIN_BLOCKS blocks holds (one a point where the points fill it
+    already), each chunk at least a pass of a block's threads over VALUES_PER_THREAD
+    values."""
     most = -(-extent // (THREADS_PER_BLOCK * VALUES_PER_THREAD))
-    return max(1, min(SM_COUNT * 2 // max(points, 1), most, 1024))
+    return max(1, min(SM_COUNT * SPLIT_STAGE_MIN_BLOCKS // max(points, 1), most, 1024))
 '''
 
 _TILED_KERNEL = '''\

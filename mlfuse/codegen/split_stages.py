@@ -95,7 +95,8 @@ class StageEmitter(KernelEmitter):
         self.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
         self.staged_fors = staged_fors(op)
         # as split-rows' first stage: two blocks of THREADS_PER_BLOCK resident per SM
-        self.launch_bound = "(THREADS_PER_BLOCK, 2)"
+        # (hw.split_stage_min_blocks)
+        self.launch_bound = "(THREADS_PER_BLOCK, SPLIT_STAGE_MIN_BLOCKS)"
         for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "s"):
             self.local[n] = self.namer.fresh(n)
         self.partials = [self.namer.fresh(f"{o.result.name_hint or 'acc'}_partials")

@@ -469,14 +469,12 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
 
 def _columns_streamed(kernel: KernelOp, choice: ScheduleChoice, dims: dict,
                       target: Target) -> bool:
-    """Whether a strips kernel over columns may hold its values neither in registers
-    nor in shared memory, and would have a plan of one level of partials (column
-    stages, a pass over the inputs fewer than two levels take, or split-columns where
-    no loop follows its reductions) were its reductions at one level: compiled for its
-    reduced extents' sizes, where it holds nothing at them; compiled for symbols,
-    always (a call's columns may be long: column standardisation compiled for symbols
-    and called at [100352, 64] ran the streaming strips kernel, 8 blocks, 3.8x
-    torch.compile on the H100; the held kernels pay the shifted sums instead,
+    """Whether a strips kernel over columns may hold its values on chip nowhere and
+    would have a plan of one level of partials (column stages, a pass fewer than two
+    levels take; split-columns where no loop follows) were its reductions at one level:
+    compiled for sizes, where it holds nothing at them; for symbols, always (a call's
+    columns may be long: column standardisation called at [100352, 64] streamed 8
+    strips, 3.8x torch.compile on the H100; held kernels pay the shifted sums instead,
     docs/perf-notes.md "Twenty-fourth session")."""
     if choice.schedule != "strips" or choice.strip != "columns":
         return False
