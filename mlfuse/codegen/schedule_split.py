@@ -139,7 +139,12 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         self.cursors: dict = {}  # (row base, stride) -> the cursor a phase's values step
 
     def emit(self) -> str:
-        with self.kernel_def(self.partials + [self.local["n_split"]], _DOC[self.variant]):
+        doc = _DOC[self.variant]
+        if self.level and self.variant in FIRST_STAGES:  # (column stages over levels)
+            doc = (f"Split reduction over [{{space}}], stage {self.level} of its levels: a thread "
+                   "per (chunk, point) reads the lower levels' combined results, then walks "
+                   f"its chunk into a partial of each level-{self.level} reduction.")
+        with self.kernel_def(self.partials + [self.local["n_split"]], doc):
             if self.column_plan is not None:
                 self.column_vector_stage(self.column_plan)
             elif self.variant in FIRST_STAGES:
