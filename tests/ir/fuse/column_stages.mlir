@@ -2,9 +2,9 @@
 
 // Strips over columns get column stages (codegen/column_stages.py: a split-columns
 // first stage, a combine, an epilogue over chunks of the broadcast-back loop) for
-// calls whose strips fit on chip nowhere, where one stage of partials serves every
-// reduction: the kernel's split_stages attribute. A reduction that reads another's
-// result (softmax's sum of exp(x - max)) has none: the host streams its strips.
+// calls whose strips fit on chip nowhere: the kernel's split_stages attribute. A
+// reduction that reads another's result (softmax's sum of exp(x - max)) is a level
+// above it: a stage and a combine per level, then the epilogue.
 
 // CHECK-LABEL: func @column_centring
 // CHECK:        fused.kernel {{.*}}schedule = "strips", {{.*}}split_stages = 1, strip = "columns"}
@@ -32,8 +32,8 @@ func @standardise(%x: f32[R, D]) -> (f32[R, D], f32[1, D], f32[1, D]) {
 }
 
 // CHECK-LABEL: func @middle_softmax
-// CHECK:        fused.kernel {{.*}}schedule = "strips", {{.*}}strip = "columns"}
-// CHECK-NOT:    split_stages
+// CHECK:        fused.kernel {{.*}}schedule = "strips", {{.*}}split_stages = 1, strip = "columns"}
+// CHECK-NOT:    fused.kernel
 // CHECK:        return
 func @middle_softmax(%x: f32[B, S, D]) -> (f32[B, S, D]) {
   %y = tensor.softmax %x {axis = 1} : f32[B, S, D]
