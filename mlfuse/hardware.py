@@ -2,7 +2,7 @@
 code generator read them from here and nowhere else."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -219,9 +219,8 @@ def get_target(name: str | None = None) -> Target:
 def hw_setting(text: str) -> tuple[str, object]:
     """``NAME=VALUE`` (a probe's or a report's ``--hw``) as a Target field and its value:
     an int, true/false, or the text; a name that is no field is refused."""
-    import dataclasses
     name, _, value = text.partition("=")
-    if name not in {f.name for f in dataclasses.fields(Target)}:
+    if name not in {f.name for f in fields(Target)}:
         raise ValueError(f"no hardware field {name!r} (mlfuse/hardware.py)")
     return name, (int(value) if value.lstrip("-").isdigit() else
                   value == "true" if value in ("true", "false") else value)

@@ -258,7 +258,15 @@ def test_random_column_moments_agree_with_numpy(data):
     ``column_moments_programs``) compiled for columns no strip holds, run where the
     host takes the plan of one level of partials (column stages, or split-columns for
     the variance alone): the kernels match the interpreter."""
-    source, sizes = data.draw(column_moments_programs())
+    kernel, _ = _run_drawn(data, column_moments_programs(), COLUMN_MOMENT_DIMS)
+    assert kernel["schedule"] in ("strips", "split-columns")
+
+
+def _run_drawn(data, programs, dims: dict, watch=()):
+    """A program drawn from ``programs`` compiled for ``dims``, run where the host takes
+    its plan of partials (the strips' limits lowered to zero) against the interpreter;
+    returns its kernel and the launches of the kernels ``watch``."""
+    source, sizes = data.draw(programs)
     note(f"{source}sizes {sizes}")
     func = parse_program(source, "fuzz.fuse").funcs[0]
     # finite values, as the other strips properties draw: a centred zero against a
@@ -266,12 +274,13 @@ def test_random_column_moments_agree_with_numpy(data):
     # NaN against inf, which no agreement rule decides; NaN and inf in x: the next test
     args = data.draw(inputs_for(func, sizes, special=False))
     module = mlfuse.compile_source(source, "fuzz.fuse", target="simulator",
-                                   fuse_options={"dims": COLUMN_MOMENT_DIMS})
+                                   fuse_options={"dims": dims})
     (kernel,) = module.kernels("f")
-    assert kernel["schedule"] in ("strips", "split-columns")
     py = module.python_module
     py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0
+    launched = record_launches(py, list(watch))
     assert_results_close(func, run_tensor(func, args), module["f"](*args))
+    return kernel, launched
 
 
 @fuzz_settings("column_levels")
@@ -281,18 +290,9 @@ def test_random_column_levels_agree_with_numpy(data):
     result (tests/strategies.py's ``column_level_programs``), run where the host takes
     column stages (strips' limits lowered to zero): a stage and a combine per level,
     then the epilogue, matching the interpreter."""
-    source, sizes = data.draw(column_level_programs())
-    note(f"{source}sizes {sizes}")
-    func = parse_program(source, "fuzz.fuse").funcs[0]
-    args = data.draw(inputs_for(func, sizes, special=False))
-    module = mlfuse.compile_source(source, "fuzz.fuse", target="simulator",
-                                   fuse_options={"dims": COLUMN_LEVEL_DIMS})
-    (kernel,) = module.kernels("f")
+    kernel, launched = _run_drawn(data, column_level_programs(), COLUMN_LEVEL_DIMS,
+                                  ["f_0_stage1"])
     assert kernel.attributes.get("split_stages") == 1
-    py = module.python_module
-    py.STRIP_SHARED_BYTES = py.STRIP_HELD_THREADS = 0
-    launched = record_launches(py, ["f_0_stage1"])
-    assert_results_close(func, run_tensor(func, args), module["f"](*args))
     assert launched == ["f_0_stage1"]
 
 

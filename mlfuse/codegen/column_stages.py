@@ -243,7 +243,7 @@ def column_stages_lines(host, kernel, points: str, n_k: str, args: list[str]) ->
               "THREADS_PER_BLOCK)")
     unit = host.w.unit
     first_grid = f"_pointwise_blocks({points} * {n_split}, 1), THREADS_PER_BLOCK"
-    for level in [plan] + plan.get("levels", []):  # each level's stage, then its combine
+    for level in [plan] + plan["levels"]:  # each level's stage, then its combine
         if level is not plan:  # (level 0's stage: columns_first_stage's lines)
             lines.append(host.call(level["first"], first_grid, stage_args))
         lines += [f"if {n_split} <= THREAD_COMBINE_CHUNKS:",

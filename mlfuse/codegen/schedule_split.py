@@ -247,34 +247,19 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                     w.line(f"{self.partial_of[id(n.top)]}[{loc['flat']}] = {part}")
 
     def point_values(self) -> None:
-        """What the walked reductions need of the point: the top-level ops computed from
-        the point alone, and at a level above 0 also from the lower levels' results,
-        each read where its combine left it (``partials[point]``)."""
+        """What the walked reductions need of the point: the top-level ops that need no
+        reduction's result of this level or above (``reduce_levels``' need: at level 0,
+        none at all), the lower levels' results read where their combines left them
+        (``partials[point]``). A higher level's stage leaves every loop to the epilogue."""
+        level = self.level or 0
         for op in self.op.body.ops:
-            if self.level:
-                if isinstance(op, ReduceOp) and self.levels[id(op)] < self.level:
+            if isinstance(op, ReduceOp):
+                if self.levels[id(op)] < level:
                     self.w.line(f"{self.define(op.result, 'acc')} = "
                                 f"{self.partial_of[id(op)]}[{self.local['point']}]")
-                elif not isinstance(op, (ReduceOp, StoreOp, ForOp)) and \
-                        self.need[id(op)] < self.level:
-                    self.statement(op, shared=False)
-            elif not isinstance(op, (ReduceOp, StoreOp)) and self.before_reduces(op):
+            elif not isinstance(op, StoreOp) and not (level and isinstance(op, ForOp)) and \
+                    self.need[id(op)] < level:
                 self.statement(op, shared=False)
-
-    def before_reduces(self, op: Operation) -> bool:
-        """Whether ``op`` (top level) is computed from the point alone, not from a
-        reduction's result (the first stage has no results yet)."""
-        tainted = getattr(self, "_tainted", None)
-        if tainted is None:
-            tainted = self._tainted = set()
-            for o in self.op.body.ops:
-                used = [v for inner in o.walk() for v in inner.operands]
-                if isinstance(o, ReduceOp) or any(id(v) in tainted for v in used):
-                    tainted.update(id(r) for r in o.results)
-        if isinstance(op, ReduceOp):
-            return False
-        # (a loop has no results: what it reads says)
-        return not any(id(v) in tainted for inner in op.walk() for v in inner.operands)
 
     def walk_chunk(self, parts: list[str]) -> None:
         """This thread's values of the chunk [lo, hi), a tile of VALUES_PER_THREAD at a

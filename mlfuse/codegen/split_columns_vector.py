@@ -31,8 +31,8 @@ from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.flat_rows import flat_access
 from mlfuse.dialects.index_forms import reads_value
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine, identity
-from mlfuse.dialects.loops import LoadOp, ReduceOp, StoreOp, YieldOp
-from mlfuse.dialects.reductions import reduce_nests
+from mlfuse.dialects.loops import LoadOp, ReduceOp, YieldOp
+from mlfuse.dialects.reductions import reduce_levels, reduce_nests
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import itemsize
 
@@ -64,13 +64,12 @@ def column_vector_plan(op, hw) -> ColumnVectors | None:
         return None
     # what the first stage computes of the point (no reduction's result in it) is its
     # first lane's: the nests must not read any of it that is a lane's own
-    tainted: set[int] = set()  # what reads a reduction's result
+    _, need = reduce_levels(op)  # (a need of -1: no reduction's result read)
     lane_own: set[int] = set()
     for o in op.body.ops:
         used = [v for inner in o.walk() for v in inner.operands]
-        if isinstance(o, ReduceOp) or any(id(v) in tainted for v in used):
-            tainted.update(id(r) for r in o.results)
-        elif any(reads_value(v, last) for v in used):
+        if not isinstance(o, ReduceOp) and need[id(o)] < 0 and \
+                any(reads_value(v, last) for v in used):
             lane_own.update(id(r) for r in o.results)
     if any(id(v) in lane_own for n in nests for inner in n.top.walk() for v in inner.operands):
         return None
@@ -104,7 +103,7 @@ def column_vector_plan(op, hw) -> ColumnVectors | None:
 class ColumnVectorStage:
     """A mixin of the split emitter (schedule_split.SplitEmitter): the first stage of
     the vector twin. Needs the split emitter's pieces (threads, each_item, cursors,
-    before_reduces, the flat rows plan)."""
+    point_values, the flat rows plan)."""
 
     def column_vector_stage(self, plan: ColumnVectors) -> None:
         w, loc = self.w, self.local
@@ -135,9 +134,7 @@ class ColumnVectorStage:
             w.line(f"{loc['point']} *= {lanes}  # the vector's first point")
             self.unravel(loc["point"])
             self.row_base_lines()
-            for op in self.op.body.ops:
-                if not isinstance(op, (ReduceOp, StoreOp)) and self.before_reduces(op):
-                    self.statement(op, shared=False)
+            self.point_values()
             w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
             w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
             shared_parts = {}

@@ -338,9 +338,9 @@ class StageEmitter(KernelEmitter):
             else:
                 w.line(f"{accs[-1]} = {self.namer(o.operands[0])}  # then the partials, "
                        "in chunk order")
-        first, step = (loc["tid"], loc["nthreads"]) if self.combine_only else ("0", "1")
-        with w.indented(f"for {loc['s']} in range({first}, {loc['n_split']}, {step}):"
-                        if self.combine_only else f"for {loc['s']} in range({loc['n_split']}):"):
+        span = f"{loc['tid']}, {loc['n_split']}, {loc['nthreads']}" if self.combine_only \
+            else loc["n_split"]
+        with w.indented(f"for {loc['s']} in range({span}):"):
             for o, acc in zip(group, accs):
                 partials = self.partials[self.reduces.index(o)]
                 value = f"{partials}[{loc['point']} * {loc['n_split']} + {loc['s']}]"

@@ -105,26 +105,23 @@ class Planner(Grouping):
     def _built(self, group: Group, outs: list[Nest], name="kernel"):
         kernel = build_kernel(self.graph, group.members, outs, name, self.schedule_for)
         apply_schedule(kernel, self.dims, self.target)  # by extents and accesses
+        from mlfuse.transforms.flatten_column_nests import flattened_columns, over_columns
+        from mlfuse.transforms.flatten_row_nests import flattened
+        flat = None  # the kernel as the pass after fusion rewrites it, priced so
         if not kernel.extent_list and kernel["schedule"] == "strips":
             # a whole tensor's nests over several axes: one block as strips over rows;
             # flatten-row-nests makes it a row kernel whose split plan spreads it over
-            # the GPU (a loss over [B, D] returning its prologue value), priced so
-            from mlfuse.transforms.flatten_row_nests import flattened
+            # the GPU (a loss over [B, D] returning its prologue value)
             flat = flattened(kernel, self.dims, self.target)
-            if flat is not None:
-                cost = kernel_cost(flat, self.dims, self.target)
-                flat.erase()
-                return kernel, cost
-        from mlfuse.transforms.flatten_column_nests import flattened_columns, over_columns
-        if over_columns(kernel):
+        if flat is None and over_columns(kernel):
             # nests over neighbouring axes (batch norm's [N, H, W] of NHWC) walked as one
-            # loop: the column plans of one reduced axis (flatten-column-nests), priced so
+            # loop: the column plans of one reduced axis (flatten-column-nests)
             flat = flattened_columns(kernel, self.dims, self.target)
-            if flat is not None:
-                cost = kernel_cost(flat, self.dims, self.target)
-                flat.erase()
-                return kernel, cost
-        return kernel, kernel_cost(kernel, self.dims, self.target)
+        if flat is None:
+            return kernel, kernel_cost(kernel, self.dims, self.target)
+        cost = kernel_cost(flat, self.dims, self.target)
+        flat.erase()
+        return kernel, cost
 
     def build(self, group: Group, groups=None, name="kernel"):
         """(kernel, cost) of ``group`` storing its outputs in ``groups``; the kernel is
