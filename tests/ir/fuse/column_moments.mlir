@@ -1,5 +1,6 @@
 // RUN: mlfuse opt %s --passes decompose,lower-tensor-to-loops,fuse --dim R=100352 --dim C=64 | filecheck %s
 // RUN: mlfuse opt %s --passes decompose,lower-tensor-to-loops,fuse --dim R=256 --dim C=64 | filecheck %s --check-prefix HELD
+// RUN: mlfuse opt %s --passes decompose,lower-tensor-to-loops,fuse | filecheck %s --check-prefix SYMBOLS
 
 // A column's variance over its mean, compiled for columns no strip holds on chip: the
 // variance becomes shifted sums in the mean's pass (moments.py: s = the column's first
@@ -27,6 +28,14 @@
 // HELD:           loops.reduce
 // HELD:             arith.sub %{{.*}}, %[[M]]
 // HELD:           loops.for
+// Compiled for symbols: the default sizes hold the columns, a call's may not, so the
+// variance joins the mean's pass all the same (schedules._columns_streamed) and the
+// kernel has column stages of one level.
+// SYMBOLS-LABEL: func @standardise
+// SYMBOLS:      fused.kernel {extents = [C], {{.*}}split_stages = 1, strip = "columns"}
+// SYMBOLS:        %[[S:.*]] = loops.load %x, %{{.*}}, %i0
+// SYMBOLS:        loops.reduce
+// SYMBOLS:          arith.sub %{{.*}}, %[[S]]
 func @standardise(%x: f32[R, C]) -> (f32[R, C]) {
   %m = tensor.mean %x {axis = [0], keepdims = true} : f32[1, C]
   %d = tensor.sub %x, %m : f32[R, C]
