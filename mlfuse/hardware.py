@@ -44,10 +44,14 @@ class Target:
                                   # this, each longer than a block holds in registers, splits
                                   # its rows across blocks (codegen/split_stages.py)
     split_stage_min_blocks: int = 2  # ... its stages' blocks resident per SM (launch
-                                  # bounds) and a wave's blocks an SM (its chunks): at 2,
-                                  # 64 registers and 50% occupancy, residual_mse's stage 0
-                                  # latency-bound (H100 ncu); 4 fits it in 32 (ptxas, no
-                                  # spill), not yet timed (probe_split_tiles.py)
+                                  # bounds) and a wave's blocks an SM (its chunks), where
+                                  # the epilogue walks the rows again: at 4, group norm's
+                                  # epilogue spills (32 registers) and took 0.149 -> 0.535 ms
+    split_combine_plan_min_blocks: int = 4  # the same where the epilogue only combines
+                                  # (``y = p - t; return y, mean(y * y)``): stage 0 in 32
+                                  # registers at 100% occupancy; residual_mse 2**26 0.308
+                                  # -> 0.288 ms, 8192^2 0.307 -> 0.288 (H100,
+                                  # probe_split_tiles.py)
     stream_row_threads: int = 256  # a streaming row kernel (each row loop re-reads its
                                 # row): its block's threads, more only while the rows in
                                 # flight would pass L2 (mlfuse/row_stream.py; H100, batch

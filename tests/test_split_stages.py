@@ -106,7 +106,7 @@ def test_group_norm_split_across_blocks_matches_the_interpreter():
     # rows of 1100: VECTOR_WIDTH divides them and their bases, so the vector twins run
     got, launched, module = _run_split(GROUP_NORM, {"N": 1, "C": 16, "H": 5, "W": 110})
     assert launched == ["group_norm_0_stage0_vector", "group_norm_0_epilogue_vector"]
-    assert module.python_module._split_stage_rows(8, 1100) == 2
+    assert module.python_module._split_stage_rows(8, 1100, 2) == 2
 
 
 def _kernel(source: str, name: str) -> str:
@@ -268,7 +268,7 @@ def test_an_epilogue_that_only_combines_takes_a_block_per_point(source, dims, po
     module = mlfuse.compile_source(source, "t.fuse", target="simulator")
     py = module.python_module
     py._split_stages = lambda points, extent, reread: True
-    py._split_stage_rows = lambda points, extent: 70
+    py._split_stage_rows = lambda points, extent, blocks: 70
     py.f_0_epilogue = epilogue = _Grids(py.f_0_epilogue)
     assert_results_close(func, run_tensor(func, inputs), module["f"](*inputs))
     assert epilogue.grids == [points]
@@ -340,22 +340,37 @@ def test_bf16_stages_move_vectors_of_its_bits_widened_and_rounded_as_scalars_are
     assert launched == ["f_0_stage0_vector", "f_0_epilogue_vector"]
 
 
-@pytest.mark.parametrize("points, extent, chunks", [
-    (256, 131072, 1),  # 256 blocks: a wave of 264 already
-    (128, 65536, 2),  # 256 blocks (_split_rows' 5 chunks made 640: 2.4 waves)
-    (64, 131072, 4),  # (its 9: 576 blocks, 2.2 waves)
-    (1, 2 ** 26, 264),
-    (8, 1100, 1),  # a chunk is at least a pass of the block's threads
+@pytest.mark.parametrize("points, extent, blocks, chunks", [
+    (256, 131072, 2, 1),  # 256 blocks: a wave of 264 already
+    (128, 65536, 2, 2),  # 256 blocks (_split_rows' 5 chunks made 640: 2.4 waves)
+    (64, 131072, 2, 4),  # (its 9: 576 blocks, 2.2 waves)
+    (1, 2 ** 26, 2, 264),
+    (1, 2 ** 26, 4, 528),  # four blocks resident an SM: a wave of 528
+    (8, 1100, 2, 1),  # a chunk is at least a pass of the block's threads
 ])
-def test_split_stage_chunks_fill_one_wave(points, extent, chunks):
-    # H100's constants: 132 SMs, two blocks of 512 threads resident an SM (the stages'
-    # launch bounds). Each epilogue block first combines its row's partials, so one wave
-    # of longer chunks beat more waves of shorter ones (docs/perf-notes.md)
+def test_split_stage_chunks_fill_one_wave(points, extent, blocks, chunks):
+    # H100's constants: 132 SMs, ``blocks`` blocks of 512 threads resident an SM (the
+    # stages' launch bounds). Each epilogue block first combines its row's partials, so
+    # one wave of longer chunks beat more waves of shorter ones (docs/perf-notes.md)
     from mlfuse.codegen.helpers import _SPLIT_STAGE_ROWS
-    space = {"SM_COUNT": 132, "THREADS_PER_BLOCK": 512, "VALUES_PER_THREAD": 16,
-             "SPLIT_STAGE_MIN_BLOCKS": 2}
+    space = {"SM_COUNT": 132, "THREADS_PER_BLOCK": 512, "VALUES_PER_THREAD": 16}
     exec(_SPLIT_STAGE_ROWS, space)
-    assert space["_split_stage_rows"](points, extent) == chunks
+    assert space["_split_stage_rows"](points, extent, blocks) == chunks
+
+
+@pytest.mark.parametrize("source, constant", [
+    (GROUP_NORM, "SPLIT_STAGE_MIN_BLOCKS"),  # its epilogue walks the rows: spills at 32
+    (FULL_RETURNED, "SPLIT_COMBINE_PLAN_MIN_BLOCKS"),  # its epilogue only combines
+])
+def test_the_plan_resident_blocks_follow_what_its_epilogue_walks(source, constant):
+    """The stages' launch bounds and the host's chunks name one constant per plan: more
+    blocks of fewer registers only where the epilogue walks nothing again."""
+    from mlfuse.codegen import generate
+    source = generate(compile_text(source, "t.fuse"), target="cuda")
+    stages = re.findall(r"launch_bounds=\(THREADS_PER_BLOCK, (\w+)\)\)\ndef \w+_(?:stage\d|epilogue)\(",
+                        source)
+    assert stages and set(stages) == {constant}
+    assert re.search(rf"_split_stage_rows\([^\n]*, {constant}\)", source)
 
 
 MAX_AND_SQUARES = """

@@ -56,7 +56,7 @@ _MODULE_GLOBALS = ("THREAD_COMBINE_CHUNKS", "BLOCK_COMBINE_CHUNKS", "TARGET",
                    "ROW_MIN_BLOCKS", "SPLIT_BLOCKS_PER_SM", "VECTOR_WIDTH", "VECTOR_WIDTH_16",
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
-                   "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "SPLIT_STAGE_MIN_BLOCKS", "L2_BYTES", "STRIP_BLOCK_THREADS",
+                   "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "SPLIT_STAGE_MIN_BLOCKS", "SPLIT_COMBINE_PLAN_MIN_BLOCKS", "L2_BYTES", "STRIP_BLOCK_THREADS",
                    "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "STRIP_SHARED_WIDE_MIN_BLOCKS", "STREAM_ROW_THREADS", "SHARED_ROW_THREADS", "SHARED_ROW_BYTES", "SHARED_ROW_SPLIT", "SIMT_THREADS", "FULL_WARPS",
                    "_simt_shape", "_warp_share", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
@@ -89,6 +89,7 @@ ROW_MIN_BLOCKS = {row_min_blocks}  # resident per SM, asked of a register-held r
 SPLIT_BLOCKS_PER_SM = {split_blocks}  # a split-rows reduction's first kernel: blocks per SM
 SPLIT_STAGE_ROWS = {split_stage_rows}  # fewer rows than this, too long for registers: split
 SPLIT_STAGE_MIN_BLOCKS = {split_stage_min_blocks}  # a split stage's blocks resident per SM
+SPLIT_COMBINE_PLAN_MIN_BLOCKS = {split_combine_plan_min_blocks}  # ... its epilogue only combining
 L2_BYTES = {l2_bytes}  # what a kernel may re-read from L2 rather than DRAM
 VECTOR_WIDTH = {vector_width}  # values per vector load or store of a vector kernel
 VECTOR_WIDTH_16 = 2 * VECTOR_WIDTH  # 16-bit values per vector (the same bytes)
@@ -216,6 +217,7 @@ def generate(module: ModuleOp, target: str = "cuda", hw: Target | None = None) -
                             row_min_blocks=hw.row_min_blocks, split_blocks=hw.split_blocks_per_sm,
                             split_stage_rows=hw.sm_count * hw.split_stage_rows_per_sm,
                             split_stage_min_blocks=hw.split_stage_min_blocks,
+                            split_combine_plan_min_blocks=hw.split_combine_plan_min_blocks,
                             l2_bytes=hw.l2_bytes,
                             vector_width=hw.vector_width,
                             load_cache=hw.load_cache, store_cache=hw.store_cache,

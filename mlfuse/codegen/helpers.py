@@ -268,19 +268,20 @@ def _split_rows(points, extent):
     return max(1, min(want, most, 1024))
 '''
 
-# The split stages' kernels ask two blocks resident an SM (their launch bounds). Each
+# The split stages' kernels ask two blocks resident an SM (their launch bounds) where
+# the epilogue walks the rows again (split_stages.plan_min_blocks). Each such
 # epilogue block first combines its row's partials and computes the statistics, so fewer,
 # longer chunks win while they fill the GPU (group norm, H100, ms, all kernels: 64 rows of
 # 131072 values in 4 chunks (256 blocks, one wave of 264) 0.049, 8 chunks 0.054, 2 chunks
 # (half a wave) 0.053; 128 rows of 65536: 2 chunks 0.048, 4 chunks 0.051).
 _SPLIT_STAGE_ROWS = '''\
-def _split_stage_rows(points, extent):
+def _split_stage_rows(points, extent, blocks_per_sm):
     """Chunks per point of the split stages (split_stages.py): as many as one wave of
-    SM_COUNT * SPLIT_STAGE_MIN_BLOCKS blocks holds (one a point where the points fill it
-    already), each chunk at least a pass of a block's threads over VALUES_PER_THREAD
-    values."""
+    SM_COUNT * blocks_per_sm blocks holds (the stages' launch bounds; one a point where
+    the points fill it already), each chunk at least a pass of a block's threads over
+    VALUES_PER_THREAD values."""
     most = -(-extent // (THREADS_PER_BLOCK * VALUES_PER_THREAD))
-    return max(1, min(SM_COUNT * SPLIT_STAGE_MIN_BLOCKS // max(points, 1), most, 1024))
+    return max(1, min(SM_COUNT * blocks_per_sm // max(points, 1), most, 1024))
 '''
 
 _TILED_KERNEL = '''\

@@ -59,6 +59,22 @@ from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
 from mlfuse.dialects.loops import ForOp, LoadOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
 
+def epilogue_walks(op) -> list[Operation]:
+    """The top-level loops the split plan's epilogue walks over its chunks: the fors
+    not walked in a reduce's pass (``staged_fors``)."""
+    staged = staged_fors(op)
+    return [o for o in op.body.ops if isinstance(o, ForOp) and id(o) not in staged]
+
+
+def plan_min_blocks(op) -> str:
+    """The module constant naming the split plan's blocks resident per SM (the stages'
+    launch bounds; the host's chunks fill a wave of them). An epilogue that only combines
+    lets the stages ask more blocks of fewer registers (hw.split_combine_plan_min_blocks:
+    stage 0 latency-bound at 50% occupancy, ncu); one that walks the rows again spills
+    at 32 registers (group norm), so those plans keep hw.split_stage_min_blocks."""
+    return "SPLIT_STAGE_MIN_BLOCKS" if epilogue_walks(op) else "SPLIT_COMBINE_PLAN_MIN_BLOCKS"
+
+
 _DOC = {"stage": "Row schedule over [{space}] split across blocks, stage {level}: a block per "
                  "(point, chunk) writes the partials of the level-{level} reductions.",
         "epilogue": "Row schedule over [{space}] split across blocks, last stage: a block per "
@@ -94,9 +110,7 @@ class StageEmitter(KernelEmitter):
         self.last = level == stage_count(op) - 1
         self.reduces = [o for o in op.body.ops if isinstance(o, ReduceOp)]
         self.staged_fors = staged_fors(op)
-        # as split-rows' first stage: two blocks of THREADS_PER_BLOCK resident per SM
-        # (hw.split_stage_min_blocks)
-        self.launch_bound = "(THREADS_PER_BLOCK, SPLIT_STAGE_MIN_BLOCKS)"
+        self.launch_bound = f"(THREADS_PER_BLOCK, {plan_min_blocks(op)})"
         for n in ("part", "chunk", "lo", "hi", "n_k", "n_split", "s"):
             self.local[n] = self.namer.fresh(n)
         self.partials = [self.namer.fresh(f"{o.result.name_hint or 'acc'}_partials")
@@ -106,13 +120,12 @@ class StageEmitter(KernelEmitter):
         # ``y = p - t; return y, mean(y * y)``) only combines: a block per point, its
         # threads the partials (a block per (point, chunk), each thread combining all
         # n_split partials alone, took 42 us of 0.35 ms at 2**26 values, H100 ncu)
-        self.combine_only = self.last and not self.walked()
+        self.combine_only = self.last and not epilogue_walks(op)
 
     def walked(self) -> list[Operation]:
         """The top-level loops this kernel's blocks walk over their chunk."""
         if self.last:
-            return [o for o in self.op.body.ops
-                    if isinstance(o, ForOp) and id(o) not in self.staged_fors]
+            return epilogue_walks(self.op)
         return [o for o in self.reduces if self.levels[id(o)] == self.level]
 
     def pass_groups(self) -> list[list[Operation]]:
@@ -408,7 +421,7 @@ def stages_launch(host, kernel, points: str, row: str, args: list[str]) -> list[
     buffer per reduce, then the stages in order (run where ``_split_stages`` says)."""
     n_split = host.namer.fresh("n_split")
     host.helpers.update({"_split_stage_rows", "_row_blocks", "_row_threads"})
-    lines = [f"{n_split} = _split_stage_rows({points}, {row})"]
+    lines = [f"{n_split} = _split_stage_rows({points}, {row}, {plan_min_blocks(kernel.op)})"]
     partials = []
     for k, dtype in enumerate(partial_dtypes(kernel.op)):
         partials.append(host.namer.fresh(f"partials_{k}"))
@@ -479,4 +492,5 @@ def emit_row(op, name: str, target: str, helpers: set[str], names, hw) -> Kernel
     return code
 
 
-__all__ = ["emit_row", "StageEmitter", "emit_stages", "stages_launch"]
+__all__ = ["emit_row", "StageEmitter", "emit_stages", "epilogue_walks", "plan_min_blocks",
+           "stages_launch"]
