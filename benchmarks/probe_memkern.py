@@ -170,21 +170,6 @@ def poison(array) -> None:
     array.copy_to_device(np.full(array.shape, fill, array.dtype))
 
 
-@contextlib.contextmanager
-def target_knobs(hw):
-    """The passes' target (``hardware.get_target``, which the fuse pass reads by name)
-    is ``hw`` within: a variant's knobs reach the schedule choices as well as codegen."""
-    import mlfuse.hardware as hardware
-    saved = hardware.DEFAULT_TARGET, dict(hardware.TARGETS)
-    hardware.DEFAULT_TARGET = hardware.TARGETS[hw.name] = hw
-    try:
-        yield
-    finally:
-        hardware.DEFAULT_TARGET = saved[0]
-        hardware.TARGETS.clear()
-        hardware.TARGETS.update(saved[1])
-
-
 def run_variant(p: Prepared, knobs: dict) -> dict:
     """Generate with ``knobs``, run, poison, replay, check and time the kernels alone."""
     from numba import cuda
@@ -192,9 +177,9 @@ def run_variant(p: Prepared, knobs: dict) -> dict:
     from mlfuse.codegen import generate
     from mlfuse.pipeline import compile_text
     from mlfuse.runtime.loader import load_source
-    from mlfuse.hardware import get_target
+    from mlfuse.hardware import get_target, target_in_effect
     hw = dataclasses.replace(get_target(), **knobs)
-    with target_knobs(hw):  # the schedule choices read the knobs too (strip_column_stages)
+    with target_in_effect(hw):  # the schedule choices read the knobs too (strip_column_stages)
         fused = compile_text(p.case.source, f"{p.case.name}.fuse", level="fused")
     source = generate(fused, "simulator" if p.device.dry_run else "cuda", hw)
     module = load_source(source, p.case.name)

@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     from numba import cuda
 
     from mlfuse.codegen import generate
-    from mlfuse.hardware import get_target, hw_setting
+    from mlfuse.hardware import get_target, hw_setting, target_in_effect
     from mlfuse.interp import run_tensor
     from mlfuse.pipeline import compile_text, parse_program
     from mlfuse.runtime.loader import load_source
@@ -38,7 +38,9 @@ def main(argv=None) -> int:
     dims = {k: int(v) for k, _, v in (d.partition("=") for d in args.dim)}
     hw = dataclasses.replace(get_target(), **dict(hw_setting(h) for h in args.hw))
     target = "simulator" if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else "cuda"
-    module = load_source(generate(compile_text(text, args.file), target, hw), Path(args.file).stem)
+    with target_in_effect(hw):  # (the schedule choices read the knobs too)
+        fused = compile_text(text, args.file)
+    module = load_source(generate(fused, target, hw), Path(args.file).stem)
     func = parse_program(text, args.file).funcs[0]
     inputs = random_inputs(func, dims, seed=1)
     expected = run_tensor(func, inputs)

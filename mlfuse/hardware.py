@@ -2,6 +2,7 @@
 code generator read them from here and nowhere else."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
 
@@ -218,6 +219,21 @@ DEFAULT_TARGET = H100
 
 def get_target(name: str | None = None) -> Target:
     return TARGETS[name] if name else DEFAULT_TARGET
+
+
+@contextmanager
+def target_in_effect(hw: Target):
+    """``hw`` is the passes' target within (``get_target``, which the fuse pass reads by
+    name): a probe's changed knobs reach the schedule choices as well as codegen."""
+    global DEFAULT_TARGET
+    saved = DEFAULT_TARGET, dict(TARGETS)
+    DEFAULT_TARGET = TARGETS[hw.name] = hw
+    try:
+        yield
+    finally:
+        DEFAULT_TARGET = saved[0]
+        TARGETS.clear()
+        TARGETS.update(saved[1])
 
 
 def hw_setting(text: str) -> tuple[str, object]:
