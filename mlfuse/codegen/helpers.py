@@ -148,7 +148,10 @@ def {name}(value, width, scratch):
 
 # A strips block over columns is (strip, threads per point): thread (x, y) works on point
 # x of the block's strip. Every thread combines its point's partials itself, in thread
-# order (y): the same bits in each, no shuffles (the simulator runs the same code).
+# order (y): the same bits in each, no shuffles (the simulator runs the same code). Its
+# loop is a while over unsigned 32-bit offsets: a range stepping by a run-time stride
+# had Numba compute its trip count by a 64-bit division, and signed indices a
+# wraparound test per read (ptxas: 2376 -> 2016 instructions of channel layernorm's).
 _STRIP_REDUCE = '''\
 @cuda.jit(device=True)
 def {name}(value, scratch):
@@ -159,8 +162,10 @@ def {name}(value, scratch):
     scratch[tid] = value
     cuda.syncthreads()
     value = scratch[lane]
-    for other in range(lane + strip, strip * cuda.blockDim.y, strip):
+    other, end = numba.uint32(lane + strip), numba.uint32(strip * cuda.blockDim.y)
+    while other < end:
         value = {combine_scratch}
+        other += strip
     cuda.syncthreads()  # every thread has read the partials before scratch is reused
     return value
 '''
@@ -184,9 +189,11 @@ def {name}(parts, count, scratch):
     for v in range(count):
         scratch[v * block + me * width + lane] = parts[v]
     cuda.syncthreads()
-    for v in range(me, count, per):  # (fewer threads a point than lanes: several each)
+    for turn in range((count - me + per - 1) // per):  # (fewer threads a point than lanes:
+        v = me + turn * per  # several each)
         value = scratch[v * block + lane]
-        for other in range(v * block + width + lane, v * block + per * width, width):
+        for y in range(1, per):
+            other = v * block + y * width + lane
             value = {combine_scratch}
         scratch[totals + v * width + lane] = value
     cuda.syncthreads()

@@ -224,9 +224,11 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
                 # this thread's values of a point (the same for every point): its slots
                 # below it are real. (Comparing r = nthreads + slot * per per slot, LLVM
                 # hoisted the 16 64-bit r out of the loop over strips: 32 registers.)
+                # (in 32 bits: the host launches this kernel where every thread holds
+                # at most VALUES_PER_THREAD values; a 64-bit bound cost two compares a slot)
                 self.mine = self.namer.fresh("n_mine")
-                w.line(f"{self.mine} = ({loc['n_red']} - {loc['nthreads']} + {loc['per']} - 1) "
-                       f"// {loc['per']}")
+                w.line(f"{self.mine} = numba.int32(({loc['n_red']} - {loc['nthreads']} + "
+                       f"{loc['per']} - 1) // {loc['per']})")
             # one strip a block (the host launches a block for each, _strip_grid): in a
             # loop over strips LLVM hoisted every slot's 64-bit offsets out of it, 96-128
             # registers where one strip takes 64-72 (H100: L1 norm over 64 channels 0.085
@@ -402,7 +404,7 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
                 self.digits_of(f"{base}{loc['nthreads']}", extents,
                                [self.namer(a) for a in args])
             self.start_cursors(top)
-            with w.indented(f"for {loc['slot']} in range({self.tile}):"):
+            with w.indented(f"for {loc['slot']} in range(numba.int32({self.tile})):"):
                 if self.mine:  # the slot's own bound: no 64-bit r per slot live across points
                     guard = f"if {loc['slot']} < {self.mine}:"
                 else:
