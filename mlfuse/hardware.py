@@ -107,8 +107,11 @@ class Target:
     strip_blocks_per_sm: int = 4  # strips over columns: narrower strips (down to a 32-byte
                                   # sector a row) while the grid has fewer blocks than
                                   # sm_count * this
-    strip_min_blocks: int = 2   # strips over columns: launch_bounds' resident blocks per SM
-                                # (caps registers at 65536 / (this * strip_block_threads))
+    strip_min_blocks: int = 3   # strips over columns: launch_bounds' resident blocks per SM
+                                # (caps registers at 65536 / (this * strip_block_threads)):
+                                # 2 let the held kernels take 110-120 registers, 2 blocks
+                                # (channel layernorm over 96 channels 0.061 -> 0.050 ms at
+                                # 3, layernorm stored NHWC 0.080 -> 0.069; H100)
     strip_line_bytes: int = 128  # strips over columns, streaming: the narrowest strip's row
                                 # (H100, column centring 16384 x 4096: 32-byte rows 0.406 ms,
                                 # 128-byte rows 0.325)

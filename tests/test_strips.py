@@ -124,3 +124,31 @@ def test_columns_compiled_for_symbols_keep_a_plan_sized_per_call():
     inputs = random_inputs(func, {"N": 2, "H": 3, "W": 5, "C": 6}, seed=3)
     got = mlfuse.compile_source(INSTANCE_NORM_NHWC, "t.fuse", target="simulator")["f"](*inputs)
     assert_results_close(func, run_tensor(func, inputs), got)
+
+
+CHANNEL_LAYERNORM = """
+func f(x: f32[N, C, H, W], g: f32[C], b: f32[C]) -> f32[N, C, H, W] {
+    return transpose(layernorm(transpose(x, [0, 2, 3, 1]), g, b), [0, 3, 1, 2])
+}"""
+
+
+@pytest.mark.parametrize("dims", [
+    {"N": 2, "C": 6, "H": 3, "W": 5},
+    {"N": 1, "C": 37, "H": 2, "W": 3},  # several slots a thread, the last part-filled
+])
+def test_a_one_axis_operand_of_the_reduced_axis_is_stepped_by_a_cursor(dims):
+    """Layernorm over the channels of NCHW: gamma and beta, 1-D over the reduced axis, are
+    read at a cursor stepped a slot at a time like the columns (g[k] cost a wraparound
+    test and a 64-bit multiply a value), in the registers variant the host launches."""
+    func = parse_program(CHANNEL_LAYERNORM, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=6)
+    inputs[0][0, 1, 0, 0] = np.nan
+    module = mlfuse.compile_source(CHANNEL_LAYERNORM, "t.fuse", target="simulator")
+    kernel = module.source[module.source.index("def f_0("):]
+    kernel = kernel[:kernel.index("\n\n\n")]
+    assert "g_flat[numba.uint64(cursor" in kernel and "b_flat[numba.uint64(cursor" in kernel
+    assert "g[" not in kernel and "b[" not in kernel
+    launched = record_launches(module.python_module, ["f_0", "f_0_streaming"])
+    with np.errstate(invalid="ignore"):
+        assert_results_close(func, run_tensor(func, inputs), module["f"](*inputs))
+    assert launched == ["f_0"]

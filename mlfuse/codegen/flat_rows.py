@@ -126,11 +126,16 @@ def _step_split(x: Value, k: Value, points: set[int]) -> tuple[bool, Value | Non
     return False, None
 
 
-def flat_access(op: Operation, args: list[Value], extents: list, points: set[int]) -> FlatAccess | None:
+def flat_access(op: Operation, args: list[Value], extents: list, points: set[int],
+                one_axis: bool = False) -> FlatAccess | None:
     """The flat form of access ``op`` inside a loop nest with indices ``args`` (outer
-    first) over ``extents``, if it has one (see the module doc)."""
+    first) over ``extents``, if it has one (see the module doc). ``one_axis``: also a
+    1-D buffer indexed by a one-level nest's index (on axis 0), for an emitter that
+    steps such accesses by a cursor (strips over columns: layernorm's gamma)."""
     buf, idx = access_parts(op)
     shape = list(buf.type.shape)
+    if one_axis and len(idx) == 1 and len(args) == 1 and idx[0] is args[0]:
+        return FlatAccess(buf, [], None, args[0], 0)
     if len(idx) < 2 or len(shape) != len(idx):
         return None  # (a 1-D buffer is indexed at one offset already)
     if not args:  # one value of the point (a row's shift sample): at its row base alone
@@ -337,11 +342,12 @@ class FlatRows(SegmentCursors):
     offset_type = "numba.int64"
 
     def plan_flat_rows(self, nests: list[tuple[Operation, list[Value], list]],
-                       point_reads: bool = True) -> None:
+                       point_reads: bool = True, one_axis: bool = False) -> None:
         """Find the flat accesses of each nest (top loop, its indices, its extents), mark
         the index ops only they used as not emitted, and define the flat views.
         ``point_reads``: the point's own accesses too (not where lanes of a vector of
-        points each access theirs: column_epilogue_vector.py)."""
+        points each access theirs: column_epilogue_vector.py). ``one_axis``: 1-D
+        buffers indexed by a one-level nest's index too (``flat_access``)."""
         points = {id(a) for a in self.op.body.args}
         self.flat, self.flat_digits, self.row_bases = {}, {}, {}
         self.segments = {}  # _key(buf, indices) -> SegmentedAccess
@@ -352,7 +358,7 @@ class FlatRows(SegmentCursors):
             found, segments = {}, {}
             for o in _nest_ops(top):
                 if isinstance(o, ACCESSES):
-                    access = flat_access(o, args, extents, points)
+                    access = flat_access(o, args, extents, points, one_axis)
                     if access is not None:
                         found[_key(*access_parts(o))] = access
                     elif len(args) == 1:
@@ -389,7 +395,7 @@ class FlatRows(SegmentCursors):
         for access in self.planned_accesses():
             key = (id(access.buf), access.axis)
             if access.axis is not None and key not in self.flat_strides:
-                text = " * ".join(self._strides(access.buf, access.axis))
+                text = " * ".join(self._strides(access.buf, access.axis)) or "1"
                 if text not in names:
                     names[text] = self.namer.fresh(f"stride{access.axis}")
                     self.w.line(f"{names[text]} = {self.offset_type}({text})")

@@ -175,27 +175,30 @@ def {name}(value, scratch):
 # alone (in thread order: the bits of _strip_reduce) and writes it back, one barrier,
 # every thread reads its lanes' totals. Two barriers and per + count reads a thread for
 # all lanes, where a lane at a time costs 2 * count barriers and count * per reads.
+# (Unsigned offsets and while loops, as _strip_reduce's.)
 # Lane v's partials are a padded block of (per + 1) rows of the strip's width: thread y
 # reading lane y sees banks (y * width + t * width + x) mod 32, distinct in a warp.
 _STRIP_LANES_REDUCE = '''\
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline="always")
 def {name}(parts, count, scratch):
     """{combiner} of each of ``parts[:count]`` over the block's threads that share a
     point (those with the same ``cuda.threadIdx.x``), returned in ``parts`` to each."""
-    lane, width, per = cuda.threadIdx.x, cuda.blockDim.x, cuda.blockDim.y
-    me = cuda.threadIdx.y
+    lane, width = numba.uint32(cuda.threadIdx.x), numba.uint32(cuda.blockDim.x)
+    per, me = numba.uint32(cuda.blockDim.y), numba.uint32(cuda.threadIdx.y)
     block = (per + 1) * width  # a lane's partials, padded by a row
     totals = count * block  # then the lanes' totals
     for v in range(count):
         scratch[v * block + me * width + lane] = parts[v]
     cuda.syncthreads()
-    for turn in range((count - me + per - 1) // per):  # (fewer threads a point than lanes:
-        v = me + turn * per  # several each)
+    v = me
+    while v < count:  # (fewer threads a point than lanes: several each)
         value = scratch[v * block + lane]
-        for y in range(1, per):
-            other = v * block + y * width + lane
+        other, end = v * block + width + lane, v * block + per * width
+        while other < end:
             value = {combine_scratch}
+            other += width
         scratch[totals + v * width + lane] = value
+        v += per
     cuda.syncthreads()
     for v in range(count):
         parts[v] = scratch[totals + v * width + lane]

@@ -202,10 +202,13 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
                                  "1024" if self.columns else None)
             if not self.vectors:  # (the vector loops hold their own vectors)
                 self.plan()
-            # a point's values contiguous in a buffer: one range from a row base (flat_rows.py)
+            # a point's values contiguous in a buffer: one range from a row base
+            # (flat_rows.py); over columns, a 1-D operand of the reduced axis (gamma[c])
+            # stepped by a cursor too (a signed index's wraparound test and a 64-bit
+            # multiply a value: 20 instructions a slot for gamma and beta, ptxas)
             self.plan_flat_rows([(o, [lvl.body.args[0] for lvl in self.levels[id(o)]],
                                   [lvl["extent"] for lvl in self.levels[id(o)]])
-                                 for o in self.tops])
+                                 for o in self.tops], one_axis=self.columns and not self.vectors)
             self.plan_thread_steps()
             self.plan_staged_stores(self.tops, strip_geometry(self.target, self.hw))
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")
