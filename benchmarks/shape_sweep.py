@@ -3,7 +3,11 @@ shapes we do not see: the same programs at other extents). Each variant is check
 against the NumPy interpreter and timed against torch eager and torch.compile in the
 same run, with run.py's machinery; a table is printed last.
 
-    python benchmarks/shape_sweep.py [--only CASE ...] [--out DIR]     # on a GPU
+    python benchmarks/shape_sweep.py [--only CASE ...] [--out DIR] [--hw NAME=VALUE ...]
+
+``--hw``: mlfuse compiled and generated with that hardware knob changed (mlfuse/hardware.py),
+a variant timed through the real runtime (the knob probes replay kernels through Numba's
+dispatcher, host-bound under about 0.1 ms).
 
 Shapes are chosen to move 64-512 MB (enough to time at bandwidth) with other aspect
 ratios than the suite's: short and long rows, extents that are no multiple of a block or
@@ -335,9 +339,22 @@ def main(argv=None) -> int:
                    help="time mlfuse alone (two trees compared in one session)")
     p.add_argument("--for-sizes", action="store_true",
                    help="compile mlfuse for each variant's sizes (--dim), not for symbols")
+    p.add_argument("--hw", action="append", default=[],
+                   help="NAME=VALUE: a hardware knob changed (repeatable)")
     args = p.parse_args(argv)
     if not run.gpu_setup("the sweep needs"):
         return 2
+    import contextlib
+    import dataclasses
+
+    from mlfuse.hardware import get_target, hw_setting, target_in_effect
+    knobs = dict(hw_setting(h) for h in args.hw)
+    with target_in_effect(dataclasses.replace(get_target(), **knobs)) if knobs else \
+            contextlib.nullcontext():
+        return sweep(args, run, CASES)
+
+
+def sweep(args, run, CASES) -> int:
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
