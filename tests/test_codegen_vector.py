@@ -313,6 +313,24 @@ def test_f16_pointwise_moves_whole_vectors_and_rounds_like_the_scalar_kernel(sha
     assert got.dtype == np.float16 and np.isnan(got[0, 1]) and got[0, 0] == np.inf
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("n", [4, 12, 100, 104])
+def test_sixteen_bit_pointwise_over_a_constant_extent_writes_every_value(dtype, n):
+    """A constant extent of whole 8-byte vectors but not 16-byte ones (4, 12, 100) keeps
+    4-lane vectors: the 16-byte kernel, launched without a test, left the last 4 values
+    unwritten (the fuzz property ``kernels`` found ``2.0 + x0`` over bf16[4])."""
+    import ml_dtypes
+    import mlfuse
+    source = f"func f(x0: {dtype}[{n}]) -> {dtype}[{n}] {{ return 2.0 + x0 }}"
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator")
+    x = np.arange(n, dtype=np.float32).astype(ml_dtypes.bfloat16 if dtype == "bf16" else np.float16)
+    launched = record_launches(module.python_module, ["f_0", "f_0_vector"])
+    got = np.asarray(module.f(x), dtype=np.float32)
+    np.testing.assert_array_equal(got, np.arange(n, dtype=np.float32) + 2)
+    assert launched == ["f_0_vector"]  # whole vectors of VECTOR_WIDTH: the vector kernel
+    assert ("VECTOR_WIDTH_16" in _kernel_text(module.source, "f_0_vector")) == (n % 8 == 0)
+
+
 @pytest.mark.skipif(_cuda_home() is None, reason="needs the CUDA toolkit (libNVVM, ptxas)")
 def test_f16_vector_kernel_compiles_to_16_byte_accesses_without_spills(tmp_path):
     program = tmp_path / "bias_gelu_f16.fuse"

@@ -145,7 +145,7 @@ class KernelEmitter(RowPlans, VectorPhases, LeanPointwise, FlatRows):
         # a batch of rows a step (warp-rows): the current row's first slot (code + " "),
         # and the row loops whose vector loads the batch issued ahead already
         self.slot_offset, self.prefilled = "", set()
-        if variant == "pointwise-vector" and half_vectors(pointwise_vector_accesses(op.body)) \
+        if variant == "pointwise-vector" and half_pointwise_vectors(op, hw) \
                 or variant == "registers-vector" and half_row_vectors(op, hw):
             self.vector_lanes, self.vector_points = "VECTOR_WIDTH_16", "POINTS_PER_THREAD_16"
             self.vector_moves = ("_load_halves", "_store_halves")
@@ -441,6 +441,17 @@ def _vector_variant(op: LoopOp, kinds: list[str], hw: Target) -> tuple[list, lis
         multiples
 
 
+def half_pointwise_vectors(op: LoopOp, hw: Target) -> bool:
+    """Whether a pointwise kernel's vector variant moves 16 bytes of 16-bit values a
+    vector (2 * VECTOR_WIDTH of them): its vector accesses are all 16-bit and a constant
+    innermost extent is a multiple of such a vector (the host tests a symbolic one). A
+    constant extent of whole 8-byte vectors only (f16[100]) keeps VECTOR_WIDTH lanes: the
+    16-byte kernel, launched without a test, left its last 4 values unwritten."""
+    extent = op.extent_list[-1] if op.extent_list else None
+    return half_vectors(pointwise_vector_accesses(op.body)) and not (
+        isinstance(extent, int) and extent % (2 * hw.vector_width))
+
+
 def half_row_vectors(op: LoopOp, hw: Target) -> bool:
     """Whether a row kernel's registers-vector variant moves 16 bytes of 16-bit values a
     vector (2 * VECTOR_WIDTH of them): its vector accesses are all 16-bit and plain (a
@@ -482,7 +493,7 @@ def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Na
     texts = [KernelEmitter(op, kname, kind, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     divisors = lean_divisors(op) if kinds[0] == "pointwise-prefetch" else []
-    halves = kinds[0] == "pointwise-prefetch" and half_vectors(accesses) or \
+    halves = kinds[0] == "pointwise-prefetch" and bool(accesses) and half_pointwise_vectors(op, hw) or \
         kinds[0] == "registers" and bool(accesses) and half_row_vectors(op, hw)
     return KernelCode(op, schedule, kernel_interface(op), [o["extent"] for o in _row_loops(op)],
                       variants, "\n\n".join(texts), plain_buffers, vector_extents,
