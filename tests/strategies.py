@@ -96,6 +96,10 @@ class Program:
     results: list = field(default_factory=list)  # Values returned
 
     def param(self, shape, dtype) -> Value:
+        # a parameter's dims are integers or names (the language): an operand shaped like
+        # a concat's result, [2*N], cannot be one, so such a draw is dropped (the long
+        # profile drew matmul(concat([x1, x1], axis=1), x2) with x2: f32[2*N, 1])
+        assume(all(isinstance(d, int) or str(d).isidentifier() for d in shape))
         v = Value(f"x{len(self.params)}", tuple(shape), dtype)
         self.params.append(v)
         self.values.append(v)
