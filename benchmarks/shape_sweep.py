@@ -81,8 +81,11 @@ VARIANTS = {
     "channel_layernorm": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14},
                           {"N": 8, "C": 2048, "H": 14, "W": 14}],
     "layernorm_nhwc": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14}],
-    "layernorm_transposed": [{"R": 16384, "C": 1024}, {"R": 4096, "C": 4096}],
+    "layernorm_transposed": [{"R": 16384, "C": 1024}, {"R": 4096, "C": 4096},
+                             {"R": 65536, "C": 768}, {"R": 1000, "C": 50000}],
     "softmax_columns_transposed": [{"R": 4096, "C": 8192}, {"R": 512, "C": 65536}],
+    "softmax_rows_transposed": [{"R": 16384, "C": 1024}, {"R": 4096, "C": 4096},
+                                {"R": 100000, "C": 300}],
     "l1norm_channels": [{"N": 32, "C": 1024, "H": 14, "W": 14}, {"N": 32, "C": 64, "H": 56, "W": 56}],
     # twentieth session: a column's variance in its mean's pass (moments.py over columns),
     # compiled for sizes (--for-sizes) where the strips hold no column on chip
@@ -168,6 +171,9 @@ def _extra_cases() -> list:
     def t_softmax_columns_transposed(x):
         return _torch()[0].softmax(x, dim=0).t().contiguous()
 
+    def t_softmax_rows_transposed(x):
+        return _torch()[0].softmax(x, dim=1).t().contiguous()
+
     def t_column_standardise(x):
         d = x - x.mean(0, keepdim=True)
         v = (d * d).mean(0, keepdim=True)
@@ -249,6 +255,11 @@ func layernorm_transposed(x: f32[R, C], g: f32[C], b: f32[C]) -> f32[C, R] {
     return transpose(layernorm(x, g, b))
 }
 """, {}, t_layernorm_transposed),
+        Case("softmax_rows_transposed", """
+func softmax_rows_transposed(x: f32[R, C]) -> f32[C, R] {
+    return transpose(softmax(x, axis=1))
+}
+""", {}, t_softmax_rows_transposed),
         Case("softmax_columns_transposed", """
 func softmax_columns_transposed(x: f32[R, C]) -> f32[C, R] {
     return transpose(softmax(x, axis=0))

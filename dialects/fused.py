@@ -72,7 +72,10 @@ class KernelOp(LoopOp):
              "split_stages": Attr("int", 0),
              # a row kernel's twin for calls with short rows (a length known per call):
              # a group of lanes per row (codegen/short_rows.py), the host choosing per call
-             "warp_rows": Attr("int", 0)}
+             "warp_rows": Attr("int", 0),
+             # a warp-rows kernel whose stores along its points (a layernorm stored
+             # transposed) go through a shared tile, a warp a row (codegen/staged_rows.py)
+             "staged_rows": Attr("int", 0)}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

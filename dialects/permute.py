@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from mlfuse.ir.core import BlockArgument, Operation, Value
 
-from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp
+from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp, ReduceOp, StoreOp
 
 
 def innermost_axis(kernel: LoopOp) -> int | None:
@@ -128,5 +128,35 @@ def store_scatters(kernel: LoopOp, store: Operation, along_points: bool) -> bool
     return bool(moving) and moving[-1] is not None and fast not in moving[-1]
 
 
+def stores_along_points(kernel: LoopOp) -> list[Operation]:
+    """The stores of a row kernel's epilogue that a block per row would scatter but that
+    follow the kernel's last point (a layernorm over rows stored transposed: out[k, r]).
+    A block of neighbouring rows writes them coalesced through a shared tile
+    (codegen/staged_rows.py)."""
+    return [o for top in kernel.body.ops if isinstance(top, ForOp) for o in top.walk()
+            if isinstance(o, StoreOp) and store_scatters(kernel, o, along_points=False)
+            and not store_scatters(kernel, o, along_points=True)]
+
+
+def why_not_staged_rows(kernel: LoopOp) -> str | None:
+    """Why a row kernel's stores along its points cannot go through the staged-rows
+    tile (None: they can): a warp walks each row loop in steps of 32 values with a
+    barrier a step, so the loops must be single loops over one extent (no nest, the
+    same trip count in every warp) and the staged stores in their top-level bodies."""
+    if not kernel.body.args:
+        return "no point axis"
+    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+    if any(isinstance(o, (ReduceOp, ForOp)) for top in loops for o in top.walk() if o is not top):
+        return "a row loop holds a nested loop"
+    if len({repr(o["extent"]) for o in loops}) != 1:
+        return "row loops of different extents"
+    staged = stores_along_points(kernel)
+    if any(o.parent is None or not any(o.parent.parent_op is top for top in loops)
+           for o in staged):
+        return "a staged store below the row loop"
+    return None
+
+
 __all__ = ["innermost_axis", "load_indices", "permuted_axis", "permuted_loads",
-           "store_scatters", "tileable_loads", "tiled_loads"]
+           "store_scatters", "stores_along_points", "tileable_loads", "tiled_loads",
+           "why_not_staged_rows"]

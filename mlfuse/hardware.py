@@ -120,6 +120,11 @@ class Target:
                                 # of blocks (more rows in flight, not narrower rows)
     strip_staged_stores: bool = True  # strips over columns: a store along the reduced axis
                                 # through a shared tile (codegen/strips_staged.py)
+    row_staged_stores: bool = False  # a row kernel's store along its points (a layernorm
+                                # stored transposed) through a shared tile, a warp a row
+                                # (codegen/staged_rows.py). Off until it is timed on the
+                                # GPU: the transpose then keeps its own kernel (the builder
+                                # refuses such a store, the cost model prices it scattered)
     strip_stage_width: int = 16  # ... in a streaming kernel only where its strip has this many
                                 # points or more (a narrower one stores 16 bytes a point and more)
     strip_vectors: bool = True  # strips over columns: a thread's points a 16-byte vector

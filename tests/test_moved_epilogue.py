@@ -2,11 +2,14 @@
 mask computed from iotas fused into the reduction that reads it (fusion/fuse.py's second
 look at a producer whose own group grew). Checked on the fused IR at benchmark sizes and
 under the simulator against the NumPy interpreter at small ones."""
+import dataclasses
+
 import pytest
 
 import mlfuse
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import AllocOp
+from mlfuse.hardware import get_target, target_in_effect
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.tools.checking import random_inputs
@@ -57,13 +60,20 @@ def test_a_transposed_back_epilogue_is_stored_by_the_reduction_kernel(dims):
     assert sum(s.endswith("tensor.transpose") for s in k["sources"]) == 2  # both in it
 
 
-@pytest.mark.parametrize("source, dims", [
-    (LAYERNORM_TRANSPOSED, {"R": 16384, "C": 1024}),
-    (SOFTMAX_COLUMNS_TRANSPOSED, {"R": 4096, "C": 8192}),
-])
-def test_an_epilogue_stored_scattered_keeps_its_transpose_kernel(source, dims):
-    ks, _ = kernels(source, dims)
+def test_an_epilogue_stored_scattered_keeps_its_transpose_kernel():
+    ks, _ = kernels(SOFTMAX_COLUMNS_TRANSPOSED, {"R": 4096, "C": 8192})
     assert [k["schedule"] for k in ks][-1] == "transpose-tiles" and len(ks) == 2
+
+
+def test_a_row_epilogue_stored_along_the_points_is_staged_in_one_kernel():
+    """A layernorm over rows stored transposed writes each row as a column: with the
+    target's row_staged_stores on, a block of neighbouring rows, a warp each, stages it
+    (codegen/staged_rows.py); off (the default), the transpose keeps its tiles."""
+    ks, _ = kernels(LAYERNORM_TRANSPOSED, {"R": 16384, "C": 1024})
+    assert [k["schedule"] for k in ks] == ["row", "transpose-tiles"]
+    with target_in_effect(dataclasses.replace(get_target(), row_staged_stores=True)):
+        (k,), allocs = kernels(LAYERNORM_TRANSPOSED, {"R": 16384, "C": 1024})
+    assert k["schedule"] == "warp-rows" and k["staged_rows"] == 1 and allocs == [["C", "R"]]
 
 
 def test_a_causal_mask_from_iotas_is_computed_in_the_softmax_kernel():

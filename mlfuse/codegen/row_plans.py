@@ -251,7 +251,7 @@ class RowPlans:
             fill = bool(self.fills[id(op)][1]) and id(op) not in self.prefilled
             with self.vector_walk(op, vectors, first, self.vectors_end(extent), fill, "row"):
                 yield
-        elif self.held_rows or (self.variant == "streaming" and self.fills[id(op)][1]):
+        elif self.held_rows or (self.streams_tiles() and self.fills[id(op)][1]):
             slots, start = self.row_slots, loc["tid"]
             with ExitStack() as tiles:
                 if not self.held_rows:  # streaming: a tile of the row at a time
@@ -295,6 +295,10 @@ class RowPlans:
             first = loc["tid"] if row_start == "0" else f"{row_start} + {loc['tid']}"
             with w.indented(f"for {k} in range({first}, {extent}, {loc['nthreads']}):"):
                 yield
+
+    def streams_tiles(self) -> bool:
+        """Whether a row loop walks its row a tile of loads at a time (plan_stream_tiles)."""
+        return self.variant == "streaming"
 
     def index_unused(self, loops: list[LoopOp]) -> bool:
         """Whether nothing emitted in ``loops`` reads their index: its every user is

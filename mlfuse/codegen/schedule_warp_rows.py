@@ -50,6 +50,7 @@ _DOC = {"warp-rows": "Warp-rows schedule over [{space}]: a group of `width` thre
                             "point (1: a thread per point, no shuffles), lane l taking vectors "
                             "l, l + width, ... of its row, each loaded and stored whole."}
 _MOST_WIDTH = 32
+WARP_THREADS = 32  # a staged-rows kernel's group (staged_rows.py)
 
 
 def group_width(extent: int) -> int:
@@ -242,6 +243,12 @@ def _batch(op, hw) -> int:
 
 
 def emit_warp_rows(op, name: str, target: str, helpers: set[str], names, hw) -> KernelCode:
+    if op.attributes.get("staged_rows"):  # a warp a row, stores along the points staged
+        from mlfuse.codegen.staged_rows import StagedRowsEmitter
+        text = StagedRowsEmitter(op, name, "warp-rows", target, helpers, hw, names.taken).emit()
+        extents = [o["extent"] for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
+        return KernelCode(op, "warp-rows", kernel_interface(op), extents, {"warp-rows": name},
+                          text, [], launch={"staged": True})
     variants = {"warp-rows": name}
     accesses = row_vector_accesses([o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))])
     shape = vector_rows(op, hw)
@@ -270,6 +277,9 @@ def warp_rows_launch(host, kernel, points: str, args: list[str]) -> None:
     def call(kind: str, threads: str, batch: int = 1) -> str:
         return host.call(kernel.variants[kind], f"_pointwise_blocks({points} * {threads}, "
                          f"{batch}), THREADS_PER_BLOCK", args + [threads])
+    if kernel.launch.get("staged"):  # staged_rows.py: a warp a row, whatever its length
+        host.guarded(op, points, [call("warp-rows", str(WARP_THREADS))])
+        return
     calls = {"warp-rows": call("warp-rows", width)}
     if "warp-rows-vector" in kernel.variants:
         calls["warp-rows-vector"] = call("warp-rows-vector", str(kernel.launch["vector_width"]),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
-from mlfuse.dialects.permute import innermost_axis, permuted_loads, tiled_loads
+from mlfuse.dialects.permute import innermost_axis, permuted_loads, stores_along_points, tiled_loads
 from mlfuse.dialects.reductions import (loop_levels, reread_value_bytes, sibling_passes,
                                         stage_count)
 from mlfuse.ir.core import Block, Operation
@@ -391,7 +391,7 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
     points = 1
     for e in kernel["extents"]:
         points *= resolve(e, dims, target)
-    threads, rereads, launches = points, 0, 1
+    threads, rereads, launches, scattered = points, 0, 1, 0
     schedule = kernel.attributes.get("schedule")
     inner = max((resolve(op["extent"], dims, target) for op in kernel.body.ops
                  if isinstance(op, (ForOp, ReduceOp))), default=1)
@@ -419,6 +419,15 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
     elif schedule == "warp-rows":  # a group of threads (up to a warp) per row, holding
         # all of it: every value in flight at once, as "row" counts them (row_groups.py)
         threads = points * min(inner, WARP * target.short_row_values)
+        if kernel.attributes.get("staged_rows"):  # codegen/staged_rows.py: a warp a
+            # row, a tile of half a register row's values a lane in flight, each row
+            # loop reading the row again (from L2 while the rows in flight fit)
+            threads = points * min(inner, WARP * max(1, target.row_values_per_thread // 2))
+            resident = min(points, target.sm_count * SM_THREADS // WARP)
+            rereads = _rereads(kernel, read, dims, target, resident)
+            if not target.row_staged_stores:  # written directly: a sector a value
+                scattered = sum(buffer_bytes(o.operands[1].type, dims, target)
+                                for o in stores_along_points(kernel))
     elif schedule == "split-rows":  # chunks of every point's reduction over the whole GPU
         threads = target.sm_count * 2048
     elif schedule == "split-columns":  # a thread per point and chunk, each with a
@@ -460,7 +469,7 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         walked = walked_bytes(kernel, points, dims, target)
     return KernelCost(
         bytes_read=sum(buffer_bytes(t, dims, target) for t in read.values()) + rereads,
-        strided_bytes=_strided_bytes(kernel, dims, target),
+        strided_bytes=_strided_bytes(kernel, dims, target) + scattered,
         bytes_written=sum(buffer_bytes(t, dims, target) for t in written.values()),
         flops=flops, registers=live_registers(kernel.body), threads=threads,
         walked_bytes=walked, tiled_s=tiled, launches=launches).with_time(target)

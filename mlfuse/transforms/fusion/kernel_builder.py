@@ -13,7 +13,7 @@ from __future__ import annotations
 from mlfuse.dialects.arith import ConstantOp as ArithConstant
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, StoreOp
-from mlfuse.dialects.permute import store_scatters
+from mlfuse.dialects.permute import store_scatters, stores_along_points, why_not_staged_rows
 from mlfuse.ir.clone import Demand, clone_block_steps
 from mlfuse.ir.core import Block, Region, Value
 from mlfuse.ir.types import INDEX, symbols_of
@@ -134,8 +134,10 @@ def choose_space(members: list[Nest], outputs: list[Nest], reshaped: bool = Fals
 
 class KernelBuilder:
     def __init__(self, graph: NestGraph, members: list[Nest], outputs: list[Nest], name: str,
-                 schedule_for=None, space: Space | None = None, reshaped: bool = False):
+                 schedule_for=None, space: Space | None = None, reshaped: bool = False,
+                 staged_rows: bool = True):
         self.graph = graph
+        self.staged_rows = staged_rows  # the target stages stores along a row kernel's points
         self.members = sorted(members, key=lambda n: n.index)
         self.member_set = set(self.members)
         self.outputs = sorted(outputs, key=lambda n: n.index)
@@ -331,17 +333,26 @@ class KernelBuilder:
         """Refuse a group whose moved epilogue output (a transpose of a layernorm's
         result) neighbouring threads would write apart: its separate transpose tiles
         write whole lines, a scattered store a 32-byte sector a value (H100: a layernorm
-        over rows of 1024 stored transposed, 0.35 ms against 0.094 in two kernels)."""
-        along = access_layout(self.kernel) == "columns"
+        over rows of 1024 stored transposed, 0.35 ms against 0.094 in two kernels). A
+        row kernel's store that follows its points is kept: the staged-rows schedule
+        writes it through a shared tile (codegen/staged_rows.py)."""
+        layout = access_layout(self.kernel)
+        along = layout == "columns"
+        staged = {id(o) for o in stores_along_points(self.kernel)} \
+            if self.staged_rows and layout == "rows" and why_not_staged_rows(self.kernel) is None \
+            else set()
         for op in self.kernel.walk():
             if isinstance(op, StoreOp) and any(op.operands[1] is b for b in moved) and \
-                    store_scatters(self.kernel, op, along):
+                    id(op) not in staged and store_scatters(self.kernel, op, along):
                 raise CannotFuse(f"{op.operands[1].name_hint or 'an output'} is a move of the "
                                  "epilogue's values that its threads would store scattered")
 
 
-def build_kernel(graph: NestGraph, members, outputs, name: str, schedule_for=None) -> KernelOp:
-    """One fused.kernel computing ``members`` and storing ``outputs``; raises CannotFuse."""
+def build_kernel(graph: NestGraph, members, outputs, name: str, schedule_for=None,
+                 staged_rows: bool = True) -> KernelOp:
+    """One fused.kernel computing ``members`` and storing ``outputs``; raises CannotFuse.
+    ``staged_rows``: the target's ``row_staged_stores`` (a row kernel may store along its
+    points, codegen/staged_rows.py)."""
     if not outputs:
         raise CannotFuse("the group stores nothing")
     for n in members:
@@ -362,7 +373,8 @@ def build_kernel(graph: NestGraph, members, outputs, name: str, schedule_for=Non
         except CannotFuse as e:
             unfit = unfit or e
             continue
-        builder = KernelBuilder(graph, members, outputs, name, schedule_for, space, reshaped)
+        builder = KernelBuilder(graph, members, outputs, name, schedule_for, space, reshaped,
+                                staged_rows)
         try:
             return builder.build()
         except CannotFuse as e:

@@ -49,7 +49,7 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.index_forms import (access_walk, merged_view, reads_value, row_step,
                                          row_walk, size_of, unraveled)
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, access_parts
-from mlfuse.dialects.permute import store_scatters
+from mlfuse.dialects.permute import store_scatters, stores_along_points, why_not_staged_rows
 from mlfuse.dialects.reductions import (ReduceNest, loop_levels, reduce_nest, reduce_nests,
                                         staged_fors)
 from mlfuse.ir.core import Operation
@@ -187,6 +187,7 @@ class ScheduleChoice:
     strip: str = ""   # a strips schedule's "columns" or "rows"
     split_stages: bool = False  # a row kernel's split plan for calls with few long rows
     short_rows: bool = False  # a row kernel's plan for calls with short rows (warp-rows)
+    staged_rows: bool = False  # warp-rows storing along its points through a shared tile
 
 
 def _loop_extents(kernel: Operation) -> list[list]:
@@ -531,6 +532,8 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
     # an unbound reduced extent may be long at run time; the host splits it only if it is
     unbound = any(s not in dims for n in nests for s in symbols_of(n.extents))
     long = reduced >= target.split_min_extent or unbound
+    if layout == "rows" and stores_along_points(kernel) and why_not_staged_rows(kernel) is None:
+        return _staged_rows(kernel, points, row, target)
     if blocker is None and layout == "rows" and few_points and long:
         return ScheduleChoice("split-rows", f"{points} point(s) cannot fill {target.sm_count} SMs "
                               f"with one block each; each point's {reduced} values are split "
@@ -569,6 +572,18 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
         "" if layout else " (its reads are neither along rows nor along columns)"))
 
 
+def _staged_rows(kernel: KernelOp, points: int, row: int, target: Target) -> ScheduleChoice:
+    """A row kernel that stores along its points (kernel_builder kept such a store only
+    where codegen/staged_rows.py can write it): warp-rows, a warp a row."""
+    names = ", ".join(sorted({o.operands[1].name_hint or "an output"
+                              for o in stores_along_points(kernel)}))
+    rows = target.threads_per_block // WARP
+    return ScheduleChoice("warp-rows", f"{points} rows of {row} values, {names} stored along "
+                          f"the rows' points: a warp a row, {rows} neighbouring rows a block, "
+                          "the store staged through a shared tile (a column of the block's "
+                          "rows written at once)", staged_rows=True)
+
+
 def apply_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     choice = choose_schedule(kernel, dims, target)
     kernel.attributes["schedule"] = choice.schedule
@@ -588,6 +603,10 @@ def apply_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoi
         kernel.attributes["warp_rows"] = 1
     else:
         kernel.attributes.pop("warp_rows", None)
+    if choice.staged_rows:
+        kernel.attributes["staged_rows"] = 1
+    else:
+        kernel.attributes.pop("staged_rows", None)
     return choice
 
 

@@ -1,0 +1,136 @@
+"""Row kernels storing along their points through a shared tile (codegen/staged_rows.py):
+a layernorm or softmax over rows stored transposed is one kernel, a warp a row. Run
+under the simulator against the NumPy interpreter at sizes where the block's last rows
+and the row's last step are part-filled, compiled for large sizes and for constant
+ones (the rows then held in registers), in f32, f16 and bf16, with NaN and inf."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import mlfuse
+from mlfuse.dialects.fused import KernelOp
+from mlfuse.hardware import get_target, target_in_effect
+from mlfuse.interp import run_tensor
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.tools.checking import random_inputs
+
+from helpers import assert_results_close, record_launches
+
+LAYERNORM_T = """
+func f(x: {t}[R, C], g: {t}[C], b: {t}[C]) -> {t}[C, R] {{
+    return transpose(layernorm(x, g, b))
+}}"""
+SOFTMAX_T = """
+func f(x: {t}[R, C]) -> {t}[C, R] {{
+    return transpose(softmax(x, axis=1))
+}}"""
+# points over two axes: each [S, D] slice's rows stored as [D, S]
+LAYERNORM_3D = """
+func f(x: f32[B, S, D], g: f32[D], b: f32[D]) -> f32[B, D, S] {
+    return transpose(layernorm(x, g, b), [0, 2, 1])
+}"""
+# the softmax stored as it is (directly, where the row exists) beside its transpose
+BOTH = """
+func f(x: f32[R, C]) -> (f32[R, C], f32[C, R]) {
+    y = softmax(x, axis=1)
+    return y, transpose(y)
+}"""
+# constant sizes: rows of 40 held in registers (two slots a lane), 7 rows
+HELD = """
+func f(x: f32[7, 40], g: f32[40], b: f32[40]) -> f32[40, 7] {
+    return transpose(layernorm(x, g, b))
+}"""
+
+
+@pytest.fixture(autouse=True)
+def _staged_rows_on():
+    """The target's row_staged_stores knob on (off by default until timed on the GPU)."""
+    hw = dataclasses.replace(get_target(), row_staged_stores=True)
+    with target_in_effect(hw):
+        yield
+
+
+# the fuse pass plans for sizes where a warp a row pays (at the default 1024 rows of 1024
+# the model finds 1024 warps, a value a lane in flight, too few and keeps two kernels)
+PLAN = {"dims": {"R": 16384, "C": 1024, "B": 64, "S": 256, "D": 1024}}
+
+
+def staged_kernel(source: str) -> KernelOp:
+    """The one kernel of ``source`` compiled for PLAN's sizes: staged rows."""
+    func = compile_text(source, "t.fuse", fuse_options=PLAN).funcs[0]
+    (k,) = [op for op in func.body.ops if isinstance(op, KernelOp)]
+    assert k["schedule"] == "warp-rows" and k["staged_rows"] == 1
+    return k
+
+
+def run(source: str, dims: dict, nan: bool = False):
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, dims, seed=11)
+    if nan:
+        inputs[0][0, 1] = np.nan
+        inputs[0][1, 2], inputs[0][2, 0] = np.inf, -np.inf
+    module = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=PLAN)
+    name = staged_kernel(source)["kernel_name"]
+    assert "stage_at_" in module.source  # the tiles and the copy-out are there
+    launched = record_launches(module.python_module, [name])
+    with np.errstate(invalid="ignore"):
+        got = module["f"](*inputs)
+        assert_results_close(func, run_tensor(func, inputs), got)
+    assert launched == [name]
+
+
+@pytest.mark.parametrize("source, dims", [
+    (LAYERNORM_T.format(t="f32"), {"R": 5, "C": 70}),  # a block's last row past the end
+    (LAYERNORM_T.format(t="f32"), {"R": 1, "C": 32}),  # one row, one whole step
+    (LAYERNORM_T.format(t="f32"), {"R": 3, "C": 300}),  # two tiles of loads, the last short
+    (SOFTMAX_T.format(t="f32"), {"R": 3, "C": 33}),
+    (SOFTMAX_T.format(t="f16"), {"R": 4, "C": 45}),
+    (LAYERNORM_T.format(t="bf16"), {"R": 3, "C": 37}),
+    (LAYERNORM_3D, {"B": 2, "S": 3, "D": 36}),
+    (BOTH, {"R": 3, "C": 40}),
+], ids=["layernorm", "one_row", "two_tiles", "softmax", "softmax_f16", "layernorm_bf16", "points_3d",
+        "stored_both_ways"])
+def test_staged_rows_agree_with_numpy(source, dims):
+    run(source, dims)
+
+
+def test_nan_and_inf_follow_numpy():
+    run(SOFTMAX_T.format(t="f32"), {"R": 3, "C": 35}, nan=True)
+
+
+def test_rows_held_in_registers_are_staged_too():
+    """Constant rows a warp holds (40 values: two slots a lane) take the held path, its
+    fill phase before the staged loop; the steps are the slots."""
+    run(HELD, {})
+
+
+def test_the_generated_kernel_copies_a_column_of_the_blocks_rows_at_a_time():
+    from mlfuse.codegen import generate
+    src = generate(compile_text(LAYERNORM_T.format(t="f32"), "t.fuse", fuse_options=PLAN), "cuda")
+    kernel = src[src.index("def f_0("):]
+    kernel = kernel[:kernel.index("\n\n\n")]
+    assert kernel.count("cuda.syncthreads()") == 2  # a step: the tiles whole, then read
+    assert "cuda.threadIdx.x % STAGED_ROWS * 33 + cuda.threadIdx.x // STAGED_ROWS" in kernel
+    assert "transpose_flat[numba.uint64(at)]" in kernel
+    assert "f_0[_pointwise_blocks(R * 32, 1), THREADS_PER_BLOCK]" in src  # a warp a row
+
+
+def test_with_the_knob_off_the_transpose_keeps_its_kernel():
+    """``row_staged_stores`` off (the default until timed): the builder refuses the store
+    along the points, as before, and the transpose keeps its tiles."""
+    hw = dataclasses.replace(get_target(), row_staged_stores=False)
+    with target_in_effect(hw):
+        func = compile_text(LAYERNORM_T.format(t="f32"), "t.fuse", fuse_options=PLAN).funcs[0]
+    kinds = [op["schedule"] for op in func.body.ops if isinstance(op, KernelOp)]
+    assert kinds == ["row", "transpose-tiles"]
+
+
+def test_a_store_that_follows_no_point_is_still_refused():
+    """A column softmax stored transposed (strips over columns, the store along the
+    reduced axis) keeps its transpose kernel: nothing here changes it."""
+    src = "func f(x: f32[R, C]) -> f32[C, R] { return transpose(softmax(x, axis=0)) }"
+    func = compile_text(src, "t.fuse", fuse_options={"dims": {"R": 4096, "C": 8192}}).funcs[0]
+    kinds = [op["schedule"] for op in func.body.ops if isinstance(op, KernelOp)]
+    assert kinds[-1] == "transpose-tiles" and not any(
+        op.attributes.get("staged_rows") for op in func.body.ops if isinstance(op, KernelOp))
