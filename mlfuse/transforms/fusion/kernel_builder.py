@@ -135,7 +135,7 @@ def choose_space(members: list[Nest], outputs: list[Nest], reshaped: bool = Fals
 class KernelBuilder:
     def __init__(self, graph: NestGraph, members: list[Nest], outputs: list[Nest], name: str,
                  schedule_for=None, space: Space | None = None, reshaped: bool = False,
-                 staged_rows: bool = True):
+                 staged_rows: bool = False):
         self.graph = graph
         self.staged_rows = staged_rows  # the target stages stores along a row kernel's points
         self.members = sorted(members, key=lambda n: n.index)
@@ -349,7 +349,7 @@ class KernelBuilder:
 
 
 def build_kernel(graph: NestGraph, members, outputs, name: str, schedule_for=None,
-                 staged_rows: bool = True) -> KernelOp:
+                 staged_rows: bool = False) -> KernelOp:
     """One fused.kernel computing ``members`` and storing ``outputs``; raises CannotFuse.
     ``staged_rows``: the target's ``row_staged_stores`` (a row kernel may store along its
     points, codegen/staged_rows.py)."""
