@@ -15,7 +15,7 @@ import mlfuse
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.tools.checking import random_inputs
-from mlfuse.transforms.fusion.schedules import why_not_column_staged
+from mlfuse.dialects.reductions import why_not_column_staged
 
 CENTRING = "func f(x: f32[R, C]) -> f32[R, C] { return x - mean(x, axis=0, keepdims=true) }"
 # the column means returned too: stored once a point, by its first chunk's thread

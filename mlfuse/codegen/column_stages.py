@@ -9,7 +9,7 @@ centring ``x - mean(x, axis=0)`` at 16384 x 4096 ran 128 blocks of 512 threads, 
 occupancy, 0.303 ms against 0.283 for the unfused split-columns sums and pointwise
 kernel (H100). Where the schedule choice gives the kernel a split plan (``split_stages``:
 every reduction reads none of another, every top-level loop one axis of one extent,
-``schedules.why_not_column_staged``), codegen also emits
+``dialects/reductions.why_not_column_staged``), codegen also emits
 
 - the first stage: split-columns' first kernel (schedule_split.py), and its vector twin
   (split_columns_vector.py): a thread per (chunk, point), a partial of every reduce;

@@ -48,10 +48,10 @@ from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.index_forms import (access_walk, merged_view, reads_value, row_step,
                                          row_walk, size_of, unraveled)
-from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, access_parts
-from mlfuse.dialects.permute import store_scatters, stores_along_points, why_not_staged_rows
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, access_parts
+from mlfuse.dialects.permute import stores_along_points, why_not_staged_rows
 from mlfuse.dialects.reductions import (ReduceNest, loop_levels, reduce_nest, reduce_nests,
-                                        staged_fors)
+                                        staged_fors, why_not_column_staged, why_not_staged)
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
 from mlfuse.hardware import Target
@@ -313,57 +313,6 @@ def _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
             "pointwise": "one thread per point walks its reduction"}[best]
     return ScheduleChoice(best, f"reduced axes not innermost: {what} (cost model: {numbers})",
                           strip="columns" if best == "strips" else "")
-
-
-def why_not_staged(kernel: Operation) -> str | None:
-    """Why a row kernel gets no split plan (codegen/split_stages.py: its rows split
-    across blocks, a kernel per level of dependent reductions, then the loops after
-    them), None where it does: every top-level loop one axis of the same extent, every
-    reduction's result of a type partial buffers hold."""
-    loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
-    if any(len(loop_levels(o)) > 1 for o in loops):
-        return "a loop over several axes"
-    if len({repr(o["extent"]) for o in loops}) != 1:
-        return "loops of different extents"
-    for o in loops:
-        if isinstance(o, ReduceOp) and o.result.type.dtype not in FLOAT_DTYPES + INT_DTYPES:
-            return f"no partial buffer for {o.result.type}"
-    return None
-
-
-def why_not_column_staged(kernel: Operation) -> str | None:
-    """Why a strips kernel over columns gets no column stages (codegen/column_stages.py:
-    a split-columns stage per level of reductions, a reduction reading another's result
-    a level above it, then the loops after the reductions), None where it does: a row
-    kernel's conditions (``why_not_staged``), loops after the reductions that read a
-    result, and no store along the reduced axis."""
-    why = why_not_staged(kernel)
-    if why is not None:
-        return why
-    reduces = {id(o.result) for o in kernel.body.ops if isinstance(o, ReduceOp)}
-    fors = [o for o in kernel.body.ops if isinstance(o, ForOp)]
-    if not fors:
-        return "no loop after the reductions"
-    made = {id(r): o for o in kernel.body.ops for r in o.results}
-
-    def reads_result(op) -> bool:
-        todo, seen = [v for inner in op.walk() for v in inner.operands], set()
-        while todo:
-            v = todo.pop()
-            if id(v) in reduces:
-                return True
-            if id(v) not in seen and id(v) in made:
-                seen.add(id(v))
-                todo += list(made[id(v)].operands)
-        return False
-    if not all(reads_result(o) for o in fors):
-        return "a loop that reads no reduction's result"
-    if any(store_scatters(kernel, o, along_points=True) for loop in fors for o in loop.walk()
-           if isinstance(o, StoreOp)):
-        # its epilogue, a thread per (chunk, point), would write such a store a row a
-        # lane apart; the strips kernels stage it through shared memory (strips_staged)
-        return "a store along the reduced axis"
-    return None
 
 
 def has_column_stages(kernel: Operation, target: Target) -> bool:
