@@ -125,6 +125,9 @@ class Target:
                                 # (codegen/staged_rows.py). Off until it is timed on the
                                 # GPU: the transpose then keeps its own kernel (the builder
                                 # refuses such a store, the cost model prices it scattered)
+    staged_row_min_blocks: int = 2  # resident per SM, asked of a staged-rows kernel (its
+                                # blocks of threads_per_block: left alone, ptxas took 66
+                                # registers, one block of 512 an SM)
     strip_stage_width: int = 16  # ... in a streaming kernel only where its strip has this many
                                 # points or more (a narrower one stores 16 bytes a point and more)
     strip_vectors: bool = True  # strips over columns: a thread's points a 16-byte vector

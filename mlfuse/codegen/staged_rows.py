@@ -5,8 +5,9 @@ output [C, R]) writes each row as a column. A block per row would write its valu
 column's stride apart: a 32-byte sector a value (H100, rows of 1024: 0.35 ms, against
 0.094 ms for the two kernels of a row reduction then transpose tiles). Here a warp takes
 a row (the warp-rows schedule with groups of 32) and a block ``STAGED_ROWS``
-neighbouring rows. Each row loop with such a store walks its row in steps of 32 values,
-the same number of steps in every warp. A step:
+neighbouring rows (``hw.staged_row_min_blocks`` blocks resident an SM asked). Each row
+loop with such a store walks its row in steps of 32 values, the same number of steps in
+every warp (rows past registers: STAGED_TILE steps' loads issued first). A step:
 
 1. each lane computes its value of its row (lane l: value ``step * 32 + l``), and writes
    the value and its flat offset into the block's tiles at ``[row][l]``. Lanes past
@@ -31,12 +32,12 @@ from contextlib import ExitStack, contextmanager
 
 from mlfuse.dialects.loops import ForOp, ReduceOp, StoreOp
 from mlfuse.dialects.permute import stores_along_points
-from mlfuse.codegen.row_plans import STREAM_TILE
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.codegen.schedule_warp_rows import WarpRowsEmitter
 
 WARP = 32
 PITCH = WARP + 1  # a tile row: a step's 32 values and a pad (distinct banks a column)
+STAGED_TILE = "max(1, VALUES_PER_THREAD // 4)"  # a lane's loads in flight (rows past registers)
 
 _DOC = ("Staged rows over [{space}]: a warp per point, a block of STAGED_ROWS neighbouring "
         "points; stores along the points go through a shared tile, a step of 32 values at a "
@@ -45,6 +46,7 @@ _DOC = ("Staged rows over [{space}]: a warp per point, a block of STAGED_ROWS ne
 
 class StagedRowsEmitter(WarpRowsEmitter):
     DOC = {"warp-rows": _DOC}
+    launch_bound = "(THREADS_PER_BLOCK, STAGED_ROW_MIN_BLOCKS)"
 
     def plan_group(self, op, hw) -> None:
         super().plan_group(op, hw)
@@ -66,9 +68,10 @@ class StagedRowsEmitter(WarpRowsEmitter):
         super().declare_scratch(row_loops, slots)
         if not self.held_rows:  # a tile of loads a lane in flight, not one (streams_tiles)
             self.plan_stream_tiles(row_loops)
-            # (a warp a row keeps few values live: the tile need not shrink with the
-            # loads a value, as the streaming block's 64 registers make it)
-            self.stream_tile = STREAM_TILE
+            # a quarter of a register row's values, whatever the loads a value (ptxas
+            # sm_90, layernorm stored transposed, two blocks of 512 an SM: 60 registers,
+            # no spill; half of them spilled 20 B)
+            self.stream_tile = STAGED_TILE
         w = self.w
         for o in [o for o in stores_along_points(self.op) if id(o) in self.row_stages]:
             buf = self.namer(o.operands[1])

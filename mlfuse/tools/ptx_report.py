@@ -15,9 +15,9 @@ several, comma-separated: those.
 ``--split-first``: the split-K form of the first tile shape only (the others unsplit).
 ``--wide``: a SIMT contraction's tiles in their WIDE form (64-bit flat offsets, as the
 host launches them where an operand has 2**31 values or more: codegen/simt_fetch.py).
-``--hw=NAME=VALUE`` (repeatable): code generated with that field of the hardware target
-(mlfuse/hardware.py) changed, e.g. ``--hw=column_lanes_rows=one``: a variant's registers
-before it is made the default.
+``--hw=NAME=VALUE`` (repeatable): the program compiled and its code generated with that
+field of the hardware target (mlfuse/hardware.py) changed, e.g.
+``--hw=column_lanes_rows=one``: a variant's registers before it is made the default.
 
 Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
 supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
@@ -225,12 +225,13 @@ def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None
     from mlfuse.codegen import generate
     from mlfuse.pipeline import compile_text
     from mlfuse.runtime.loader import load_source
-    module = compile_text(text, path, fuse=fuse, matmul_precision=matmul_precision)
     import dataclasses
 
-    from mlfuse.hardware import get_target
+    from mlfuse.hardware import get_target, target_in_effect
     hw = dataclasses.replace(get_target(), **(hw_fields or {}))
-    python_module = load_source(generate(module, "cuda", hw), "ptx_report")
+    with target_in_effect(hw):  # (the schedule choices read the knobs too)
+        module = compile_text(text, path, fuse=fuse, matmul_precision=matmul_precision)
+        python_module = load_source(generate(module, "cuda", hw), "ptx_report")
     for func in module.funcs:
         for op in func.body.ops:
             if op.name not in ("fused.kernel", "loops.parallel"):

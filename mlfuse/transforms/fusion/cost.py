@@ -420,9 +420,9 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
         # all of it: every value in flight at once, as "row" counts them (row_groups.py)
         threads = points * min(inner, WARP * target.short_row_values)
         if kernel.attributes.get("staged_rows"):  # codegen/staged_rows.py: a warp a
-            # row, a tile of half a register row's values a lane in flight, each row
-            # loop reading the row again (from L2 while the rows in flight fit)
-            threads = points * min(inner, WARP * max(1, target.row_values_per_thread // 2))
+            # row, a tile of a quarter of a register row's values a lane in flight, each
+            # row loop reading the row again (from L2 while the rows in flight fit)
+            threads = points * min(inner, WARP * max(1, target.row_values_per_thread // 4))
             resident = min(points, target.sm_count * SM_THREADS // WARP)
             rereads = _rereads(kernel, read, dims, target, resident)
             if not target.row_staged_stores:  # written directly: a sector a value
