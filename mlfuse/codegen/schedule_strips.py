@@ -158,7 +158,7 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
         self.registers = variant == "strips-registers"
         self.tops = top_loops(op)
         self.levels = {id(o): loop_levels(o) for o in self.tops}
-        for n in ("lane", "per", "n_red", "strip", "valid", "r", "tile", "n_strips", "width"):
+        for n in ("lane", "per", "n_red", "strip", "valid", "r", "tile", "width"):
             self.local[n] = self.namer.fresh(n)
         # over columns a block is (width, per) threads, its strip's width picked per call
         self.width = self.local["width"] if self.columns else "1"
@@ -219,7 +219,6 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
             self.steps = self.digits_of(loc["per"], extents) if any(self.flat_digits.values()) else []
             vectors = self.vectors and self.vec > 1  # (the scalar shared kernel: a point a thread)
             span = self.width if not vectors else f"{self.width} * {self.vec_name}"
-            w.line(f"{loc['n_strips']} = ({loc['n_points']} + {span} - 1) // ({span})")
             if self.held_shared:
                 self.shared_preamble()
             self.mine = ""
@@ -230,15 +229,19 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
                 # (in 32 bits: the host launches this kernel where every thread holds
                 # at most VALUES_PER_THREAD values; a 64-bit bound cost two compares a slot)
                 self.mine = self.namer.fresh("n_mine")
-                w.line(f"{self.mine} = numba.int32(({loc['n_red']} - {loc['nthreads']} + "
-                       f"{loc['per']} - 1) // {loc['per']})")
+                # (unsigned, so that LLVM divides in 32 bits with no floor fix-ups: the
+                # dividend is at least n_red, the divisor a block dimension)
+                w.line(f"{self.mine} = numba.int32(numba.uint32({loc['n_red']} - "
+                       f"{loc['nthreads']} + {loc['per']} - 1) // numba.uint32({loc['per']}))")
             # one strip a block (the host launches a block for each, _strip_grid): in a
             # loop over strips LLVM hoisted every slot's 64-bit offsets out of it, 96-128
             # registers where one strip takes 64-72 (H100: L1 norm over 64 channels 0.085
             # -> 0.047 ms, a channel layernorm over 96 channels 0.077 -> 0.065)
             w.line(f"{loc['strip']} = numba.int64(cuda.blockIdx.y) * cuda.gridDim.x + "
                    "numba.int64(cuda.blockIdx.x)")
-            with w.indented(f"if {loc['strip']} < {loc['n_strips']}:"):
+            # (a strip exists where it starts before the last point: no division for
+            # the count of strips)
+            with w.indented(f"if {loc['strip']} * {span} < {loc['n_points']}:"):
                 if vectors:  # this thread's first point (the host: VEC divides them)
                     w.line(f"{loc['point']} = ({loc['strip']} * {self.width} + {loc['lane']}) "
                            f"* {self.vec_name}")
