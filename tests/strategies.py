@@ -37,6 +37,7 @@ EXAMPLES = {  # property -> examples in each profile
     "column_moments": {"ci": 6, "long": 300, "gpu": 40},
     "split_stages": {"ci": 6, "long": 300, "gpu": 40},
     "column_levels": {"ci": 6, "long": 300, "gpu": 40},
+    "staged_rows": {"ci": 6, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
