@@ -114,7 +114,9 @@ def test_the_generated_kernel_copies_a_column_of_the_blocks_rows_at_a_time():
     kernel = src[src.index("def f_0("):]
     kernel = kernel[:kernel.index("\n\n\n")]
     assert kernel.count("cuda.syncthreads()") == 2  # a step: the tiles whole, then read
-    assert "cuda.threadIdx.x % STAGED_ROWS * 33 + cuda.threadIdx.x // STAGED_ROWS" in kernel
+    assert "cuda.threadIdx.x % STAGED_ROWS * STAGED_ROW_PITCH + cuda.threadIdx.x // STAGED_ROWS" \
+        in kernel
+    assert "STAGED_ROW_PITCH = 32 + 32 // STAGED_ROWS" in src
     assert "transpose_flat[numba.uint64(at)]" in kernel
     assert "f_0[_pointwise_blocks(R * 32, 1), THREADS_PER_BLOCK]" in src  # a warp a row
 

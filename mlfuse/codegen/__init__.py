@@ -57,7 +57,7 @@ _MODULE_GLOBALS = ("THREAD_COMBINE_CHUNKS", "BLOCK_COMBINE_CHUNKS", "TARGET",
                    "POINTS_PER_THREAD_16", "LOAD_CACHE", "STORE_CACHE",
                    "SM_COUNT", "CONTRACTION_TILES", "ENTRY_POINTS", "STRIP_POINTS",
                    "STRIP_THREADS", "STRIP_HELD_THREADS", "SPLIT_STAGE_ROWS", "SPLIT_STAGE_MIN_BLOCKS", "SPLIT_COMBINE_PLAN_MIN_BLOCKS", "L2_BYTES", "STRIP_BLOCK_THREADS",
-                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STAGED_ROWS", "STAGED_ROW_TILE", "STAGED_ROW_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "STRIP_SHARED_WIDE_MIN_BLOCKS", "STREAM_ROW_THREADS", "SHARED_ROW_THREADS", "SHARED_ROW_BYTES", "SHARED_ROW_SPLIT", "SIMT_THREADS", "FULL_WARPS",
+                   "STRIP_BLOCKS_PER_SM", "STRIP_MIN_BLOCKS", "STAGED_ROWS", "STAGED_ROW_PITCH", "STAGED_ROW_TILE", "STAGED_ROW_MIN_BLOCKS", "STRIP_STREAM_THREADS", "STRIP_VECTOR_VALUES", "STRIP_SHARED_BYTES", "STRIP_SHARED_THREADS", "STRIP_SHARED_MIN_BLOCKS", "STRIP_SHARED_WIDE_MIN_BLOCKS", "STREAM_ROW_THREADS", "SHARED_ROW_THREADS", "SHARED_ROW_BYTES", "SHARED_ROW_SPLIT", "SIMT_THREADS", "FULL_WARPS",
                    "_simt_shape", "_warp_share", "_simt_overhead")
 _MOST_BLOCKS = 2**31 - 1  # of a grid's x dimension
 # The simulator runs each thread of a block as a Python thread: small pointwise blocks
@@ -80,7 +80,8 @@ MAX_BLOCKS = {max_blocks}  # grid-stride loops cover points beyond MAX_BLOCKS bl
 POINTS_PER_THREAD = {points_per_thread}  # of a loop-free pointwise kernel, loads issued together
 VALUES_PER_THREAD = {values_per_thread}  # of a row held in registers
 STAGED_ROWS = THREADS_PER_BLOCK // 32  # a staged-rows block's rows, a warp each (staged_rows.py)
-STAGED_ROW_TILE = STAGED_ROWS * 33  # its tiles: a step's 32 values and a pad a row
+STAGED_ROW_PITCH = 32 + 32 // STAGED_ROWS  # a tile row: a step's 32 values and a pad (banks)
+STAGED_ROW_TILE = STAGED_ROWS * STAGED_ROW_PITCH  # its tiles
 STAGED_ROW_MIN_BLOCKS = {staged_row_min_blocks}  # resident per SM, asked of a staged-rows kernel
 PEELED_ROW_SLOTS = VALUES_PER_THREAD + 1  # and one of its ends' values (peeled_rows.py)
 SHORT_ROW_VALUES = {short_row_values}  # of a short row in vectors, held by a lane of its group

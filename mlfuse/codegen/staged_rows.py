@@ -20,8 +20,9 @@ every warp (rows past registers: STAGED_TILE steps' loads issued first). A step:
 
 The offsets travel with the values, so the copy-out needs no index of its own: any
 index expression works, only its coalescing depends on the store following the points.
-A tile row is 33 values wide (32 + 1), so a warp reading a tile's column sees distinct
-banks. Stores that do not follow the points are written directly by the lanes, where
+A tile row is STAGED_ROW_PITCH values wide, 32 + 32 / STAGED_ROWS: a warp's copy-out
+reads STAGED_ROWS rows of 32 / STAGED_ROWS neighbouring cells, at banks row * 32 /
+STAGED_ROWS + cell, all 32 distinct (33 left 2-way conflicts at 16 rows). Stores that do not follow the points are written directly by the lanes, where
 the row exists. The reductions are the warp-rows group reductions over the full warp
 (shuffles on the GPU; the simulator's twin, a butterfly through shared memory, runs the
 same steps).
@@ -36,7 +37,7 @@ from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.codegen.schedule_warp_rows import WarpRowsEmitter
 
 WARP = 32
-PITCH = WARP + 1  # a tile row: a step's 32 values and a pad (distinct banks a column)
+PITCH = "STAGED_ROW_PITCH"  # a tile row: a step's 32 values and a pad (the module's)
 STAGED_TILE = "max(1, VALUES_PER_THREAD // 4)"  # a lane's loads in flight (rows past registers)
 
 _DOC = ("Staged rows over [{space}]: a warp per point, a block of STAGED_ROWS neighbouring "
@@ -78,7 +79,7 @@ class StagedRowsEmitter(WarpRowsEmitter):
             ctype = COMPUTE_TYPE[o.operands[1].type.dtype]
             tile, offsets = self.namer.fresh(f"stage_{buf}"), self.namer.fresh(f"stage_at_{buf}")
             w.line(f"{tile} = cuda.shared.array(STAGED_ROW_TILE, {SHARED_TYPE[ctype]})  "
-                   f"# a step's values of {buf}, a row of {PITCH} a point")
+                   f"# a step's values of {buf}, a row a point")
             w.line(f"{offsets} = cuda.shared.array(STAGED_ROW_TILE, numba.int64)  "
                    "# and their flat offsets (-1: none)")
             self.helpers.add("_flat")
