@@ -39,6 +39,12 @@ func f(x: f32[R, C]) -> (f32[R, C], f32[C, R]) {
     y = softmax(x, axis=1)
     return y, transpose(y)
 }"""
+# a bool and an integer output stored transposed (their tiles: int32, int64)
+MASKS = """
+func f(x: f32[R, C]) -> (bool[C, R], i32[C, R]) {
+    m = x > mean(x, axis=1, keepdims=true)
+    return transpose(m), transpose(cast(m, i32) * 3 - 1)
+}"""
 # constant sizes: rows of 40 held in registers (two slots a lane), 7 rows
 HELD = """
 func f(x: f32[7, 40], g: f32[40], b: f32[40]) -> f32[40, 7] {
@@ -92,8 +98,9 @@ def run(source: str, dims: dict, nan: bool = False):
     (LAYERNORM_T.format(t="bf16"), {"R": 3, "C": 37}),
     (LAYERNORM_3D, {"B": 2, "S": 3, "D": 36}),
     (BOTH, {"R": 3, "C": 40}),
+    (MASKS, {"R": 3, "C": 37}),
 ], ids=["layernorm", "one_row", "two_tiles", "softmax", "softmax_f16", "layernorm_bf16", "points_3d",
-        "stored_both_ways"])
+        "stored_both_ways", "bool_and_int"])
 def test_staged_rows_agree_with_numpy(source, dims):
     run(source, dims)
 

@@ -77,6 +77,7 @@ class StagedRowsEmitter(WarpRowsEmitter):
         for o in [o for o in stores_along_points(self.op) if id(o) in self.row_stages]:
             buf = self.namer(o.operands[1])
             ctype = COMPUTE_TYPE[o.operands[1].type.dtype]
+            ctype = "int32" if ctype == "bool_" else ctype  # (no shared array of bools)
             tile, offsets = self.namer.fresh(f"stage_{buf}"), self.namer.fresh(f"stage_at_{buf}")
             w.line(f"{tile} = cuda.shared.array(STAGED_ROW_TILE, {SHARED_TYPE[ctype]})  "
                    f"# a step's values of {buf}, a row a point")
