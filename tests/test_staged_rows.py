@@ -136,6 +136,12 @@ def test_with_the_knob_off_the_transpose_keeps_its_kernel():
         func = compile_text(LAYERNORM_T.format(t="f32"), "t.fuse", fuse_options=PLAN).funcs[0]
     kinds = [op["schedule"] for op in func.body.ops if isinstance(op, KernelOp)]
     assert kinds == ["row", "transpose-tiles"]
+    with target_in_effect(hw):  # explain says what the knob would do
+        from mlfuse.pipeline import lower
+        from mlfuse.tools.explain import explain_module, format_text
+        module = lower(parse_program(LAYERNORM_T.format(t="f32"), "t.fuse"), "loops")
+        text = format_text(explain_module(module, PLAN["dims"]))
+    assert "staged rows would write it coalesced: the target's row_staged_stores is off" in text
 
 
 def test_a_store_that_follows_no_point_is_still_refused():

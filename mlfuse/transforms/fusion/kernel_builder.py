@@ -338,14 +338,16 @@ class KernelBuilder:
         writes it through a shared tile (codegen/staged_rows.py)."""
         layout = access_layout(self.kernel)
         along = layout == "columns"
-        staged = {id(o) for o in stores_along_points(self.kernel)} \
-            if self.staged_rows and layout == "rows" and why_not_staged_rows(self.kernel) is None \
-            else set()
+        stageable = {id(o) for o in stores_along_points(self.kernel)} \
+            if layout == "rows" and why_not_staged_rows(self.kernel) is None else set()
         for op in self.kernel.walk():
             if isinstance(op, StoreOp) and any(op.operands[1] is b for b in moved) and \
-                    id(op) not in staged and store_scatters(self.kernel, op, along):
+                    not (self.staged_rows and id(op) in stageable) and \
+                    store_scatters(self.kernel, op, along):
+                off = " (staged rows would write it coalesced: the target's " \
+                    "row_staged_stores is off)" if id(op) in stageable else ""
                 raise CannotFuse(f"{op.operands[1].name_hint or 'an output'} is a move of the "
-                                 "epilogue's values that its threads would store scattered")
+                                 f"epilogue's values that its threads would store scattered{off}")
 
 
 def build_kernel(graph: NestGraph, members, outputs, name: str, schedule_for=None,
