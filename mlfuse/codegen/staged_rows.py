@@ -97,9 +97,9 @@ class StagedRowsEmitter(WarpRowsEmitter):
                "cuda.threadIdx.x // STAGED_ROWS  # the place it copies out")
 
     def streams_tiles(self) -> bool:
-        """Rows not held in registers are walked a tile of STREAM_TILE values a lane at a
-        time, the tile's loads issued first (a load a lane in flight left a warp's row
-        latency-bound)."""
+        """Rows not held in registers are walked a tile of STAGED_TILE values a lane at a
+        time, the tile's loads issued first (a load a lane in flight would leave a warp's
+        row latency-bound)."""
         return not self.held_rows
 
     @contextmanager
