@@ -124,3 +124,19 @@ def test_vector_twin_property(a, b, vectors, combiner, prologue):
               f"    w = sigmoid(m)\n    return {combiner}({prologue}, axis=1)\n}}")
     launched, *_ = _run(source, {"B": a, "S": b, "D": 4 * vectors})
     assert launched == ["f_0_vector", "f_0_combine"]
+
+
+@pytest.mark.parametrize("cumsum", ["reverse=true", "exclusive=true",
+                                    "exclusive=true, reverse=true"])
+def test_a_body_reading_the_reduced_index_sees_each_values_own(cumsum):
+    """A cumsum over columns is a masked sum whose body reads the reduced index (k >= i0).
+    The twin's compute pass read the load pass's last index, so every value of a tile took
+    the same mask (long fuzz profile: cumsum(x, axis=1, exclusive=true, reverse=true) over
+    [1, 2, 4] of ones gave [2, 0] where NumPy gives [1, 0])."""
+    source = f"func f(x: f32[R, C]) -> f32[R, C] {{ return cumsum(x, axis=0, {cumsum}) }}"
+    launched, *_ = _run(source, {"R": 5, "C": 8}, plan=None)
+    assert launched[0] == "f_0_vector"
+    func = parse_program(source, "t.fuse").funcs[0]
+    ones = [np.ones((2, 4), np.float32)]
+    got = mlfuse.compile_source(source, "t.fuse", target="simulator")["f"](*ones)
+    assert_results_close(func, run_tensor(func, ones), got)

@@ -193,6 +193,9 @@ class ColumnVectorStage:
             self.tile_pass(tile, here, k, loads, load_tile)
             with w.indented(f"for {loc['slot']} in range({tile}):"):
                 with w.indented(f"if {loc['slot']} < {here}:"):
+                    # the value's index again (the body may read it: a cumsum's mask
+                    # k >= i0 read the load pass's last index, its every value wrong)
+                    w.line(f"{k} = {loc['tile']} + {loc['slot']}")
                     self._step(lane_values, stepped, shared=True)
                     for n in self.nests:
                         if id(n.top) in shared_parts:
