@@ -144,6 +144,20 @@ def test_with_the_knob_off_the_transpose_keeps_its_kernel():
     assert "staged rows would write it coalesced: the target's row_staged_stores is off" in text
 
 
+def test_compiled_for_symbols_the_transpose_keeps_its_kernel():
+    """Rows whose count or length is known only at run time keep two kernels: a warp a
+    row has no split plan, and a few long rows would leave it latency-bound."""
+    func = compile_text(LAYERNORM_T.format(t="f32"), "t.fuse",
+                        fuse_options={"dims": {"R": 16384}}).funcs[0]
+    kinds = [op["schedule"] for op in func.body.ops if isinstance(op, KernelOp)]
+    assert kinds == ["row", "transpose-tiles"]
+    from mlfuse.pipeline import lower
+    from mlfuse.tools.explain import explain_module, format_text
+    module = lower(parse_program(LAYERNORM_T.format(t="f32"), "t.fuse"), "loops")
+    text = format_text(explain_module(module, {"R": 16384}))
+    assert "staged rows would write it coalesced: C known only at run time" in text
+
+
 def test_a_store_that_follows_no_point_is_still_refused():
     """A column softmax stored transposed (strips over columns, the store along the
     reduced axis) keeps its transpose kernel: nothing here changes it."""

@@ -104,7 +104,7 @@ class Planner(Grouping):
 
     def _built(self, group: Group, outs: list[Nest], name="kernel"):
         kernel = build_kernel(self.graph, group.members, outs, name, self.schedule_for,
-                              self.target.row_staged_stores)
+                              self.dims if self.target.row_staged_stores else None)
         apply_schedule(kernel, self.dims, self.target)  # by extents and accesses
         from mlfuse.transforms.flatten_column_nests import flattened_columns, over_columns
         from mlfuse.transforms.flatten_row_nests import flattened

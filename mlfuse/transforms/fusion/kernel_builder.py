@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mlfuse.dialects.arith import ConstantOp as ArithConstant
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, StoreOp
+from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp
 from mlfuse.dialects.permute import store_scatters, stores_along_points, why_not_staged_rows
 from mlfuse.ir.clone import Demand, clone_block_steps
 from mlfuse.ir.core import Block, Region, Value
@@ -135,9 +135,11 @@ def choose_space(members: list[Nest], outputs: list[Nest], reshaped: bool = Fals
 class KernelBuilder:
     def __init__(self, graph: NestGraph, members: list[Nest], outputs: list[Nest], name: str,
                  schedule_for=None, space: Space | None = None, reshaped: bool = False,
-                 staged_rows: bool = False):
+                 staged_rows: dict | None = None):
         self.graph = graph
-        self.staged_rows = staged_rows  # the target stages stores along a row kernel's points
+        # the sizes planned for, where the target stages stores along a row kernel's
+        # points (None: it does not)
+        self.staged_rows = staged_rows
         self.members = sorted(members, key=lambda n: n.index)
         self.member_set = set(self.members)
         self.outputs = sorted(outputs, key=lambda n: n.index)
@@ -335,26 +337,41 @@ class KernelBuilder:
         write whole lines, a scattered store a 32-byte sector a value (H100: a layernorm
         over rows of 1024 stored transposed, 0.35 ms against 0.094 in two kernels). A
         row kernel's store that follows its points is kept: the staged-rows schedule
-        writes it through a shared tile (codegen/staged_rows.py)."""
+        writes it through a shared tile (codegen/staged_rows.py), where the target stages
+        rows and the rows' count and length are known when planning: a warp a row has
+        no split plan, and a few long rows known only at run time would leave it
+        latency-bound (4 rows of 2**20: 4 warps walking 2**20 values each)."""
         layout = access_layout(self.kernel)
         along = layout == "columns"
         stageable = {id(o) for o in stores_along_points(self.kernel)} \
             if layout == "rows" and why_not_staged_rows(self.kernel) is None else set()
+        unstaged = self._why_not_staged() if stageable else None
         for op in self.kernel.walk():
             if isinstance(op, StoreOp) and any(op.operands[1] is b for b in moved) and \
-                    not (self.staged_rows and id(op) in stageable) and \
+                    not (unstaged is None and id(op) in stageable) and \
                     store_scatters(self.kernel, op, along):
-                off = " (staged rows would write it coalesced: the target's " \
-                    "row_staged_stores is off)" if id(op) in stageable else ""
+                why = f" (staged rows would write it coalesced: {unstaged})" \
+                    if id(op) in stageable else ""
                 raise CannotFuse(f"{op.operands[1].name_hint or 'an output'} is a move of the "
-                                 f"epilogue's values that its threads would store scattered{off}")
+                                 f"epilogue's values that its threads would store scattered{why}")
+
+    def _why_not_staged(self) -> str | None:
+        """Why the staged-rows schedule may not take this kernel (None: it may)."""
+        if self.staged_rows is None:
+            return "the target's row_staged_stores is off"
+        loops = [o["extent"] for o in self.kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
+        unbound = sorted(s for s in symbols_of(list(self.kernel.extent_list) + loops)
+                         if s not in self.staged_rows)
+        if unbound:
+            return f"{', '.join(unbound)} known only at run time"
+        return None
 
 
 def build_kernel(graph: NestGraph, members, outputs, name: str, schedule_for=None,
-                 staged_rows: bool = False) -> KernelOp:
+                 staged_rows: dict | None = None) -> KernelOp:
     """One fused.kernel computing ``members`` and storing ``outputs``; raises CannotFuse.
-    ``staged_rows``: the target's ``row_staged_stores`` (a row kernel may store along its
-    points, codegen/staged_rows.py)."""
+    ``staged_rows``: the sizes planned for where the target's ``row_staged_stores`` is on
+    (a row kernel may store along its points, codegen/staged_rows.py), else None."""
     if not outputs:
         raise CannotFuse("the group stores nothing")
     for n in members:
