@@ -144,6 +144,20 @@ def test_with_the_knob_off_the_transpose_keeps_its_kernel():
     assert "staged rows would write it coalesced: the target's row_staged_stores is off" in text
 
 
+def test_a_staged_kernel_generated_with_the_knob_off_stores_directly():
+    """IR that says staged_rows (``mlfuse opt`` text, or a module planned with the knob
+    on) generated for a target with it off: the same warp-a-row kernel, its stores
+    written directly (scattered, no tiles), the same numbers."""
+    source = SOFTMAX_T.format(t="f32")
+    module = compile_text(source, "t.fuse", fuse_options=PLAN)
+    with target_in_effect(dataclasses.replace(get_target(), row_staged_stores=False)):
+        compiled = mlfuse.compile_ir(module, "simulator")
+    assert "Staged rows over [R]" in compiled.source and "stage_at_" not in compiled.source
+    func = parse_program(source, "t.fuse").funcs[0]
+    inputs = random_inputs(func, {"R": 3, "C": 40}, seed=3)
+    assert_results_close(func, run_tensor(func, inputs), compiled["f"](*inputs))
+
+
 def test_compiled_for_symbols_the_transpose_keeps_its_kernel():
     """Rows whose count or length is known only at run time keep two kernels: a warp a
     row has no split plan, and a few long rows would leave it latency-bound."""
