@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# What was built without a GPU and waits for its first run (docs/perf-notes.md, "What is
+# left"): one device call builds, checks and times it all, logs under $OUT, tables last.
+#
+#   here, first:  mkdir -p old_tree && git archive 0d17113 mlfuse dialects grammar \
+#                     benchmarks examples | tar -x -C old_tree \
+#                 && cp benchmarks/shape_sweep.py old_tree/benchmarks/
+#   device run:   bash benchmarks/pending_gpu_checks.sh   (carry .whl; see ../shared/gpu/NOTES.md)
+#   after:        rm -rf old_tree   (the duplicates tool flags it)
+#
+# 1. 16-bit pointwise kernels over constant extents of whole 8-byte but not 16-byte vectors
+#    (emit_kernel.half_pointwise_vectors, session 25's fix), checked against NumPy;
+# 2. staged rows (hw.row_staged_stores, off by default) against the two kernels it replaces,
+#    compiled for sizes, and at 3 blocks an SM;
+# 3. held strips in fewer instructions (session 26) against 0d17113 (old_tree), and the
+#    per-plan split rule as built (residual_mse).
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
+i=0
+for spec in "f16 100" "bf16 4" "bf16 4100" "f16 12" "f16 4096" "bf16 1000004"; do
+  set -- $spec; i=$((i+1))
+  printf 'func h(x: %s[%s], y: %s[%s]) -> %s[%s] {\n    return relu(x * 2.0 + y)\n}\n' \
+      $1 $2 $1 $2 $1 $2 > /tmp/h$i.fuse
+  echo "== $spec" >> "$OUT/half.log"
+  python -m mlfuse run /tmp/h$i.fuse >> "$OUT/half.log" 2>&1 || echo "FAIL $spec" >> "$OUT/half.log"
+done
+ST="--only layernorm_transposed --only softmax_rows_transposed"
+python benchmarks/shape_sweep.py $ST --for-sizes --hw row_staged_stores=1 --out "$OUT/staged" > "$OUT/staged.log" 2>&1
+python benchmarks/shape_sweep.py $ST --for-sizes --no-peers --out "$OUT/staged_off" > "$OUT/staged_off.log" 2>&1
+python benchmarks/shape_sweep.py $ST --for-sizes --hw row_staged_stores=1 --hw staged_row_min_blocks=3 \
+    --no-peers --out "$OUT/staged3" > "$OUT/staged3.log" 2>&1
+CASES="--only channel_layernorm --only layernorm_nhwc --only channel_softmax --only l1norm_channels"
+CASES="$CASES --only residual_mse --only residual_mse_2d"
+python benchmarks/shape_sweep.py $CASES --out "$OUT/new" > "$OUT/new.log" 2>&1
+if [ -d old_tree ]; then
+  (cd old_tree && PYTHONPATH=/tmp/site:$PWD python benchmarks/shape_sweep.py $CASES --no-peers \
+      --out "$OUT/old" > "$OUT/old.log" 2>&1)
+fi
+echo "--- 16-bit pointwise: $(grep -c '^PASS' "$OUT/half.log") of 6 PASS"; grep -i "fail\|error:" "$OUT/half.log" | head
+echo "--- staged rows (for sizes)"; tail -9 "$OUT/staged.log"
+echo "--- two kernels (for sizes)"; tail -9 "$OUT/staged_off.log"
+echo "--- staged rows, 3 blocks an SM"; tail -9 "$OUT/staged3.log"
+echo "--- this tree"; tail -18 "$OUT/new.log"
+[ -f "$OUT/old.log" ] && { echo "--- 0d17113"; tail -18 "$OUT/old.log"; }
