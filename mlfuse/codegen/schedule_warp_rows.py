@@ -34,7 +34,7 @@ from contextlib import contextmanager
 
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp
-from mlfuse.row_groups import RowGroup, target_row_group
+from mlfuse.row_groups import WARP, RowGroup, target_row_group
 
 from mlfuse.codegen.emit_kernel import KernelEmitter
 from mlfuse.codegen.flat_rows import row_flat_vectors
@@ -50,7 +50,6 @@ _DOC = {"warp-rows": "Warp-rows schedule over [{space}]: a group of `width` thre
                             "point (1: a thread per point, no shuffles), lane l taking vectors "
                             "l, l + width, ... of its row, each loaded and stored whole."}
 _MOST_WIDTH = 32
-WARP_THREADS = 32  # a staged-rows kernel's group (staged_rows.py)
 
 
 def group_width(extent: int) -> int:
@@ -278,7 +277,7 @@ def warp_rows_launch(host, kernel, points: str, args: list[str]) -> None:
         return host.call(kernel.variants[kind], f"_pointwise_blocks({points} * {threads}, "
                          f"{batch}), THREADS_PER_BLOCK", args + [threads])
     if kernel.launch.get("staged"):  # staged_rows.py: a warp a row, whatever its length
-        host.guarded(op, points, [call("warp-rows", str(WARP_THREADS))])
+        host.guarded(op, points, [call("warp-rows", str(WARP))])
         return
     calls = {"warp-rows": call("warp-rows", width)}
     if "warp-rows-vector" in kernel.variants:

@@ -22,8 +22,9 @@ The offsets travel with the values, so the copy-out needs no index of its own: a
 index expression works, only its coalescing depends on the store following the points.
 A tile row is STAGED_ROW_PITCH values wide, 32 + 32 / STAGED_ROWS: a warp's copy-out
 reads STAGED_ROWS rows of 32 / STAGED_ROWS neighbouring cells, at banks row * 32 /
-STAGED_ROWS + cell, all 32 distinct (33 left 2-way conflicts at 16 rows). Stores that do not follow the points are written directly by the lanes, where
-the row exists. The reductions are the warp-rows group reductions over the full warp
+STAGED_ROWS + cell, all 32 distinct (33 left 2-way conflicts at 16 rows). Stores that
+do not follow the points are written directly by the lanes, where the row exists. The
+reductions are the warp-rows group reductions over the full warp
 (shuffles on the GPU; the simulator's twin, a butterfly through shared memory, runs the
 same steps).
 """
@@ -31,12 +32,12 @@ from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 
-from mlfuse.dialects.loops import ForOp, ReduceOp, StoreOp
+from mlfuse.dialects.loops import ForOp, StoreOp
 from mlfuse.dialects.permute import stores_along_points
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
-from mlfuse.codegen.schedule_warp_rows import WarpRowsEmitter
+from mlfuse.codegen.schedule_warp_rows import WarpRowsEmitter, _constant_rows
+from mlfuse.row_groups import WARP
 
-WARP = 32
 PITCH = "STAGED_ROW_PITCH"  # a tile row: a step's 32 values and a pad (the module's)
 STAGED_TILE = "max(1, VALUES_PER_THREAD // 4)"  # a lane's loads in flight (rows past registers)
 
@@ -52,16 +53,12 @@ class StagedRowsEmitter(WarpRowsEmitter):
     def plan_group(self, op, hw) -> None:
         super().plan_group(op, hw)
         self.constant_width = WARP  # a warp a row, whatever the row's length
-        self.row_slots = self._slots(op)
+        row = _constant_rows(op)  # (held rows: constant ones, a slot a step)
+        self.row_slots = -(-row // WARP) if row is not None else 1
         # (hw.row_staged_stores off: the same kernel storing directly, scattered)
-        stores = stores_along_points(op) if hw.row_staged_stores else []
-        self.row_stages = {id(o): None for o in stores}  # id -> (tile, offsets, flat view)
-        self.staged_loops = {id(o.parent.parent_op) for o in stores}
-
-    def _slots(self, op) -> int:
-        loops = [o for o in op.body.ops if isinstance(o, (ReduceOp, ForOp))]
-        extents = [o["extent"] for o in loops if isinstance(o["extent"], int)]
-        return -(-max(extents) // WARP) if extents else 1
+        self.staged_stores = stores_along_points(op) if hw.row_staged_stores else []
+        self.row_stages = {}  # id(store) -> (tile, offsets, flat view)
+        self.staged_loops = {id(o.parent.parent_op) for o in self.staged_stores}
 
     def declare_scratch(self, row_loops, slots=None) -> None:
         """The group reductions' scratch, then a value tile and an offset tile a staged
@@ -74,7 +71,7 @@ class StagedRowsEmitter(WarpRowsEmitter):
             # no spill; half of them spilled 20 B)
             self.stream_tile = STAGED_TILE
         w = self.w
-        for o in [o for o in stores_along_points(self.op) if id(o) in self.row_stages]:
+        for o in self.staged_stores:
             buf = self.namer(o.operands[1])
             ctype = COMPUTE_TYPE[o.operands[1].type.dtype]
             ctype = "int32" if ctype == "bool_" else ctype  # (no shared array of bools)
@@ -128,20 +125,20 @@ class StagedRowsEmitter(WarpRowsEmitter):
             # row's values again, their offsets -1
             with w.indented(f"for {loc['slot']} in range({slots}):"):
                 w.line(f"{k} = {start} + {loc['slot']} * {WARP}")
-                for tile, offsets, _ in self.staged_here(op):
-                    w.line(f"{offsets}[{loc['cell']}] = -1")
+                for o in self.staged_in(op):
+                    w.line(f"{self.row_stages[id(o)][1]}[{loc['cell']}] = -1")
                 with w.indented(f"if {k} < {extent}:"):
                     yield
                 self.copy_out(op)
 
-    def staged_here(self, op) -> list[tuple[str, str, str]]:
-        return [self.row_stages[id(o)] for o in op.body.ops if id(o) in self.row_stages]
+    def staged_in(self, op) -> list:
+        """The staged stores of row loop ``op``."""
+        return [o for o in op.body.ops if id(o) in self.row_stages]
 
     def copy_out(self, op) -> None:
         w = self.w
         w.line("cuda.syncthreads()  # the step's values of the block's rows are in the tiles")
-        stores = [o for o in op.body.ops if id(o) in self.row_stages]
-        for o in stores:
+        for o in self.staged_in(op):
             tile, offsets, view = self.row_stages[id(o)]
             at = self.namer.fresh("at")
             w.line(f"{at} = {offsets}[{self.local['out_cell']}]")
