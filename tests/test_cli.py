@@ -65,6 +65,16 @@ def test_opt_print_decisions_output_still_parses(capsys, tmp_path):
     assert code == 0 and again + "".join(d + "\n" for d in decisions) == fused.read_text()
 
 
+def test_opt_hw_refuses_a_name_that_is_no_target_field(capsys, tmp_path):
+    """--hw NAME=VALUE (tests/ir/fuse/staged_rows.mlir plans with a field changed): a
+    name that is no field is a user error (exit 1, no traceback)."""
+    _, loops, _ = run(capsys, "compile", SOFTMAX, "--emit", "loops")
+    src = tmp_path / "softmax.mlir"
+    src.write_text(loops)
+    code, _, err = run(capsys, "opt", str(src), "--passes", "fuse", "--hw", "no_such_knob=1")
+    assert code == 1 and "--hw: no hardware field 'no_such_knob'" in err and "Traceback" not in err
+
+
 def test_user_errors_exit_1_with_position_and_no_traceback(capsys, tmp_path):
     bad = tmp_path / "bad.fuse"
     bad.write_text("func f(x: f32[N]) -> f32[N] {\n    return exp(x, x)\n}\n")

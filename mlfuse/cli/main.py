@@ -9,8 +9,8 @@ import sys
 
 from mlfuse import __version__
 from mlfuse.cli.compile import EMIT_CHOICES
-from mlfuse.cli.options import (add_dims, add_fusing, add_input, add_output, add_precision,
-                                check_arguments)
+from mlfuse.cli.options import (add_dims, add_fusing, add_hardware, add_input, add_output,
+                                add_precision, check_arguments)
 from mlfuse.errors import MlfuseError
 
 # verb -> (module, function): imported only when the verb runs
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--fuse-limit", type=int, help="at most this many ops per fused kernel")
     add_precision(o)
     add_dims(o)
+    add_hardware(o)
     o.add_argument("--print-decisions", action="store_true",
                    help="after the IR, print each pass's decisions with their reasons as "
                         "'// PASS: ...' comment lines (fuse: one per producer)")

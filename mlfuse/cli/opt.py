@@ -1,7 +1,7 @@
 """``mlfuse opt``: run named passes on IR text of any level, like mlir-opt."""
 from __future__ import annotations
 
-from mlfuse.cli.options import fuse_options, parse_dims, print_after
+from mlfuse.cli.options import fuse_options, hardware_in_effect, parse_dims, print_after
 from mlfuse.cli.program import read_source, write_output
 from mlfuse.errors import MlfuseError
 
@@ -21,8 +21,10 @@ def opt_command(args) -> int:
                "coalesce-axes": {"dims": options["dims"]},
                "flatten-row-nests": {"dims": options["dims"]},
                "flatten-column-nests": {"dims": options["dims"]}}
-    passes = [get_pass(n, **by_pass.get(n, {})) for n in names]
-    PassManager(passes, verify_each=True, print_after=print_after(args.print_ir_after_all)).run(module)
+    with hardware_in_effect(args.hw):  # (--hw: the target the passes plan for)
+        passes = [get_pass(n, **by_pass.get(n, {})) for n in names]
+        PassManager(passes, verify_each=True,
+                    print_after=print_after(args.print_ir_after_all)).run(module)
     text = print_ir(module)
     if args.print_decisions:  # comments, so the output still parses as IR
         text += "".join(f"// {p.name}: {remark}\n" for p in passes for remark in p.remarks())

@@ -45,6 +45,27 @@ def add_dims(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--dim", action="append", metavar="N=SIZE", help="size of a symbolic dim")
 
 
+def add_hardware(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--hw", action="append", metavar="NAME=VALUE",
+                    help="a field of the hardware target changed (mlfuse/hardware.py), e.g. "
+                         "row_staged_stores=true: the passes plan for it")
+
+
+def hardware_in_effect(items: list[str] | None):
+    """A context in which the passes' target has the --hw fields changed."""
+    import dataclasses
+    from contextlib import nullcontext
+
+    from mlfuse.hardware import get_target, hw_setting, target_in_effect
+    if not items:
+        return nullcontext()
+    try:
+        fields = dict(hw_setting(item) for item in items)
+    except ValueError as e:
+        raise MlfuseError(f"--hw: {e}") from None
+    return target_in_effect(dataclasses.replace(get_target(), **fields))
+
+
 def parse_dims(items: list[str] | None) -> dict[str, int]:
     dims = {}
     for item in items or []:

@@ -1,0 +1,40 @@
+// RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --dim C=1024 --hw row_staged_stores=true --print-decisions | filecheck %s
+// RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --hw row_staged_stores=true --print-decisions | filecheck %s --check-prefix SYMBOLS
+// RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --dim C=1024 --print-decisions | filecheck %s --check-prefix OFF
+
+// A softmax over rows stored transposed: the store out[k, i0] follows the kernel's point
+// (permute.stores_along_points). With the target's row_staged_stores on and the rows'
+// count and length known when planning, the epilogue is moved into the row kernel and
+// the schedule stages the store: warp-rows, a warp a row, staged_rows = 1
+// (codegen/staged_rows.py). No [R, C] buffer.
+
+// CHECK-LABEL: func @softmax_transposed
+// CHECK-NOT:    loops.alloc : buf<f32[R, C]>
+// CHECK:        fused.kernel {extents = [R], {{.*}}schedule = "warp-rows", {{.*}}staged_rows = 1} (%i0: index)
+// CHECK:          loops.for {extent = C} (%k: index)
+// CHECK:            loops.store %y, %t, %k, %i0
+// CHECK-NOT:    fused.kernel
+
+// C known only at run time: a few long rows would leave a warp a row latency-bound, so
+// the transpose keeps its tiles, and the decision says why.
+
+// SYMBOLS-LABEL: func @softmax_transposed
+// SYMBOLS:        fused.kernel {extents = [R], {{.*}}schedule = "row"
+// SYMBOLS:        fused.kernel {extents = [C, R], {{.*}}schedule = "transpose-tiles"
+// SYMBOLS:      // fuse: @softmax_transposed: kept {{.*}}would store scattered (staged rows would write it coalesced: C known only at run time)
+
+// The knob off (the default until timed on the GPU): two kernels, as before.
+
+// OFF-LABEL: func @softmax_transposed
+// OFF:        fused.kernel {extents = [R], {{.*}}schedule = "row"
+// OFF:        fused.kernel {extents = [C, R], {{.*}}schedule = "transpose-tiles"
+// OFF:      // fuse: @softmax_transposed: kept {{.*}}(staged rows would write it coalesced: the target's row_staged_stores is off)
+func @softmax_transposed(%x: f32[R, C]) -> (f32[C, R]) {
+  %m = tensor.max %x {axis = [1], keepdims = true} : f32[R, 1]
+  %d = tensor.sub %x, %m : f32[R, C]
+  %e = tensor.exp %d : f32[R, C]
+  %s = tensor.sum %e {axis = [1], keepdims = true} : f32[R, 1]
+  %y = tensor.div %e, %s : f32[R, C]
+  %t = tensor.transpose %y {perm = [1, 0]} : f32[C, R]
+  return %t
+}
