@@ -13,7 +13,8 @@
 # 2. staged rows (hw.row_staged_stores, off by default) against the two kernels it replaces,
 #    compiled for sizes, and at 3 blocks an SM;
 # 3. held strips in fewer instructions (session 26) against 0d17113 (old_tree), and the
-#    per-plan split rule as built (residual_mse).
+#    per-plan split rule as built (residual_mse);
+# 4. x ** 0.5 at -inf and -0 on the device, as the interpreters now define it (C's pow).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
@@ -26,6 +27,9 @@ for spec in "f16 100" "bf16 4" "bf16 4100" "f16 12" "f16 4096" "bf16 1000004"; d
   echo "== $spec" >> "$OUT/half.log"
   python -m mlfuse run /tmp/h$i.fuse >> "$OUT/half.log" 2>&1 || echo "FAIL $spec" >> "$OUT/half.log"
 done
+# x ** 0.5 at -inf and -0 (C's pow: +inf, +0) in f32, f64, bf16 and f16 on the device
+python -m mlfuse run tests/regressions/pow_half_signed_inf.fuse \
+    --inputs tests/regressions/pow_half_signed_inf.npz > "$OUT/pow.log" 2>&1 || echo "FAIL pow" >> "$OUT/pow.log"
 ST="--only layernorm_transposed --only softmax_rows_transposed"
 python benchmarks/shape_sweep.py $ST --for-sizes --hw row_staged_stores=1 --out "$OUT/staged" > "$OUT/staged.log" 2>&1
 python benchmarks/shape_sweep.py $ST --for-sizes --no-peers --out "$OUT/staged_off" > "$OUT/staged_off.log" 2>&1
@@ -39,6 +43,7 @@ if [ -d old_tree ]; then
       --out "$OUT/old" > "$OUT/old.log" 2>&1)
 fi
 echo "--- 16-bit pointwise: $(grep -c '^PASS' "$OUT/half.log") of 6 PASS"; grep -i "fail\|error:" "$OUT/half.log" | head
+echo "--- pow 0.5 at -inf: $(tail -1 "$OUT/pow.log")"
 echo "--- staged rows (for sizes)"; tail -9 "$OUT/staged.log"
 echo "--- two kernels (for sizes)"; tail -9 "$OUT/staged_off.log"
 echo "--- staged rows, 3 blocks an SM"; tail -9 "$OUT/staged3.log"

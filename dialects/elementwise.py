@@ -55,6 +55,17 @@ def _opmath(fn):
     return wrapped
 
 
+def _pow(x, y):
+    """x ** y as C's pow, which kernels call. NumPy computes a scalar exponent of 0.5 as
+    sqrt (f32, f64), so (-inf) ** 0.5 is nan and (-0) ** 0.5 is -0 there, while an array
+    exponent, f16, and C's pow give +inf and +0. Where a 0.5 exponent meets a zero or an
+    infinite base, the answer is |x| (C99 F.9.4.4)."""
+    out = np.power(x, y)
+    x, y = np.asarray(x), np.asarray(y)
+    fixed = np.where((y == y.dtype.type(0.5)) & ((x == 0) | np.isinf(x)), np.abs(x), out)
+    return fixed.astype(np.asarray(out).dtype, copy=False)
+
+
 def _relu6_plus3(x):
     dt = x.dtype.type
     return np.minimum(np.maximum(x + dt(3), dt(0)), dt(6))
@@ -118,7 +129,7 @@ ELEMENTWISE = {s.name: s for s in [
     _spec("sub", 2, "number", np.subtract, "x - y"),
     _spec("mul", 2, "number", np.multiply, "x * y"),
     _spec("div", 2, "float", np.divide, "x / y (IEEE: x/0 = +-inf, 0/0 = nan)"),
-    _spec("pow", 2, "float", np.power, "x ** y"),
+    _spec("pow", 2, "float", _pow, "x ** y (C's pow: (-inf) ** 0.5 is +inf)"),
     _spec("maximum", 2, "number", np.maximum, "larger of x, y; nan if either is nan"),
     _spec("minimum", 2, "number", np.minimum, "smaller of x, y; nan if either is nan"),
     _spec("lt", 2, "number", np.less, "x < y", True),

@@ -2,6 +2,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mlfuse import __version__
@@ -150,6 +151,17 @@ def test_run_takes_inputs_from_an_npz_file_and_leaves_out_undecided_elements(cap
                             (text, "is not an .npz file of arrays (np.savez)")):
         code, out, err = run(capsys, "run", CHAIN, "--inputs", str(inputs))
         assert code == 1 and message in err and out == ""
+
+
+def test_run_reads_bf16_inputs_that_np_savez_stored_as_raw_bytes(capsys, tmp_path):
+    # np.savez keeps an ml_dtypes bfloat16 array as '|V2'; a bf16 parameter takes it as bf16
+    import ml_dtypes
+    program = tmp_path / "half.fuse"
+    program.write_text("func f(x: bf16[3]) -> bf16[3] {\n    return x * 2.0\n}\n")
+    np.savez(tmp_path / "half.npz", x=np.array([1.5, -np.inf, 3.0], dtype=ml_dtypes.bfloat16))
+    code, out, err = run(capsys, "run", str(program), "--inputs", str(tmp_path / "half.npz"),
+                         "--simulator")
+    assert code == 0 and "bfloat16[3]" in out and "PASS" in out, err
 
 
 def test_explain_text_json_and_dot(capsys):
