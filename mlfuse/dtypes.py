@@ -68,3 +68,11 @@ _DEVICE = {"bf16": np.dtype(np.uint16)}
 def device_dtype(dtype: str) -> np.dtype:
     """The NumPy dtype of the device arrays that kernels take for IR dtype ``dtype``."""
     return _DEVICE.get(dtype) or numpy_dtype(dtype)
+
+
+def from_saved(array: np.ndarray, dtype: str) -> np.ndarray:
+    """``array`` as read back by np.load, for a value of IR dtype ``dtype``: np.savez
+    stores an ml_dtypes bfloat16 array as 2-byte raw values ('|V2'), viewed here as bf16."""
+    if dtype == "bf16" and array.dtype.kind == "V" and array.dtype.itemsize == 2:
+        return array.view(BFLOAT16)
+    return array

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import mlfuse
+from mlfuse.dtypes import from_saved
 from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.tools.explain import explain_module
 from mlfuse.interp import run_loops, run_tensor
@@ -51,4 +52,4 @@ def _inputs(path: Path, func) -> list:
     if not saved.exists():
         return random_inputs(func, {"N": 5, "M": 3}, seed=7)
     with np.load(saved) as arrays:
-        return [arrays[p.name_hint] for p in func.args]
+        return [from_saved(arrays[p.name_hint], p.type.dtype) for p in func.args]

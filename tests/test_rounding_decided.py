@@ -148,3 +148,17 @@ def test_every_primitive_tensor_op_has_a_rule():
     elementwise = {f"tensor.{name}" for name in ELEMENTWISE}
     assert set(_ELEMENTWISE) == set(ELEMENTWISE)
     assert primitives - elementwise == set(_RULES)
+
+
+def test_a_bf16_difference_of_exact_operands_may_be_held_unrounded():
+    """A kernel holds a bf16 result in f32 until it stores it: 3 - 2**-7 is 2.9921875
+    there and 3 (its bf16 rounding) where it was stored and loaded back, so comparing
+    it with 3 is undecided; the comparison with 0 is not."""
+    import ml_dtypes
+    bf16 = ml_dtypes.bfloat16
+    (ties, zeros), (u_ties, u_zeros) = decided(
+        "func f(x: bf16[2], y: bf16[2]) -> (bool[2], bool[2]) {\n"
+        "    d = x - y\n    return x <= d, d <= y - y\n}\n",
+        np.array([3, 1], bf16), np.array([2 ** -7, 0.5], bf16))
+    assert ties.tolist() == [True, False] and zeros.tolist() == [False, False]
+    assert u_ties.tolist() == [True, False] and not u_zeros.any()

@@ -13,7 +13,7 @@ import numpy as np
 
 from mlfuse.cli.options import fuse_options, parse_dims
 from mlfuse.cli.program import load_program
-from mlfuse.dtypes import BFLOAT16
+from mlfuse.dtypes import from_saved
 from mlfuse.runtime.device import choose_device
 from mlfuse.errors import MlfuseError
 
@@ -43,7 +43,7 @@ def run_command(args) -> int:
             raise MlfuseError(f"cannot make inputs for {func.sym_name} with "
                               f"{', '.join(f'{k}={v}' for k, v in bound.items()) or 'its dims'}"
                               f": {e}") from None
-        inputs = [_as_bf16(given[p.name_hint], p) if p.name_hint in given else a
+        inputs = [from_saved(given[p.name_hint], p.type.dtype) if p.name_hint in given else a
                   for p, a in zip(func.args, drawn)]
         with np.errstate(all="ignore"):
             expected = run_tensor(func, inputs)
@@ -83,14 +83,6 @@ def _load_arrays(path: str) -> dict:
         raise MlfuseError(f"cannot read inputs {path}: {e.strerror or e}") from None
     except (ValueError, EOFError):
         raise MlfuseError(f"{path} is not an .npz file of arrays (np.savez)") from None
-
-
-def _as_bf16(array, param):
-    """``array`` as bf16 where ``param`` is bf16 and ``array`` holds 2-byte raw values:
-    np.savez stores an ml_dtypes bfloat16 array as void ('|V2'), and np.load gives it back so."""
-    if param.type.dtype == "bf16" and array.dtype.kind == "V" and array.dtype.itemsize == 2:
-        return array.view(BFLOAT16)
-    return array
 
 
 def _dims_of(func, given: dict) -> dict:
