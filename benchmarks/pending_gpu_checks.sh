@@ -30,6 +30,9 @@ done
 # x ** 0.5 at -inf and -0 (C's pow: +inf, +0) in f32, f64, bf16 and f16 on the device
 python -m mlfuse run tests/regressions/pow_half_signed_inf.fuse \
     --inputs tests/regressions/pow_half_signed_inf.npz > "$OUT/pow.log" 2>&1 || echo "FAIL pow" >> "$OUT/pow.log"
+# a bf16 difference held in f32 within a kernel (the rounding analysis leaves the tie out)
+python -m mlfuse run tests/regressions/bf16_sub_held_in_f32_tie.fuse \
+    --inputs tests/regressions/bf16_sub_held_in_f32_tie.npz > "$OUT/bf16_tie.log" 2>&1 || echo "FAIL bf16 tie" >> "$OUT/bf16_tie.log"
 ST="--only layernorm_transposed --only softmax_rows_transposed"
 python benchmarks/shape_sweep.py $ST --for-sizes --hw row_staged_stores=1 --out "$OUT/staged" > "$OUT/staged.log" 2>&1
 python benchmarks/shape_sweep.py $ST --for-sizes --no-peers --out "$OUT/staged_off" > "$OUT/staged_off.log" 2>&1
@@ -44,6 +47,7 @@ if [ -d old_tree ]; then
 fi
 echo "--- 16-bit pointwise: $(grep -c '^PASS' "$OUT/half.log") of 6 PASS"; grep -i "fail\|error:" "$OUT/half.log" | head
 echo "--- pow 0.5 at -inf: $(tail -1 "$OUT/pow.log")"
+echo "--- bf16 tie: $(tail -1 "$OUT/bf16_tie.log")"
 echo "--- staged rows (for sizes)"; tail -9 "$OUT/staged.log"
 echo "--- two kernels (for sizes)"; tail -9 "$OUT/staged_off.log"
 echo "--- staged rows, 3 blocks an SM"; tail -9 "$OUT/staged3.log"
