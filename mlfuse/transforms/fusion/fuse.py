@@ -230,7 +230,8 @@ class Planner(Grouping):
         input of it (read from memory). Empty where a contraction on the way is shared,
         returned or no single sum of products, or the chain is more than 8 deep."""
         def own(x: Nest) -> bool:
-            return self.own_group(x).members == [x] and not self.graph.is_returned(x)
+            group = self.owner(x)  # (none: rematerialized into its readers)
+            return group is not None and group.members == [x] and not self.graph.is_returned(x)
 
         # every pointwise nest within 8 producer steps of p, each its own group
         cone, frontier = set(), [p]

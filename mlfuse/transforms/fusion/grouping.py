@@ -223,6 +223,12 @@ class Grouping:
     def own_group(self, nest: Nest) -> Group:
         return self._owner[nest][0]
 
+    def owner(self, nest: Nest) -> Group | None:
+        """The group that owns ``nest``; None where none does (a producer computed
+        inside each of its readers' groups, whose buffer no kernel writes)."""
+        slot = self._owner.get(nest)
+        return None if slot is None else slot[0]
+
     def reader_groups(self, nest: Nest) -> list[Group]:
         """The groups computing a consumer of ``nest``, in the order of self.groups."""
         found = {id(s[0]): s[0] for c in self.graph.consumers(nest) for s in self._computed_by[c]}
