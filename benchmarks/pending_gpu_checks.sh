@@ -14,7 +14,8 @@
 #    compiled for sizes, and at 3 blocks an SM;
 # 3. held strips in fewer instructions (session 26) against 0d17113 (old_tree), and the
 #    per-plan split rule as built (residual_mse);
-# 4. x ** 0.5 at -inf and -0 on the device, as the interpreters now define it (C's pow).
+# 4. x ** 0.5 at -inf and -0 on the device, as the interpreters now define it (C's pow);
+# 5. group norm over channels-last, one kernel (session 27) against 0d17113's three.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
@@ -39,7 +40,7 @@ python benchmarks/shape_sweep.py $ST --for-sizes --no-peers --out "$OUT/staged_o
 python benchmarks/shape_sweep.py $ST --for-sizes --hw row_staged_stores=1 --hw staged_row_min_blocks=3 \
     --no-peers --out "$OUT/staged3" > "$OUT/staged3.log" 2>&1
 CASES="--only channel_layernorm --only layernorm_nhwc --only channel_softmax --only l1norm_channels"
-CASES="$CASES --only residual_mse --only residual_mse_2d"
+CASES="$CASES --only residual_mse --only residual_mse_2d --only group_norm_nhwc"
 python benchmarks/shape_sweep.py $CASES --out "$OUT/new" > "$OUT/new.log" 2>&1
 if [ -d old_tree ]; then
   (cd old_tree && PYTHONPATH=/tmp/site:$PWD python benchmarks/shape_sweep.py $CASES --no-peers \

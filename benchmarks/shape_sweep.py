@@ -78,6 +78,9 @@ VARIANTS = {
     # eighteenth session: group norm through a 5-d view with its affine
     "group_norm_5d": [{"N": 16, "C": 320, "H": 64, "W": 64}, {"N": 32, "C": 128, "H": 56, "W": 56},
                       {"N": 8, "C": 640, "H": 32, "W": 32, "dtype": "f16"}],
+    # twenty-seventh session: group norm over channels-last (a view splitting C)
+    "group_norm_nhwc": [{"N": 16, "H": 64, "W": 64, "C": 320}, {"N": 32, "H": 56, "W": 56, "C": 128},
+                        {"N": 8, "H": 32, "W": 32, "C": 640, "dtype": "f16"}],
     "channel_layernorm": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14},
                           {"N": 8, "C": 2048, "H": 14, "W": 14}],
     "layernorm_nhwc": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14}],
@@ -154,6 +157,13 @@ def _extra_cases() -> list:
         v = ((rows - m) * (rows - m)).mean(dim=(2, 3, 4), keepdim=True)
         y = ((rows - m) * (v + 1e-5).rsqrt()).reshape(n, c, h, w)
         return y * g.reshape(c, 1, 1) + b.reshape(c, 1, 1)
+
+    def t_group_norm_nhwc(x, g):
+        n, h, w, c = x.shape
+        rows = x.reshape(n, h * w, 32, c // 32)
+        m = rows.mean(dim=(1, 3), keepdim=True)
+        v = ((rows - m) * (rows - m)).mean(dim=(1, 3), keepdim=True)
+        return ((rows - m) * (v + 1e-5).rsqrt()).reshape(n, h, w, c) * g
 
     def t_channel_layernorm(x, g, b):  # ConvNeXt's channels-first LayerNorm, as a layout
         _, F = _torch()
@@ -240,6 +250,15 @@ func group_norm_5d(x: f32[N, C, H, W], g: f32[C], b: f32[C]) -> f32[N, C, H, W] 
     return y * reshape(g, [C, 1, 1]) + reshape(b, [C, 1, 1])
 }
 """, {}, t_group_norm_5d),
+        Case("group_norm_nhwc", """
+func group_norm_nhwc(x: f32[N, H, W, C], g: f32[C]) -> f32[N, H, W, C] {
+    rows = reshape(x, [N, H * W, 32, C / 32])
+    m = mean(rows, axis=[1, 3], keepdims=true)
+    d = rows - m
+    v = mean(d * d, axis=[1, 3], keepdims=true)
+    return reshape(d * rsqrt(v + 1e-5), [N, H, W, C]) * g
+}
+""", {}, t_group_norm_nhwc),
         Case("channel_layernorm", """
 func channel_layernorm(x: f32[N, C, H, W], g: f32[C], b: f32[C]) -> f32[N, C, H, W] {
     return transpose(layernorm(transpose(x, [0, 2, 3, 1]), g, b), [0, 3, 1, 2])
