@@ -264,5 +264,5 @@ def reads_value(value: Value, target: Value) -> bool:
 
 
 __all__ = ["size_of", "same_size", "UnravelRun", "unravel_run", "unravel_form", "unraveled",
-           "merged_view", "row_step", "linear_terms", "multiple_of", "row_walk", "Walk", "access_walk", "op_of",
-           "reads_any", "reads_value"]
+           "merged_view", "row_step", "linear_terms", "multiple_of", "row_walk", "Walk",
+           "access_walk", "op_of", "reads_any", "reads_value"]
