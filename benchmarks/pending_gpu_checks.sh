@@ -6,6 +6,7 @@
 #                     benchmarks examples | tar -x -C old_tree \
 #                 && cp benchmarks/shape_sweep.py old_tree/benchmarks/
 #   device run:   bash benchmarks/pending_gpu_checks.sh   (carry .whl; see ../shared/gpu/NOTES.md)
+#                 (QUICK=1: without the 3-blocks-an-SM staged rows variant)
 #   after:        rm -rf old_tree   (the duplicates tool flags it)
 #
 # 1. 16-bit pointwise kernels over constant extents of whole 8-byte but not 16-byte vectors
@@ -37,8 +38,8 @@ python -m mlfuse run tests/regressions/bf16_sub_held_in_f32_tie.fuse \
 ST="--only layernorm_transposed --only softmax_rows_transposed"
 python benchmarks/shape_sweep.py $ST --for-sizes --hw row_staged_stores=1 --out "$OUT/staged" > "$OUT/staged.log" 2>&1
 python benchmarks/shape_sweep.py $ST --for-sizes --no-peers --out "$OUT/staged_off" > "$OUT/staged_off.log" 2>&1
-python benchmarks/shape_sweep.py $ST --for-sizes --hw row_staged_stores=1 --hw staged_row_min_blocks=3 \
-    --no-peers --out "$OUT/staged3" > "$OUT/staged3.log" 2>&1
+[ -n "$QUICK" ] || python benchmarks/shape_sweep.py $ST --for-sizes --hw row_staged_stores=1 \
+    --hw staged_row_min_blocks=3 --no-peers --out "$OUT/staged3" > "$OUT/staged3.log" 2>&1
 CASES="--only channel_layernorm --only layernorm_nhwc --only channel_softmax --only l1norm_channels"
 CASES="$CASES --only residual_mse --only residual_mse_2d --only group_norm_nhwc"
 python benchmarks/shape_sweep.py $CASES --out "$OUT/new" > "$OUT/new.log" 2>&1
@@ -51,6 +52,6 @@ echo "--- pow 0.5 at -inf: $(tail -1 "$OUT/pow.log")"
 echo "--- bf16 tie: $(tail -1 "$OUT/bf16_tie.log")"
 echo "--- staged rows (for sizes)"; tail -9 "$OUT/staged.log"
 echo "--- two kernels (for sizes)"; tail -9 "$OUT/staged_off.log"
-echo "--- staged rows, 3 blocks an SM"; tail -9 "$OUT/staged3.log"
+[ -f "$OUT/staged3.log" ] && { echo "--- staged rows, 3 blocks an SM"; tail -9 "$OUT/staged3.log"; }
 echo "--- this tree"; tail -18 "$OUT/new.log"
 [ -f "$OUT/old.log" ] && { echo "--- 0d17113"; tail -18 "$OUT/old.log"; }
