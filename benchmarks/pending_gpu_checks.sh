@@ -16,7 +16,7 @@
 # 3. held strips in fewer instructions (session 26) against 0d17113 (old_tree), and the
 #    per-plan split rule as built (residual_mse);
 # 4. x ** 0.5 at -inf and -0 on the device, as the interpreters now define it (C's pow);
-# 5. group norm over channels-last, one kernel (session 27) against 0d17113's three.
+# 5. group norm over channels-last (3 kernels; session 27 tried 1 and 2, both not kept).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
