@@ -10,6 +10,7 @@ import pytest
 import mlfuse
 from mlfuse.interp import run_tensor
 from mlfuse.interp.rounding import rounding_decided
+from mlfuse.ir.types import symbols_of
 from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.tools.checking import program_size, random_inputs
 
@@ -132,8 +133,14 @@ def _source(name: str, dt: str) -> str:
     return FAMILIES[name][0].strip().replace("{dt}", dt) + "\n"
 
 
-def _kernels(source: str, dims=None) -> list:
-    options = {"dims": {k: v for k, v in SIZES.items() if k in source}} if dims else None
+def _dims(func, sizes: dict) -> dict:
+    """``sizes`` of the symbols of ``func``'s parameters."""
+    return {d: sizes[d] for a in func.args for d in symbols_of(a.type.shape)}
+
+
+def _kernels(source: str, sized: bool) -> list:
+    func = parse_program(source, "t.fuse").funcs[0]
+    options = {"dims": _dims(func, SIZES)} if sized else None
     module = compile_text(source, "t.fuse", level="fused", fuse_options=options)
     return [op for op in module.funcs[0].body.ops if op.name == "fused.kernel"]
 
@@ -142,7 +149,7 @@ def _kernels(source: str, dims=None) -> list:
 @pytest.mark.parametrize("sized", [False, True], ids=["symbols", "sizes"])
 def test_fusion_miss_family_is_as_many_kernels_as_an_expert_fuser_makes(name, dt, sized):
     source = _source(name, dt)
-    kernels = _kernels(source, dims=sized)
+    kernels = _kernels(source, sized)
     assert len(kernels) == FAMILIES[name][1], [k.attributes.get("schedule") for k in kernels]
 
 
@@ -155,7 +162,7 @@ def test_fusion_miss_family_is_as_many_kernels_as_an_expert_fuser_makes(name, dt
 def test_fusion_miss_family_in_16_bits_agrees_with_numpy(name, dt):
     source = _source(name, dt)
     func = parse_program(source, "t.fuse").funcs[0]
-    dims = {k: v for k, v in TINY.items() if k in source}
+    dims = _dims(func, TINY)
     args = random_inputs(func, dims, seed=3)
     ops, reduced = program_size(func, dims=dims)
     with np.errstate(all="ignore"):

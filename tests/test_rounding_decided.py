@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlfuse.dtypes import BFLOAT16
 from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.interp import run_loops, run_tensor
 from mlfuse.interp.rounding import _ELEMENTWISE, _RULES, rounding_decided
@@ -154,11 +155,9 @@ def test_a_bf16_difference_of_exact_operands_may_be_held_unrounded():
     """A kernel holds a bf16 result in f32 until it stores it: 3 - 2**-7 is 2.9921875
     there and 3 (its bf16 rounding) where it was stored and loaded back, so comparing
     it with 3 is undecided; the comparison with 0 is not."""
-    import ml_dtypes
-    bf16 = ml_dtypes.bfloat16
     (ties, zeros), (u_ties, u_zeros) = decided(
         "func f(x: bf16[2], y: bf16[2]) -> (bool[2], bool[2]) {\n"
         "    d = x - y\n    return x <= d, d <= y - y\n}\n",
-        np.array([3, 1], bf16), np.array([2 ** -7, 0.5], bf16))
+        np.array([3, 1], BFLOAT16), np.array([2 ** -7, 0.5], BFLOAT16))
     assert ties.tolist() == [True, False] and zeros.tolist() == [False, False]
     assert u_ties.tolist() == [True, False] and not u_zeros.any()

@@ -46,12 +46,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlfuse.dialects import tensor
-from mlfuse.dtypes import BFLOAT16, eps, finfo, is_float
+from mlfuse.dtypes import BFLOAT16, eps, finfo, ir_dtype, is_float
 from mlfuse.ir.builtin import FuncOp, ReturnOp
 
 from mlfuse.interp import tensor_windows as windows
 from mlfuse.interp.common import bind_arguments
 from mlfuse.interp.indexing_rules import ROUNDING_RULES
+from mlfuse.interp.loops_interp import COMPUTED_IN
 from mlfuse.interp.tensor_interp import _conv2d, _evaluate
 
 BASIC = 1.0   # ulps two correctly rounded results of one op may differ by
@@ -225,10 +226,11 @@ def _exact_select(ins, out):
 
 def _inexact_rounding(ins, out) -> np.ndarray:
     """The rounding of a correctly rounded op (+ - / sqrt): every evaluation rounds
-    exact operands to the same result, so only inexact operands add one. Not so for
-    bf16: a kernel holds a bf16 result in f32 until a store rounds it, so one level
-    compares 3 - 2**-7 where another compares its bf16 rounding, 3."""
-    if out.dtype == BFLOAT16:
+    exact operands to the same result, so only inexact operands add one. Not so for a
+    dtype computed in a wider one (bf16 in f32, ``loops_interp.COMPUTED_IN``): a kernel
+    holds the result unrounded until a store rounds it, so one level compares 3 - 2**-7
+    where another compares its bf16 rounding, 3."""
+    if ir_dtype(out.dtype) in COMPUTED_IN:
         return _rounding(out)
     inexact = _any(*((s.err > 0) for s in ins))
     return np.where(inexact, _rounding(out), 0.0)
