@@ -32,7 +32,8 @@ def estimate_us(case) -> tuple[float, list[str]]:
     schedules."""
     from mlfuse.pipeline import lower, parse_program
     from mlfuse.tools.explain import explain_module
-    module = lower(parse_program(case.source, f"{case.name}.fuse"), "loops")
+    module = lower(parse_program(case.source, f"{case.name}.fuse"), "loops",
+                   fuse_options={"dims": dict(case.dims)})
     report = explain_module(module, dict(case.dims), matmul_precision=case.matmul_precision)[0]
     return report.estimated_us_after, [k.schedule for k in report.kernels]
 

@@ -21,7 +21,7 @@ def parse_program(text: str, filename: str = "<string>") -> ModuleOp:
 
 def pass_names(level: str, fuse: bool = True) -> list[str]:
     """The passes that take a freshly parsed tensor module down to ``level``."""
-    names = ["decompose", "cse"]
+    names = ["decompose", "cse", "split-reductions", "cse"]
     if level in ("loops", "fused"):
         names.append("lower-tensor-to-loops")
     if level == "fused":
@@ -41,6 +41,7 @@ def lower(module: ModuleOp, level: str = "fused", fuse: bool = True, fuse_option
     from mlfuse.transforms.fusion.options import check_fuse_options
     fuse_options = check_fuse_options(fuse_options)
     options = {"fuse": fuse_options or {},
+               "split-reductions": {"dims": (fuse_options or {}).get("dims")},
                "schedule-contractions": {"precision": check_matmul_precision(matmul_precision)},
                "coalesce-axes": {"dims": (fuse_options or {}).get("dims")},
                "flatten-row-nests": {"dims": (fuse_options or {}).get("dims")},

@@ -28,6 +28,27 @@ def assert_results_close(func, expected, got) -> tuple:
     return got
 
 
+def assert_compiled_agrees(source: str, args: list, dims: dict, what: str) -> None:
+    """The function ``g`` of ``source``, compiled for the simulator and called with
+    ``args`` (sizes ``dims``), against the NumPy interpreter of the program as written,
+    at the tolerance its size allows, the elements the rounding analysis cannot decide
+    left out."""
+    import mlfuse
+    from mlfuse.interp import run_tensor
+    from mlfuse.interp.rounding import rounding_decided
+    from mlfuse.pipeline import parse_program
+    func = parse_program(source, "t.fuse").funcs[0]
+    ops, reduced = program_size(func, dims=dims)
+    with np.errstate(all="ignore"):
+        want = run_tensor(func, args)
+        undecided = rounding_decided(func, args)
+    got = mlfuse.compile_source(source, "t.fuse", target="simulator").g(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    assert len(got) == len(want)
+    for g, w, u in zip(got, want, undecided):
+        assert_close(g, w, ops, what, reduced, undecided=u)
+
+
 def assert_error_at(source: str, position: str, message: str) -> None:
     """Compiling ``source`` (as t.fuse) fails with one MlfuseError at ``position``
     (line:col) whose text holds ``message``."""

@@ -108,7 +108,7 @@ def bytes_moved(func, dims: dict, limit: int | None = None) -> tuple[int, int]:
     report's model: every kernel reads its inputs and writes its outputs once."""
     from mlfuse.pipeline import lower
     from mlfuse.tools.explain import explain_module
-    report = explain_module(lower(_clone(func), "loops"), dims, limit)[0]
+    report = explain_module(lower(_clone(func), "loops", fuse_options={"dims": dims}), dims, limit)[0]
     return report.bytes_before, report.bytes_after
 
 

@@ -27,7 +27,7 @@ def _compile_and_measure(program, reports, dims, limit, precision) -> None:
 def explain_command(args) -> int:
     program = load_program(args.file, args.func)
     dims = program.dims(parse_dims(args.dim))
-    loops = lower(program.copy(), "loops")
+    loops = lower(program.copy(), "loops", fuse_options={"dims": dims})  # the tensor passes plan at them too
     limit = 1 if args.no_fuse else fuse_options(args).get("limit")
     reports = explain_module(loops, dims, limit, matmul_precision=args.matmul_precision)
     if args.compile:

@@ -1,7 +1,8 @@
 """The passes that take a module from one level to the next, and the table of them
 by name (``mlfuse opt --passes``, the pipeline): the one place that lists them.
 
-tensor -> tensor: ``decompose`` (composites into primitives), ``cse``;
+tensor -> tensor: ``decompose`` (composites into primitives), ``cse``, ``split-reductions``
+                  (a reduction whose axes a kept axis separates, as two);
 tensor -> loops:  ``lower-tensor-to-loops`` (one loop nest per op);
 loops -> fused:   ``fuse`` / ``no-fuse`` (kernels), then ``schedule-contractions``,
                   ``coalesce-axes``, ``flatten-row-nests`` and ``flatten-column-nests``.
@@ -20,9 +21,10 @@ from mlfuse.transforms.flatten_column_nests import FlattenColumnNests
 from mlfuse.transforms.flatten_row_nests import FlattenRowNests
 from mlfuse.transforms.fusion.fuse import FusePass, NoFusePass
 from mlfuse.transforms.lower_to_loops import LowerTensorToLoops
+from mlfuse.transforms.split_reductions import SplitReductions
 
 PASSES: dict[str, type[Pass]] = {cls.name: cls for cls in (
-    Decompose, CSEPass, LowerTensorToLoops, FusePass, NoFusePass, ScheduleContractionsPass,
+    Decompose, CSEPass, SplitReductions, LowerTensorToLoops, FusePass, NoFusePass, ScheduleContractionsPass,
     CoalesceAxes, FlattenRowNests, FlattenColumnNests)}
 
 

@@ -1,0 +1,175 @@
+"""``split-reductions``: a reduction whose axes a kept axis separates, as two reductions.
+
+Group norm over channels-last reads ``rows = reshape(x, [N, H*W, G, C/G])`` and reduces
+axes [1, 3]: the group axis G, kept, lies between them. One loop nest over both walks
+each (n, g) in segments of C/G values (40 bytes at C = 320, G = 32), C apart; a block
+per (n, g) reads 7-14% of copy bandwidth on an H100 (docs/perf-notes.md, twenty-seventh
+session). Reduced first over the outer axes, the nest is a column reduction whose kept
+axes [G, C/G] are contiguous (threads own neighbouring channels: coalesced, and the
+column schedules of fusion/schedules.py), and its result, [N, 1, G, C/G], is small; the
+inner axes are then reduced from that. So ``r(x, A)`` becomes ``r(r(x, A_o), A_i)`` with
+A_o the reduced axes before the last kept axis and A_i those after it:
+
+- sum, max, min: associativity; mean: every A_o column counts the same number of
+  values, so the mean of the columns' means is the mean.
+- a mean of squares of deviations from a value ``c`` constant over A (the variance
+  ``mean((x - m)^2, A)`` with ``m = mean(x, A)``): the parallel-axis identity, exact for
+  any such c,
+
+      mean((x - c)^2, A) = mean(mean((x - mc)^2, A_o) + (mc - c)^2, A_i),  mc = mean(x, A_o)
+
+  so the column stage computes each column's mean and variance in one pass over x
+  (fusion/moments.py's shifted sums) rather than a second pass over x for the group's
+  deviations. 16-bit operands are split in f32 (the columns' statistics are small).
+
+Which reductions: A_o's extent is at least the target's ``split_reduction_min_outer``
+(16: the first stage's result is at most a sixteenth of its operand) and above A_i's (the walk reduces the
+longer part first; group norm's A_i is C/G channels, 2 to 64 of them in practice).
+Batch norm over [0, 2, 3] of NCHW (A_o = [N], A_i = [H, W], the longer) stays one
+reduction, which the fusion planner holds or streams a channel at a time. Sizes are
+those in ``dims``; a symbol not bound there takes the target's default size, as the
+fusion planner does.
+"""
+from __future__ import annotations
+
+from mlfuse.dialects import tensor as T
+from mlfuse.hardware import get_target
+from mlfuse.ir.builtin import ModuleOp
+from mlfuse.ir.core import Operation, Value
+from mlfuse.ir.pass_manager import Pass
+from mlfuse.ir.rewrite import PatternRewriteWalker, Rewriter, RewritePattern
+from mlfuse.ir.types import HALF_FLOAT_DTYPES, IndivisibleDim, dim_value
+from mlfuse.transforms.decompose import Builder
+
+_SPLITTABLE = (T.SumOp, T.MaxOp, T.MinOp, T.MeanOp)
+
+
+def _size(dims: list, known: dict, default: int) -> int:
+    n = 1
+    for d in dims:
+        try:
+            n *= dim_value(d, known, default)
+        except IndivisibleDim:
+            n *= max(1, dim_value(d, known, default, exact=False))
+    return n
+
+
+def split_axes(op: Operation) -> tuple[list[int], list[int]] | None:
+    """(A_o, A_i) of a reduction whose axes a kept axis separates, else None."""
+    axes = list(op["axis"])
+    rank = op.operand("x").type.rank
+    kept = [a for a in range(rank) if a not in axes]
+    if not kept:
+        return None
+    outer = [a for a in axes if a < kept[-1]]
+    inner = [a for a in axes if a > kept[-1]]
+    return (outer, inner) if outer and inner else None
+
+
+def _constant_over(c: Value, axes: list[int], rank: int) -> bool:
+    """Whether ``c`` broadcast to rank ``rank`` is constant along ``axes`` (its extent
+    there is 1, or it lacks those leading axes)."""
+    shape = list(c.type.shape)
+    pad = rank - len(shape)
+    return all(a < pad or shape[a - pad] == 1 for a in axes)
+
+
+def _deviation_square(op: Operation) -> tuple[Value, Value] | None:
+    """(x, c) where ``op`` is a mean of ``(x - c) * (x - c)`` with c constant over the
+    reduced axes and x of the reduction's shape, else None."""
+    if not isinstance(op, T.MeanOp):
+        return None
+    square = getattr(op.operand("x"), "op", None)  # None: a function's argument
+    if not isinstance(square, T.ELEMENTWISE_OPS["mul"]) or square.operands[0] is not square.operands[1]:
+        return None
+    diff = getattr(square.operands[0], "op", None)
+    if not isinstance(diff, T.ELEMENTWISE_OPS["sub"]):
+        return None
+    x, c = diff.operands
+    rank = op.operand("x").type.rank
+    if x.type.shape != op.operand("x").type.shape or not _constant_over(c, op["axis"], rank):
+        return None
+    return x, c
+
+
+class SplitInterleavedReduction(RewritePattern):
+    """A sum, mean, max or min over axes that a kept axis separates, longer outside."""
+
+    op_types = _SPLITTABLE
+
+    def __init__(self, dims: dict, target):
+        self.dims = dims
+        self.default_dim = target.default_dim
+        self.min_outer = target.split_reduction_min_outer
+        self.remarks: list[str] = []
+
+    def _worth_it(self, op: Operation, outer: list[int], inner: list[int]) -> bool:
+        shape = op.operand("x").type.shape
+        inner_extent = _size([shape[a] for a in inner], self.dims, self.default_dim)
+        outer_extent = _size([shape[a] for a in outer], self.dims, self.default_dim)
+        return outer_extent >= self.min_outer and outer_extent > inner_extent
+
+    def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
+        parts = split_axes(op)
+        if parts is None or not self._worth_it(op, *parts):
+            return False
+        outer, inner = parts
+        # keepdims=false drops A_o's axes too, extent 1 after the first stage
+        second = inner if op["keepdims"] else list(op["axis"])
+        rw = Builder(op, rewriter)
+        deviation = _deviation_square(op)
+        if deviation is not None:
+            new = self._split_variance(op, rw, *deviation, outer, second)
+            how = "the columns' variances and means (parallel-axis identity)"
+        else:
+            first = rw.emit(type(op), [op.operand("x")], {"axis": outer, "keepdims": True}, "cols")
+            new = rw.emit(type(op), [first], {"axis": second, "keepdims": op["keepdims"]})
+            how = f"the {op.name.split('.')[1]} of the columns' results"
+        new.name_hint = op.result.name_hint
+        rewriter.replace_op(op, [new])
+        self.remarks.append(f"{rw.prefix}: {op.name} over {list(op['axis'])} as over {outer} "
+                            f"(columns, coalesced) then {inner}: {how}")
+        return True
+
+    @staticmethod
+    def _split_variance(op, rw: Builder, x: Value, c: Value, outer, second) -> Value:
+        dtype = op.result.type.dtype
+        wide = dtype in HALF_FLOAT_DTYPES  # the columns' statistics in f32
+
+        def f32(v: Value) -> Value:
+            return rw.emit(T.CastOp, [v], {"dtype": "f32"}, f"{v.name_hint or 'v'}_f32") \
+                if wide else v
+
+        xw, cw = f32(x), f32(c)
+        mc = rw.emit(T.MeanOp, [xw], {"axis": outer, "keepdims": True}, "colmean")
+        dc = rw.ew("sub", xw, mc, hint="coldev")
+        vc = rw.emit(T.MeanOp, [rw.ew("mul", dc, dc)], {"axis": outer, "keepdims": True}, "colvar")
+        shift = rw.ew("sub", mc, cw, hint="shift")
+        per_column = rw.ew("add", vc, rw.ew("mul", shift, shift), hint="cols")
+        new = rw.emit(T.MeanOp, [per_column], {"axis": second, "keepdims": op["keepdims"]},
+                      "wide" if wide else None)
+        return rw.emit(T.CastOp, [new], {"dtype": dtype}) if wide else new
+
+
+class SplitReductions(Pass):
+    name = "split-reductions"
+    doc = ("A reduction whose axes a kept axis separates (group norm over channels-last), "
+           "as a column reduction then one over the narrow inner axes.")
+
+    def __init__(self, dims: dict | None = None, target: str | None = None):
+        self.dims = dims or {}
+        self.target = get_target(target)
+        self._remarks: list[str] = []
+
+    def run(self, module: ModuleOp) -> None:
+        pattern = SplitInterleavedReduction(self.dims, self.target)
+        walker = PatternRewriteWalker([pattern])
+        for func in module.funcs:
+            walker.rewrite_block(func.body)
+        self._remarks = pattern.remarks
+
+    def remarks(self) -> list[str]:
+        return list(self._remarks)
+
+
+__all__ = ["SplitReductions", "split_axes"]

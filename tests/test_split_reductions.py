@@ -1,0 +1,111 @@
+"""split-reductions: a reduction whose axes a kept axis separates (group norm over
+channels-last) runs as a coalesced column reduction then one over the shorter inner
+axes, and gives what the program says (the NumPy interpreter of the program as
+written, before the pass) in f32, f16 and bf16, NaN and inf included."""
+import numpy as np
+import pytest
+
+from mlfuse.dialects import tensor as T
+from mlfuse.ir.types import symbols_of
+from mlfuse.pipeline import compile_text, parse_program
+from mlfuse.tools.checking import random_inputs
+from mlfuse.transforms.split_reductions import split_axes
+
+from helpers import assert_compiled_agrees
+
+PROGRAMS = {
+    # group norm over channels-last, 4 groups of C/4 channels, scaled and shifted
+    "group_norm_nhwc": """
+func g(x: {dt}[N, H, W, C], gamma: {dt}[C], beta: {dt}[C]) -> {dt}[N, H, W, C] {
+    r = reshape(x, [N, H * W, 4, C / 4])
+    m = mean(r, axis=[1, 3], keepdims=true)
+    d = r - m
+    v = mean(d * d, axis=[1, 3], keepdims=true)
+    return reshape(d * rsqrt(v + 1e-5), [N, H, W, C]) * gamma + beta
+}""",
+    # the same over a 5-d view, the spatial axes apart, statistics also returned
+    "group_norm_nhwc_5d_stats": """
+func g(x: {dt}[N, H, W, C]) -> ({dt}[N, H, W, C], {dt}[N, 1, 1, 2, 1]) {
+    r = reshape(x, [N, H, W, 2, C / 2])
+    m = mean(r, axis=[1, 2, 4], keepdims=true)
+    v = mean((r - m) * (r - m), axis=[1, 2, 4], keepdims=true)
+    return reshape((r - m) * rsqrt(v + 1e-5), [N, H, W, C]), v
+}""",
+    # sums, maxima and minima over [0, 2] of [B, S, D], keepdims false
+    "associative_kinds": """
+func g(x: {dt}[B, S, 4]) -> ({dt}[S], {dt}[S], {dt}[S]) {
+    return sum(x, axis=[0, 2]), max(x, axis=[0, 2]), min(x * 2.0, axis=[0, 2])
+}""",
+    # squared deviations from a value that is no mean of them
+    "deviation_from_parameter": """
+func g(x: {dt}[B, S, 4], c: {dt}[1, S, 1]) -> {dt}[1, S, 1] {
+    return mean((x - c) * (x - c), axis=[0, 2], keepdims=true)
+}""",
+}
+DTYPES = ("f32", "f16", "bf16")
+TINY = {"N": 2, "H": 3, "W": 5, "C": 8, "B": 17, "S": 3}
+
+
+def _source(name: str, dt: str) -> str:
+    return PROGRAMS[name].strip().replace("{dt}", dt) + "\n"
+
+
+def _dims(func, sizes: dict) -> dict:
+    return {d: sizes[d] for a in func.args for d in symbols_of(a.type.shape)}
+
+
+def _agrees(source: str, args: list) -> None:
+    func = parse_program(source, "t.fuse").funcs[0]
+    assert_compiled_agrees(source, args, _dims(func, TINY), source.split("(")[0])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", list(PROGRAMS))
+@pytest.mark.parametrize("dt", DTYPES)
+def test_split_reduction_agrees_with_the_program_as_written(name, dt):
+    source = _source(name, dt)
+    func = parse_program(source, "t.fuse").funcs[0]
+    _agrees(source, random_inputs(func, _dims(func, TINY), seed=5))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_split_reductions_keep_nan_and_inf_where_numpy_has_them():
+    source = _source("associative_kinds", "f32")
+    func = parse_program(source, "t.fuse").funcs[0]
+    (x,) = random_inputs(func, _dims(func, TINY), seed=6)
+    x[3, 0, 1] = np.nan      # column 0: every result nan
+    x[5, 1, 2] = np.inf      # column 1: sum and max inf
+    x[9, 2, 0] = -np.inf     # column 2: sum and min -inf
+    _agrees(source, [x])
+
+
+def _tensor_reductions(source: str, dims: dict | None) -> list:
+    options = {"dims": dims} if dims else None
+    module = compile_text(source, "t.fuse", level="tensor", fuse_options=options)
+    return [op for op in module.funcs[0].body.ops if isinstance(op, T.ReduceOp)]
+
+
+@pytest.mark.parametrize("sized", [False, True], ids=["symbols", "sizes"])
+def test_group_norm_over_channels_last_reduces_columns_then_groups(sized):
+    source = _source("group_norm_nhwc", "f32")
+    dims = {"N": 16, "H": 64, "W": 64, "C": 320} if sized else None
+    reductions = _tensor_reductions(source, dims)
+    assert all(split_axes(op) is None for op in reductions)  # none over [1, 3] is left
+    assert sorted(op["axis"] for op in reductions) == [[1], [1], [3], [3]]
+    module = compile_text(source, "t.fuse", level="fused",
+                          fuse_options={"dims": dims} if dims else None)
+    kernels = [op for op in module.funcs[0].body.ops if op.name == "fused.kernel"]
+    # the columns' mean and variance in one pass (split-columns: its partials, then
+    # their combine), the groups' statistics from them, the normalisation
+    assert [k["schedule"] for k in kernels] == ["split-columns", "row", "pointwise"]
+
+
+def test_wide_inner_axes_and_short_outer_ones_stay_one_reduction():
+    # batch norm over [0, 2, 3] of NCHW at 56 x 56, and group statistics of a view
+    # whose outer reduced extent (2) would leave the first stage half its operand
+    bn = "func g(x: f32[N, C, H, W]) -> f32[1, C, 1, 1] {\n    return mean(x, axis=[0, 2, 3], keepdims=true)\n}\n"
+    (op,) = _tensor_reductions(bn, {"N": 32, "C": 64, "H": 56, "W": 56})
+    assert op["axis"] == [0, 2, 3]
+    short = "func g(x: f32[N, 2, G, 4]) -> f32[N, 1, G, 1] {\n    return sum(x, axis=[1, 3], keepdims=true)\n}\n"
+    (op,) = _tensor_reductions(short, None)
+    assert op["axis"] == [1, 3]
