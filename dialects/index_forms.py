@@ -168,7 +168,7 @@ def linear_terms(v: Value, steps: set[int]) -> list[tuple[Value | None, Dim]] | 
     return None if reads_any(v, steps) else [(v, 1)]
 
 
-def _multiple(d: Dim, of: Dim) -> bool:
+def multiple_of(d: Dim, of: Dim) -> bool:
     """Whether ``d`` is a whole multiple of ``of`` for every size of the symbols."""
     try:
         coefficient, exponents = dim_monomial(quotient_dim(d, of))
@@ -192,7 +192,7 @@ def _row_major(terms: list, indices: list[Value], extents: list[Dim]) -> tuple[i
         return None
     size = product_dim(extents[levels[0]:])
     rest = [(t, c) for t, c in terms if t is None or id(t) not in ids]
-    if not all(_multiple(c, size) for _, c in rest):
+    if not all(multiple_of(c, size) for _, c in rest):
         return None
     return levels[0], rest
 
@@ -264,5 +264,5 @@ def reads_value(value: Value, target: Value) -> bool:
 
 
 __all__ = ["size_of", "same_size", "UnravelRun", "unravel_run", "unravel_form", "unraveled",
-           "merged_view", "row_step", "linear_terms", "row_walk", "Walk", "access_walk", "op_of",
+           "merged_view", "row_step", "linear_terms", "multiple_of", "row_walk", "Walk", "access_walk", "op_of",
            "reads_any", "reads_value"]

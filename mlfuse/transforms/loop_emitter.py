@@ -15,7 +15,7 @@ from mlfuse.dialects.arith import ConstantOp as ArithConstant
 from mlfuse.dialects.loops import DimOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.tensor import ConstantOp as TensorConstant
 from mlfuse.ir.core import Block, Operation, Region, Value
-from mlfuse.ir.types import INDEX, Dim, ScalarType, dim_factors, is_quotient
+from mlfuse.ir.types import INDEX, Dim, ScalarType, dim_factors, is_quotient, product_dim
 
 # What a tensor value is once lowered: a buffer, or a constant that every reader
 # materializes in its own nest.
@@ -136,8 +136,14 @@ class Emitter:
         front = _common_prefix(shape, target)
         back = _common_prefix(shape[front:][::-1], target[front:][::-1])
         end, target_end = len(shape) - back, len(target) - back
-        flat = self.linearize(idx[front:end], shape[front:end])
-        middle = self.unravel(flat, target[front:target_end])
+        middle, at, target_at = [], front, front
+        for a, b in _equal_products(shape[front:end], target[front:target_end]):
+            # each group of axes whose sizes multiply to the same on both sides apart:
+            # [H*W, G, C/G] -> [H, W, C] is (k // W, k % W) and g * C/G + c, not one
+            # position over all three (whose divmods by C mix a point and a step)
+            flat = self.linearize(idx[at:at + a], shape[at:at + a])
+            middle += self.unravel(flat, target[target_at:target_at + b])
+            at, target_at = at + a, target_at + b
         return idx[:front] + middle + idx[end:]
 
     # -- memory -------------------------------------------------------------------------
@@ -183,6 +189,27 @@ class Emitter:
         inner.emit(YieldOp([body(inner, block.args[0])]))
         return self.emit(ReduceOp([init], attributes={"extent": extent, "combiner": combiner},
                                   regions=[Region([block])]))
+
+
+def _equal_products(a: list[Dim], b: list[Dim]) -> list[tuple[int, int]]:
+    """``a`` and ``b`` (shapes of one size) cut into the most groups of leading axes
+    whose products are equal dims for every size of the symbols: (axes of a, axes of
+    b) each, in order. The row-major position within the whole is then the positions
+    within the groups, so a reshape maps each group's index on its own."""
+    groups, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        cut = next(((x, y) for x in range(i + 1, len(a) + 1) for y in range(j + 1, len(b) + 1)
+                    if product_dim(a[i:x]) == product_dim(b[j:y])), None)
+        if cut is None:
+            break
+        groups.append((cut[0] - i, cut[1] - j))
+        i, j = cut
+    if i < len(a) or j < len(b):  # what is left (or dims of 1 alone) joins the last group
+        if groups and (i == len(a) or j == len(b)):
+            x, y = groups.pop()
+            i, j = i - x, j - y
+        groups.append((len(a) - i, len(b) - j))
+    return groups
 
 
 def _common_prefix(a: list, b: list) -> int:

@@ -46,14 +46,15 @@ from dataclasses import dataclass
 from mlfuse.dialects.arith import FloorDivOp
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.index_forms import (access_walk, merged_view, reads_value, row_step,
-                                         row_walk, size_of, unraveled)
+from mlfuse.dialects.index_forms import (access_walk, linear_terms, merged_view,
+                                         multiple_of, reads_value, row_step, row_walk,
+                                         size_of, unraveled)
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, access_parts
 from mlfuse.dialects.permute import stores_along_points, why_not_staged_rows
 from mlfuse.dialects.reductions import (ReduceNest, loop_levels, reduce_nest, reduce_nests,
                                         staged_fors, why_not_column_staged, why_not_staged)
 from mlfuse.ir.core import Operation
-from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, symbols_of
+from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, product_dim, symbols_of
 from mlfuse.hardware import Target
 from mlfuse.row_groups import (WARP, kernel_row_group, kernel_runtime_group, row_access_dtypes,
                                scalar_values, why_no_short_rows)
@@ -101,7 +102,7 @@ def _loads(op: Operation) -> list[Operation]:
     return [o for o in op.walk() if isinstance(o, (LoadOp, MaskedLoadOp))]
 
 
-def _reshaped_view(load: Operation, levels: list) -> list | None:
+def _reshaped_view(load: Operation, levels: list, points: dict) -> list | None:
     """A load's indices with a read through a reshape seen as what it is: where the
     indices that read the nest walk it row-major over the buffer's trailing axes
     (``index_forms.access_walk``: group norm's ``x[n, g * C/G + k0, k1, k2]``, or its
@@ -131,13 +132,42 @@ def _reshaped_view(load: Operation, levels: list) -> list | None:
     if walk is not None:
         return idx[:walk.at] + [t for t, _ in walk.terms if t is not None] + [indices[-1]]
     found = unraveled(idx)
-    if found is None:  # neighbouring axes walked as one (flatten-column-nests): x[X, c]
-        return merged_view(idx, list(buf.type.shape))[0]
+    if found is None:  # neighbouring axes walked as one (flatten-column-nests): x[X, c],
+        # and an axis split into a point's and a step's (group norm over NHWC:
+        # x[n, k0 // W, k0 % W, g * C/G + k1] reads the view [N, H*W, G, C/G])
+        return [t for v in merged_view(idx, list(buf.type.shape))[0]
+                for t in _mixed_radix(v, extents, points)]
     step = row_step(found[1], extents)
     if step is None:
         return idx
     q = next(v for v in found[1].op.operands if v is not step).op
-    return found[0] + [v for v in q.operands if size_of(v) is None] + [step]
+    rows = [v for v in q.operands if size_of(v) is None]
+    return found[0] + (_mixed_radix(rows[0], extents, points) if len(rows) == 1 else rows) + [step]
+
+
+def _mixed_radix(q, extents: dict, points: dict) -> list:
+    """The rows' index ``q`` as the indices of separate axes where it is a mixed-radix
+    number of loop and point indices: group norm over NHWC reads ``reshape(x, [N, H*W, G,
+    C/G])`` at ``(k0 * G + g) * C/G + k1``, whose ``k0 * G + g`` indexes the view's axes
+    [H*W, G] (its step and its point apart, as batch norm's ``x[k0, c, k1, k2]``), not a
+    window. Each term's coefficient must be the span of the terms below it (a whole
+    multiple for the last); [q] elsewhere (``oh * 2 + kh``, kh up to 2: neighbouring
+    points' values overlap)."""
+    sizes = {**extents, **points}
+    terms = linear_terms(q, set(extents))
+    if terms is None or any(t is None or id(t) not in sizes for t, _ in terms):
+        return [q]
+    order, span = [], product_dim([1])
+    while terms:
+        exact = [tc for tc in terms if product_dim([tc[1]]) == span]
+        if len(exact) == 1 or (len(terms) == 1 and multiple_of(terms[0][1], span)):
+            t, c = (exact or terms)[0]
+        else:
+            return [q]
+        terms.remove((t, c))
+        order.append(t)
+        span = product_dim([c, sizes[id(t)]])
+    return order[::-1]
 
 
 def access_layout(kernel: Operation) -> str | None:
@@ -156,13 +186,14 @@ def access_layout(kernel: Operation) -> str | None:
     contiguous = False
     point_last = kernel.body.args[-1] if kernel.body.args else None
     points = set(kernel.body.args)
+    point_extents = {id(a): e for a, e in zip(kernel.body.args, kernel.extent_list)}
     memo: dict = {}
     for loop in loops:
         levels = loop_levels(loop)
         steps = [id(lvl.body.args[0]) for lvl in levels]
         fastest = steps[-1]
         for load in _loads(loop):
-            idx = _reshaped_view(load, levels)
+            idx = _reshaped_view(load, levels, point_extents)
             if idx is None:
                 continue  # the same element for runs of steps: not a stream to coalesce
             for v in idx:  # oh*stride + kh: a sliding window (pooling, a grouped conv)

@@ -20,3 +20,21 @@ func @layout(%x: f32[B, 6, C]) -> (f32[C, B, 6], f32[B, 2, 3, C]) {
   %r = tensor.reshape %x {shape = [B, 2, 3, C]} : f32[B, 2, 3, C]
   return %t, %r
 }
+
+// Reshape [N, H, W, C] -> [N, H*W, 8, C/8] (group norm over channels-last): the axes
+// whose sizes multiply to the same on both sides map group by group, [H, W] <- H*W
+// and [C] <- [8, C/8], so no index divides a position by C (which would mix the
+// group, a kernel point, with the walk over C/8).
+// CHECK-LABEL: func @groups
+// CHECK:        loops.parallel {extents = [N, "H*W", 8, "C/8"], source = "tensor.reshape"} ([[I0:%[a-z0-9_]+]]: index, [[I1:%[a-z0-9_]+]]: index, [[I2:%[a-z0-9_]+]]: index, [[I3:%[a-z0-9_]+]]: index) {
+// CHECK-NOT:      %C
+// CHECK:          [[W:%[a-z0-9_]+]] = arith.mod [[I1]], %W : index
+// CHECK-NEXT:     [[H:%[a-z0-9_]+]] = arith.floordiv [[I1]], %W : index
+// CHECK-NEXT:     [[L:%[a-z0-9_]+]] = loops.dim {sym = "C/8"} : index
+// CHECK-NEXT:     [[G:%[a-z0-9_]+]] = arith.mul [[I2]], [[L]] : index
+// CHECK-NEXT:     [[C:%[a-z0-9_]+]] = arith.add [[G]], [[I3]] : index
+// CHECK-NEXT:     [[V:%[a-z0-9_]+]] = loops.load %x, [[I0]], [[H]], [[W]], [[C]] : f32
+func @groups(%x: f32[N, H, W, C]) -> (f32[N, H*W, 8, C/8]) {
+  %r = tensor.reshape %x {shape = [N, "H*W", 8, "C/8"]} : f32[N, H*W, 8, C/8]
+  return %r
+}
