@@ -177,10 +177,11 @@ class Target:
     strip_lanes_combine: bool = True  # its reductions combine a thread's lanes at once
                                 # (two barriers a reduce) rather than a lane at a time (two a
                                 # lane; f16 middle softmax at 64 threads a point: 1024 reads)
-    split_reduction_min_outer: int = 16  # split-reductions: a reduction whose axes a kept
-                                # axis separates (group norm over channels-last) is split
-                                # where its outer reduced extent is at least this (and
-                                # above its inner one); a huge value: never
+    split_reduction_min_ratio: int = 16  # split-reductions: a reduction whose axes a kept
+                                # axis separates is split where its outer reduced extent is
+                                # at least this many times its inner one (group norm over
+                                # NHWC: 51-784, split 3x faster; batch norm over NCHW at 7x7:
+                                # 1.2-10, split 1.3-5.7x slower, H100); a huge value: never
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
     walker_bytes_per_s: float = 6e12  # values a kernel's threads load inside loops, every
                                 # lane's load counted (once a warp where its lanes share the

@@ -44,9 +44,9 @@ func @half_and_max(%x: f16[B, 64, 8, 4], %c: f16[]) -> (f16[B, 1, 8, 1], f16[8])
   return %v, %t
 }
 
-// Left as one reduction: batch norm over [0, 2, 3] of NCHW (the inner axes, H and W,
-// are wide), a reduction over a short outer extent (the first stage's result would be
-// half its operand), and axes no kept axis separates.
+// Left as one reduction: batch norm over [0, 2, 3] of NCHW (N is not 16 times H*W), a
+// reduction whose outer extent (2) is not 16 times its inner one (4), and axes no kept
+// axis separates.
 // CHECK-LABEL: func @kept
 // CHECK:        tensor.mean %x {axis = [0, 2, 3], keepdims = true}
 // CHECK:        tensor.sum %y {axis = [1, 3], keepdims = true}
