@@ -38,6 +38,7 @@ EXAMPLES = {  # property -> examples in each profile
     "split_stages": {"ci": 6, "long": 300, "gpu": 40},
     "column_levels": {"ci": 6, "long": 300, "gpu": 40},
     "staged_rows": {"ci": 6, "long": 300, "gpu": 40},
+    "split_reductions": {"ci": 8, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
@@ -631,6 +632,57 @@ def grouped_view_programs(draw):
         body.append(f"    return {kind}(rows * rows, axis={axes}, keepdims=true)")
         result = f"{dtype}[N, {groups}, 1, 1{', 1' if five else ''}]"
     return lines[0] + result + " {\n" + "\n".join(body) + "\n}\n", sizes
+
+
+@st.composite
+def interleaved_reduction_programs(draw):
+    """A reduction whose axes a kept axis separates (split-reductions): statistics over
+    [1, 3] of a channels-last view ``reshape(x, [N, H*W, G, C/G])``, over [1, 2, 4] of
+    ``[N, H, W, G, C/G]``, or over [0, 2] of ``[B, S, 1-3]``: a sum, max or min of x or
+    exp(x), a mean, squared deviations from a parameter constant over the axes (keepdims
+    either way), a variance about the mean, or a normalisation (maybe scaled per
+    channel), in f32, f16 or bf16. Symbolic shapes (compiled for symbols, the split
+    happens at the default sizes); returns the program and small sizes to run it at."""
+    dtype = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    layout = draw(st.sampled_from(["nhwc", "nhwc5", "bsd"]))
+    groups = draw(st.sampled_from([1, 2, 4]))
+    if layout == "bsd":
+        sizes = {"B": draw(st.integers(1, 20)), "S": draw(st.integers(1, 3))}
+        d = draw(st.integers(1, 3))  # a constant: B at the default size is 16 times it
+        shape, view, axes, per = f"[B, S, {d}]", "x", "[0, 2]", str(d)
+        kept, dropped = "[1, S, 1]", "[S]"
+    else:
+        sizes = {"N": draw(st.integers(1, 2)), "H": draw(st.integers(1, 4)),
+                 "W": draw(st.integers(1, 5)), "C": groups * draw(st.integers(1, 3))}
+        shape, per, dropped = "[N, H, W, C]", "C", f"[N, {groups}]"
+        if layout == "nhwc5":
+            view, axes = f"reshape(x, [N, H, W, {groups}, C / {groups}])", "[1, 2, 4]"
+            kept = f"[N, 1, 1, {groups}, 1]"
+        else:
+            view, axes = f"reshape(x, [N, H * W, {groups}, C / {groups}])", "[1, 3]"
+            kept = f"[N, 1, {groups}, 1]"
+    body = [f"    r = {f'exp({view})' if draw(st.booleans()) else view}"]
+    params = [f"x: {dtype}{shape}"]
+    keep = draw(st.booleans())
+    kind = draw(st.sampled_from(["sum", "max", "min", "mean", "deviation", "variance", "norm"]))
+    result = kept if keep else dropped
+    if kind in ("sum", "max", "min", "mean"):
+        value = f"{kind}(r, axis={axes}, keepdims={str(keep).lower()})"
+    elif kind == "deviation":
+        params.append(f"c: {dtype}{kept}")
+        value = f"mean((r - c) * (r - c), axis={axes}, keepdims={str(keep).lower()})"
+    else:
+        body += [f"    m = mean(r, axis={axes}, keepdims=true)", "    d = r - m",
+                 f"    v = mean(d * d, axis={axes}, keepdims=true)"]
+        value, result = "v", kept
+        if kind == "norm":
+            value, result = f"reshape(d * rsqrt(v + 1e-3), {shape})", shape
+            if draw(st.booleans()):
+                params.append(f"g: {dtype}[{per}]")
+                value += " * g"
+    body.append(f"    return {value}")
+    return (f"func f({', '.join(params)}) -> {dtype}{result} {{\n" + "\n".join(body)
+            + "\n}\n", sizes)
 
 
 @st.composite

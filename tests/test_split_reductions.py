@@ -4,6 +4,8 @@ axes, and gives what the program says (the NumPy interpreter of the program as
 written, before the pass) in f32, f16 and bf16, NaN and inf included."""
 import numpy as np
 import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
 
 from mlfuse.dialects import tensor as T
 from mlfuse.ir.types import symbols_of
@@ -12,6 +14,7 @@ from mlfuse.tools.checking import random_inputs
 from mlfuse.transforms.split_reductions import split_axes
 
 from helpers import assert_compiled_agrees
+from strategies import fuzz_settings, inputs_for, interleaved_reduction_programs
 
 PROGRAMS = {
     # group norm over channels-last, 4 groups of C/4 channels, scaled and shifted
@@ -111,3 +114,18 @@ def test_outer_extents_not_sixteen_times_the_inner_stay_one_reduction():
     short = "func g(x: f32[N, 2, G, 4]) -> f32[N, 1, G, 1] {\n    return sum(x, axis=[1, 3], keepdims=true)\n}\n"
     (op,) = _tensor_reductions(short, None)
     assert op["axis"] == [1, 3]
+
+
+@fuzz_settings("split_reductions")
+@given(st.data())
+def test_random_interleaved_reductions_agree_with_numpy(data):
+    """Random reductions whose axes a kept axis separates (tests/strategies.py's
+    ``interleaved_reduction_programs``), compiled for symbols (split at the default
+    sizes), run at small sizes with infinities, NaN and signed zeros among the values:
+    the kernels match the interpreter of the program as written."""
+    source, sizes = data.draw(interleaved_reduction_programs())
+    note(f"{source}sizes {sizes}")
+    func = parse_program(source, "fuzz.fuse").funcs[0]
+    assert any(split_axes(op) is not None for op in func.body.ops if isinstance(op, T.ReduceOp))
+    args = data.draw(inputs_for(func, sizes))
+    assert_compiled_agrees(source.replace("func f(", "func g("), args, sizes, "fuzz")

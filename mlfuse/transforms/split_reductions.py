@@ -12,15 +12,17 @@ A_o the reduced axes before the last kept axis and A_i those after it:
 
 - sum, max, min: associativity; mean: every A_o column counts the same number of
   values, so the mean of the columns' means is the mean.
-- a mean of squares of deviations from a value ``c`` constant over A (the variance
-  ``mean((x - m)^2, A)`` with ``m = mean(x, A)``): the parallel-axis identity, exact for
-  any such c,
+- the variance ``mean((x - m)^2, A)`` with ``m = mean(x, A)``: the parallel-axis
+  identity,
 
-      mean((x - c)^2, A) = mean(mean((x - mc)^2, A_o) + (mc - c)^2, A_i),  mc = mean(x, A_o)
+      mean((x - m)^2, A) = mean(mean((x - mc)^2, A_o) + (mc - m)^2, A_i),  mc = mean(x, A_o)
 
   so the column stage computes each column's mean and variance in one pass over x
   (fusion/moments.py's shifted sums) rather than a second pass over x for the group's
-  deviations. 16-bit operands are split in f32 (the columns' statistics are small).
+  deviations. 16-bit operands are split in f32 (the columns' statistics are small). The
+  identity holds about any centre, but for infinite values only about the mean (an
+  infinite x makes every term nan there, as the whole's mean makes it): squares of
+  deviations from anything else split as means do.
 
 Which reductions: A_o's extent is at least the target's ``split_reduction_min_ratio``
 (16) times A_i's. Group norm over NHWC has ratios of 51-784 (H*W over C/G), and split it
@@ -67,17 +69,23 @@ def split_axes(op: Operation) -> tuple[list[int], list[int]] | None:
     return (outer, inner) if outer and inner else None
 
 
-def _constant_over(c: Value, axes: list[int], rank: int) -> bool:
-    """Whether ``c`` broadcast to rank ``rank`` is constant along ``axes`` (its extent
-    there is 1, or it lacks those leading axes)."""
-    shape = list(c.type.shape)
-    pad = rank - len(shape)
-    return all(a < pad or shape[a - pad] == 1 for a in axes)
+def _mean_of(c: Value, x: Value, axes: list[int]) -> bool:
+    """Whether ``c`` is the mean of ``x`` over ``axes`` (kept), whole or already split
+    into the mean of its columns' means."""
+    op = getattr(c, "op", None)
+    if not isinstance(op, T.MeanOp) or not op["keepdims"]:
+        return False
+    if op.operand("x") is x:
+        return list(op["axis"]) == list(axes)
+    inner = getattr(op.operand("x"), "op", None)
+    return isinstance(inner, T.MeanOp) and inner["keepdims"] and inner.operand("x") is x and \
+        sorted(list(inner["axis"]) + list(op["axis"])) == list(axes)
 
 
-def _deviation_square(op: Operation) -> tuple[Value, Value] | None:
-    """(x, c) where ``op`` is a mean of ``(x - c) * (x - c)`` with c constant over the
-    reduced axes and x of the reduction's shape, else None."""
+def _variance(op: Operation) -> tuple[Value, Value] | None:
+    """(x, m) where ``op`` is a mean of ``(x - m) * (x - m)`` and m the mean of x over the
+    same axes, else None. (About any other centre the identity holds for finite values
+    only: an infinite x makes (x - c)^2 inf but its column's deviations nan.)"""
     if not isinstance(op, T.MeanOp):
         return None
     square = getattr(op.operand("x"), "op", None)  # None: a function's argument
@@ -86,11 +94,8 @@ def _deviation_square(op: Operation) -> tuple[Value, Value] | None:
     diff = getattr(square.operands[0], "op", None)
     if not isinstance(diff, T.ELEMENTWISE_OPS["sub"]):
         return None
-    x, c = diff.operands
-    rank = op.operand("x").type.rank
-    if x.type.shape != op.operand("x").type.shape or not _constant_over(c, op["axis"], rank):
-        return None
-    return x, c
+    x, m = diff.operands
+    return (x, m) if _mean_of(m, x, list(op["axis"])) else None
 
 
 class SplitInterleavedReduction(RewritePattern):
@@ -118,9 +123,9 @@ class SplitInterleavedReduction(RewritePattern):
         # keepdims=false drops A_o's axes too, extent 1 after the first stage
         second = inner if op["keepdims"] else list(op["axis"])
         rw = Builder(op, rewriter)
-        deviation = _deviation_square(op)
-        if deviation is not None:
-            new = self._split_variance(op, rw, *deviation, outer, second)
+        variance = _variance(op)
+        if variance is not None:
+            new = self._split_variance(op, rw, *variance, outer, second)
             how = "the columns' variances and means (parallel-axis identity)"
         else:
             first = rw.emit(type(op), [op.operand("x")], {"axis": outer, "keepdims": True}, "cols")
@@ -133,7 +138,7 @@ class SplitInterleavedReduction(RewritePattern):
         return True
 
     @staticmethod
-    def _split_variance(op, rw: Builder, x: Value, c: Value, outer, second) -> Value:
+    def _split_variance(op, rw: Builder, x: Value, m: Value, outer, second) -> Value:
         dtype = op.result.type.dtype
         wide = dtype in HALF_FLOAT_DTYPES  # the columns' statistics in f32
 
@@ -141,11 +146,11 @@ class SplitInterleavedReduction(RewritePattern):
             return rw.emit(T.CastOp, [v], {"dtype": "f32"}, f"{v.name_hint or 'v'}_f32") \
                 if wide else v
 
-        xw, cw = f32(x), f32(c)
+        xw, mw = f32(x), f32(m)
         mc = rw.emit(T.MeanOp, [xw], {"axis": outer, "keepdims": True}, "colmean")
         dc = rw.ew("sub", xw, mc, hint="coldev")
         vc = rw.emit(T.MeanOp, [rw.ew("mul", dc, dc)], {"axis": outer, "keepdims": True}, "colvar")
-        shift = rw.ew("sub", mc, cw, hint="shift")
+        shift = rw.ew("sub", mc, mw, hint="shift")
         per_column = rw.ew("add", vc, rw.ew("mul", shift, shift), hint="cols")
         new = rw.emit(T.MeanOp, [per_column], {"axis": second, "keepdims": op["keepdims"]},
                       "wide" if wide else None)

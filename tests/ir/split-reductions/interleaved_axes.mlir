@@ -27,21 +27,32 @@ func @group_norm_nhwc(%x: f32[N, H, W, C]) -> (f32[N, H*W, 32, C/32]) {
   return %y
 }
 
-// In 16 bits the columns' statistics are f32, the result cast back; a max splits by
+// In 16 bits the columns' statistics are f32, the result cast back; squares of
+// deviations from anything but the mean (a parameter c) split as means do (about c, an
+// infinite x makes the square inf, its column's deviations nan); a max splits by
 // associativity, keepdims=false on its second stage only.
 // CHECK-LABEL: func @half_and_max
+// CHECK:        %m_cols = tensor.mean %x {axis = [1], keepdims = true} : f16[B, 1, 8, 4]
+// CHECK-NEXT:   %m = tensor.mean %m_cols {axis = [3], keepdims = true} : f16[B, 1, 8, 1]
 // CHECK:        %v_x_f32 = tensor.cast %x {dtype = "f32"} : f32[B, 64, 8, 4]
-// CHECK:        %v_colmean = tensor.mean %v_x_f32 {axis = [1], keepdims = true} : f32[B, 1, 8, 4]
+// CHECK-NEXT:   %v_m_f32 = tensor.cast %m {dtype = "f32"} : f32[B, 1, 8, 1]
+// CHECK-NEXT:   %v_colmean = tensor.mean %v_x_f32 {axis = [1], keepdims = true} : f32[B, 1, 8, 4]
 // CHECK:        %v_wide = tensor.mean %v_cols {axis = [3], keepdims = true} : f32[B, 1, 8, 1]
 // CHECK-NEXT:   %v = tensor.cast %v_wide {dtype = "f16"} : f16[B, 1, 8, 1]
+// CHECK:        %e_cols = tensor.mean %sq_c {axis = [1], keepdims = true} : f16[B, 1, 8, 4]
+// CHECK-NEXT:   %e = tensor.mean %e_cols {axis = [3], keepdims = true} : f16[B, 1, 8, 1]
 // CHECK:        %t_cols = tensor.max %x {axis = [0, 1], keepdims = true} : f16[1, 1, 8, 4]
 // CHECK-NEXT:   %t = tensor.max %t_cols {axis = [0, 1, 3]} : f16[8]
-func @half_and_max(%x: f16[B, 64, 8, 4], %c: f16[]) -> (f16[B, 1, 8, 1], f16[8]) {
-  %d = tensor.sub %x, %c : f16[B, 64, 8, 4]
+func @half_and_max(%x: f16[B, 64, 8, 4], %c: f16[]) -> (f16[B, 1, 8, 1], f16[B, 1, 8, 1], f16[8]) {
+  %m = tensor.mean %x {axis = [1, 3], keepdims = true} : f16[B, 1, 8, 1]
+  %d = tensor.sub %x, %m : f16[B, 64, 8, 4]
   %sq = tensor.mul %d, %d : f16[B, 64, 8, 4]
   %v = tensor.mean %sq {axis = [1, 3], keepdims = true} : f16[B, 1, 8, 1]
-  %t = tensor.max %x {axis = [0, 1, 3]} : f16[8]
-  return %v, %t
+  %dc = tensor.sub %x, %c : f16[B, 64, 8, 4]
+  %sq_c = tensor.mul %dc, %dc : f16[B, 64, 8, 4]
+  %e = tensor.mean %sq_c {axis = [1, 3], keepdims = true} : f16[B, 1, 8, 1]
+  %t = tensor.max %x {axis = [0, 1, 3], keepdims = false} : f16[8]
+  return %v, %e, %t
 }
 
 // Left as one reduction: batch norm over [0, 2, 3] of NCHW (N is not 16 times H*W), a
@@ -60,4 +71,5 @@ func @kept(%x: f32[N, C, H, W], %y: f32[N, 2, G, 4]) -> (f32[1, C, 1, 1], f32[N,
 
 // CHECK: // split-reductions: m: tensor.mean over [1, 3] as over [1] (columns, coalesced) then [3]: the mean of the columns' results
 // CHECK: // split-reductions: v: tensor.mean over [1, 3] as over [1] (columns, coalesced) then [3]: the columns' variances and means (parallel-axis identity)
+// CHECK: // split-reductions: e: tensor.mean over [1, 3] as over [1] (columns, coalesced) then [3]: the mean of the columns' results
 // CHECK: // split-reductions: t: tensor.max over [0, 1, 3] as over [0, 1] (columns, coalesced) then [3]: the max of the columns' results
