@@ -3,7 +3,8 @@ Run on the GPU from the repository root (a minute a case on an H100):
 
     python benchmarks/probe_kernels.py group_norm softmax_middle [--dims K=V,...]
 
-For each case of benchmarks/cases.py named: mlfuse's launches for one call (recorded
+For each case of benchmarks/cases.py or shape_sweep.py named (``--dims`` its sizes; a
+sweep case at its first variant's, its dtype too): mlfuse's launches for one call (recorded
 through the host function), each replayed alone through the driver (parameters packed
 once, as the runtime launches) and timed with CUDA events (median),
 with the kernel's registers and local bytes and the bytes it would move at the copy
@@ -102,6 +103,7 @@ def compile_kernels(p) -> list[tuple[str, str, float, str]]:
 def main() -> None:
     from cases import CASES
     from probe_memkern import Device, prepare
+    from shape_sweep import VARIANTS, _extra_cases, in_dtype
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="+")
     parser.add_argument("--dims", default="", help="K=V,... sizes for every case named")
@@ -109,7 +111,12 @@ def main() -> None:
     dims = {k: int(v) for k, v in (kv.split("=") for kv in args.dims.split(",") if kv)}
     device = Device(False)
     for name in args.cases:
-        case = next(c for c in CASES if c.name == name)
+        case = next((c for c in CASES if c.name == name), None)
+        if case is None:  # a sweep case, at its first variant
+            case = next(c for c in _extra_cases() if c.name == name)
+            first = dict(VARIANTS[name][0])
+            case = in_dtype(dataclasses.replace(case, dims={k: v for k, v in first.items()
+                                                            if k != "dtype"}), first.get("dtype"))
         if dims:
             case = dataclasses.replace(case, dims={**case.dims, **dims})
         p = prepare(case, device, 7, 1.0)
