@@ -116,6 +116,31 @@ def test_accesses_that_do_not_collapse_and_index_arithmetic_use_the_unravelled_i
     assert_close(got, x * y.T + np.arange(c, dtype=np.float32), n_ops=2)
 
 
+GROUP_SCALE = """
+func gs(x: f32[R, C], s: f32[R, 4]) -> f32[R, C] {
+    return reshape(reshape(x, [R, 4, C / 4]) * reshape(s, [R, 4, 1]), [R, C])
+}
+"""
+
+
+@pytest.mark.parametrize("shape", [(3, 8), (2, 12), (5, 4)])
+def test_a_loop_index_divided_by_a_run_time_extent_uses_the_hosts_magic_numbers(shape):
+    # s[r, c // (C/4)]: the channel's group, as group norm's normalisation reads its
+    # statistics; a multiply-high on the unsigned index, not Numba's int64 division
+    r, c = shape
+    rng = np.random.default_rng(4)
+    x, scale = rng.standard_normal(shape, np.float32), rng.standard_normal((r, 4), np.float32)
+    text, module, launches = _module(GROUP_SCALE)
+    assert ("C/4",) in lean_divisors(compile_text(GROUP_SCALE, "lean.fuse", level="fused")
+                                     .funcs[0].body.ops[-2])
+    assert re.search(r"_divmod_magic\(u1_lane\w*, d_C_4", text)  # the vector kernel's
+    assert re.search(r"_divmod_wide\(u1\w*, d_C_4", text)  # the scalar one's
+    assert "// C_4" not in text
+    got = _call(module, x, scale)
+    assert_close(got, x * np.repeat(scale, c // 4, axis=1))
+    assert launches == ["gs_0_vector"]
+
+
 PERMUTED_STORE = """\
 func @perm(%x: buf<f32[A, B, C]>) -> (buf<f32[B, A, C]>) {
   %t = loops.alloc : buf<f32[B, A, C]>

@@ -24,6 +24,11 @@ kernel takes them as parameters (``lean_divisors`` lists them) and ``_divmod_mag
 needs four instructions where a 32-bit division takes about twenty. A space of 2**31
 points or more gets m = 0, and the uint64 kernel divides.
 
+A loop index divided by an extent known at run time in the body (group norm's channel
+group ``c // (C/G)`` to read its statistics) divides by the same multiply-high: Numba's
+int64 ``//`` calls a 64-bit division routine, which on group norm over channels-last
+took its normalising kernel to 0.089 ms where torch.compile's took 0.048 (H100).
+
 Loop indices that the body computes with (iota, index arithmetic) are also defined as
 int64, as before: unsigned values must not meet signed ones in Numba (the mix types as
 float64).
@@ -80,10 +85,23 @@ def needs_unravel(ops, args, extents) -> bool:
     return False
 
 
+def index_divisor(o: Operation, args) -> str | None:
+    """The extent (a dim's text) by which ``o`` divides or takes the remainder of a loop
+    index of the space ``args`` at run time, else None. (Its dividend is below the
+    space's size, so the multiply-high divides it exactly.)"""
+    from mlfuse.dialects.arith import FloorDivOp, ModOp
+    from mlfuse.dialects.loops import DimOp
+    if not isinstance(o, (FloorDivOp, ModOp)) or not any(o.operands[0] is a for a in args):
+        return None
+    divisor = getattr(o.operands[1], "op", None)
+    return divisor["sym"] if isinstance(divisor, DimOp) else None
+
+
 def lean_divisors(op) -> list[tuple]:
     """The divisors (tuples of extents, each with a symbol) a lean pointwise kernel of
     ``op`` divides by at run time, in parameter order: each collapsed suffix's product,
-    then each unravelled axis's extent (where any access or op needs the unravel)."""
+    then each unravelled axis's extent (where any access or op needs the unravel), then
+    each extent the body divides a loop index by (``index_divisor``)."""
     args, extents = list(op.body.args), list(op.extent_list)
     ops = [o for o in op.body.ops]
     found: list[tuple] = []
@@ -99,6 +117,9 @@ def lean_divisors(op) -> list[tuple]:
     if needs_unravel(ops, args, extents):
         for d in range(1, len(extents)):
             add((extents[d],))
+        for o in ops:  # (a body that divides a loop index computes with it: unravelled)
+            if (sym := index_divisor(o, args)) is not None:
+                add((sym,))
     return found
 
 

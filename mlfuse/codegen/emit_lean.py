@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mlfuse.codegen.addressing import (access_parts, lean_divisors, needs_unravel, suffix_of,
-                                       uses_loop_indices)
+from mlfuse.codegen.addressing import (access_parts, index_divisor, lean_divisors,
+                                       needs_unravel, suffix_of, uses_loop_indices)
 from mlfuse.codegen.reuse import prefetchable_loads
 from mlfuse.codegen.vector import pointwise_vector_accesses
 from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, StoreOp
@@ -85,6 +85,17 @@ class LeanPointwise:
         helper = "_divmod_magic" if self.index_type == "numba.uint32" else "_divmod_wide"
         self.helpers.add(helper)
         return f"{helper}({n}, {value}, {m}, {s})"
+
+    def index_division(self, op, operands: list[str]) -> str | None:
+        """A lean kernel's ``//`` or ``%`` of a loop index by a run-time extent: its
+        unsigned index through the host's magic numbers (``addressing.index_divisor``);
+        other kernels' as their mixins say."""
+        sym = index_divisor(op, list(self.op.body.args)) if self.lean else None
+        unsigned = getattr(self, "unsigned", {}).get(id(op.operands[0])) if sym is not None else None
+        if unsigned is None or (sym,) not in self.divisors:
+            return super().index_division(op, operands)
+        part = int(op.name.endswith("mod"))
+        return f"numba.int64({self.divide(unsigned, (sym,))}[{part}])"
 
     # -- a point's (or vector's) prelude ------------------------------------------------
     def prelude(self, first: str, ops, lane: bool) -> None:
