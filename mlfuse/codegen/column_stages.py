@@ -110,8 +110,14 @@ class ColumnCombine(SplitEmitter):
                 self.statement(o, shared=False)  # the inits (constants)
             with self.each_item(loc["n_points"]):
                 w.line(f"{loc['point']} = {loc['flat']}")
-                for n, v in zip(self.nests, vals):
-                    self.combine_partials(n.top, n, self.partial_of[id(n.top)], v)
+                # a thread's point: every reduce's tile loads at once (their inits are
+                # defined above); a block's: each reduce in turn, the block's after
+                groups = [list(zip(self.nests, vals))] if not self.blocks else \
+                    [[pair] for pair in zip(self.nests, vals)]
+                for group in groups:
+                    self.combine_partials([n.top for n, _ in group],
+                                          [self.partial_of[id(n.top)] for n, _ in group],
+                                          [v for _, v in group])
                 # (a block's: its leader, after the block reductions: every read of the
                 # place done)
                 with w.indented(f"if {self.leader()}:") if self.blocks else nullcontext():

@@ -492,25 +492,52 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         with self.each_item(loc["n_points"]):
             w.line(f"{loc['point']} = {loc['flat']}")
             self.unravel(loc["point"])
-            nest_of = {id(n.top): (n, self.partial_of[id(n.top)]) for n in self.nests}
+            nest_of = {id(n.top): self.partial_of[id(n.top)] for n in self.nests}
+            together = self._combined_together(nest_of)
             for op in self.op.body.ops:
-                if id(op) in nest_of:
-                    self.combine_partials(op, *nest_of[id(op)], vals[id(op)])
-                else:
+                if id(op) not in nest_of:
                     self.statement(op, shared=self.blocks)
+                elif together and op is together[0]:
+                    self.combine_partials(together, [nest_of[id(o)] for o in together],
+                                          [vals[id(o)] for o in together])
+                elif not together:
+                    self.combine_partials([op], [nest_of[id(op)]], [vals[id(op)]])
 
-    def combine_partials(self, op: ReduceOp, nest, partials: str, vals: str) -> None:
+    def _combined_together(self, nest_of: dict) -> list[ReduceOp]:
+        """Every reduce of a thread-per-point combine, where each one's initial value is
+        defined before the first of them: one walk, a tile's loads of all in flight at
+        once (column statistics: one round trip a tile where a walk each took three)."""
+        ops = [o for o in self.op.body.ops if id(o) in nest_of]
+        if self.blocks or len(ops) < 2:
+            return []
+        before = set()
+        for o in self.op.body.ops:
+            if o is ops[0]:
+                break
+            before.update(id(r) for r in o.results)
+        inits = [o.operands[0] for o in ops]
+        if not all(id(v) in before or getattr(v, "op", None) is None for v in inits):
+            return []
+        return ops
+
+    def combine_partials(self, ops: list[ReduceOp], partials: list[str], vals: list[str]) -> None:
+        """``ops``' partials combined, a tile at a time with every load first (several
+        ops only where a thread combines a point's: ``_combined_together``)."""
         w, loc = self.w, self.local
-        dtype, combiner = op.result.type.dtype, op["combiner"]
-        acc = self.define(op.result, "acc")
-        w.line(f"# {combiner} of the point's n_split partials, in chunk order" if not self.blocks
-               else f"# {combiner} of the point's n_split partials: each thread's in order, "
-               "then the block's")
+        accs, parts = [], []
+        for op in ops:
+            dtype, combiner = op.result.type.dtype, op["combiner"]
+            acc = self.define(op.result, "acc")
+            w.line(f"# {combiner} of the point's n_split partials, in chunk order" if not self.blocks
+                   else f"# {combiner} of the point's n_split partials: each thread's in order, "
+                   "then the block's")
+            part = self.namer.fresh(f"{acc}_part") if self.blocks else acc
+            w.line(f"{part} = {identity(combiner, dtype) if self.blocks else self.namer(op.operands[0])}")
+            accs.append(acc)
+            parts.append(part)
         # a thread's partials a tile at a time, its loads first: chunks tid, tid + step, ...
         # of the block's (a block per point), or all of the point's in order
         first, step = (loc["tid"], loc["nthreads"]) if self.blocks else ("0", "1")
-        part = self.namer.fresh(f"{acc}_part") if self.blocks else acc
-        w.line(f"{part} = {identity(combiner, dtype) if self.blocks else self.namer(op.operands[0])}")
         tiles = f"{step} * {VALUES_PER_THREAD}" if self.blocks else str(VALUES_PER_THREAD)
         with w.indented(f"for {loc['tile']} in range({first}, {loc['n_split']}, {tiles}):"):
             for phase in ("load", "combine"):
@@ -518,15 +545,17 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                     slot = f"{loc['slot']} * {step}" if self.blocks else loc["slot"]
                     w.line(f"{loc['s']} = {loc['tile']} + {slot}")
                     with w.indented(f"if {loc['s']} < {loc['n_split']}:"):
-                        if phase == "load":
-                            w.line(f"{vals}[{loc['slot']}] = {partials}[{self.partial_index()}]")
-                        else:
-                            value = f"{vals}[{loc['slot']}]"
-                            w.line(f"{part} = {combine(combiner, part, value, self.helpers, dtype)}")
+                        for op, part, partial, held in zip(ops, parts, partials, vals):
+                            if phase == "load":
+                                w.line(f"{held}[{loc['slot']}] = {partial}[{self.partial_index()}]")
+                            else:
+                                value = f"{held}[{loc['slot']}]"
+                                w.line(f"{part} = {combine(op['combiner'], part, value, self.helpers, op.result.type.dtype)}")
         if self.blocks:
-            total = self.shared_combine(combiner, part, dtype)
-            init = self.namer(op.operands[0])
-            w.line(f"{acc} = {combine(combiner, init, total, self.helpers, dtype)}")
+            for op, acc, part in zip(ops, accs, parts):
+                total = self.shared_combine(op["combiner"], part, op.result.type.dtype)
+                init = self.namer(op.operands[0])
+                w.line(f"{acc} = {combine(op['combiner'], init, total, self.helpers, op.result.type.dtype)}")
 
 
 @contextmanager
