@@ -4,28 +4,23 @@
 #
 #   device run:   bash benchmarks/pending_gpu_checks.sh   (carry .whl; see ../shared/gpu/NOTES.md)
 #
-# (The twenty-seventh session's checks, run then, are in this file's history.)
-# 1. split-reductions (twenty-eighth session): group norm over channels-last as a column
-#    reduction then the groups' statistics, compiled for symbols (what a user gets) with
-#    every peer, and for sizes;
-# 2. the same pass on batch norm over NCHW with short spatial rows, compiled for sizes,
-#    against the one-reduction plan (split_reduction_min_ratio huge), every peer checked:
-#    run first with the rule "outer extent >= 16 and above the inner" (which split these
-#    and ran 1.3-5.7x slower, benchmarks/results/sweep-2026-12-07-session28-h100-bn*.log);
-#    with the ratio rule both plans should be the same.
+# (Earlier sessions' checks, run then, are in this file's history: the twenty-eighth
+# session's split-reductions sweep on 0075a39, logs in benchmarks/results.)
+# 1. group norm over channels-last after 966e68e (a loop index divided by a run-time
+#    extent through the host's magic numbers: its normalising kernel took 0.089 ms
+#    against torch.compile's 0.048) and 7cd4f9c (a thread-per-point combine walks every
+#    reduce's partials at once): kernel by kernel, then the sweep with every peer;
+# 2. the suite's cases whose split or column-stage combines hold several reduces, and
+#    group norm over NCHW, to see nothing else moved.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
-git log --oneline -1 > "$OUT/tree.txt" 2>/dev/null
-python benchmarks/shape_sweep.py --only group_norm_nhwc --only group_norm \
-    --out "$OUT/gn" > "$OUT/gn.log" 2>&1
-python benchmarks/shape_sweep.py --only group_norm_nhwc --for-sizes --no-peers \
-    --out "$OUT/gn_sized" > "$OUT/gn_sized.log" 2>&1
-python benchmarks/shape_sweep.py --only batchnorm_train --for-sizes \
-    --out "$OUT/bn" > "$OUT/bn.log" 2>&1
-python benchmarks/shape_sweep.py --only batchnorm_train --for-sizes --no-peers \
-    --hw split_reduction_min_ratio=1000000000 --out "$OUT/bn_one" > "$OUT/bn_one.log" 2>&1
-for f in gn gn_sized bn bn_one; do
-  echo "== $f"; grep -E "^\| |Error|FAIL|Traceback" "$OUT/$f.log" | tail -16
-done
+python benchmarks/probe_kernels.py group_norm_nhwc > "$OUT/probe.log" 2>&1
+python benchmarks/shape_sweep.py --only group_norm_nhwc --out "$OUT/gn" > "$OUT/gn.log" 2>&1
+python benchmarks/run.py --out "$OUT/suite" --only masked_mean_pool --only column_centring \
+    --only instance_norm --only group_norm --only softmax_middle --only sumsq_all \
+    --only colsum > "$OUT/suite.log" 2>&1
+grep -E "^  (mlfuse|torch)" "$OUT/probe.log"
+grep -E "^\| " "$OUT/gn.log" | tail -4
+python benchmarks/run.py --markdown-from "$OUT/suite/latest.json" | grep -E "^\| "
