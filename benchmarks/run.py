@@ -39,7 +39,8 @@ LATENCY_CALLS = 2000
 # ||out - ref|| / ||ref|| above this fails a check: float32 4096-term dot products
 # measured ~1.2e-6 (sequential sum) against TF32's ~7.7e-4; this sits between them
 REL_ERROR_LIMIT = 3e-5
-TIMING_BUDGET_MS = 800  # per peer and case: the whole suite stays within 10 minutes
+TIMING_BUDGET_MS = 800  # per peer and case (the suite's wall, about 12 minutes on the H100 in
+# December 2026, is mostly compiling: a device call of 10 minutes takes it in two, --only)
 
 
 def log(msg: str) -> None:
