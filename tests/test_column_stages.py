@@ -213,9 +213,10 @@ def test_column_variance_joins_the_means_pass_where_strips_hold_no_column():
 
 
 @pytest.mark.parametrize("dims, first, epilogue", [
-    # the first stage's sums read each column's sample, a lane's own value: the scalar
-    # first stage (split_columns_vector.py takes none), a thread a point, coalesced
-    ({"R": 300, "C": 8}, "f_0_stage0", "f_0_epilogue_vector"),
+    # the first stage's sums read each column's sample, a lane's own value: the vector
+    # first stage loads it for each lane (split_columns_vector.py); 4 not dividing C,
+    # the scalar one, a thread a point
+    ({"R": 300, "C": 8}, "f_0_stage0_vector", "f_0_epilogue_vector"),
     ({"R": 77, "C": 6}, "f_0_stage0", "f_0_epilogue"),
 ])
 def test_column_variance_in_one_pass_agrees_with_numpy(dims, first, epilogue):

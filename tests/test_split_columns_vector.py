@@ -25,8 +25,11 @@ func f(x: {t}[B, S, D], m: {t}[B, S, 1]) -> {t}[B, D] {{
     return sum(x * w, axis=1) / sum(w, axis=1)
 }}"""
 COLSUM = "func f(x: f32[R, C]) -> f32[C] { return sum(x, axis=0) }"
-# z read at [b, 0, d] on every step: a load of the points' last axis that no cursor walks
+# z read at [b, 0, d] on every step: a load of the point's own element (hoisted out of
+# the nest), a sample that each lane loads at its own index before the walk
 FIXED = "func f(x: f32[B, S, D], z: f32[B, 1, D]) -> f32[B, D] { return sum(x * z, axis=1) }"
+# exp(z) computed of the point's own element: a lane's own value that is no load
+COMPUTED = "func f(x: f32[B, S, D], z: f32[B, 1, D]) -> f32[B, D] { return sum(x * exp(z), axis=1) }"
 PLANNED = {"dims": {"B": 64, "S": 2048, "D": 1024}}
 
 
@@ -43,7 +46,9 @@ def test_which_kernels_have_a_vector_twin():
     assert plan.lanes == "VECTOR_WIDTH"
     assert column_vector_plan(_kernel(POOL.format(t="f16")), get_target()).lanes == \
         "VECTOR_WIDTH_16"
-    assert column_vector_plan(_kernel(FIXED), get_target()) is None
+    fixed = column_vector_plan(_kernel(FIXED), get_target())
+    assert [o.operands[0].name_hint for o in fixed.samples] == ["z"]
+    assert column_vector_plan(_kernel(COMPUTED), get_target()) is None
     assert column_vector_plan(_kernel(POOL.format(t="f32")), dataclasses.replace(get_target(), vector_width=1)) is None
 
 
@@ -78,6 +83,14 @@ def _run(source, dims, plan=PLANNED, seed=4):
 def test_vector_twin_agrees_with_numpy(dtype, dims, twin):
     launched, *_ = _run(POOL.format(t=dtype), dims)
     assert launched == (["f_0_vector"] if twin else ["f_0"]) + ["f_0_combine"]
+
+
+@pytest.mark.parametrize("dims", [{"B": 2, "S": 150, "D": 8}, {"B": 3, "S": 37, "D": 12}])
+def test_a_sample_is_each_lanes_own(dims):
+    # z[b, 0, d] differs between a vector's lanes: each reads its own (a shared value
+    # would give every lane the first lane's z)
+    launched, *_ = _run(FIXED, dims)
+    assert launched == ["f_0_vector", "f_0_combine"]
 
 
 def test_vector_twin_nan_and_determinism():

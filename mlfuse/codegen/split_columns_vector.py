@@ -16,7 +16,10 @@ reduced axis walked by cursors (the flat rows of ``flat_rows.py``), whose loads 
 either *stepped* (last index the points' last index and nowhere else, f32 or f16, all one
 size: one vector a value) or *shared* (no index reads the points' last index: one scalar
 load a value for the VEC points), and whose other ops never read the points' last index
-(a lane's own index is not named). Each lane then computes its values in order, as the
+(a lane's own index is not named). What the nests read of the point itself may differ
+between lanes only as a *sample*: a load at the point's own element (last index the
+points' last index, nowhere else; moments.py's shift, a column's first value), loaded
+for each lane before the walk into a small array its lanes read. Each lane then computes its values in order, as the
 scalar kernel's thread does, into a partial of its own at the same place: the combining
 kernel is the scalar plan's. The host launches the twin where VEC divides the points'
 last extent and ``_vector_ready`` finds the stepped buffers' rows aligned, with the chunk
@@ -48,6 +51,7 @@ class ColumnVectors:
     stepped: list[Operation]
     lanes: str
     move: str
+    samples: list[Operation]  # the point's own loads the nests read, a lane each
 
 
 def column_vector_plan(op, hw) -> ColumnVectors | None:
@@ -71,7 +75,10 @@ def column_vector_plan(op, hw) -> ColumnVectors | None:
         if not isinstance(o, ReduceOp) and need[id(o)] < 0 and \
                 any(reads_value(v, last) for v in used):
             lane_own.update(id(r) for r in o.results)
-    if any(id(v) in lane_own for n in nests for inner in n.top.walk() for v in inner.operands):
+    read = {id(v) for n in nests for inner in n.top.walk() for v in inner.operands}
+    samples = [o for o in op.body.ops
+               if o.results and id(o.results[0]) in lane_own and id(o.result) in read]
+    if any(not _sample(o, last) for o in samples):
         return None
     stepped, sizes = [], set()
     for n in nests:
@@ -97,7 +104,16 @@ def column_vector_plan(op, hw) -> ColumnVectors | None:
     if not stepped or len(sizes) != 1:
         return None
     lanes, move = _LANES[sizes.pop()]
-    return ColumnVectors(stepped, lanes, move)
+    return ColumnVectors(stepped, lanes, move, samples)
+
+
+def _sample(o: Operation, last) -> bool:
+    """Whether ``o`` loads the point's own element along the points' last axis (its
+    last index that one, read by no other index): a lane's is at its own index."""
+    if not isinstance(o, LoadOp):
+        return False
+    _, idx = access_parts(o)
+    return bool(idx) and idx[-1] is last and not any(reads_value(v, last) for v in idx[:-1])
 
 
 class ColumnVectorStage:
@@ -117,7 +133,7 @@ class ColumnVectorStage:
             self.held[id(o)] = self.local_array(f"{self.namer(o.operands[0])}_vals",
                                                 COMPUTE_TYPE[o.result.type.dtype],
                                                 "STRIP_VECTOR_VALUES")
-        lane_values = self._lane_values(stepped)
+        lane_values = self._lane_values(stepped, {id(o.result) for o in plan.samples})
         accs = {}
         for n in self.nests:  # a lane's own accumulator, or one the lanes share
             if id(n.top.body.ops[-1].operands[0]) in lane_values:
@@ -128,13 +144,19 @@ class ColumnVectorStage:
         w.line(f"{n_vectors} = {loc['n_points']} // {lanes}")
         w.line(f"{loc['n_k']} = {self.points(self.nests[0].extents)}")
         w.line(f"{loc['chunk']} = ({loc['n_k']} + {loc['n_split']} - 1) // {loc['n_split']}")
-        self.plan_flat_rows([(n.top, n.indices, n.extents) for n in self.nests])
+        # (the point's own reads by plain subscripts: a sample's lanes at their indices)
+        self.plan_flat_rows([(n.top, n.indices, n.extents) for n in self.nests],
+                            point_reads=not plan.samples)
+        sampled = {id(o): self.local_array(f"{self.namer(o.operands[0])}_lanes",
+                                           COMPUTE_TYPE[o.result.type.dtype], lanes)
+                   for o in plan.samples}
         with self.each_item(f"{n_vectors} * {loc['n_split']}"):
             w.line(f"{loc['part']}, {loc['point']} = divmod({loc['flat']}, {n_vectors})")
             w.line(f"{loc['point']} *= {lanes}  # the vector's first point")
             self.unravel(loc["point"])
             self.row_base_lines()
             self.point_values()
+            self._sample_lanes(plan, sampled)
             w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
             w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
             shared_parts = {}
@@ -147,7 +169,7 @@ class ColumnVectorStage:
                     shared_parts[id(n.top)] = self.namer.fresh(
                         f"{n.top.result.name_hint or 'acc'}_part")
                     w.line(f"{shared_parts[id(n.top)]} = {init}")
-            self._walk_vectors(plan, tile, loads, lane_values, accs, shared_parts)
+            self._walk_vectors(plan, tile, loads, lane_values, accs, shared_parts, sampled)
             with w.indented(f"for {loc['lane']} in range({lanes}):"):
                 at = f"{loc['part']} * {loc['n_points']} + {loc['point']} + {loc['lane']}"
                 for n in self.nests:
@@ -155,10 +177,25 @@ class ColumnVectorStage:
                         else shared_parts[id(n.top)]
                     w.line(f"{self.partial_of[id(n.top)]}[{at}] = {value}")
 
-    def _lane_values(self, stepped: set[int]) -> set[int]:
+    def _sample_lanes(self, plan: ColumnVectors, sampled: dict) -> None:
+        """Each sample's value for every lane of the vector, at the lane's own index."""
+        if not plan.samples:
+            return
+        w, loc = self.w, self.local
+        last = self.op.body.args[-1]
+        first = self.namer(last)
+        with w.indented(f"for {loc['lane']} in range({plan.lanes}):"):
+            own = self.namer.fresh(f"{first}_lane")
+            w.line(f"{own} = {first} + {loc['lane']}")
+            self.namer.bind(last, own)
+            for o in plan.samples:
+                w.line(f"{sampled[id(o)]}[{loc['lane']}] = {self.load_expression(o)}")
+            self.namer.bind(last, first)
+
+    def _lane_values(self, stepped: set[int], samples: set[int]) -> set[int]:
         """Ids of the nests' values that differ between a vector's lanes: the stepped
-        loads' and what is computed from them."""
-        values: set[int] = set()
+        loads', the samples' and what is computed from them."""
+        values: set[int] = set(samples)
         for n in self.nests:
             for o in n.top.body.ops:
                 if id(o) in stepped or any(id(v) in values for v in o.operands):
@@ -169,7 +206,8 @@ class ColumnVectorStage:
                         values.update(id(r) for r in o.results)
         return values
 
-    def _walk_vectors(self, plan, tile, loads, lane_values, accs, shared_parts) -> None:
+    def _walk_vectors(self, plan, tile, loads, lane_values, accs, shared_parts,
+                      sampled: dict) -> None:
         """The chunk [lo, hi) a tile of ``tile`` values at a time: the tile's loads first
         (a vector a value for the stepped ones), then each value in order, its shared ops
         once and its lanes' ops for each lane."""
@@ -203,6 +241,8 @@ class ColumnVectorStage:
                             yielded = self.namer(n.top.body.ops[-1].operands[0])
                             w.line(f"{part} = {combine(n.top['combiner'], part, yielded, self.helpers, n.top.result.type.dtype)}")
                     with w.indented(f"for {loc['lane']} in range({lanes}):"):
+                        for o in plan.samples:  # the lane's own sample
+                            w.line(f"{self.namer(o.result)} = {sampled[id(o)]}[{loc['lane']}]")
                         self._step(lane_values, stepped, shared=False, lanes=lanes)
                         for n in self.nests:
                             if id(n.top) in accs:

@@ -28,7 +28,12 @@ Which kernels: transpose-tiles kernels (their codegen addresses merged views), a
 loop-free pointwise kernels that become transpose-tiles once merged (a reshape's ravel
 hid the permuted read: fusion saw no single axis its last index follows), their tiles
 chosen as fusion would (fusion/tiles.py); other pointwise kernels are left as they are
-(their lean addressing collapses trailing axes itself, codegen/addressing.py).
+(their lean addressing collapses trailing axes itself, codegen/addressing.py). And
+split-columns kernels whose points include a ravel's axes (group norm over
+channels-last's column statistics over [N, G, C/G], reading x at g * C/G + c): merged,
+the loads' last index is the points' last, which split-columns' vector twin needs
+(codegen/split_columns_vector.py: 16-byte vectors of neighbouring channels, where C/G
+alone need not be a multiple of 4).
 """
 from __future__ import annotations
 
@@ -116,6 +121,12 @@ def _mergeable(kernel: KernelOp, d: int) -> bool:
     return True
 
 
+def _ravel_merges(kernel: KernelOp) -> bool:
+    """Whether two neighbouring axes that a ravel ``i_d * e_{d+1} + i_{d+1}`` reads merge."""
+    return any(_ravels(kernel, d) and _mergeable(kernel, d)
+               for d in range(len(kernel.extent_list) - 1))
+
+
 def axis_groups(kernel: KernelOp) -> list[list[int]]:
     """The kernel's axes in runs that merge (each run one axis after the rewrite)."""
     n = len(kernel.extent_list)
@@ -198,8 +209,7 @@ def _tiled_copy(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
         return None
     # only a ravel hides a permuted read: merging neighbouring plain indices leaves each
     # load's last index following the axis it followed (fusion's verdict stands)
-    if not any(_ravels(kernel, d) and _mergeable(kernel, d)
-               for d in range(len(kernel.extent_list) - 1)):
+    if not _ravel_merges(kernel):
         return None
     holder = Block()
     clone_op(kernel, {}, into=holder)
@@ -215,11 +225,14 @@ def _tiled_copy(kernel: KernelOp, dims: dict, target) -> KernelOp | None:
 
 class CoalesceAxes(KernelPass):
     name = "coalesce-axes"
-    doc = "Merge neighbouring axes every access of a transpose-tiles kernel indexes together."
+    doc = ("Merge neighbouring axes every access of a transpose-tiles kernel (or a split-columns "
+           "kernel's ravel) indexes together.")
 
     def rewrite(self, kernel: KernelOp) -> tuple[KernelOp, list[str]]:
         remarks = []
         if kernel["schedule"] == "transpose-tiles":
+            changed = coalesce(kernel)
+        elif kernel["schedule"] == "split-columns" and _ravel_merges(kernel):
             changed = coalesce(kernel)
         elif kernel["schedule"] == "pointwise" and \
                 (copy := _tiled_copy(kernel, self.dims, self.target)) is not None:
