@@ -8,8 +8,10 @@
 # session's split-reductions sweep on 0075a39, logs in benchmarks/results.)
 # 1. group norm over channels-last after 966e68e (a loop index divided by a run-time
 #    extent through the host's magic numbers: its normalising kernel took 0.089 ms
-#    against torch.compile's 0.048) and 7cd4f9c (a thread-per-point combine walks every
-#    reduce's partials at once): kernel by kernel, then the sweep with every peer;
+#    against torch.compile's 0.048), 7cd4f9c (a thread-per-point combine walks every
+#    reduce's partials at once) and bc23786 (the columns' pass in 16-byte vectors: its
+#    points merged to [N, C], a lane's own shift sample): kernel by kernel, then the
+#    sweep with every peer;
 # 2. the suite's cases whose split or column-stage combines hold several reduces, and
 #    group norm over NCHW, to see nothing else moved.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
