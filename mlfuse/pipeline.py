@@ -32,9 +32,10 @@ def pass_names(level: str, fuse: bool = True) -> list[str]:
 
 def lower(module: ModuleOp, level: str = "fused", fuse: bool = True, fuse_options: dict | None = None,
           print_after: Callable[[str, str], None] | None = None,
-          matmul_precision: str | None = None) -> ModuleOp:
+          matmul_precision: str | None = None, remarks: list | None = None) -> ModuleOp:
     """``matmul_precision``: how f32 contractions multiply (mlfuse/matmul_precision.py;
-    None: "highest", exact fp32)."""
+    None: "highest", exact fp32). ``remarks``: a list the passes' remarks are appended
+    to, "pass-name: remark" each (explain prints the tensor passes' rewrites)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; choose one of {', '.join(LEVELS)}")
     from mlfuse.matmul_precision import check_matmul_precision
@@ -47,7 +48,10 @@ def lower(module: ModuleOp, level: str = "fused", fuse: bool = True, fuse_option
                "flatten-row-nests": {"dims": (fuse_options or {}).get("dims")},
                "flatten-column-nests": {"dims": (fuse_options or {}).get("dims")}}
     passes = [get_pass(name, **options.get(name, {})) for name in pass_names(level, fuse)]
-    return PassManager(passes, verify_each=True, print_after=print_after).run(module)
+    module = PassManager(passes, verify_each=True, print_after=print_after).run(module)
+    if remarks is not None:
+        remarks += [f"{p.name}: {r}" for p in passes for r in p.remarks()]
+    return module
 
 
 def compile_text(text: str, filename: str = "<string>", level: str = "fused", fuse: bool = True,

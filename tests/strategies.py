@@ -639,8 +639,8 @@ def interleaved_reduction_programs(draw):
     """A reduction whose axes a kept axis separates (split-reductions): statistics over
     [1, 3] of a channels-last view ``reshape(x, [N, H*W, G, C/G])``, over [1, 2, 4] of
     ``[N, H, W, G, C/G]``, or over [0, 2] of ``[B, S, 1-3]``: a sum, max or min of x or
-    exp(x), a mean, squared deviations from a parameter constant over the axes (keepdims
-    either way), a variance about the mean, or a normalisation (maybe scaled per
+    exp(x), a mean, squared deviations from a parameter constant over the axes, a
+    variance about the mean (keepdims either way), or a normalisation (maybe scaled per
     channel), in f32, f16 or bf16. Symbolic shapes (compiled for symbols, the split
     happens at the default sizes); returns the program and small sizes to run it at."""
     dtype = draw(st.sampled_from(["f32", "f16", "bf16"]))
@@ -671,10 +671,11 @@ def interleaved_reduction_programs(draw):
     elif kind == "deviation":
         params.append(f"c: {dtype}{kept}")
         value = f"mean((r - c) * (r - c), axis={axes}, keepdims={str(keep).lower()})"
-    else:
+    else:  # a variance's keepdims either way (a norm's kept, to broadcast back)
+        keep = keep or kind == "norm"
         body += [f"    m = mean(r, axis={axes}, keepdims=true)", "    d = r - m",
-                 f"    v = mean(d * d, axis={axes}, keepdims=true)"]
-        value, result = "v", kept
+                 f"    v = mean(d * d, axis={axes}, keepdims={str(keep).lower()})"]
+        value, result = "v", kept if keep else dropped
         if kind == "norm":
             value, result = f"reshape(d * rsqrt(v + 1e-3), {shape})", shape
             if draw(st.booleans()):

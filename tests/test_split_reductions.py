@@ -129,3 +129,19 @@ def test_random_interleaved_reductions_agree_with_numpy(data):
     assert any(split_axes(op) is not None for op in func.body.ops if isinstance(op, T.ReduceOp))
     args = data.draw(inputs_for(func, sizes))
     assert_compiled_agrees(source.replace("func f(", "func g("), args, sizes, "fuzz")
+
+
+def test_explain_says_which_reductions_were_split(tmp_path, capsys):
+    from mlfuse.cli.main import main
+    path = tmp_path / "gn.fuse"
+    path.write_text(_source("group_norm_nhwc", "f32"))
+    assert main(["explain", str(path), "--dim", "N=16", "--dim", "H=64", "--dim", "W=64",
+                 "--dim", "C=320"]) == 0
+    text = capsys.readouterr().out
+    assert "rewritten: split-reductions: m: tensor.mean over [1, 3] as over [1] (columns, " \
+           "coalesced) then [3]: the mean of the columns' results" in text
+    assert "rewritten: split-reductions: v: tensor.mean over [1, 3]" in text and \
+           "parallel-axis identity" in text
+    # at a size where H*W is not 16 times C/4, the statistics stay whole and explain is silent
+    assert main(["explain", str(path), "--dim", "H=2", "--dim", "W=2", "--dim", "C=64"]) == 0
+    assert "rewritten" not in capsys.readouterr().out

@@ -27,9 +27,11 @@ def _compile_and_measure(program, reports, dims, limit, precision) -> None:
 def explain_command(args) -> int:
     program = load_program(args.file, args.func)
     dims = program.dims(parse_dims(args.dim))
-    loops = lower(program.copy(), "loops", fuse_options={"dims": dims})  # the tensor passes plan at them too
+    rewrites: list[str] = []  # the tensor passes plan at the dims too
+    loops = lower(program.copy(), "loops", fuse_options={"dims": dims}, remarks=rewrites)
     limit = 1 if args.no_fuse else fuse_options(args).get("limit")
-    reports = explain_module(loops, dims, limit, matmul_precision=args.matmul_precision)
+    reports = explain_module(loops, dims, limit, matmul_precision=args.matmul_precision,
+                             rewrites=rewrites)
     if args.compile:
         _compile_and_measure(program, reports, dims, limit, args.matmul_precision)
     if args.dot:

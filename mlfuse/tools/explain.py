@@ -63,6 +63,7 @@ class FunctionReport:
     kernels: list[KernelReport] = field(default_factory=list)
     decisions: list[dict] = field(default_factory=list)
     dims: dict = field(default_factory=dict)  # the symbolic sizes the numbers assume
+    rewrites: list[str] = field(default_factory=list)  # the tensor passes' (split-reductions)
     groups: dict[str, str] = field(default_factory=dict)  # op name -> kernel (for --dot)
     edges: list[tuple[str, str]] = field(default_factory=list)
 
@@ -140,9 +141,11 @@ def _kernel_reports(func, dims, target) -> list[KernelReport]:
 
 
 def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int | None = None,
-                   target: Target | None = None,
-                   matmul_precision: str | None = None) -> list[FunctionReport]:
-    """``matmul_precision``: how f32 contractions multiply (mlfuse/matmul_precision.py)."""
+                   target: Target | None = None, matmul_precision: str | None = None,
+                   rewrites: list[str] = ()) -> list[FunctionReport]:
+    """``matmul_precision``: how f32 contractions multiply (mlfuse/matmul_precision.py).
+    ``rewrites``: the tensor passes' remarks from lowering ``loops_module`` ("pass:
+    @func: what"), each reported with its function."""
     from mlfuse.transforms.fusion.options import check_fuse_options
     check_fuse_options({"limit": limit})
     dims, target = dims or {}, target or get_target()
@@ -168,6 +171,8 @@ def explain_module(loops_module: ModuleOp, dims: dict | None = None, limit: int 
             [d.as_dict() for d in plan.decisions],
             {d: dims.get(d, target.default_dim) for a in bf.args for d in a.type.shape
              if isinstance(d, str)})
+        report.rewrites = [r.replace(f"@{bf.sym_name}: ", "", 1) for r in rewrites
+                           if f": @{bf.sym_name}: " in r]
         for kernel_name, g in zip((k.name for k in kf), plan.groups):
             for n in g.members:
                 report.groups.setdefault(n.name, kernel_name)
@@ -197,6 +202,8 @@ def format_text(reports: list[FunctionReport]) -> str:
         lines.append(f"  intermediates: {r.intermediates_before} ({_fmt_bytes(r.intermediate_bytes_before)})"
                      f" -> {r.intermediates_after} ({_fmt_bytes(r.intermediate_bytes_after)})")
         lines.append(f"  estimated time: {r.estimated_us_before:.2f} us -> {r.estimated_us_after:.2f} us")
+        for rewrite in r.rewrites:
+            lines.append(f"  rewritten: {rewrite}")
         for k in r.kernels:
             regs = f"~{k.registers_estimate} live values"
             if k.registers is not None:

@@ -108,6 +108,7 @@ class SplitInterleavedReduction(RewritePattern):
         self.default_dim = target.default_dim
         self.min_ratio = target.split_reduction_min_ratio
         self.remarks: list[str] = []
+        self.func = ""  # the function being rewritten (remarks name it)
 
     def _worth_it(self, op: Operation, outer: list[int], inner: list[int]) -> bool:
         shape = op.operand("x").type.shape
@@ -133,8 +134,8 @@ class SplitInterleavedReduction(RewritePattern):
             how = f"the {op.name.split('.')[1]} of the columns' results"
         new.name_hint = op.result.name_hint
         rewriter.replace_op(op, [new])
-        self.remarks.append(f"{rw.prefix}: {op.name} over {list(op['axis'])} as over {outer} "
-                            f"(columns, coalesced) then {inner}: {how}")
+        self.remarks.append(f"@{self.func}: {rw.prefix}: {op.name} over {list(op['axis'])} "
+                            f"as over {outer} (columns, coalesced) then {inner}: {how}")
         return True
 
     @staticmethod
@@ -171,6 +172,7 @@ class SplitReductions(Pass):
         pattern = SplitInterleavedReduction(self.dims, self.target)
         walker = PatternRewriteWalker([pattern])
         for func in module.funcs:
+            pattern.func = func.sym_name
             walker.rewrite_block(func.body)
         self._remarks = pattern.remarks
 

@@ -69,7 +69,7 @@ func @kept(%x: f32[N, C, H, W], %y: f32[N, 2, G, 4]) -> (f32[1, C, 1, 1], f32[N,
   return %bn, %s, %in
 }
 
-// CHECK: // split-reductions: m: tensor.mean over [1, 3] as over [1] (columns, coalesced) then [3]: the mean of the columns' results
-// CHECK: // split-reductions: v: tensor.mean over [1, 3] as over [1] (columns, coalesced) then [3]: the columns' variances and means (parallel-axis identity)
-// CHECK: // split-reductions: e: tensor.mean over [1, 3] as over [1] (columns, coalesced) then [3]: the mean of the columns' results
-// CHECK: // split-reductions: t: tensor.max over [0, 1, 3] as over [0, 1] (columns, coalesced) then [3]: the max of the columns' results
+// CHECK: // split-reductions: @group_norm_nhwc: m: tensor.mean over [1, 3] as over [1] (columns, coalesced) then [3]: the mean of the columns' results
+// CHECK: // split-reductions: @group_norm_nhwc: v: tensor.mean over [1, 3] as over [1] (columns, coalesced) then [3]: the columns' variances and means (parallel-axis identity)
+// CHECK: // split-reductions: @half_and_max: e: tensor.mean over [1, 3] as over [1] (columns, coalesced) then [3]: the mean of the columns' results
+// CHECK: // split-reductions: @half_and_max: t: tensor.max over [0, 1, 3] as over [0, 1] (columns, coalesced) then [3]: the max of the columns' results
