@@ -173,7 +173,10 @@ class StageEmitter(KernelEmitter):
         walked = self.plan_passes(self.walked())
         w.line(f"{loc['tid']} = cuda.threadIdx.x")
         w.line(f"{loc['nthreads']} = cuda.blockDim.x")
-        self.declare_scratch(self.reduces if self.combine_only else walked)
+        # (a pass's followers too: a sum walked in an argmax's pass reduces by its block
+        # in its own type, which the pass's first loop need not have)
+        self.declare_scratch(self.reduces if self.combine_only else
+                             [m for o in walked for m in self.passes.get(id(o), [o])])
         self.plan_stream_tiles(walked)
         # (a staged for's stores too: its loads are its pass's first loop's)
         self.plan_flat_rows([(m, m.body.args[:1], m.extent_list) for o in walked
