@@ -20,7 +20,8 @@ SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "explain"
 # sizes for the explain model (the report's bytes) and small ones for the simulator
 MODEL_DIMS = {"N": 32, "R": 16384, "C": 4096, "B": 8192, "D": 1024, "S": 128, "H": 56, "W": 56, "K": 64}
 SIM_DIMS = {"N": 2, "R": 3, "C": 37, "B": 3, "D": 5, "S": 7, "H": 3, "W": 5, "K": 3}
-SIM_DIMS_OF = {"group_norm": {"N": 1, "C": 8}}  # C*H*W must divide by its 8 groups
+SIM_DIMS_OF = {"group_norm": {"N": 1, "C": 8},  # C*H*W must divide by its 8 groups
+               "group_norm_nhwc": {"N": 1, "C": 16}}  # C by its 8
 
 
 def fused(name, **kw):
