@@ -35,26 +35,19 @@ fusion planner does (C/G against H*W: split).
 """
 from __future__ import annotations
 
+import math
+
 from mlfuse.dialects import tensor as T
 from mlfuse.hardware import get_target
 from mlfuse.ir.builtin import ModuleOp
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.pass_manager import Pass
 from mlfuse.ir.rewrite import PatternRewriteWalker, Rewriter, RewritePattern
-from mlfuse.ir.types import HALF_FLOAT_DTYPES, IndivisibleDim, dim_value
+from mlfuse.ir.types import HALF_FLOAT_DTYPES
 from mlfuse.transforms.decompose import Builder
+from mlfuse.transforms.fusion.cost import resolve
 
 _SPLITTABLE = (T.SumOp, T.MaxOp, T.MinOp, T.MeanOp)
-
-
-def _size(dims: list, known: dict, default: int) -> int:
-    n = 1
-    for d in dims:
-        try:
-            n *= dim_value(d, known, default)
-        except IndivisibleDim:
-            n *= max(1, dim_value(d, known, default, exact=False))
-    return n
 
 
 def split_axes(op: Operation) -> tuple[list[int], list[int]] | None:
@@ -104,16 +97,15 @@ class SplitInterleavedReduction(RewritePattern):
     op_types = _SPLITTABLE
 
     def __init__(self, dims: dict, target):
-        self.dims = dims
-        self.default_dim = target.default_dim
+        self.dims, self.target = dims, target
         self.min_ratio = target.split_reduction_min_ratio
         self.remarks: list[str] = []
         self.func = ""  # the function being rewritten (remarks name it)
 
     def _worth_it(self, op: Operation, outer: list[int], inner: list[int]) -> bool:
         shape = op.operand("x").type.shape
-        inner_extent = _size([shape[a] for a in inner], self.dims, self.default_dim)
-        outer_extent = _size([shape[a] for a in outer], self.dims, self.default_dim)
+        inner_extent = math.prod(resolve(shape[a], self.dims, self.target) for a in inner)
+        outer_extent = math.prod(resolve(shape[a], self.dims, self.target) for a in outer)
         return outer_extent >= self.min_ratio * inner_extent
 
     def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
