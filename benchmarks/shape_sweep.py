@@ -80,7 +80,11 @@ VARIANTS = {
                       {"N": 8, "C": 640, "H": 32, "W": 32, "dtype": "f16"}],
     # twenty-seventh session: group norm over channels-last (a view splitting C)
     "group_norm_nhwc": [{"N": 16, "H": 64, "W": 64, "C": 320}, {"N": 32, "H": 56, "W": 56, "C": 128},
-                        {"N": 8, "H": 32, "W": 32, "C": 640, "dtype": "f16"}],
+                        {"N": 8, "H": 32, "W": 32, "C": 640, "dtype": "f16"},
+                        # (twenty-eighth session) 40 channels a group, as a UNet's 1280;
+                        # and f16 over more pixels
+                        {"N": 8, "H": 32, "W": 32, "C": 1280},
+                        {"N": 8, "H": 64, "W": 64, "C": 640, "dtype": "f16"}],
     "channel_layernorm": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14},
                           {"N": 8, "C": 2048, "H": 14, "W": 14}],
     "layernorm_nhwc": [{"N": 32, "C": 96, "H": 56, "W": 56}, {"N": 32, "C": 384, "H": 14, "W": 14}],
