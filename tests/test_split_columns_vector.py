@@ -153,3 +153,19 @@ def test_a_body_reading_the_reduced_index_sees_each_values_own(cumsum):
     ones = [np.ones((2, 4), np.float32)]
     got = mlfuse.compile_source(source, "t.fuse", target="simulator")["f"](*ones)
     assert_results_close(func, run_tensor(func, ones), got)
+
+
+def test_a_thread_per_point_combine_walks_every_reduces_partials_at_once():
+    # the pool's two sums: one loop over the chunks' tiles, both partials' loads first
+    # (a round trip a tile for all of them), then both sums in chunk order
+    source = generate(compile_text(POOL.format(t="f32"), "t.fuse", fuse_options=PLANNED), "cuda")
+    combine = source.split("def f_0_combine(")[1].split("\ndef ")[0]
+    assert combine.count("for tile in range(0, n_split, VALUES_PER_THREAD):") == 1
+    load, add = combine.split("for tile in range(0, n_split, VALUES_PER_THREAD):")[1] \
+        .split("for slot in range(VALUES_PER_THREAD):")[1:3]
+    assert "sum_vals[slot] = sum_partials[" in load and \
+        "sum_vals_1[slot] = sum_partials_1[" in load
+    assert "sum = sum + sum_vals[slot]" in add and "sum_1 = sum_1 + sum_vals_1[slot]" in add
+    # a block per point combines each reduce in turn (the block's reduction after each)
+    blocks = source.split("def f_0_combine_blocks(")[1].split("\ndef ")[0]
+    assert blocks.count("range(tid, n_split,") == 2
