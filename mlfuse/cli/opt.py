@@ -17,6 +17,7 @@ def opt_command(args) -> int:
     names = [p.strip() for p in (args.passes or "").split(",") if p.strip()]
     options = dict(fuse_options(args), dims=parse_dims(args.dim))
     by_pass = {"fuse": options, "no-fuse": options,
+               "split-reductions": {"dims": options["dims"]},
                "schedule-contractions": {"precision": args.matmul_precision},
                "coalesce-axes": {"dims": options["dims"]},
                "flatten-row-nests": {"dims": options["dims"]},

@@ -1,4 +1,13 @@
 // RUN: mlfuse opt %s --passes split-reductions,cse --print-decisions | filecheck %s
+// RUN: mlfuse opt %s --passes split-reductions --dim N=2 --dim B=2 --dim H=2 --dim W=2 --dim C=64 --print-decisions | filecheck %s --check-prefix SMALL
+
+// The rule reads the sizes --dim gives: group norm's H*W = 4 is not 16 times C/32 = 2,
+// nor is batch norm's N = 2 16 times H*W; half_and_max's 64 is 16 times 4, and its max's
+// B*64 = 128 too.
+// SMALL-NOT: split-reductions: @group_norm_nhwc
+// SMALL: // split-reductions: @half_and_max: m: tensor.mean over [1, 3]
+// SMALL: // split-reductions: @half_and_max: t: tensor.max over [0, 1, 3]
+// SMALL-NOT: split-reductions: @kept
 
 // Group norm over channels-last: statistics over axes [1, 3] of the view [N, H*W, 32,
 // C/32], the kept group axis between them. The mean becomes the mean over [1] (a column
