@@ -224,6 +224,13 @@ def defined_inside(loops: list[Operation]) -> set[int]:
             for v in list(o.results) + [a for r in o.regions for a in r.block.args]}
 
 
+def defined_before(block, op: Operation) -> set[int]:
+    """Ids of the values defined before ``op`` in ``block``: its arguments and the
+    results of the ops ahead of it (a combine may read those inits where it starts)."""
+    at = block.ops.index(op)
+    return {id(r) for o in block.ops[:at] for r in o.results} | {id(a) for a in block.args}
+
+
 def reduce_levels(op) -> tuple[dict[int, int], dict[int, int]]:
     """(level of each top-level reduce, by id; the highest reduce level each top-level
     op needs, -1 for none, by id): 0 for a reduce that reads no other reduce's result,

@@ -28,7 +28,8 @@ from contextlib import contextmanager
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, StoreOp
 from mlfuse.ir.core import Operation
-from mlfuse.dialects.reductions import reduce_levels, reduce_nests, shared_body_ops
+from mlfuse.dialects.reductions import (defined_before, reduce_levels, reduce_nests,
+                                        shared_body_ops)
 
 from mlfuse.codegen.addressing import access_parts, split_offsets, suffix_of
 from mlfuse.codegen.flat_rows import _key as flat_key
@@ -510,27 +511,21 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
         ops = [o for o in self.op.body.ops if id(o) in nest_of]
         if self.blocks or len(ops) < 2:
             return []
-        before = set()
-        for o in self.op.body.ops:
-            if o is ops[0]:
-                break
-            before.update(id(r) for r in o.results)
-        inits = [o.operands[0] for o in ops]
-        if not all(id(v) in before or getattr(v, "op", None) is None for v in inits):
-            return []
-        return ops
+        before = defined_before(self.op.body, ops[0])
+        return ops if all(id(o.operands[0]) in before for o in ops) else []
 
     def combine_partials(self, ops: list[ReduceOp], partials: list[str], vals: list[str]) -> None:
         """``ops``' partials combined, a tile at a time with every load first (several
         ops only where a thread combines a point's: ``_combined_together``)."""
         w, loc = self.w, self.local
         accs, parts = [], []
+        combiners = ", ".join(op["combiner"] for op in ops)
+        w.line(f"# {combiners} of the point's n_split partials, in chunk order" if not self.blocks
+               else f"# {combiners} of the point's n_split partials: each thread's in order, "
+               "then the block's")
         for op in ops:
             dtype, combiner = op.result.type.dtype, op["combiner"]
             acc = self.define(op.result, "acc")
-            w.line(f"# {combiner} of the point's n_split partials, in chunk order" if not self.blocks
-                   else f"# {combiner} of the point's n_split partials: each thread's in order, "
-                   "then the block's")
             part = self.namer.fresh(f"{acc}_part") if self.blocks else acc
             w.line(f"{part} = {identity(combiner, dtype) if self.blocks else self.namer(op.operands[0])}")
             accs.append(acc)

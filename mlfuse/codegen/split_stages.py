@@ -51,8 +51,8 @@ from mlfuse.codegen.held_rows import shared_rows_code
 from mlfuse.codegen.kernel_code import KernelCode, narrow_index_tests
 from mlfuse.codegen.peeled_rows import peeled_rows_code
 from mlfuse.codegen.lane_uniform import agree_test, lane_chains
-from mlfuse.dialects.reductions import (defined_inside, reduce_levels, sibling_passes,
-                                        stage_count, staged_fors)
+from mlfuse.dialects.reductions import (defined_before, defined_inside, reduce_levels,
+                                        sibling_passes, stage_count, staged_fors)
 from mlfuse.codegen.row_plans import stream_tile
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
 from mlfuse.codegen.vector import VECTOR_DTYPES, vector_buffers, vectorizable
@@ -339,9 +339,7 @@ class StageEmitter(KernelEmitter):
         if id(op) in self.combined:
             return
         w, loc = self.w, self.local
-        at = self.op.body.ops.index(op)
-        earlier = {id(r) for o in self.op.body.ops[:at] for r in o.results}
-        earlier |= {id(a) for a in self.op.body.args}
+        earlier = defined_before(self.op.body, op)
         group = [o for o in self.reduces if self.levels[id(o)] == self.levels[id(op)]
                  and id(o) not in self.combined and
                  (o is op or id(o.operands[0]) in earlier)]
