@@ -40,7 +40,8 @@ does not model (docs/perf-notes.md).
 """
 from __future__ import annotations
 
-from mlfuse.dialects.loops import ACCESSES, LoadOp, MaskedLoadOp, StoreOp, access_parts  # noqa: F401 (importers take them from here too)
+from mlfuse.dialects.arith import FloorDivOp, ModOp
+from mlfuse.dialects.loops import ACCESSES, DimOp, LoadOp, MaskedLoadOp, StoreOp, access_parts  # noqa: F401 (importers take them from here too)
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.traits import SCALAR_COMPUTE
 
@@ -89,8 +90,6 @@ def index_divisor(o: Operation, args) -> str | None:
     """The extent (a dim's text) by which ``o`` divides or takes the remainder of a loop
     index of the space ``args`` at run time, else None. (Its dividend is below the
     space's size, so the multiply-high divides it exactly.)"""
-    from mlfuse.dialects.arith import FloorDivOp, ModOp
-    from mlfuse.dialects.loops import DimOp
     if not isinstance(o, (FloorDivOp, ModOp)) or not any(o.operands[0] is a for a in args):
         return None
     divisor = getattr(o.operands[1], "op", None)

@@ -19,9 +19,9 @@ load a value for the VEC points), and whose other ops never read the points' las
 (a lane's own index is not named). What the nests read of the point itself may differ
 between lanes only as a *sample*: a load at the point's own element (last index the
 points' last index, nowhere else; moments.py's shift, a column's first value), loaded
-for each lane before the walk into a small array its lanes read. Each lane then computes its values in order, as the
-scalar kernel's thread does, into a partial of its own at the same place: the combining
-kernel is the scalar plan's. The host launches the twin where VEC divides the points'
+for each lane before the walk into a small array its lanes read. Each lane then
+computes its values in order, as the scalar kernel's thread does, into a partial of its
+own at the same place: the combining kernel is the scalar plan's. The host launches the twin where VEC divides the points'
 last extent and ``_vector_ready`` finds the stepped buffers' rows aligned, with the chunk
 count of its own threads (``_split_columns`` of the vectors).
 """

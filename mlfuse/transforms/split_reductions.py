@@ -98,7 +98,6 @@ class SplitInterleavedReduction(RewritePattern):
 
     def __init__(self, dims: dict, target):
         self.dims, self.target = dims, target
-        self.min_ratio = target.split_reduction_min_ratio
         self.remarks: list[str] = []
         self.func = ""  # the function being rewritten (remarks name it)
 
@@ -106,7 +105,7 @@ class SplitInterleavedReduction(RewritePattern):
         shape = op.operand("x").type.shape
         inner_extent = math.prod(resolve(shape[a], self.dims, self.target) for a in inner)
         outer_extent = math.prod(resolve(shape[a], self.dims, self.target) for a in outer)
-        return outer_extent >= self.min_ratio * inner_extent
+        return outer_extent >= self.target.split_reduction_min_ratio * inner_extent
 
     def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
         parts = split_axes(op)
@@ -153,7 +152,7 @@ class SplitInterleavedReduction(RewritePattern):
 class SplitReductions(Pass):
     name = "split-reductions"
     doc = ("A reduction whose axes a kept axis separates (group norm over channels-last), "
-           "as a column reduction then one over the narrow inner axes.")
+           "as a column reduction then one over the shorter inner axes.")
 
     def __init__(self, dims: dict | None = None, target: str | None = None):
         self.dims = dims or {}
