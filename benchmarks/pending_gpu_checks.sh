@@ -6,23 +6,32 @@
 #
 # (Earlier sessions' checks, run then, are in this file's history: the twenty-eighth
 # session's split-reductions sweep on 0075a39, logs in benchmarks/results.)
-# 1. group norm over channels-last after 966e68e (a loop index divided by a run-time
-#    extent through the host's magic numbers: its normalising kernel took 0.089 ms
-#    against torch.compile's 0.048), 7cd4f9c (a thread-per-point combine walks every
-#    reduce's partials at once) and bc23786 (the columns' pass in 16-byte vectors: its
-#    points merged to [N, C], a lane's own shift sample): kernel by kernel, then the
-#    sweep with every peer;
-# 2. the suite's cases whose split or column-stage combines hold several reduces, and
-#    group norm over NCHW, to see nothing else moved.
+# 1. staged rows in stages of several steps, rows' starts in place of offset tiles
+#    (twenty-ninth session): layernorm and softmax stored transposed, compiled for sizes,
+#    with the knob on (one kernel) against off (two kernels, the default), every peer;
+# 2. group norm over channels-last after 966e68e (a loop index divided by a run-time
+#    extent through the host's magic numbers), 7cd4f9c (a thread-per-point combine
+#    walks every reduce's partials at once) and bc23786 (the columns' pass in 16-byte
+#    vectors): kernel by kernel, then the sweep with every peer;
+# 3. the suite's cases whose split or column-stage combines hold several reduces.
+# Each part prints its table as it ends, so a call cut short keeps what ran.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
+STAGED="--only layernorm_transposed --only softmax_rows_transposed --for-sizes"
+python benchmarks/shape_sweep.py $STAGED --out "$OUT/staged_on" --hw row_staged_stores=1 \
+    > "$OUT/staged_on.log" 2>&1
+python benchmarks/shape_sweep.py $STAGED --out "$OUT/staged_off" --no-peers \
+    > "$OUT/staged_off.log" 2>&1
+echo "== staged rows on (one kernel), every peer"; grep -E "^\| " "$OUT/staged_on.log"
+echo "== off (two kernels)"; grep -E "^\| " "$OUT/staged_off.log"
 python benchmarks/probe_kernels.py group_norm_nhwc > "$OUT/probe.log" 2>&1
+echo "== group norm over channels-last, kernel by kernel"; grep -E "^  (mlfuse|torch)" "$OUT/probe.log"
 python benchmarks/shape_sweep.py --only group_norm_nhwc --out "$OUT/gn" > "$OUT/gn.log" 2>&1
+echo "== group norm over channels-last"; grep -E "^\| " "$OUT/gn.log"
 python benchmarks/run.py --out "$OUT/suite" --only masked_mean_pool --only column_centring \
     --only instance_norm --only group_norm --only softmax_middle --only sumsq_all \
     --only colsum > "$OUT/suite.log" 2>&1
-grep -E "^  (mlfuse|torch)" "$OUT/probe.log"
-grep -E "^\| " "$OUT/gn.log" | tail -4
+echo "== suite cases"
 python benchmarks/run.py --markdown-from "$OUT/suite/latest.json" | grep -E "^\| "

@@ -45,6 +45,12 @@ func f(x: f32[R, C]) -> (bool[C, R], i32[C, R]) {
     m = x > mean(x, axis=1, keepdims=true)
     return transpose(m), transpose(cast(m, i32) * 3 - 1)
 }"""
+# the row's index split over two axes of the output (out[k // 2, k % 2, r]): each value
+# travels with its offset (no row start plus k times a stride)
+REGROUPED = """
+func f(x: f32[R, C]) -> f32[C / 2, 2, R] {
+    return reshape(transpose(softmax(x, axis=1)), [C / 2, 2, R])
+}"""
 # constant sizes: rows of 40 held in registers (two slots a lane), 7 rows
 HELD = """
 func f(x: f32[7, 40], g: f32[40], b: f32[40]) -> f32[40, 7] {
@@ -81,7 +87,7 @@ def run(source: str, dims: dict, nan: bool = False):
         inputs[0][1, 2], inputs[0][2, 0] = np.inf, -np.inf
     module = mlfuse.compile_source(source, "t.fuse", target="simulator", fuse_options=PLAN)
     name = staged_kernel(source)["kernel_name"]
-    assert "stage_at_" in module.source  # the tiles and the copy-out are there
+    assert "stage_" in module.source  # the tiles and the copy-out are there
     launched = record_launches(module.python_module, [name])
     with np.errstate(invalid="ignore"):
         got = module["f"](*inputs)
@@ -99,8 +105,9 @@ def run(source: str, dims: dict, nan: bool = False):
     (LAYERNORM_3D, {"B": 2, "S": 3, "D": 36}),
     (BOTH, {"R": 3, "C": 40}),
     (MASKS, {"R": 3, "C": 37}),
+    (REGROUPED, {"R": 3, "C": 38}),
 ], ids=["layernorm", "one_row", "two_tiles", "softmax", "softmax_f16", "layernorm_bf16", "points_3d",
-        "stored_both_ways", "bool_and_int"])
+        "stored_both_ways", "bool_and_int", "offsets_travel"])
 def test_staged_rows_agree_with_numpy(source, dims):
     run(source, dims)
 
@@ -120,9 +127,14 @@ def test_the_generated_kernel_copies_a_column_of_the_blocks_rows_at_a_time():
     src = generate(compile_text(LAYERNORM_T.format(t="f32"), "t.fuse", fuse_options=PLAN), "cuda")
     kernel = src[src.index("def f_0("):]
     kernel = kernel[:kernel.index("\n\n\n")]
-    assert kernel.count("cuda.syncthreads()") == 2  # a step: the tiles whole, then read
-    assert "cuda.threadIdx.x % STAGED_ROWS * STAGED_ROW_PITCH + cuda.threadIdx.x // STAGED_ROWS" \
-        in kernel
+    assert kernel.count("cuda.syncthreads()") == 2  # a stage: the tiles whole, then read
+    assert "stage_transpose = cuda.shared.array((4, STAGED_ROW_TILE), numba.float32)" in kernel
+    # out[k, r]: an element's offset is its row's start plus k times the stride of k's axis
+    assert "transpose_row_starts[group] = numba.int64((0) * transpose.shape[1] + i0)" in kernel
+    assert "at = transpose_row_start + out_k * transpose_k_stride" in kernel
+    assert "stage_at_" not in kernel
+    assert "out_row = cuda.threadIdx.x % STAGED_ROWS" in kernel
+    assert "out_cell = out_row * STAGED_ROW_PITCH + cuda.threadIdx.x // STAGED_ROWS" in kernel
     assert "STAGED_ROW_PITCH = 32 + 32 // STAGED_ROWS" in src
     assert "transpose_flat[numba.uint64(at)]" in kernel
     assert "f_0[_pointwise_blocks(R * 32, 1), THREADS_PER_BLOCK]" in src  # a warp a row
@@ -199,9 +211,16 @@ def test_random_row_epilogues_stored_transposed_agree_with_numpy(data):
     part-way: one staged kernel, the results as the interpreter's."""
     body = data.draw(st.sampled_from(ROW_EPILOGUES))
     dtype = data.draw(st.sampled_from(["f32", "f16", "bf16"]))
-    sizes = {"R": data.draw(st.integers(1, 5)), "C": data.draw(st.integers(1, 70))}
-    source = (f"func f(x: {dtype}[R, C], b: {dtype}[C]) -> {dtype}[C, R] {{\n"
-              f"    return transpose({body})\n}}")
+    # stored transposed (an element at its row's start plus k's stride), or with the
+    # row's index split over two axes (each value with its offset)
+    regrouped = data.draw(st.booleans())
+    sizes = {"R": data.draw(st.integers(1, 5)),
+             "C": 2 * data.draw(st.integers(1, 35)) if regrouped else data.draw(st.integers(1, 70))}
+    out, result = f"transpose({body})", f"{dtype}[C, R]"
+    if regrouped:
+        out, result = f"reshape({out}, [C / 2, 2, R])", f"{dtype}[C / 2, 2, R]"
+    source = (f"func f(x: {dtype}[R, C], b: {dtype}[C]) -> {result} {{\n"
+              f"    return {out}\n}}")
     note(f"{source}\nsizes {sizes}")
     func = parse_program(source, "fuzz.fuse").funcs[0]
     args = data.draw(inputs_for(func, sizes, special=False))

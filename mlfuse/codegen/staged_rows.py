@@ -7,19 +7,24 @@ column's stride apart: a 32-byte sector a value (H100, rows of 1024: 0.35 ms, ag
 a row (the warp-rows schedule with groups of 32) and a block ``STAGED_ROWS``
 neighbouring rows (``hw.staged_row_min_blocks`` blocks resident an SM asked). Each row
 loop with such a store walks its row in steps of 32 values, the same number of steps in
-every warp (rows past registers: STAGED_TILE steps' loads issued first). A step:
+every warp, and stages S steps between two barriers (S: a held row's slots, or a
+streamed row's tile of loads, STAGED_TILE steps). A stage:
 
-1. each lane computes its value of its row (lane l: value ``step * 32 + l``), and writes
-   the value and its flat offset into the block's tiles at ``[row][l]``. Lanes past
-   the row's end, and warps past the last row, write the offset -1;
-2. a barrier; then thread t copies tile ``[t % STAGED_ROWS][t // STAGED_ROWS]`` out. A
-   warp's lanes cover neighbouring rows of one or two of the step's 32 values, so they
-   write neighbouring elements of the output (the store follows the kernel's last point:
-   ``dialects/permute.stores_along_points``);
-3. a barrier before the next step's values overwrite the tiles.
+1. for each of its S steps, each lane computes its value of its row (lane l of step j:
+   value ``first + j * 32 + l``) and writes it into the block's tile at ``[j][row][l]``;
+2. a barrier; then thread t copies cells ``[j][t % STAGED_ROWS][t // STAGED_ROWS]``
+   out, for each j. A warp's lanes cover neighbouring rows of one or two of a step's 32
+   values, so they write neighbouring elements of the output (the store follows the
+   kernel's last point: ``dialects/permute.stores_along_points``);
+3. a barrier before the next stage's values overwrite the tile.
 
-The offsets travel with the values, so the copy-out needs no index of its own: any
-index expression works, only its coalescing depends on the store following the points.
+Where the store's indices are the row loop's index in one place and values computed
+before the loop elsewhere (``out[k, r]``, ``out[b, k, s]``), an element's offset is its
+row's start (the offset at k = 0, written by each warp into a tile of STAGED_ROWS
+starts) plus k times the stride of k's axis: the copy-out computes it. Otherwise each
+value travels with its flat offset, in a second tile (-1: none), so any index expression
+works; only its coalescing depends on the store following the points.
+
 A tile row is STAGED_ROW_PITCH values wide, 32 + 32 / STAGED_ROWS: a warp's copy-out
 reads STAGED_ROWS rows of 32 / STAGED_ROWS neighbouring cells, at banks row * 32 /
 STAGED_ROWS + cell, all 32 distinct (33 left 2-way conflicts at 16 rows). Stores that
@@ -36,18 +41,40 @@ from mlfuse.dialects.loops import ForOp, StoreOp
 from mlfuse.dialects.permute import stores_along_points
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.codegen.schedule_warp_rows import WarpRowsEmitter, _constant_rows
+from mlfuse.ir.core import OpResult
 from mlfuse.row_groups import WARP
 
 PITCH = "STAGED_ROW_PITCH"  # a tile row: a step's 32 values and a pad (the module's)
-STAGED_TILE = "max(1, VALUES_PER_THREAD // 4)"  # a lane's loads in flight (rows past registers)
 
 _DOC = ("Staged rows over [{space}]: a warp per point, a block of STAGED_ROWS neighbouring "
-        "points; stores along the points go through a shared tile, a step of 32 values at a "
-        "time.")
+        "points; stores along the points go through a shared tile, {steps} steps of 32 "
+        "values between two barriers.")
+
+
+def staged_tile(hw) -> int:
+    """A streamed row's steps a stage: a lane's loads in flight (a quarter of a held
+    row's values: ptxas sm_90, layernorm stored transposed, two blocks of 512 an SM: 60
+    registers, no spill; half of them spilled 20 B)."""
+    return max(1, hw.row_values_per_thread // 4)
+
+
+def row_index_place(store: StoreOp) -> int | None:
+    """Where the row loop's index is one of ``store``'s indices, alone, and every other
+    index is computed before the loop (``out[k, r]``): its position (the copy-out then
+    finds an element's offset from its row's start); None otherwise."""
+    loop = store.parent.parent_op
+    k = loop.body.args[0]
+    inside = {id(o) for o in loop.walk()}
+    indices = store.operands[2:]
+    places = [p for p, v in enumerate(indices) if v is k]
+    if len(places) != 1:
+        return None
+    before = all(v is k or (isinstance(v, OpResult) and id(v.op) not in inside) or
+                 (not isinstance(v, OpResult) and v.owner is not loop.body) for v in indices)
+    return places[0] if before else None
 
 
 class StagedRowsEmitter(WarpRowsEmitter):
-    DOC = {"warp-rows": _DOC}
     launch_bound = "(THREADS_PER_BLOCK, STAGED_ROW_MIN_BLOCKS)"
 
     def plan_group(self, op, hw) -> None:
@@ -57,41 +84,51 @@ class StagedRowsEmitter(WarpRowsEmitter):
         self.row_slots = -(-row // WARP) if row is not None else 1
         # (hw.row_staged_stores off: the same kernel storing directly, scattered)
         self.staged_stores = stores_along_points(op) if hw.row_staged_stores else []
-        self.row_stages = {}  # id(store) -> (tile, offsets, flat view)
+        self.row_stages = {}  # id(store) -> StagedStore
         self.staged_loops = {id(o.parent.parent_op) for o in self.staged_stores}
+        self.steps = self.row_slots if self.held_rows else staged_tile(hw)
+        self.DOC = {"warp-rows": _DOC.replace("{steps}", str(self.steps))}
 
     def declare_scratch(self, row_loops, slots=None) -> None:
-        """The group reductions' scratch, then a value tile and an offset tile a staged
-        store (the block's STAGED_ROWS rows of a step's 32 values)."""
+        """The group reductions' scratch, then a tile of a stage's values a staged store
+        (and of their offsets, or its rows' starts)."""
         super().declare_scratch(row_loops, slots)
         if not self.held_rows:  # a tile of loads a lane in flight, not one (streams_tiles)
             self.plan_stream_tiles(row_loops)
-            # a quarter of a register row's values, whatever the loads a value (ptxas
-            # sm_90, layernorm stored transposed, two blocks of 512 an SM: 60 registers,
-            # no spill; half of them spilled 20 B)
-            self.stream_tile = STAGED_TILE
+            self.stream_tile = str(self.steps)
         w = self.w
         for o in self.staged_stores:
             buf = self.namer(o.operands[1])
             ctype = COMPUTE_TYPE[o.operands[1].type.dtype]
             ctype = "int32" if ctype == "bool_" else ctype  # (no shared array of bools)
-            tile, offsets = self.namer.fresh(f"stage_{buf}"), self.namer.fresh(f"stage_at_{buf}")
-            w.line(f"{tile} = cuda.shared.array(STAGED_ROW_TILE, {SHARED_TYPE[ctype]})  "
-                   f"# a step's values of {buf}, a row a point")
-            w.line(f"{offsets} = cuda.shared.array(STAGED_ROW_TILE, numba.int64)  "
-                   "# and their flat offsets (-1: none)")
+            stage = _StagedStore(o, self.namer.fresh(f"stage_{buf}"), self.namer.fresh(f"{buf}_flat"))
+            w.line(f"{stage.tile} = cuda.shared.array(({self.steps}, STAGED_ROW_TILE), "
+                   f"{SHARED_TYPE[ctype]})  # a stage's values of {buf}, a row a point")
+            if stage.place is None:
+                stage.offsets = self.namer.fresh(f"stage_at_{buf}")
+                w.line(f"{stage.offsets} = cuda.shared.array(({self.steps}, STAGED_ROW_TILE), "
+                       "numba.int64)  # and their flat offsets (-1: none)")
+            else:
+                stage.starts = self.namer.fresh(f"{buf}_row_starts")
+                stage.stride = self.namer.fresh(f"{buf}_k_stride")
+                stage.row_start = self.namer.fresh(f"{buf}_row_start")
+                shape = o.operands[1].type.shape
+                stride = " * ".join(f"{buf}.shape[{d}]" for d in range(stage.place + 1, len(shape)))
+                w.line(f"{stage.starts} = cuda.shared.array(STAGED_ROWS, numba.int64)  "
+                       f"# each row's offset in {buf} at k = 0 (-1: no row)")
+                w.line(f"{stage.stride} = numba.int64({stride or '1'})  # and k's stride")
             self.helpers.add("_flat")
-            view = self.namer.fresh(f"{buf}_flat")
-            w.line(f"{view} = _flat({buf})")
-            self.row_stages[id(o)] = (tile, offsets, view)
+            w.line(f"{stage.view} = _flat({buf})")
+            self.row_stages[id(o)] = stage
         if not self.row_stages:
             return
-        self.local["cell"] = self.namer.fresh("cell")
-        self.local["out_cell"] = self.namer.fresh("out_cell")
+        for n in ("cell", "out_cell", "out_row", "out_k", "out_start"):
+            self.local[n] = self.namer.fresh(n)
         w.line(f"{self.local['cell']} = {self.local['group']} * {PITCH} + {self.local['tid']}  "
-               "# this lane's place in the tiles")
-        w.line(f"{self.local['out_cell']} = cuda.threadIdx.x % STAGED_ROWS * {PITCH} + "
-               "cuda.threadIdx.x // STAGED_ROWS  # the place it copies out")
+               "# this lane's place in a step's tile")
+        w.line(f"{self.local['out_row']} = cuda.threadIdx.x % STAGED_ROWS  # the row it copies out")
+        w.line(f"{self.local['out_cell']} = {self.local['out_row']} * {PITCH} + "
+               "cuda.threadIdx.x // STAGED_ROWS  # and its place")
 
     def streams_tiles(self) -> bool:
         """Rows not held in registers are walked a tile of STAGED_TILE values a lane at a
@@ -108,53 +145,70 @@ class StagedRowsEmitter(WarpRowsEmitter):
         w, loc = self.w, self.local
         k = self.define(op.body.args[0], "k")
         extent = self.extent(op.extent_list[0])
-        start = loc["tid"]
+        start, first = loc["tid"], "0"
+        for stage in self.staged_in(op):  # each row's start, for the copy-out
+            if stage.starts is not None:
+                with w.indented(f"if {loc['tid']} == 0:"):
+                    w.line(f"{stage.starts}[{loc['group']}] = "
+                           f"{self.flat_offset(stage.store, k_at='0')} if {loc['valid']} else -1")
         with ExitStack() as tiles:
-            if self.held_rows:  # the row's slots (constant)
-                slots = str(self.row_slots)
-            else:  # a tile of the row's values at a time
-                slots, start = self.stream_tile, f"{loc['base']} + {loc['tid']}"
+            if not self.held_rows:  # a tile of the row's values at a time
+                start, first = f"{loc['base']} + {loc['tid']}", loc["base"]
                 tiles.enter_context(w.indented(
-                    f"for {loc['base']} in range(0, {extent}, {self.stream_tile} * {WARP}):"))
+                    f"for {loc['base']} in range(0, {extent}, {self.steps} * {WARP}):"))
             if self.fills[id(op)][1]:  # this loop's own loads, issued first
-                with w.indented(f"for {loc['slot']} in range({slots}):"):
+                with w.indented(f"for {loc['slot']} in range({self.steps}):"):
                     w.line(f"{k} = {start} + {loc['slot']} * {WARP}")
                     with w.indented(f"if {k} < {extent}:"):
                         self.fill(op)
             # every warp takes every step (the barriers): past the last row, the last
-            # row's values again, their offsets -1
-            with w.indented(f"for {loc['slot']} in range({slots}):"):
+            # row's values again, not stored
+            with w.indented(f"for {loc['slot']} in range({self.steps}):"):
                 w.line(f"{k} = {start} + {loc['slot']} * {WARP}")
-                for o in self.staged_in(op):
-                    w.line(f"{self.row_stages[id(o)][1]}[{loc['cell']}] = -1")
+                for stage in self.staged_in(op):
+                    if stage.offsets is not None:
+                        w.line(f"{stage.offsets}[{loc['slot']}, {loc['cell']}] = -1")
                 with w.indented(f"if {k} < {extent}:"):
                     yield
-                self.copy_out(op)
+            self.copy_out(op, first, extent)
 
     def staged_in(self, op) -> list:
         """The staged stores of row loop ``op``."""
-        return [o for o in op.body.ops if id(o) in self.row_stages]
+        return [self.row_stages[id(o)] for o in op.body.ops if id(o) in self.row_stages]
 
-    def copy_out(self, op) -> None:
-        w = self.w
-        w.line("cuda.syncthreads()  # the step's values of the block's rows are in the tiles")
-        for o in self.staged_in(op):
-            tile, offsets, view = self.row_stages[id(o)]
-            at = self.namer.fresh("at")
-            w.line(f"{at} = {offsets}[{self.local['out_cell']}]")
-            with w.indented(f"if {at} >= 0:"):
-                value = self.stored(f"{tile}[{self.local['out_cell']}]",
-                                    o.operands[1].type.dtype)
-                w.line(f"{view}[numba.uint64({at})] = {value}")
-        w.line("cuda.syncthreads()  # copied out before the next step's values")
+    def copy_out(self, op, first: str, extent: str) -> None:
+        """The stage's tiles to memory, a cell of each step a thread (``first``: the
+        stage's first value of the row)."""
+        w, loc = self.w, self.local
+        w.line("cuda.syncthreads()  # the stage's values of the block's rows are in the tiles")
+        stages = self.staged_in(op)
+        for stage in stages:
+            if stage.starts is not None:
+                w.line(f"{stage.row_start} = {stage.starts}[{loc['out_row']}]")
+        with w.indented(f"for {loc['slot']} in range({self.steps}):"):
+            w.line(f"{loc['out_k']} = {first} + {loc['slot']} * {WARP} + "
+                   "cuda.threadIdx.x // STAGED_ROWS")
+            for stage in stages:
+                at = self.namer.fresh("at")
+                if stage.starts is not None:
+                    w.line(f"{at} = {stage.row_start} + {loc['out_k']} * {stage.stride}")
+                    test = f"{stage.row_start} >= 0 and {loc['out_k']} < {extent}"
+                else:
+                    w.line(f"{at} = {stage.offsets}[{loc['slot']}, {loc['out_cell']}]")
+                    test = f"{at} >= 0"
+                with w.indented(f"if {test}:"):
+                    value = self.stored(f"{stage.tile}[{loc['slot']}, {loc['out_cell']}]",
+                                        stage.store.operands[1].type.dtype)
+                    w.line(f"{stage.view}[numba.uint64({at})] = {value}")
+        w.line("cuda.syncthreads()  # copied out before the next stage's values")
 
     def statement(self, op, shared: bool) -> None:
         if isinstance(op, StoreOp) and id(op) in self.row_stages:
-            tile, offsets, _ = self.row_stages[id(op)]
-            cell = self.local["cell"]
-            self.w.line(f"{tile}[{cell}] = {self.namer(op.operands[0])}")
-            self.w.line(f"{offsets}[{cell}] = {self.flat_offset(op)} if "
-                        f"{self.local['valid']} else -1")
+            stage, loc = self.row_stages[id(op)], self.local
+            self.w.line(f"{stage.tile}[{loc['slot']}, {loc['cell']}] = {self.namer(op.operands[0])}")
+            if stage.offsets is not None:
+                self.w.line(f"{stage.offsets}[{loc['slot']}, {loc['cell']}] = "
+                            f"{self.flat_offset(op)} if {loc['valid']} else -1")
             return
         if isinstance(op, StoreOp) and not shared and self.inside_staged(op):
             with self.w.indented(f"if {self.local['valid']}:"):  # (the last row's again)
@@ -166,15 +220,27 @@ class StagedRowsEmitter(WarpRowsEmitter):
         parent = op.parent.parent_op if op.parent is not None else None
         return isinstance(parent, ForOp) and id(parent) in self.staged_loops
 
-    def flat_offset(self, store) -> str:
+    def flat_offset(self, store, k_at: str | None = None) -> str:
         """The store's element as one offset of its C-contiguous buffer (Horner's rule
-        over its shape)."""
+        over its shape); ``k_at``: the row loop's index taken at that value."""
         buf = self.namer(store.operands[1])
-        indices = [self.namer(v) for v in store.operands[2:]]
+        k = store.parent.parent_op.body.args[0]
+        indices = [k_at if k_at is not None and v is k else self.namer(v)
+                   for v in store.operands[2:]]
         text = indices[0] if indices else "0"
         for d, index in enumerate(indices[1:], start=1):
             text = f"({text}) * {buf}.shape[{d}] + {index}"
         return f"numba.int64({text})"
 
 
-__all__ = ["StagedRowsEmitter"]
+class _StagedStore:
+    """A staged store's names: its tile, its buffer's flat view, and either the tile of
+    its values' offsets or its rows' starts with k's stride (``row_index_place``)."""
+
+    def __init__(self, store: StoreOp, tile: str, view: str):
+        self.store, self.tile, self.view = store, tile, view
+        self.place = row_index_place(store)
+        self.offsets = self.starts = self.stride = self.row_start = None
+
+
+__all__ = ["StagedRowsEmitter", "row_index_place", "staged_tile"]
