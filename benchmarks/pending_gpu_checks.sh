@@ -14,11 +14,13 @@
 #    walks every reduce's partials at once) and bc23786 (the columns' pass in 16-byte
 #    vectors): kernel by kernel, then the sweep with every peer;
 # 3. the suite's cases whose split or column-stage combines hold several reduces.
-# Each part prints its table as it ends, so a call cut short keeps what ran.
+# Each part prints its table as it ends, so a call cut short keeps what ran. PART=1 runs
+# part 1 alone, PART=2 parts 2 and 3 (the whole takes more than one call's 10 minutes).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
+if [ "${PART:-1}" = 1 ]; then
 STAGED="--only layernorm_transposed --only softmax_rows_transposed --for-sizes"
 python benchmarks/shape_sweep.py $STAGED --out "$OUT/staged_on" --hw row_staged_stores=1 \
     > "$OUT/staged_on.log" 2>&1
@@ -26,6 +28,11 @@ python benchmarks/shape_sweep.py $STAGED --out "$OUT/staged_off" --no-peers \
     > "$OUT/staged_off.log" 2>&1
 echo "== staged rows on (one kernel), every peer"; grep -E "^\| " "$OUT/staged_on.log"
 echo "== off (two kernels)"; grep -E "^\| " "$OUT/staged_off.log"
+python benchmarks/shape_sweep.py $STAGED --out "$OUT/staged_3" --no-peers --hw row_staged_stores=1 \
+    --hw staged_row_min_blocks=3 > "$OUT/staged_3.log" 2>&1
+echo "== on, three blocks an SM asked"; grep -E "^\| " "$OUT/staged_3.log"
+fi
+[ "${PART:-1}" = 2 ] || [ -z "$PART" ] || exit 0
 python benchmarks/probe_kernels.py group_norm_nhwc > "$OUT/probe.log" 2>&1
 echo "== group norm over channels-last, kernel by kernel"; grep -E "^  (mlfuse|torch)" "$OUT/probe.log"
 python benchmarks/shape_sweep.py --only group_norm_nhwc --out "$OUT/gn" > "$OUT/gn.log" 2>&1

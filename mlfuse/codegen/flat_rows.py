@@ -341,6 +341,11 @@ class FlatRows(SegmentCursors):
     # computed from them are 32-bit multiplies and adds
     offset_type = "numba.int64"
 
+    def keeps_indices(self, access: Operation) -> bool:
+        """Whether ``access`` keeps its indices, whatever its form (staged_rows.py: a
+        store the copy-out addresses itself)."""
+        return False
+
     def plan_flat_rows(self, nests: list[tuple[Operation, list[Value], list]],
                        point_reads: bool = True, one_axis: bool = False) -> None:
         """Find the flat accesses of each nest (top loop, its indices, its extents), mark
@@ -357,7 +362,7 @@ class FlatRows(SegmentCursors):
         for top, args, extents in nests:
             found, segments = {}, {}
             for o in _nest_ops(top):
-                if isinstance(o, ACCESSES):
+                if isinstance(o, ACCESSES) and not self.keeps_indices(o):
                     access = flat_access(o, args, extents, points, one_axis)
                     if access is not None:
                         found[_key(*access_parts(o))] = access

@@ -76,6 +76,7 @@ def row_index_place(store: StoreOp) -> int | None:
 
 class StagedRowsEmitter(WarpRowsEmitter):
     launch_bound = "(THREADS_PER_BLOCK, STAGED_ROW_MIN_BLOCKS)"
+    flat_rows = True  # a row's values at row_base + k (flat_rows.py): no wraparound checks
 
     def plan_group(self, op, hw) -> None:
         super().plan_group(op, hw)
@@ -129,6 +130,10 @@ class StagedRowsEmitter(WarpRowsEmitter):
         w.line(f"{self.local['out_row']} = cuda.threadIdx.x % STAGED_ROWS  # the row it copies out")
         w.line(f"{self.local['out_cell']} = {self.local['out_row']} * {PITCH} + "
                "cuda.threadIdx.x // STAGED_ROWS  # and its place")
+
+    def keeps_indices(self, access) -> bool:
+        """A staged store keeps its index ops: its row's start or its offsets name them."""
+        return any(access is o for o in self.staged_stores)
 
     def streams_tiles(self) -> bool:
         """Rows not held in registers are walked a tile of STAGED_TILE values a lane at a
