@@ -95,7 +95,8 @@ class StagedRowsEmitter(WarpRowsEmitter):
         (and of their offsets, or its rows' starts)."""
         super().declare_scratch(row_loops, slots)
         if not self.held_rows:  # a tile of loads a lane in flight, not one (streams_tiles)
-            self.plan_stream_tiles(row_loops)
+            # (sibling reduces walked in one loop: variance's shifted sums with the mean's)
+            self.plan_stream_tiles(self.plan_passes(row_loops))
             self.stream_tile = str(self.steps)
         w = self.w
         for o in self.staged_stores:

@@ -1,6 +1,7 @@
 // RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --dim C=1024 --hw row_staged_stores=true --print-decisions | filecheck %s
 // RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --hw row_staged_stores=true --print-decisions | filecheck %s --check-prefix SYMBOLS
 // RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --dim C=1024 --print-decisions | filecheck %s --check-prefix OFF
+// RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --dim C=512 --hw row_staged_stores=true | filecheck %s --check-prefix HELD
 
 // A softmax over rows stored transposed: the store out[k, i0] follows the kernel's point
 // (permute.stores_along_points). With the target's row_staged_stores on and the rows'
@@ -35,6 +36,46 @@ func @softmax_transposed(%x: f32[R, C]) -> (f32[C, R]) {
   %e = tensor.exp %d : f32[R, C]
   %s = tensor.sum %e {axis = [1], keepdims = true} : f32[R, 1]
   %y = tensor.div %e, %s : f32[R, C]
+  %t = tensor.transpose %y {perm = [1, 0]} : f32[C, R]
+  return %t
+}
+
+// A layernorm stored transposed, its rows longer than a warp holds (1024 values, 512 in
+// registers): the warp streams them, so the variance is a shifted sum in the mean's pass
+// (fusion/moments.py): three sibling reduces about the row's first value, then the
+// epilogue's pass, two walks of x where there were three.
+
+// CHECK-LABEL: func @layernorm_transposed
+// CHECK:        fused.kernel {extents = [R], {{.*}}schedule = "warp-rows", {{.*}}staged_rows = 1} (%i0: index)
+// CHECK:          %[[FIRST:.*]] = loops.load %x, %i0, %{{.*}} : f32
+// CHECK:          loops.reduce {{.*}}extent = C
+// CHECK:            arith.sub %{{.*}}, %[[FIRST]]
+// CHECK:          loops.reduce {{.*}}extent = C
+// CHECK:            arith.sub %{{.*}}, %[[FIRST]]
+// CHECK:          loops.reduce {{.*}}extent = C
+// CHECK:          %var = arith.div
+// CHECK:          loops.for {extent = C}
+// CHECK:            loops.store %y, %t, %{{.*}}, %i0
+// CHECK-NOT:    fused.kernel
+
+// Rows registers hold (512 values): left as written, the variance about the mean.
+
+// HELD-LABEL: func @layernorm_transposed
+// HELD:         %mean = arith.div
+// HELD:         loops.reduce {{.*}}extent = C
+// HELD:           %centred{{.*}} = arith.sub %{{.*}}, %mean
+// HELD:         %var = arith.div
+func @layernorm_transposed(%x: f32[R, C], %g: f32[C], %b: f32[C]) -> (f32[C, R]) {
+  %mean = tensor.mean %x {axis = [1], keepdims = true} : f32[R, 1]
+  %centred = tensor.sub %x, %mean : f32[R, C]
+  %sq = tensor.mul %centred, %centred : f32[R, C]
+  %var = tensor.mean %sq {axis = [1], keepdims = true} : f32[R, 1]
+  %eps = tensor.constant {value = 1e-05} : f32[]
+  %ve = tensor.add %var, %eps : f32[R, 1]
+  %rstd = tensor.rsqrt %ve : f32[R, 1]
+  %normed = tensor.mul %centred, %rstd : f32[R, C]
+  %scaled = tensor.mul %normed, %g : f32[R, C]
+  %y = tensor.add %scaled, %b : f32[R, C]
   %t = tensor.transpose %y {perm = [1, 0]} : f32[C, R]
   return %t
 }
