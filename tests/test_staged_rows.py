@@ -122,6 +122,25 @@ def test_rows_held_in_registers_are_staged_too():
     run(HELD, {})
 
 
+# constant rows of 500 held: 16 slots a lane, more steps than a stage's tiles take
+# (STAGED_SHARED_BYTES), so the last stage is part-filled
+HELD_STAGES = """
+func f(x: f32[5, 500]) -> f32[500, 5] {
+    return transpose(softmax(x, axis=1))
+}"""
+
+
+def test_held_rows_past_a_stage_take_several():
+    import re
+
+    from mlfuse.codegen import generate
+    src = generate(compile_text(HELD_STAGES, "t.fuse", fuse_options=PLAN), "cuda")
+    steps = int(re.search(r"for stage in range\(0, 16, (\d+)\):", src).group(1))
+    assert 1 < steps < 16 and 16 % steps
+    assert f"stage_transpose = cuda.shared.array(({steps}, STAGED_ROW_TILE), numba.float32)" in src
+    run(HELD_STAGES, {})
+
+
 def test_the_generated_kernel_copies_a_column_of_the_blocks_rows_at_a_time():
     from mlfuse.codegen import generate
     src = generate(compile_text(LAYERNORM_T.format(t="f32"), "t.fuse", fuse_options=PLAN), "cuda")

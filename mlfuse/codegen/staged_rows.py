@@ -7,8 +7,9 @@ column's stride apart: a 32-byte sector a value (H100, rows of 1024: 0.35 ms, ag
 a row (the warp-rows schedule with groups of 32) and a block ``STAGED_ROWS``
 neighbouring rows (``hw.staged_row_min_blocks`` blocks resident an SM asked). Each row
 loop with such a store walks its row in steps of 32 values, the same number of steps in
-every warp, and stages S steps between two barriers (S: a held row's slots, or a
-streamed row's tile of loads, STAGED_TILE steps). A stage:
+every warp, and stages S steps between two barriers: a streamed row's tile of loads
+(``staged_tile``), or a held row's slots, as many as the stage's tiles keep within
+STAGED_SHARED_BYTES (``stage_steps``). A stage:
 
 1. for each of its S steps, each lane computes its value of its row (lane l of step j:
    value ``first + j * 32 + l``) and writes it into the block's tile at ``[j][row][l]``;
@@ -45,6 +46,7 @@ from mlfuse.ir.core import OpResult
 from mlfuse.row_groups import WARP
 
 PITCH = "STAGED_ROW_PITCH"  # a tile row: a step's 32 values and a pad (the module's)
+STAGED_SHARED_BYTES = 32 * 1024  # a stage's tiles at most (two blocks an SM, under 48 KB)
 
 _DOC = ("Staged rows over [{space}]: a warp per point, a block of STAGED_ROWS neighbouring "
         "points; stores along the points go through a shared tile, {steps} steps of 32 "
@@ -56,6 +58,17 @@ def staged_tile(hw) -> int:
     row's values: ptxas sm_90, layernorm stored transposed, two blocks of 512 an SM: 60
     registers, no spill; half of them spilled 20 B)."""
     return max(1, hw.row_values_per_thread // 4)
+
+
+def stage_steps(stores: list, most: int, hw) -> int:
+    """Steps a stage: at most ``most``, as many as keep the stores' tiles (values, and
+    offsets where a store needs them) within STAGED_SHARED_BYTES for blocks of the
+    target's threads (a block's static shared memory is at most 48 KB)."""
+    rows = max(1, hw.threads_per_block // WARP)
+    cells = rows * (WARP + WARP // rows)  # STAGED_ROW_TILE
+    per_step = sum(cells * ((8 if o.operands[1].type.dtype in ("f64", "i64") else 4) +
+                            (8 if row_index_place(o) is None else 0)) for o in stores)
+    return max(1, min(most, STAGED_SHARED_BYTES // max(per_step, 1)))
 
 
 def row_index_place(store: StoreOp) -> int | None:
@@ -87,7 +100,8 @@ class StagedRowsEmitter(WarpRowsEmitter):
         self.staged_stores = stores_along_points(op) if hw.row_staged_stores else []
         self.row_stages = {}  # id(store) -> StagedStore
         self.staged_loops = {id(o.parent.parent_op) for o in self.staged_stores}
-        self.steps = self.row_slots if self.held_rows else staged_tile(hw)
+        self.steps = stage_steps(self.staged_stores, self.row_slots if self.held_rows
+                                 else staged_tile(hw), hw)
         self.DOC = {"warp-rows": _DOC.replace("{steps}", str(self.steps))}
 
     def declare_scratch(self, row_loops, slots=None) -> None:
@@ -124,7 +138,7 @@ class StagedRowsEmitter(WarpRowsEmitter):
             self.row_stages[id(o)] = stage
         if not self.row_stages:
             return
-        for n in ("cell", "out_cell", "out_row", "out_k", "out_start"):
+        for n in ("cell", "out_cell", "out_row", "out_k", "step", "stage"):
             self.local[n] = self.namer.fresh(n)
         w.line(f"{self.local['cell']} = {self.local['group']} * {PITCH} + {self.local['tid']}  "
                "# this lane's place in a step's tile")
@@ -137,7 +151,7 @@ class StagedRowsEmitter(WarpRowsEmitter):
         return any(access is o for o in self.staged_stores)
 
     def streams_tiles(self) -> bool:
-        """Rows not held in registers are walked a tile of STAGED_TILE values a lane at a
+        """Rows not held in registers are walked a tile of ``steps`` values a lane at a
         time, the tile's loads issued first (a load a lane in flight would leave a warp's
         row latency-bound)."""
         return not self.held_rows
@@ -151,6 +165,7 @@ class StagedRowsEmitter(WarpRowsEmitter):
         w, loc = self.w, self.local
         k = self.define(op.body.args[0], "k")
         extent = self.extent(op.extent_list[0])
+        slot, step = loc["slot"], loc["step"]
         start, first = loc["tid"], "0"
         for stage in self.staged_in(op):  # each row's start, for the copy-out
             if stage.starts is not None:
@@ -158,25 +173,34 @@ class StagedRowsEmitter(WarpRowsEmitter):
                     w.line(f"{stage.starts}[{loc['group']}] = "
                            f"{self.flat_offset(stage.store, k_at='0')} if {loc['valid']} else -1")
         with ExitStack() as tiles:
-            if not self.held_rows:  # a tile of the row's values at a time
+            if not self.held_rows:  # a tile of the row's values at a time, a stage each
                 start, first = f"{loc['base']} + {loc['tid']}", loc["base"]
                 tiles.enter_context(w.indented(
                     f"for {loc['base']} in range(0, {extent}, {self.steps} * {WARP}):"))
             if self.fills[id(op)][1]:  # this loop's own loads, issued first
-                with w.indented(f"for {loc['slot']} in range({self.steps}):"):
-                    w.line(f"{k} = {start} + {loc['slot']} * {WARP}")
+                with w.indented(f"for {slot} in range({self.held_slots()}):"):
+                    w.line(f"{k} = {start} + {slot} * {WARP}")
                     with w.indented(f"if {k} < {extent}:"):
                         self.fill(op)
+            if self.held_rows:  # the held slots, a stage of them at a time
+                first = f"{loc['stage']} * {WARP}"
+                tiles.enter_context(w.indented(
+                    f"for {loc['stage']} in range(0, {self.row_slots}, {self.steps}):"))
             # every warp takes every step (the barriers): past the last row, the last
             # row's values again, not stored
-            with w.indented(f"for {loc['slot']} in range({self.steps}):"):
-                w.line(f"{k} = {start} + {loc['slot']} * {WARP}")
+            with w.indented(f"for {step} in range({self.steps}):"):
+                w.line(f"{slot} = " + (f"{loc['stage']} + {step}" if self.held_rows else step))
+                w.line(f"{k} = {start} + {slot} * {WARP}")
                 for stage in self.staged_in(op):
                     if stage.offsets is not None:
-                        w.line(f"{stage.offsets}[{loc['slot']}, {loc['cell']}] = -1")
+                        w.line(f"{stage.offsets}[{step}, {loc['cell']}] = -1")
                 with w.indented(f"if {k} < {extent}:"):
                     yield
             self.copy_out(op, first, extent)
+
+    def held_slots(self) -> int:
+        """The slots a lane fills ahead: a held row's, or a streamed stage's."""
+        return self.row_slots if self.held_rows else self.steps
 
     def staged_in(self, op) -> list:
         """The staged stores of row loop ``op``."""
@@ -191,8 +215,8 @@ class StagedRowsEmitter(WarpRowsEmitter):
         for stage in stages:
             if stage.starts is not None:
                 w.line(f"{stage.row_start} = {stage.starts}[{loc['out_row']}]")
-        with w.indented(f"for {loc['slot']} in range({self.steps}):"):
-            w.line(f"{loc['out_k']} = {first} + {loc['slot']} * {WARP} + "
+        with w.indented(f"for {loc['step']} in range({self.steps}):"):
+            w.line(f"{loc['out_k']} = {first} + {loc['step']} * {WARP} + "
                    "cuda.threadIdx.x // STAGED_ROWS")
             for stage in stages:
                 at = self.namer.fresh("at")
@@ -200,10 +224,10 @@ class StagedRowsEmitter(WarpRowsEmitter):
                     w.line(f"{at} = {stage.row_start} + {loc['out_k']} * {stage.stride}")
                     test = f"{stage.row_start} >= 0 and {loc['out_k']} < {extent}"
                 else:
-                    w.line(f"{at} = {stage.offsets}[{loc['slot']}, {loc['out_cell']}]")
+                    w.line(f"{at} = {stage.offsets}[{loc['step']}, {loc['out_cell']}]")
                     test = f"{at} >= 0"
                 with w.indented(f"if {test}:"):
-                    value = self.stored(f"{stage.tile}[{loc['slot']}, {loc['out_cell']}]",
+                    value = self.stored(f"{stage.tile}[{loc['step']}, {loc['out_cell']}]",
                                         stage.store.operands[1].type.dtype)
                     w.line(f"{stage.view}[numba.uint64({at})] = {value}")
         w.line("cuda.syncthreads()  # copied out before the next stage's values")
@@ -211,9 +235,9 @@ class StagedRowsEmitter(WarpRowsEmitter):
     def statement(self, op, shared: bool) -> None:
         if isinstance(op, StoreOp) and id(op) in self.row_stages:
             stage, loc = self.row_stages[id(op)], self.local
-            self.w.line(f"{stage.tile}[{loc['slot']}, {loc['cell']}] = {self.namer(op.operands[0])}")
+            self.w.line(f"{stage.tile}[{loc['step']}, {loc['cell']}] = {self.namer(op.operands[0])}")
             if stage.offsets is not None:
-                self.w.line(f"{stage.offsets}[{loc['slot']}, {loc['cell']}] = "
+                self.w.line(f"{stage.offsets}[{loc['step']}, {loc['cell']}] = "
                             f"{self.flat_offset(op)} if {loc['valid']} else -1")
             return
         if isinstance(op, StoreOp) and not shared and self.inside_staged(op):

@@ -1,7 +1,7 @@
 // RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --dim C=1024 --hw row_staged_stores=true --print-decisions | filecheck %s
 // RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --hw row_staged_stores=true --print-decisions | filecheck %s --check-prefix SYMBOLS
 // RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --dim C=1024 --print-decisions | filecheck %s --check-prefix OFF
-// RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --dim C=512 --hw row_staged_stores=true | filecheck %s --check-prefix HELD
+// RUN: mlfuse opt %s --passes lower-tensor-to-loops,fuse --dim R=16384 --dim C=1024 --hw row_staged_stores=true | filecheck %s --check-prefix HELD
 
 // A softmax over rows stored transposed: the store out[k, i0] follows the kernel's point
 // (permute.stores_along_points). With the target's row_staged_stores on and the rows'
@@ -57,12 +57,16 @@ func @softmax_transposed(%x: f32[R, C]) -> (f32[C, R]) {
 // CHECK:          loops.for {extent = C}
 // CHECK:            loops.store %y, %t, %{{.*}}, %i0
 // CHECK-NOT:    fused.kernel
+// CHECK-LABEL: func @layernorm_held
 
-// Rows registers hold (512 values): left as written, the variance about the mean.
+// Rows of a constant length registers hold (512 values): the warp holds them, so the
+// variance is left as written, about the mean (a symbol's rows are streamed, however
+// short: codegen holds constant rows only).
 
-// HELD-LABEL: func @layernorm_transposed
+// HELD-LABEL: func @layernorm_held
+// HELD:         fused.kernel {{.*}}staged_rows = 1
 // HELD:         %mean = arith.div
-// HELD:         loops.reduce {{.*}}extent = C
+// HELD:         loops.reduce {{.*}}extent = 512
 // HELD:           %centred{{.*}} = arith.sub %{{.*}}, %mean
 // HELD:         %var = arith.div
 func @layernorm_transposed(%x: f32[R, C], %g: f32[C], %b: f32[C]) -> (f32[C, R]) {
@@ -77,5 +81,19 @@ func @layernorm_transposed(%x: f32[R, C], %g: f32[C], %b: f32[C]) -> (f32[C, R])
   %scaled = tensor.mul %normed, %g : f32[R, C]
   %y = tensor.add %scaled, %b : f32[R, C]
   %t = tensor.transpose %y {perm = [1, 0]} : f32[C, R]
+  return %t
+}
+func @layernorm_held(%x: f32[4096, 512], %g: f32[512], %b: f32[512]) -> (f32[512, 4096]) {
+  %mean = tensor.mean %x {axis = [1], keepdims = true} : f32[4096, 1]
+  %centred = tensor.sub %x, %mean : f32[4096, 512]
+  %sq = tensor.mul %centred, %centred : f32[4096, 512]
+  %var = tensor.mean %sq {axis = [1], keepdims = true} : f32[4096, 1]
+  %eps = tensor.constant {value = 1e-05} : f32[]
+  %ve = tensor.add %var, %eps : f32[4096, 1]
+  %rstd = tensor.rsqrt %ve : f32[4096, 1]
+  %normed = tensor.mul %centred, %rstd : f32[4096, 512]
+  %scaled = tensor.mul %normed, %g : f32[4096, 512]
+  %y = tensor.add %scaled, %b : f32[4096, 512]
+  %t = tensor.transpose %y {perm = [1, 0]} : f32[512, 4096]
   return %t
 }
