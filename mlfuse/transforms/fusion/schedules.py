@@ -426,8 +426,7 @@ def choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCho
     if choice.schedule == "row":  # streaming and split rows: variance in the mean's pass
         shift_centred_squares(kernel.body, target.row_values_per_thread * target.row_threads,
                               size=lambda extent: resolve(extent, dims, target))
-    elif choice.staged_rows:  # rows a warp streams (codegen/staged_rows.py: it holds
-        # constant rows only, a symbol's however short) take the same
+    elif choice.staged_rows:  # a warp streams all rows but constant ones it holds: the same
         shift_centred_squares(kernel.body, target.row_values_per_thread * WARP)
     elif _columns_streamed(kernel, choice, dims, target) and shift_centred_squares(kernel.body):
         # likewise strips over columns that hold their values nowhere on chip, where
