@@ -220,6 +220,7 @@ ROW_EPILOGUES = [
     "(x - mean(x, axis=1, keepdims=true)) * rsqrt(mean(x * x, axis=1, keepdims=true) + 1e-3)",
     "exp(x - max(x, axis=1, keepdims=true)) * b",
     "softmax(x * b, axis=1)",
+    "layernorm(x, b, b)",  # (a streamed row's variance: shifted sums in the mean's pass)
 ]
 
 
