@@ -318,6 +318,24 @@ def test_transpose_tiles_compile_without_spills_or_f64(tmp_path):
     assert found[4]["v4_loads"] >= 2, found[4]  # x and g, 8 f16 values each
 
 
+def test_staged_rows_fit_two_blocks_an_sm_without_spills(tmp_path):
+    """Staged rows (mlfuse/codegen/staged_rows.py; the knob on, planned at sizes it takes):
+    a layernorm and a softmax over rows stored transposed, streamed and held, in f32 and
+    f16, assemble within STAGED_ROW_MIN_BLOCKS' 64 registers (two blocks of 512 an SM)
+    without spills, their stage tiles (4 steps here) under 48 KB of static shared memory."""
+    path = tmp_path / "staged.fuse"
+    path.write_text("func l(x: f32[R, C], g: f32[C], b: f32[C]) -> f32[C, R] {\n"
+                    "    return transpose(layernorm(x, g, b)) }\n"
+                    "func s(x: f16[R, C]) -> f16[C, R] { return transpose(softmax(x, axis=1)) }\n"
+                    "func h(x: f32[4096, 500]) -> f32[500, 4096] {\n"
+                    "    return transpose(softmax(x, axis=1)) }\n")
+    found = kernels(str(path), "--dim=R=16384", "--dim=C=1024", "--hw=row_staged_stores=1")
+    assert [k["schedule"] for k in found] == ["warp-rows"] * 3
+    for k in found:
+        assert k["f64"] == [] and k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
+        assert k["registers"] <= 64 and k["shared_bytes"] < 48 * 1024, k
+
+
 def test_merged_reshape_tiles_compile_without_spills(tmp_path):
     """A reshape's ravel merged by coalesce-axes (mlfuse/transforms/coalesce_axes.py):
     the pointwise kernel it was becomes transpose tiles over [N, S, C], whose three

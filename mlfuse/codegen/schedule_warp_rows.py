@@ -89,6 +89,7 @@ def _held(op, hw) -> bool:
 class WarpRowsEmitter(KernelEmitter):
     DOC = _DOC  # each variant's docstring
     flat_rows = False  # whether the scalar kernel reads a row at row_base + k (flat_rows.py)
+    flat_one_axis = False  # ... and a 1-D operand of the row's axis (gamma[k]) at k
 
     def __init__(self, op, name, variant, target, helpers, hw, taken=()):
         super().__init__(op, name, variant, target, helpers, hw, taken)
@@ -150,7 +151,8 @@ class WarpRowsEmitter(KernelEmitter):
             flat = row_flat_vectors(self.op, row_loops)[0] if self.vector and self.batch == 1 \
                 else []
             if self.flat_rows and (flat or not self.vector):  # at row_base + k (flat_rows.py)
-                self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in row_loops])
+                self.plan_flat_rows([(o, o.body.args[:1], o.extent_list) for o in row_loops],
+                                    one_axis=self.flat_one_axis)
             if self.vector:
                 self.plan_vectors(row_vector_accesses(row_loops) + flat, self.row_slots)
             self.row_slots = slots

@@ -8,8 +8,8 @@ a row (the warp-rows schedule with groups of 32) and a block ``STAGED_ROWS``
 neighbouring rows (``hw.staged_row_min_blocks`` blocks resident an SM asked). Each row
 loop with such a store walks its row in steps of 32 values, the same number of steps in
 every warp, and stages S steps between two barriers: a streamed row's tile of loads
-(``staged_tile``), or a held row's slots, as many as the stage's tiles keep within
-STAGED_SHARED_BYTES (``stage_steps``). A stage:
+(``staged_tile``), a held row's slots as many at a time, fewer where the stage's tiles
+would pass STAGED_SHARED_BYTES (``stage_steps``). A stage:
 
 1. for each of its S steps, each lane computes its value of its row (lane l of step j:
    value ``first + j * 32 + l``) and writes it into the block's tile at ``[j][row][l]``;
@@ -90,6 +90,7 @@ def row_index_place(store: StoreOp) -> int | None:
 class StagedRowsEmitter(WarpRowsEmitter):
     launch_bound = "(THREADS_PER_BLOCK, STAGED_ROW_MIN_BLOCKS)"
     flat_rows = True  # a row's values at row_base + k (flat_rows.py): no wraparound checks
+    flat_one_axis = True  # gamma[k] too
 
     def plan_group(self, op, hw) -> None:
         super().plan_group(op, hw)
@@ -100,8 +101,10 @@ class StagedRowsEmitter(WarpRowsEmitter):
         self.staged_stores = stores_along_points(op) if hw.row_staged_stores else []
         self.row_stages = {}  # id(store) -> StagedStore
         self.staged_loops = {id(o.parent.parent_op) for o in self.staged_stores}
-        self.steps = stage_steps(self.staged_stores, self.row_slots if self.held_rows
-                                 else staged_tile(hw), hw)
+        # (a held row's 16 slots in one stage spilled 144 B at 64 registers: its slots
+        # take stages of a streamed row's steps too)
+        self.steps = stage_steps(self.staged_stores, min(self.row_slots, staged_tile(hw))
+                                 if self.held_rows else staged_tile(hw), hw)
         self.DOC = {"warp-rows": _DOC.replace("{steps}", str(self.steps))}
 
     def declare_scratch(self, row_loops, slots=None) -> None:
@@ -140,11 +143,13 @@ class StagedRowsEmitter(WarpRowsEmitter):
             return
         for n in ("cell", "out_cell", "out_row", "out_k", "step", "stage"):
             self.local[n] = self.namer.fresh(n)
-        w.line(f"{self.local['cell']} = {self.local['group']} * {PITCH} + {self.local['tid']}  "
-               "# this lane's place in a step's tile")
-        w.line(f"{self.local['out_row']} = cuda.threadIdx.x % STAGED_ROWS  # the row it copies out")
-        w.line(f"{self.local['out_cell']} = {self.local['out_row']} * {PITCH} + "
-               "cuda.threadIdx.x // STAGED_ROWS  # and its place")
+        # (unsigned: Numba checks a signed index for wraparound)
+        w.line(f"{self.local['cell']} = numba.uint32({self.local['group']} * {PITCH} + "
+               f"{self.local['tid']})  # this lane's place in a step's tile")
+        w.line(f"{self.local['out_row']} = numba.uint32(cuda.threadIdx.x % STAGED_ROWS)  "
+               "# the row it copies out")
+        w.line(f"{self.local['out_cell']} = numba.uint32({self.local['out_row']} * {PITCH} + "
+               "cuda.threadIdx.x // STAGED_ROWS)  # and its place")
 
     def keeps_indices(self, access) -> bool:
         """A staged store keeps its index ops: its row's start or its offsets name them."""

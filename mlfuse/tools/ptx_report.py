@@ -3,7 +3,8 @@ H100 (sm_90a, as Numba compiles for it) by Numba and assembled by ptxas, with wh
 
     CUDA_HOME=/usr/local/cuda python -m mlfuse.tools.ptx_report [--no-fuse] [--json]
         [--matmul-precision=highest|high|medium] [--first-tile] [--sass=DIR]
-        [--copies=A,B] [--tile=BMxBN[,BMxBN...]] [--split-first] [--wide] FILE.fuse...
+        [--copies=A,B] [--tile=BMxBN[,BMxBN...]] [--split-first] [--wide]
+        [--dim=NAME=SIZE ...] [--hw=NAME=VALUE ...] FILE.fuse...
 
 ``--sass=DIR`` also writes each kernel's machine code (nvdisasm of ptxas's cubin) to
 DIR/KERNEL.sass and counts its instructions: what an instruction-bound kernel runs.
@@ -15,12 +16,16 @@ several, comma-separated: those.
 ``--split-first``: the split-K form of the first tile shape only (the others unsplit).
 ``--wide``: a SIMT contraction's tiles in their WIDE form (64-bit flat offsets, as the
 host launches them where an operand has 2**31 values or more: codegen/simt_fetch.py).
+``--dim=NAME=SIZE`` (repeatable): the passes plan for that size of a symbolic dim (as
+``mlfuse opt --dim``; the kernels still take every size).
 ``--hw=NAME=VALUE`` (repeatable): the program compiled and its code generated with that
 field of the hardware target (mlfuse/hardware.py) changed, e.g.
 ``--hw=column_lanes_rows=one``: a variant's registers before it is made the default.
 
 Needs the CUDA toolkit (NVVM and ptxas; Numba also asks NVRTC for the architectures it
-supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Each kernel is compiled for the
+supports) but no GPU, and NUMBA_ENABLE_CUDASIM unset. Where the toolkit lacks NVRTC or
+nvdisasm (as the development machine's /usr/local/cuda does), ``pip install -e '.[ptx]'``
+adds NVIDIA's wheels of both. Each kernel is compiled for the
 argument types its launch passes, which follow from the IR (C-contiguous arrays of the
 buffers' dtypes and ranks, int64 dims); every variant is compiled (vector and scalar,
 both row variants) and every tile shape of a contraction, unsplit and with split-K
@@ -52,6 +57,18 @@ def _patch_device_lookup() -> None:
     capability; with no GPU there is none, so answer for the H100 compiled for."""
     from numba.cuda import dispatcher
     dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
+
+
+def _wheel_tool(name: str) -> str | None:
+    """A CUDA tool from NVIDIA's wheels (the ``ptx`` extra: nvidia-cuda-nvdisasm puts it
+    in site-packages/nvidia/cu*/bin), or None."""
+    import glob
+    import site
+    for root in site.getsitepackages():
+        found = sorted(glob.glob(os.path.join(root, "nvidia", "cu*", "bin", name)))
+        if found:
+            return found[-1]
+    return None
 
 
 def signature(op, kernel: str = ""):
@@ -135,7 +152,7 @@ def compile_kernel(kernel, sig, sass: str | None = None) -> dict:
 def _disassemble(cubin: str, path: str) -> dict:
     """Write the SASS of ``cubin`` to ``path``; its instruction count and the counts of
     the opcodes that say most about a memory-bound kernel's cost."""
-    tool = os.environ.get("NVDISASM") or shutil.which("nvdisasm")
+    tool = os.environ.get("NVDISASM") or shutil.which("nvdisasm") or _wheel_tool("nvdisasm")
     if not tool:
         raise SystemExit("--sass needs nvdisasm: on the PATH or named by $NVDISASM")
     text = subprocess.run([tool, "-c", cubin], capture_output=True, text=True,
@@ -216,11 +233,13 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
 
 def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None = None,
            all_tiles: bool = True, sass_dir: str | None = None, copies=None, only=None,
-           split_all: bool = True, wide: bool = False, hw_fields: dict | None = None):
+           split_all: bool = True, wide: bool = False, hw_fields: dict | None = None,
+           dims: dict | None = None):
     """Yield one dict per kernel of the program at ``path`` (f32 contractions at
     ``matmul_precision``; a contraction's first tile shape only unless ``all_tiles``;
     ``copies``: a tensor-core contraction's (VECTOR_A, VECTOR_B), else 16 bytes;
-    ``hw_fields``: the hardware target's fields changed for the code generated)."""
+    ``hw_fields``: the hardware target's fields changed for the code generated;
+    ``dims``: sizes the passes plan for, as ``mlfuse opt --dim``)."""
     _patch_device_lookup()
     from mlfuse.codegen import generate
     from mlfuse.pipeline import compile_text
@@ -230,7 +249,8 @@ def report(path: str, text: str, fuse: bool = True, matmul_precision: str | None
     from mlfuse.hardware import get_target, target_in_effect
     hw = dataclasses.replace(get_target(), **(hw_fields or {}))
     with target_in_effect(hw):  # (the schedule choices read the knobs too)
-        module = compile_text(text, path, fuse=fuse, matmul_precision=matmul_precision)
+        module = compile_text(text, path, fuse=fuse, matmul_precision=matmul_precision,
+                              fuse_options={"dims": dims} if dims else None)
         python_module = load_source(generate(module, "cuda", hw), "ptx_report")
     for func in module.funcs:
         for op in func.body.ops:
@@ -255,17 +275,21 @@ def main(argv: list[str]) -> int:
     only = next((tuple(tuple(int(v) for v in t.split("x")) for t in a.split("=", 1)[1].split(","))
                  for a in argv if a.startswith("--tile=")), None)
     hw_fields = {}
+    dims = {}
     for a in argv:
         if a.startswith("--hw="):
             name, value = hw_setting(a[len("--hw="):])
             hw_fields[name] = value
+        if a.startswith("--dim="):
+            name, _, size = a[len("--dim="):].partition("=")
+            dims[name] = int(size)
     if sass_dir:
         os.makedirs(sass_dir, exist_ok=True)
     for path in (a for a in argv if not a.startswith("--")):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         for r in report(path, text, fuse, precision, "--first-tile" not in argv, sass_dir, copies,
-                        only, "--split-first" not in argv, "--wide" in argv, hw_fields):
+                        only, "--split-first" not in argv, "--wide" in argv, hw_fields, dims):
             if as_json:
                 print(json.dumps(r), flush=True)
             else:
