@@ -64,8 +64,10 @@ class ConstantOp(Operation):
         t = self.result.type
         if not isinstance(t, ScalarType):
             raise VerifyError(f"arith.constant yields a scalar, got {t}", self.loc)
-        if t.dtype in ("index", "bool") + INT_DTYPES and float(self["value"]) != int(self["value"]):
-            raise VerifyError(f"constant {self['value']} is not whole for {t.dtype}", self.loc)
+        value = self["value"]  # (an int as it is: i64's extremes pass a float's precision)
+        if t.dtype in ("index", "bool") + INT_DTYPES and not (
+                isinstance(value, int) or float(value).is_integer()):
+            raise VerifyError(f"constant {value} is not whole for {t.dtype}", self.loc)
 
 
 class IndexBinaryOp(Operation):

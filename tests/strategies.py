@@ -203,7 +203,7 @@ def _logical(draw, p, a):
 def _clip(draw, p, a):
     if a.dtype == "bool":
         return None
-    lits = INT_LITERALS if a.dtype == "i32" else FLOAT_LITERALS
+    lits = INT_LITERALS if a.dtype in INTS else FLOAT_LITERALS  # (0.5 is no i64 bound)
     lo, hi = sorted(draw(st.sampled_from(lits)) for _ in range(2))
     return _call("clip", a.name, lo, hi), a.shape, a.dtype
 
