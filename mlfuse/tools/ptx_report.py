@@ -224,7 +224,7 @@ def _kernels_of(op, python_module, all_tiles: bool = True, copies=None, only=Non
                            signature(op, "split"))
         elif hasattr(value, "py_func") and not value.targetoptions.get("device"):
             finish = op.attributes.get("schedule") == "contraction"
-            staged = re.search(r"(_stage\d+|_epilogue|_combine(_blocks)?)(_vector|_lean)?$", attr) and op.attributes.get("split_stages")
+            staged = re.search(r"(_stage\d+|_epilogue|_combine(_blocks)?\d*)(_vector|_lean)?$", attr) and op.attributes.get("split_stages")
             short = re.search(r"_short(_vector)?$", attr) and op.attributes.get("warp_rows")
             lanes = attr.endswith("_epilogue_vector") and op.attributes.get("schedule") == "strips"
             yield attr, value, signature(op, "finish" if finish else "column-lanes" if lanes
