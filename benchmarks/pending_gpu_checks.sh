@@ -15,11 +15,21 @@
 #    vectors): kernel by kernel, then the sweep with every peer;
 # 3. the suite's cases whose split or column-stage combines hold several reduces.
 # Each part prints its table as it ends, so a call cut short keeps what ran. PART=1 runs
-# part 1 alone, PART=2 parts 2 and 3 (the whole takes more than one call's 10 minutes).
+# part 1 alone, PART=2 parts 2 and 3 (the whole takes more than one call's 10 minutes),
+# PART=quick part 1's comparison without peers.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
+if [ "${PART:-1}" = quick ]; then  # staged rows on against off, mlfuse alone (2-3 minutes)
+    for knob in 1 0; do
+        python benchmarks/shape_sweep.py --only layernorm_transposed --only softmax_rows_transposed \
+            --for-sizes --no-peers --out "$OUT/quick_$knob" --hw row_staged_stores=$knob \
+            > "$OUT/quick_$knob.log" 2>&1
+        echo "== row_staged_stores=$knob"; grep -E "^\| " "$OUT/quick_$knob.log"
+    done
+    exit 0
+fi
 if [ "${PART:-1}" = 1 ]; then
 STAGED="--only layernorm_transposed --only softmax_rows_transposed --for-sizes"
 python benchmarks/shape_sweep.py $STAGED --out "$OUT/staged_on" --hw row_staged_stores=1 \
