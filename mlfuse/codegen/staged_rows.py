@@ -54,9 +54,9 @@ _DOC = ("Staged rows over [{space}]: a warp per point, a block of STAGED_ROWS ne
 
 
 def staged_tile(hw) -> int:
-    """A streamed row's steps a stage: a lane's loads in flight (a quarter of a held
-    row's values: ptxas sm_90, layernorm stored transposed, two blocks of 512 an SM: 60
-    registers, no spill; half of them spilled 20 B)."""
+    """A streamed row's steps a stage: a lane's loads in flight, a quarter of a held
+    row's values (ptxas sm_90, layernorm stored transposed, two blocks of 512 an SM: 55
+    registers, no spill; before the stages, half of them spilled 20 B)."""
     return max(1, hw.row_values_per_thread // 4)
 
 
@@ -99,7 +99,7 @@ class StagedRowsEmitter(WarpRowsEmitter):
         self.row_slots = -(-row // WARP) if row is not None else 1
         # (hw.row_staged_stores off: the same kernel storing directly, scattered)
         self.staged_stores = stores_along_points(op) if hw.row_staged_stores else []
-        self.row_stages = {}  # id(store) -> StagedStore
+        self.row_stages = {}  # id(store) -> _StagedStore
         self.staged_loops = {id(o.parent.parent_op) for o in self.staged_stores}
         # (a held row's 16 slots in one stage spilled 144 B at 64 registers: its slots
         # take stages of a streamed row's steps too)
