@@ -38,6 +38,8 @@ from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 
+import numpy as np
+
 from mlfuse.dialects.loops import ForOp, StoreOp
 from mlfuse.dialects.permute import stores_along_points
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
@@ -60,14 +62,22 @@ def staged_tile(hw) -> int:
     return max(1, hw.row_values_per_thread // 4)
 
 
-def stage_steps(stores: list, most: int, hw) -> int:
+def tile_type(store: StoreOp) -> str:
+    """The compute type a staged store's tile holds (a bool as int32: no shared array of
+    bools)."""
+    ctype = COMPUTE_TYPE[store.operands[1].type.dtype]
+    return "int32" if ctype == "bool_" else ctype
+
+
+def stage_steps(stores: list, places: dict, most: int, hw) -> int:
     """Steps a stage: at most ``most``, as many as keep the stores' tiles (values, and
-    offsets where a store needs them) within STAGED_SHARED_BYTES for blocks of the
-    target's threads (a block's static shared memory is at most 48 KB)."""
+    int64 offsets where a store has no row index place: ``places``, by id) within
+    STAGED_SHARED_BYTES for blocks of the target's threads (a block's static shared
+    memory is at most 48 KB)."""
     rows = max(1, hw.threads_per_block // WARP)
-    cells = rows * (WARP + WARP // rows)  # STAGED_ROW_TILE
-    per_step = sum(cells * ((8 if o.operands[1].type.dtype in ("f64", "i64") else 4) +
-                            (8 if row_index_place(o) is None else 0)) for o in stores)
+    cells = rows * (WARP + WARP // rows)  # the module's STAGED_ROW_TILE
+    per_step = sum(cells * (np.dtype(tile_type(o)).itemsize +
+                            (8 if places[id(o)] is None else 0)) for o in stores)
     return max(1, min(most, STAGED_SHARED_BYTES // max(per_step, 1)))
 
 
@@ -103,8 +113,10 @@ class StagedRowsEmitter(WarpRowsEmitter):
         self.staged_loops = {id(o.parent.parent_op) for o in self.staged_stores}
         # (a held row's 16 slots in one stage spilled 144 B at 64 registers: its slots
         # take stages of a streamed row's steps too)
-        self.steps = stage_steps(self.staged_stores, min(self.row_slots, staged_tile(hw))
-                                 if self.held_rows else staged_tile(hw), hw)
+        self.places = {id(o): row_index_place(o) for o in self.staged_stores}
+        self.steps = stage_steps(self.staged_stores, self.places,
+                                 min(self.row_slots, staged_tile(hw)) if self.held_rows
+                                 else staged_tile(hw), hw)
         self.DOC = {"warp-rows": _DOC.replace("{steps}", str(self.steps))}
 
     def declare_scratch(self, row_loops, slots=None) -> None:
@@ -118,11 +130,10 @@ class StagedRowsEmitter(WarpRowsEmitter):
         w = self.w
         for o in self.staged_stores:
             buf = self.namer(o.operands[1])
-            ctype = COMPUTE_TYPE[o.operands[1].type.dtype]
-            ctype = "int32" if ctype == "bool_" else ctype  # (no shared array of bools)
-            stage = _StagedStore(o, self.namer.fresh(f"stage_{buf}"), self.namer.fresh(f"{buf}_flat"))
+            stage = _StagedStore(o, self.places[id(o)], self.namer.fresh(f"stage_{buf}"),
+                                 self.namer.fresh(f"{buf}_flat"))
             w.line(f"{stage.tile} = cuda.shared.array(({self.steps}, STAGED_ROW_TILE), "
-                   f"{SHARED_TYPE[ctype]})  # a stage's values of {buf}, a row a point")
+                   f"{SHARED_TYPE[tile_type(o)]})  # a stage's values of {buf}, a row a point")
             if stage.place is None:
                 stage.offsets = self.namer.fresh(f"stage_at_{buf}")
                 w.line(f"{stage.offsets} = cuda.shared.array(({self.steps}, STAGED_ROW_TILE), "
@@ -272,9 +283,8 @@ class _StagedStore:
     """A staged store's names: its tile, its buffer's flat view, and either the tile of
     its values' offsets or its rows' starts with k's stride (``row_index_place``)."""
 
-    def __init__(self, store: StoreOp, tile: str, view: str):
-        self.store, self.tile, self.view = store, tile, view
-        self.place = row_index_place(store)
+    def __init__(self, store: StoreOp, place: int | None, tile: str, view: str):
+        self.store, self.place, self.tile, self.view = store, place, tile, view
         self.offsets = self.starts = self.stride = self.row_start = None
 
 

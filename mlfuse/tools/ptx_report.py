@@ -275,14 +275,12 @@ def main(argv: list[str]) -> int:
     only = next((tuple(tuple(int(v) for v in t.split("x")) for t in a.split("=", 1)[1].split(","))
                  for a in argv if a.startswith("--tile=")), None)
     hw_fields = {}
-    dims = {}
     for a in argv:
         if a.startswith("--hw="):
             name, value = hw_setting(a[len("--hw="):])
             hw_fields[name] = value
-        if a.startswith("--dim="):
-            name, _, size = a[len("--dim="):].partition("=")
-            dims[name] = int(size)
+    from mlfuse.cli.options import parse_dims  # (mlfuse opt --dim's reading and checks)
+    dims = parse_dims([a[len("--dim="):] for a in argv if a.startswith("--dim=")])
     if sass_dir:
         os.makedirs(sass_dir, exist_ok=True)
     for path in (a for a in argv if not a.startswith("--")):
