@@ -130,26 +130,26 @@ class StagedRowsEmitter(WarpRowsEmitter):
         w = self.w
         for o in self.staged_stores:
             buf = self.namer(o.operands[1])
-            stage = _StagedStore(o, self.places[id(o)], self.namer.fresh(f"stage_{buf}"),
+            staged = _StagedStore(o, self.places[id(o)], self.namer.fresh(f"stage_{buf}"),
                                  self.namer.fresh(f"{buf}_flat"))
-            w.line(f"{stage.tile} = cuda.shared.array(({self.steps}, STAGED_ROW_TILE), "
+            w.line(f"{staged.tile} = cuda.shared.array(({self.steps}, STAGED_ROW_TILE), "
                    f"{SHARED_TYPE[tile_type(o)]})  # a stage's values of {buf}, a row a point")
-            if stage.place is None:
-                stage.offsets = self.namer.fresh(f"stage_at_{buf}")
-                w.line(f"{stage.offsets} = cuda.shared.array(({self.steps}, STAGED_ROW_TILE), "
+            if staged.place is None:
+                staged.offsets = self.namer.fresh(f"stage_at_{buf}")
+                w.line(f"{staged.offsets} = cuda.shared.array(({self.steps}, STAGED_ROW_TILE), "
                        "numba.int64)  # and their flat offsets (-1: none)")
             else:
-                stage.starts = self.namer.fresh(f"{buf}_row_starts")
-                stage.stride = self.namer.fresh(f"{buf}_k_stride")
-                stage.row_start = self.namer.fresh(f"{buf}_row_start")
+                staged.starts = self.namer.fresh(f"{buf}_row_starts")
+                staged.stride = self.namer.fresh(f"{buf}_k_stride")
+                staged.row_start = self.namer.fresh(f"{buf}_row_start")
                 shape = o.operands[1].type.shape
-                stride = " * ".join(f"{buf}.shape[{d}]" for d in range(stage.place + 1, len(shape)))
-                w.line(f"{stage.starts} = cuda.shared.array(STAGED_ROWS, numba.int64)  "
+                stride = " * ".join(f"{buf}.shape[{d}]" for d in range(staged.place + 1, len(shape)))
+                w.line(f"{staged.starts} = cuda.shared.array(STAGED_ROWS, numba.int64)  "
                        f"# each row's offset in {buf} at k = 0 (-1: no row)")
-                w.line(f"{stage.stride} = numba.int64({stride or '1'})  # and k's stride")
+                w.line(f"{staged.stride} = numba.int64({stride or '1'})  # and k's stride")
             self.helpers.add("_flat")
-            w.line(f"{stage.view} = _flat({buf})")
-            self.row_stages[id(o)] = stage
+            w.line(f"{staged.view} = _flat({buf})")
+            self.row_stages[id(o)] = staged
         if not self.row_stages:
             return
         for n in ("cell", "out_cell", "out_row", "out_k", "step", "stage"):
@@ -183,11 +183,11 @@ class StagedRowsEmitter(WarpRowsEmitter):
         extent = self.extent(op.extent_list[0])
         slot, step = loc["slot"], loc["step"]
         start, first = loc["tid"], "0"
-        for stage in self.staged_in(op):  # each row's start, for the copy-out
-            if stage.starts is not None:
+        for staged in self.staged_in(op):  # each row's start, for the copy-out
+            if staged.starts is not None:
                 with w.indented(f"if {loc['tid']} == 0:"):
-                    w.line(f"{stage.starts}[{loc['group']}] = "
-                           f"{self.flat_offset(stage.store, k_at='0')} if {loc['valid']} else -1")
+                    w.line(f"{staged.starts}[{loc['group']}] = "
+                           f"{self.flat_offset(staged.store, k_at='0')} if {loc['valid']} else -1")
         with ExitStack() as tiles:
             if not self.held_rows:  # a tile of the row's values at a time, a stage each
                 start, first = f"{loc['base']} + {loc['tid']}", loc["base"]
@@ -207,9 +207,9 @@ class StagedRowsEmitter(WarpRowsEmitter):
             with w.indented(f"for {step} in range({self.steps}):"):
                 w.line(f"{slot} = " + (f"{loc['stage']} + {step}" if self.held_rows else step))
                 w.line(f"{k} = {start} + {slot} * {WARP}")
-                for stage in self.staged_in(op):
-                    if stage.offsets is not None:
-                        w.line(f"{stage.offsets}[{step}, {loc['cell']}] = -1")
+                for staged in self.staged_in(op):
+                    if staged.offsets is not None:
+                        w.line(f"{staged.offsets}[{step}, {loc['cell']}] = -1")
                 with w.indented(f"if {k} < {extent}:"):
                     yield
             self.copy_out(op, first, extent)
@@ -227,33 +227,33 @@ class StagedRowsEmitter(WarpRowsEmitter):
         stage's first value of the row)."""
         w, loc = self.w, self.local
         w.line("cuda.syncthreads()  # the stage's values of the block's rows are in the tiles")
-        stages = self.staged_in(op)
-        for stage in stages:
-            if stage.starts is not None:
-                w.line(f"{stage.row_start} = {stage.starts}[{loc['out_row']}]")
+        stores = self.staged_in(op)
+        for staged in stores:
+            if staged.starts is not None:
+                w.line(f"{staged.row_start} = {staged.starts}[{loc['out_row']}]")
         with w.indented(f"for {loc['step']} in range({self.steps}):"):
             w.line(f"{loc['out_k']} = {first} + {loc['step']} * {WARP} + "
                    "cuda.threadIdx.x // STAGED_ROWS")
-            for stage in stages:
+            for staged in stores:
                 at = self.namer.fresh("at")
-                if stage.starts is not None:
-                    w.line(f"{at} = {stage.row_start} + {loc['out_k']} * {stage.stride}")
-                    test = f"{stage.row_start} >= 0 and {loc['out_k']} < {extent}"
+                if staged.starts is not None:
+                    w.line(f"{at} = {staged.row_start} + {loc['out_k']} * {staged.stride}")
+                    test = f"{staged.row_start} >= 0 and {loc['out_k']} < {extent}"
                 else:
-                    w.line(f"{at} = {stage.offsets}[{loc['step']}, {loc['out_cell']}]")
+                    w.line(f"{at} = {staged.offsets}[{loc['step']}, {loc['out_cell']}]")
                     test = f"{at} >= 0"
                 with w.indented(f"if {test}:"):
-                    value = self.stored(f"{stage.tile}[{loc['step']}, {loc['out_cell']}]",
-                                        stage.store.operands[1].type.dtype)
-                    w.line(f"{stage.view}[numba.uint64({at})] = {value}")
+                    value = self.stored(f"{staged.tile}[{loc['step']}, {loc['out_cell']}]",
+                                        staged.store.operands[1].type.dtype)
+                    w.line(f"{staged.view}[numba.uint64({at})] = {value}")
         w.line("cuda.syncthreads()  # copied out before the next stage's values")
 
     def statement(self, op, shared: bool) -> None:
         if isinstance(op, StoreOp) and id(op) in self.row_stages:
-            stage, loc = self.row_stages[id(op)], self.local
-            self.w.line(f"{stage.tile}[{loc['step']}, {loc['cell']}] = {self.namer(op.operands[0])}")
-            if stage.offsets is not None:
-                self.w.line(f"{stage.offsets}[{loc['step']}, {loc['cell']}] = "
+            staged, loc = self.row_stages[id(op)], self.local
+            self.w.line(f"{staged.tile}[{loc['step']}, {loc['cell']}] = {self.namer(op.operands[0])}")
+            if staged.offsets is not None:
+                self.w.line(f"{staged.offsets}[{loc['step']}, {loc['cell']}] = "
                             f"{self.flat_offset(op)} if {loc['valid']} else -1")
             return
         if isinstance(op, StoreOp) and not shared and self.inside_staged(op):
