@@ -24,6 +24,17 @@ func g(x: {dt}[N, C, D, H, W], gamma: {dt}[C], beta: {dt}[C]) -> {dt}[N, C, D, H
     y = reshape(d * rsqrt(v + 1e-5), [N, C, D, H, W])
     return silu(y * reshape(gamma, [1, C, 1, 1, 1]) + reshape(beta, [1, C, 1, 1, 1]))
 }""", 1),
+    # group norm, then a per-sample, per-channel add (a diffusion block's time embedding)
+    "group_norm_time_embedding": ("""
+func g(x: {dt}[N, C, H, W], t: {dt}[N, C], gamma: {dt}[C], beta: {dt}[C]) -> {dt}[N, C, H, W] {
+    rows = reshape(x, [N, 4, C / 4 * H * W])
+    m = mean(rows, axis=2, keepdims=true)
+    d = rows - m
+    v = mean(d * d, axis=2, keepdims=true)
+    y = reshape(d * rsqrt(v + 1e-5), [N, C, H, W])
+    h = silu(y * reshape(gamma, [1, C, 1, 1]) + reshape(beta, [1, C, 1, 1]))
+    return h + reshape(t, [N, C, 1, 1])
+}""", 1),
     # instance norm over three spatial axes, and over one
     "instance_norm_3d": ("""
 func g(x: {dt}[N, C, D, H, W]) -> {dt}[N, C, D, H, W] {
@@ -150,7 +161,8 @@ def test_fusion_miss_family_is_as_many_kernels_as_an_expert_fuser_makes(name, dt
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("name", ["group_norm_5d_silu", "batch_norm_1d_training",
+@pytest.mark.parametrize("name", ["group_norm_5d_silu", "group_norm_time_embedding",
+                                  "batch_norm_1d_training",
                                   "softmax_middle_rank4", "centre_two_leading_axes",
                                   "residual_layernorm_both_rank3", "l2_norm_both_rank3",
                                   "masked_pool_rank4", "transpose_rank3_bias_gelu"])

@@ -110,17 +110,17 @@ def _reshaped_view(load: Operation, levels: list, points: dict) -> list | None:
     k1``), or unravel ``q * S + k`` (k a loop index of extent S: the rows of a reshaped
     view), the load walks the innermost index along contiguous memory, so the view
     ends in it (the rows' values before it) rather than in index arithmetic that mixes
-    a point and a step. None where its one index that is not a constant is
-    ``(q * S + k) // D`` (a per-channel parameter read along group norm's rows), or
-    that reads outer levels of a nest only (``g[q * C/G + k0]`` over ``k0, k1, k2``):
-    one element for many steps."""
+    a point and a step. None where its one index that reads a step is ``(q * S + k) //
+    D`` (a per-channel parameter read along group norm's rows, ``gamma[c]``, or with
+    the row's other indices, ``t[n, c]``), or that reads outer levels of a nest only
+    (``g[q * C/G + k0]`` over ``k0, k1, k2``): one element for many steps."""
     buf, idx = access_parts(load)
     indices = [lvl.body.args[0] for lvl in levels]
     sizes = [lvl["extent"] for lvl in levels]
     extents = {id(k): size for k, size in zip(indices, sizes)}
     if len(levels) > 1 and not any(reads_value(v, indices[-1]) for v in idx):
         return None
-    varying = [v for v in idx if size_of(v) is None]
+    varying = [v for v in idx if size_of(v) is None and any(reads_value(v, k) for k in indices)]
     if len(varying) == 1 and isinstance(getattr(varying[0], "op", None), FloorDivOp):
         inner = varying[0].op.operands[0]
         while isinstance(getattr(inner, "op", None), FloorDivOp):

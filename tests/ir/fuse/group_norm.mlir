@@ -41,3 +41,31 @@ func @group_norm(%x: f32[N, C, H, W], %g: f32[C]) -> (f32[N, C, H, W]) {
   %out = tensor.mul %y, %gc : f32[N, C, H, W]
   return %out
 }
+
+// A per-sample, per-channel value added after the norm (a diffusion ResNet block's time
+// embedding, t[n, c]): read along the rows at (n, (g * C*H*W/8 + k) // (H*W)), one
+// element for each run of H*W steps, as the per-channel gamma is. The schedule choice
+// does not count it as a stream (a row's other indices are its own), so the rows stay
+// rows and the kernel keeps its split plan: one kernel still.
+// CHECK-LABEL: func @group_norm_time_embedding
+// CHECK:        fused.kernel {extents = [N, 8], {{.*}}schedule = "row", {{.*}}split_stages = 1
+// CHECK:          loops.for {extent = "C*H*W/8"}
+// CHECK:            loops.load %t, %i0, %[[C:[0-9]+]]
+// CHECK:            loops.store %{{.*}}, %{{.*}}, %i0, %[[C]], %{{[0-9]+}}, %{{[0-9]+}}
+// CHECK-NOT:    fused.kernel
+// CHECK:        return
+func @group_norm_time_embedding(%x: f32[N, C, H, W], %t: f32[N, C]) -> (f32[N, C, H, W]) {
+  %rows = tensor.reshape %x {shape = [N, 8, "C*H*W/8"]} : f32[N, 8, C*H*W/8]
+  %m = tensor.mean %rows {axis = [2], keepdims = true} : f32[N, 8, 1]
+  %d = tensor.sub %rows, %m : f32[N, 8, C*H*W/8]
+  %sq = tensor.mul %d, %d : f32[N, 8, C*H*W/8]
+  %v = tensor.mean %sq {axis = [2], keepdims = true} : f32[N, 8, 1]
+  %eps = tensor.constant {value = 1e-05} : f32[]
+  %ve = tensor.add %v, %eps : f32[N, 8, 1]
+  %r = tensor.rsqrt %ve : f32[N, 8, 1]
+  %n = tensor.mul %d, %r : f32[N, 8, C*H*W/8]
+  %y = tensor.reshape %n {shape = [N, C, H, W]} : f32[N, C, H, W]
+  %tc = tensor.reshape %t {shape = [N, C, 1, 1]} : f32[N, C, 1, 1]
+  %out = tensor.add %y, %tc : f32[N, C, H, W]
+  return %out
+}
