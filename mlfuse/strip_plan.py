@@ -142,12 +142,15 @@ def _hold_key(load, loop_indices) -> tuple:
 def _held_uses(tops) -> list[list]:
     """The loads of a kernel's top-level loops ``tops`` grouped by the value they read,
     each group [(loop number, load), ...] in loop order: only groups read in two loops
-    or more (a value read again)."""
+    or more (a value read again), and only loads along the points' last axis (one that
+    reads no point's last index, a middle softmax's mask m[b, k, 0], is one value for a
+    strip's row of points: read again from L1 or L2, not held)."""
     loop_indices = {id(t.body.args[0]) for t in tops}
+    points = tops[0].parent.args if tops else []
     uses: dict[tuple, list] = {}
     for n, top in enumerate(tops):
         for o in top.body.ops:
-            if isinstance(o, LoadOp):
+            if isinstance(o, LoadOp) and points and any(v is points[-1] for v in o.operands[1:]):
                 uses.setdefault(_hold_key(o, loop_indices), []).append((n, o))
     return [m for m in uses.values() if len({n for n, _ in m}) >= 2]
 

@@ -60,6 +60,11 @@ func g(x: {dt}[N, C, L]) -> ({dt}[N, C, L], {dt}[C], {dt}[C]) {
 func g(x: {dt}[A, B, S, D]) -> {dt}[A, B, S, D] {
     return softmax(x, axis=2)
 }""", 1),
+    # a middle softmax of a scaled value plus a mask broadcast over the last axis
+    "softmax_middle_masked": ("""
+func g(x: {dt}[B, S, D], m: {dt}[B, S, 1]) -> {dt}[B, S, D] {
+    return softmax(x * 0.5 + m, axis=1)
+}""", 1),
     "softmax_axis0": ("""
 func g(x: {dt}[S, D]) -> {dt}[S, D] {
     return softmax(x * 0.5, axis=0)

@@ -18,7 +18,8 @@ from mlfuse.hardware import get_target
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
 from mlfuse.runtime.loader import load_source
-from mlfuse.strip_plan import strip_shared
+from mlfuse.codegen.schedule_strips import top_loops
+from mlfuse.strip_plan import held_planes, strip_shared
 from mlfuse.tools.checking import random_inputs
 
 from helpers import assert_results_close, record_launches
@@ -130,6 +131,25 @@ def test_nan_and_inf_stay_in_their_lane():
     x[1, 2, 2], x[1, 4, 7] = np.inf, -np.inf
     with np.errstate(invalid="ignore"):
         assert _run(MIDDLE_SOFTMAX, {}, [x]) == "_shared"
+
+
+@pytest.mark.parametrize("dims, kind", [
+    ({"A": 2, "B": 9, "C": 8}, "_shared"),  # m a value a thread, its vector's lanes share it
+    ({"A": 2, "B": 5, "C": 6}, "_shared_scalar"),  # 6 points a row: a point a thread
+])
+def test_a_mask_one_value_a_row_of_points_is_read_not_held(dims, kind):
+    """A middle softmax's mask m[a, b, 0]: read again by each loop from global memory (one
+    value for the strip's row of points), x alone held: one plane."""
+    source = ("func f(x: f32[A, B, C], m: f32[A, B, 1]) -> f32[A, B, C] "
+              "{ return softmax(x * 0.5 + m, axis=1) }")
+    func = parse_program(source, "t.fuse").funcs[0]
+    x, m = random_inputs(func, dims, seed=5)
+    m[1, 3, 0] = np.inf
+    with np.errstate(invalid="ignore"):
+        assert _run(source, dims, [x, m]) == kind
+    module = _compile(source)
+    (kernel,) = _strips(module)
+    assert held_planes(top_loops(kernel))[2] == 1
 
 
 def test_loops_reading_nothing_again_have_no_shared_variant():

@@ -17,6 +17,9 @@ from test_strips import _strips_over_rows  # noqa: F401  (autouse: the strips ke
 
 CENTRING = "func f(x: f32[R, C]) -> f32[R, C] { return x - mean(x, axis=0, keepdims=true) }"
 F16_MAX = "func f(x: f16[A, B, C]) -> f16[A, B, C] { return x - max(x, axis=1, keepdims=true) }"
+# a middle softmax with a mask read at m[a, b, 0]: one value for a thread's VEC points
+MASKED = ("func f(x: {dt}[A, B, C], m: {dt}[A, B, 1]) -> {dt}[A, B, C] "
+          "{ return softmax(x * 0.5 + m, axis=1) }")
 
 
 def _run(source, dims, inputs=None, held=False):
@@ -78,10 +81,27 @@ def test_nan_and_inf_stay_in_their_lane():
 
 
 
+@pytest.mark.parametrize("dt, dims", [
+    ("f32", {"A": 2, "B": 9, "C": 8}),  # 16 points: 4 threads of 4, m a value a thread
+    ("f32", {"A": 3, "B": 5, "C": 4}),  # a vector a row of points: each its own m
+    ("f16", {"A": 2, "B": 7, "C": 16}),  # 8 halves a vector
+])
+def test_a_load_of_one_value_for_a_threads_points_keeps_the_vector_kernel(dt, dims):
+    """m[a, b, 0] holds no point's last index: a scalar load a slot that the thread's
+    lanes share, the other buffers still in vectors; m's NaN and inf reach every lane
+    of their row."""
+    source = MASKED.replace("{dt}", dt)
+    func = parse_program(source, "t.fuse").funcs[0]
+    x, m = random_inputs(func, dims, seed=4)
+    m[0, 1, 0], m[1, 2, 0] = np.nan, -np.inf
+    with np.errstate(invalid="ignore"):
+        assert _run(source, {}, [x, m]) == "_vector"
+
+
 @pytest.mark.parametrize("case", [3, 4])
 def test_kernels_without_whole_vectors_have_no_vector_variant(case):
-    # batch-norm statistics walk a nest over [N, H, W]; the masked mean reads m[b, s, 0],
-    # whose points are not neighbours: no 16-byte vector holds a thread's points
+    # batch-norm statistics walk a nest over [N, H, W]; the masked mean stores its
+    # quotient outside the loops (a top-level store: a lane's point indices not named)
     module = mlfuse.compile_source(CASES[case][0], "t.fuse", target="simulator",
                                    fuse_options=PLAN)
     (kernel,) = _strips(module)

@@ -212,13 +212,7 @@ class SharedStrips:
                        "are in flight at once")
                 with slots(advance=False):
                     for o in loads:
-                        view, cursor = self.vector_place(o)
-                        if self.vec == 1:
-                            w.line(f"{self.vec_held[id(o)]}[{loc['slot']}] = "
-                                   f"{view}[numba.uint64({cursor})]")
-                        else:
-                            w.line(f"{self.load_move}({view}, (numba.uint64({cursor}),), "
-                                   f"{self.vec_held[id(o)]}, {loc['slot']} * {self.vec_name})")
+                        w.line(self.tile_load(o))
             with slots(advance=True):
                 w.line(f"{k} = {loc['r']}")
                 yield
@@ -240,7 +234,7 @@ class SharedStrips:
 
     def vector_statement(self, op) -> bool:
         if not self.held_shared or self.vlane is None or id(op) not in self.vec_accesses:
-            return super().vector_statement(op)
+            return super().vector_statement(op)  # (a uniform load: from its tile)
         if isinstance(op, StoreOp):
             if self.vec > 1:
                 return super().vector_statement(op)

@@ -14,15 +14,20 @@ level holds only scalar computations and one-axis reduces and fors, every load a
 store in those loops a stepped access (``thread_base + slot * per * stride``:
 schedule_strips.plan_thread_steps) whose last index is the points' last index (the
 VEC points of a thread are neighbours in the buffer), of f32 or f16 values all of one
-size, and whose computations never read a point's indices. The host launches it where
-VEC divides the points and ``_vector_ready`` finds every buffer's rows aligned, the
-scalar kernels elsewhere. The loops stream a tile at a time (the streaming variant's
+size, and whose computations never read a point's indices. A load whose indices hold
+no point's last index (only outer point indices, the step and constants: a middle
+softmax's mask ``m[b, k, 0]`` over points [B, D]) is one value for a thread's VEC
+points (:func:`uniform_strip_loads`): a scalar load a slot, every lane reading it. The
+host launches it where VEC divides the points and ``_vector_ready`` finds every
+vector buffer's rows aligned (so VEC divides the points' last extent too: a vector's
+lanes share their outer indices), the scalar kernels elsewhere. The loops stream a tile at a time (the streaming variant's
 walk; later loops read the inputs again, mostly from L2).
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
+from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.reductions import loop_levels
 
@@ -54,9 +59,12 @@ def vector_strip_accesses(op, tops) -> list | None:
         elif any(id(v) in point_ids for v in o.operands):
             return None  # written once a lane, with lane 0's point indices
     accesses, sizes = [], set()
+    uniform = {id(o) for o in uniform_strip_loads(op, tops)}
     for top in tops:
         k = top.body.args[0]
         for o in top.body.ops:
+            if id(o) in uniform:
+                continue
             if isinstance(o, (LoadOp, StoreOp)):
                 buf, indices = access_parts(o)
                 # (k once, not last: schedule_strips' stepped access, at a cursor)
@@ -72,6 +80,28 @@ def vector_strip_accesses(op, tops) -> list | None:
             elif any(id(v) in point_ids for v in o.operands):
                 return None  # a lane's point indices are not named
     return accesses if accesses and len(sizes) == 1 else None
+
+
+def uniform_strip_loads(op, tops) -> list:
+    """The loads of a strips-over-columns kernel's top-level loops ``tops`` that read
+    one value for all of a thread's VEC points: f32 or f16, the step once, every other
+    index an outer point index or a constant, none the points' last index."""
+    if not op.body.args:
+        return []
+    points, last = {id(a) for a in op.body.args}, op.body.args[-1]
+    found = []
+    for top in tops:
+        k = top.body.args[0]
+        for o in top.body.ops:
+            if not isinstance(o, LoadOp):
+                continue
+            buf, indices = access_parts(o)
+            if buf.type.dtype in ("f32", "f16") and sum(v is k for v in indices) == 1 and \
+                    not any(v is last for v in indices) and \
+                    all(v is k or id(v) in points or isinstance(getattr(v, "op", None), ConstantOp)
+                        for v in indices):
+                found.append(o)
+    return found
 
 
 def vector_lanes(accesses) -> tuple[str, int, tuple[str, str]]:
@@ -90,6 +120,7 @@ class VectorStrips:
         self.load_move, self.store_move = moves
         self.helpers.add("_vector_access")
         self.vec_accesses = {id(o) for o in accesses}
+        self.vec_uniform = {id(o) for o in uniform_strip_loads(self.op, self.tops)}
         self.lane_names: list[dict] = [{} for _ in range(self.vec)]
         self.vlane: int | None = None
         # a tile's vectors: STRIP_VECTOR_VALUES lanes in all (f16: half the vectors of
@@ -166,9 +197,7 @@ class VectorStrips:
                            "are in flight at once")
                     with slots():
                         for o in loads:
-                            view, cursor = self.vector_place(o)
-                            w.line(f"{self.load_move}({view}, (numba.uint64({cursor}),), "
-                                   f"{self.vec_held[id(o)]}, {loc['slot']} * {self.vec_name})")
+                            w.line(self.tile_load(o))
                 with slots():
                     w.line(f"{k} = {loc['r']}")
                     yield
@@ -178,9 +207,25 @@ class VectorStrips:
                                f"{self.vec_held[id(o)]}, 0)")
         return loop()
 
+    def tile_load(self, o) -> str:
+        """The line that loads this slot's values of ``o`` into its tile: a vector, a
+        value (the scalar shared kernel, VEC 1), or the one value of a uniform load."""
+        view, cursor = self.vector_place(o)
+        slot = self.local["slot"]
+        if self.vec == 1 or id(o) in self.vec_uniform:
+            return f"{self.vec_held[id(o)]}[{slot}] = {view}[numba.uint64({cursor})]"
+        return (f"{self.load_move}({view}, (numba.uint64({cursor}),), "
+                f"{self.vec_held[id(o)]}, {slot} * {self.vec_name})")
+
     def vector_statement(self, op) -> bool:
         """Lane ``vlane``'s line of a load or store of a vector loop (True), else False."""
-        if self.vlane is None or id(op) not in self.vec_accesses:
+        if self.vlane is None:
+            return False
+        if id(op) in self.vec_uniform:  # one value for every lane
+            name = self.define(op.result, self.namer(op.operands[0]) + "_v")
+            self.w.line(f"{name} = {self.vec_held[id(op)]}[{self.local['slot']}]")
+            return True
+        if id(op) not in self.vec_accesses:
             return False
         v = self.vlane
         if isinstance(op, LoadOp):
@@ -236,4 +281,4 @@ class VectorStrips:
                     self.statement(op, shared=False)
 
 
-__all__ = ["VectorStrips", "vector_strip_accesses", "vector_lanes"]
+__all__ = ["VectorStrips", "vector_strip_accesses", "uniform_strip_loads", "vector_lanes"]

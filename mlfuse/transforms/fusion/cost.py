@@ -187,7 +187,9 @@ def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
     call's): over columns, every top-level loop one axis, every access of f32 or f16
     values of one size along the points' last axis (16-byte vectors where they divide its
     extent), values read again by at least strip_shared_min_rereads later loops, and a
-    strip's planes within strip_shared_bytes (mlfuse/strip_plan.py)."""
+    strip's planes within strip_shared_bytes (mlfuse/strip_plan.py). A load of f32 or f16
+    that reads none of the points' last index (a mask m[b, k, 0]) is one value a
+    vector's lanes share (codegen/strips_vector.py's uniform loads), not held."""
     if strip != "columns" or target.strip_shared_bytes <= 0:
         return None
     tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
@@ -198,6 +200,9 @@ def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
     for o in (o for top in tops for o in top.walk()):
         if isinstance(o, MaskedLoadOp):
             return None
+        if isinstance(o, LoadOp) and o.operands[0].type.dtype in ("f32", "f16") and \
+                not any(v is last for v in o.operands[1:]):
+            continue
         if isinstance(o, (LoadOp, StoreOp)):
             buf = o.operands[0 if isinstance(o, LoadOp) else 1]
             if buf.type.dtype not in ("f32", "f16") or o.operands[-1] is not last:
