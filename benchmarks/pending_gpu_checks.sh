@@ -13,10 +13,14 @@
 #    extent through the host's magic numbers), 7cd4f9c (a thread-per-point combine
 #    walks every reduce's partials at once) and bc23786 (the columns' pass in 16-byte
 #    vectors): kernel by kernel, then the sweep with every peer;
-# 3. the suite's cases whose split or column-stage combines hold several reduces.
+# 3. the suite's cases whose split or column-stage combines hold several reduces;
+# 4. (thirtieth session) two fusion misses made one kernel: group norm with a time
+#    embedding t[n, c] added (the rows keep their split plan), a middle softmax with a
+#    mask m[b, s, 0] (strips' vector and shared kernels read it a value a thread), every
+#    peer.
 # Each part prints its table as it ends, so a call cut short keeps what ran. PART=1 runs
 # part 1 alone, PART=2 parts 2 and 3 (the whole takes more than one call's 10 minutes),
-# PART=quick part 1's comparison without peers.
+# PART=3 part 4, PART=quick part 1's comparison without peers.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
@@ -28,6 +32,12 @@ if [ "${PART:-1}" = quick ]; then  # staged rows on against off, mlfuse alone (2
             > "$OUT/quick_$knob.log" 2>&1
         echo "== row_staged_stores=$knob"; grep -E "^\| " "$OUT/quick_$knob.log"
     done
+    exit 0
+fi
+if [ "${PART:-1}" = 3 ]; then
+    python benchmarks/shape_sweep.py --only group_norm_temb --only softmax_middle_masked \
+        --out "$OUT/new" > "$OUT/new.log" 2>&1
+    echo "== group norm with a time embedding, masked middle softmax"; grep -E "^\| " "$OUT/new.log"
     exit 0
 fi
 if [ "${PART:-1}" = 1 ]; then

@@ -108,6 +108,12 @@ VARIANTS = {
     "residual_mse": [{"N": 2 ** 26}, {"N": 50_000_003}],
     "residual_mse_2d": [{"B": 8192, "D": 8192}, {"B": 3001, "D": 7001}],
     "residual_row_energy": [{"R": 4, "C": 2 ** 23}, {"R": 64, "C": 1 << 20}],
+    # thirtieth session: group norm then silu and a per-sample, per-channel add (a
+    # diffusion ResNet block's time embedding); a middle softmax with a mask over [B, S, 1]
+    "group_norm_temb": [{"N": 16, "C": 320, "H": 64, "W": 64}, {"N": 8, "C": 640, "H": 32, "W": 32},
+                        {"N": 16, "C": 320, "H": 64, "W": 64, "dtype": "f16"}],
+    "softmax_middle_masked": [{"B": 32, "S": 1024, "D": 1024}, {"B": 8, "S": 256, "D": 4096},
+                              {"B": 64, "S": 256, "D": 2048, "dtype": "f16"}],
     "matmul_bias_relu": [{"M": 2048, "K": 2048, "N": 2048}, {"M": 3000, "K": 1000, "N": 2000}],
     "matmul_f16_bias_relu": [{"M": 8192, "K": 1024, "N": 8192}, {"M": 2048, "K": 8192, "N": 2048}],
     "matmul_decode": [{"M": 8, "K": 8192, "N": 8192}, {"M": 64, "K": 2048, "N": 8192}],
@@ -207,6 +213,18 @@ def _extra_cases() -> list:
     def t_instance_norm_nhwc(x, g, b):
         d = x - x.mean((1, 2), keepdim=True)
         return d * ((d * d).mean((1, 2), keepdim=True) + 1e-5).rsqrt() * g + b
+
+    def t_group_norm_temb(x, t, g, b):
+        n, c, h, w = x.shape
+        rows = x.reshape(n, 32, -1)
+        m = rows.mean(dim=2, keepdim=True)
+        v = ((rows - m) * (rows - m)).mean(dim=2, keepdim=True)
+        y = ((rows - m) * (v + 1e-5).rsqrt()).reshape(n, c, h, w)
+        silu = _torch()[1].silu
+        return silu(y * g.reshape(c, 1, 1) + b.reshape(c, 1, 1)) + t.reshape(n, c, 1, 1)
+
+    def t_softmax_middle_masked(x, m):
+        return (x * 0.5 + m).softmax(dim=1)
 
     def t_residual_mse(p, t):
         d = p - t
@@ -340,6 +358,21 @@ func residual_mse_2d(p: f32[B, D], t: f32[B, D]) -> (f32[B, D], f32[]) {
     return d, mean(d * d)
 }
 """, {}, t_residual_mse),  # (its mean is over every axis, any rank)
+        Case("group_norm_temb", """
+func group_norm_temb(x: f32[N, C, H, W], t: f32[N, C], g: f32[C], b: f32[C]) -> f32[N, C, H, W] {
+    rows = reshape(x, [N, 32, C / 32 * H * W])
+    m = mean(rows, axis=2, keepdims=true)
+    d = rows - m
+    v = mean(d * d, axis=2, keepdims=true)
+    y = reshape(d * rsqrt(v + 1e-5), [N, C, H, W])
+    return silu(y * reshape(g, [1, C, 1, 1]) + reshape(b, [1, C, 1, 1])) + reshape(t, [N, C, 1, 1])
+}
+""", {}, t_group_norm_temb),
+        Case("softmax_middle_masked", """
+func softmax_middle_masked(x: f32[B, S, D], m: f32[B, S, 1]) -> f32[B, S, D] {
+    return softmax(x * 0.5 + m, axis=1)
+}
+""", {}, t_softmax_middle_masked),
         Case("residual_row_energy", """
 func residual_row_energy(x: f32[R, C], r: f32[R, C]) -> (f32[R, C], f32[R, 1]) {
     h = x + r
