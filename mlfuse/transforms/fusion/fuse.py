@@ -14,6 +14,7 @@ iteration space merge horizontally. Every decision is recorded for ``explain``.
 from __future__ import annotations
 
 import heapq
+import math
 from itertools import chain
 from dataclasses import dataclass, field
 
@@ -109,10 +110,15 @@ class Planner(Grouping):
         from mlfuse.transforms.flatten_column_nests import flattened_columns, over_columns
         from mlfuse.transforms.flatten_row_nests import flattened
         flat = None  # the kernel as the pass after fusion rewrites it, priced so
-        if not kernel.extent_list and kernel["schedule"] == "strips":
-            # a whole tensor's nests over several axes: one block as strips over rows;
-            # flatten-row-nests makes it a row kernel whose split plan spreads it over
-            # the GPU (a loss over [B, D] returning its prologue value)
+        if kernel["schedule"] == "strips" and kernel.attributes.get("strip") == "rows" and \
+                self._points(kernel) < 2 * self.target.sm_count:
+            # nests over several axes for fewer rows than fill the GPU (a whole tensor's,
+            # instance norm's [H, W] of 4 rows of 512 x 512): a block a row as strips
+            # over rows; flatten-row-nests makes a row kernel whose split plan spreads
+            # them over the GPU, its variance in the mean's pass (a loss over [B, D]
+            # returning its prologue value; with more rows the strips price stands: the
+            # row kernel's streaming price split group norm at [32, 256, 64, 64], one
+            # kernel of 0.150 ms on the H100)
             flat = flattened(kernel, self.dims, self.target)
         if flat is None and over_columns(kernel):
             # nests over neighbouring axes (batch norm's [N, H, W] of NHWC) walked as one
@@ -123,6 +129,9 @@ class Planner(Grouping):
         cost = kernel_cost(flat, self.dims, self.target)
         flat.erase()
         return kernel, cost
+
+    def _points(self, kernel) -> int:
+        return math.prod(resolve(e, self.dims, self.target) for e in kernel.extent_list)
 
     def build(self, group: Group, groups=None, name="kernel"):
         """(kernel, cost) of ``group`` storing its outputs in ``groups``; the kernel is
