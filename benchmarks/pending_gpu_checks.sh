@@ -17,7 +17,7 @@
 # 4. (thirtieth session) two fusion misses made one kernel: group norm with a time
 #    embedding t[n, c] added (the rows keep their split plan), a middle softmax with a
 #    mask m[b, s, 0] (strips' vector and shared kernels read it a value a thread), every
-#    peer.
+#    peer; instance norm over few long rows (priced flattened: one kernel, split).
 # Each part prints its table as it ends, so a call cut short keeps what ran. PART=1 runs
 # part 1 alone, PART=2 parts 2 and 3 (the whole takes more than one call's 10 minutes),
 # PART=3 part 4, PART=quick part 1's comparison without peers.
@@ -36,7 +36,7 @@ if [ "${PART:-1}" = quick ]; then  # staged rows on against off, mlfuse alone (2
 fi
 if [ "${PART:-1}" = 3 ]; then
     python benchmarks/shape_sweep.py --only group_norm_temb --only softmax_middle_masked \
-        --out "$OUT/new" > "$OUT/new.log" 2>&1
+        --only instance_norm --out "$OUT/new" > "$OUT/new.log" 2>&1
     echo "== group norm with a time embedding, masked middle softmax"; grep -E "^\| " "$OUT/new.log"
     exit 0
 fi
