@@ -38,6 +38,14 @@ if [ "${PART:-1}" = 3 ]; then
     python benchmarks/shape_sweep.py --only group_norm_temb --only softmax_middle_masked \
         --only instance_norm --out "$OUT/new" > "$OUT/new.log" 2>&1
     echo "== group norm with a time embedding, masked middle softmax"; grep -E "^\| " "$OUT/new.log"
+    # gamma[c] over a channel layernorm's strips is a uniform load too now: its kernels
+    # gained vector and shared variants, which the host takes before the registers one
+    for knob in 40960 0; do  # (0: no shared strips, the registers kernel as before)
+        python benchmarks/shape_sweep.py --only channel_layernorm --only layernorm_nhwc \
+            --out "$OUT/cln_$knob" --hw strip_shared_bytes=$knob $([ $knob = 0 ] && echo --no-peers) \
+            > "$OUT/cln_$knob.log" 2>&1
+        echo "== channel layernorms, strip_shared_bytes=$knob"; grep -E "^\| " "$OUT/cln_$knob.log"
+    done
     exit 0
 fi
 if [ "${PART:-1}" = 1 ]; then

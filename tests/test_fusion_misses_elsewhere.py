@@ -42,6 +42,15 @@ func g(x: {dt}[N, C, D, H, W]) -> {dt}[N, C, D, H, W] {
     v = mean((x - m) * (x - m), axis=[2, 3, 4], keepdims=true)
     return relu((x - m) * rsqrt(v + 1e-5))
 }""", 1),
+    # instance norm of a residual that is also returned (compiled for symbols, rows of
+    # 1024 x 1024: priced as the row kernel flatten-row-nests makes, x and r read twice)
+    "instance_norm_residual_both": ("""
+func g(x: {dt}[N, C, H, W], r: {dt}[N, C, H, W]) -> ({dt}[N, C, H, W], {dt}[N, C, H, W]) {
+    h = x + r
+    m = mean(h, axis=[2, 3], keepdims=true)
+    v = mean((h - m) * (h - m), axis=[2, 3], keepdims=true)
+    return h, (h - m) * rsqrt(v + 1e-5)
+}""", 1),
     "instance_norm_1d": ("""
 func g(x: {dt}[N, C, L]) -> {dt}[N, C, L] {
     m = mean(x, axis=2, keepdims=true)

@@ -208,7 +208,7 @@ class StripsEmitter(StagedStores, SharedStrips, VectorStrips, KernelEmitter):
             # multiply a value: 20 instructions a slot for gamma and beta, ptxas)
             self.plan_flat_rows([(o, [lvl.body.args[0] for lvl in self.levels[id(o)]],
                                   [lvl["extent"] for lvl in self.levels[id(o)]])
-                                 for o in self.tops], one_axis=self.columns and not self.vectors)
+                                 for o in self.tops], one_axis=self.columns)
             self.plan_thread_steps()
             self.plan_staged_stores(self.tops, strip_geometry(self.target, self.hw))
             w.line(f"{loc['n_points']} = {self.points(self.op.extent_list)}")

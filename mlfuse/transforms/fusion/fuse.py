@@ -14,7 +14,6 @@ iteration space merge horizontally. Every decision is recorded for ``explain``.
 from __future__ import annotations
 
 import heapq
-import math
 from itertools import chain
 from dataclasses import dataclass, field
 
@@ -109,17 +108,18 @@ class Planner(Grouping):
         apply_schedule(kernel, self.dims, self.target)  # by extents and accesses
         from mlfuse.transforms.flatten_column_nests import flattened_columns, over_columns
         from mlfuse.transforms.flatten_row_nests import flattened
-        flat = None  # the kernel as the pass after fusion rewrites it, priced so
-        if kernel["schedule"] == "strips" and kernel.attributes.get("strip") == "rows" and \
-                self._points(kernel) < 2 * self.target.sm_count:
-            # nests over several axes for fewer rows than fill the GPU (a whole tensor's,
-            # instance norm's [H, W] of 4 rows of 512 x 512): a block a row as strips
-            # over rows; flatten-row-nests makes a row kernel whose split plan spreads
-            # them over the GPU, its variance in the mean's pass (a loss over [B, D]
-            # returning its prologue value; with more rows the strips price stands: the
-            # row kernel's streaming price split group norm at [32, 256, 64, 64], one
-            # kernel of 0.150 ms on the H100)
+        flat, either = None, False  # the kernel as the pass after fusion rewrites it
+        if kernel["schedule"] == "strips" and kernel.attributes.get("strip") == "rows":
+            # nests over several axes (a whole tensor's, instance norm's [H, W]): a block
+            # a row as strips over rows; flatten-row-nests may make a row kernel of them,
+            # whose split plan spreads few rows over the GPU and whose variance is in the
+            # mean's pass. A whole tensor's is priced so (one block otherwise: a loss
+            # over [B, D] returning its prologue value); rows at the cheaper of the two
+            # (instance norm over 4 rows of 512 x 512: 3 kernels priced as strips, 1 as
+            # a row kernel; group norm over 256 rows of [32, 256, 64, 64] the other way,
+            # one kernel of 0.150 ms on the H100, the row kernel's streaming price a split)
             flat = flattened(kernel, self.dims, self.target)
+            either = bool(kernel.extent_list)
         if flat is None and over_columns(kernel):
             # nests over neighbouring axes (batch norm's [N, H, W] of NHWC) walked as one
             # loop: the column plans of one reduced axis (flatten-column-nests)
@@ -128,10 +128,10 @@ class Planner(Grouping):
             return kernel, kernel_cost(kernel, self.dims, self.target)
         cost = kernel_cost(flat, self.dims, self.target)
         flat.erase()
+        if either:
+            cost = min(cost, kernel_cost(kernel, self.dims, self.target),
+                       key=lambda c: c.seconds(self.target))
         return kernel, cost
-
-    def _points(self, kernel) -> int:
-        return math.prod(resolve(e, self.dims, self.target) for e in kernel.extent_list)
 
     def build(self, group: Group, groups=None, name="kernel"):
         """(kernel, cost) of ``group`` storing its outputs in ``groups``; the kernel is

@@ -3,9 +3,10 @@
 // Instance norm over 4 rows of 512 x 512: fewer rows than fill the GPU. As strips over
 // rows its nests are a block a row (4 blocks), which fusion priced too high to join the
 // statistics and the epilogue (three kernels: two split reductions and a pointwise,
-// x read three times). Fusion prices such a kernel flattened, as flatten-row-nests
-// makes it: a row kernel over H*W whose split plan spreads the 4 rows over the GPU, the
-// variance in the mean's pass (the shifted sums: three reduces, then the epilogue).
+// x read three times). Fusion prices such a kernel at the cheaper of that and the row
+// kernel flatten-row-nests makes of it, over H*W, whose split plan spreads the 4 rows
+// over the GPU, the variance in the mean's pass (the shifted sums: three reduces, then
+// the epilogue).
 // CHECK-LABEL: func @instance_norm
 // CHECK:        fused.kernel {extents = [N, C], flat_nests = {{\[}}[H, W]], {{.*}}schedule = "row"{{.*}}split_stages = 1
 // CHECK:          loops.reduce {{.*}} {combiner = "add", extent = "H*W"}
