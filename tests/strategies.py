@@ -39,6 +39,7 @@ EXAMPLES = {  # property -> examples in each profile
     "column_levels": {"ci": 6, "long": 300, "gpu": 40},
     "staged_rows": {"ci": 6, "long": 300, "gpu": 40},
     "split_reductions": {"ci": 8, "long": 300, "gpu": 40},
+    "uniform_strips": {"ci": 6, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS

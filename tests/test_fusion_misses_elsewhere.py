@@ -98,6 +98,11 @@ func g(x: {dt}[B, S, D], r: {dt}[B, S, D], gm: {dt}[D]) -> ({dt}[B, S, D], {dt}[
     h = x + r
     return h, gelu(rmsnorm(h, gm, eps=1e-5))
 }""", 1),
+    # a layernorm of a transposed input (its rows read down columns, stored along them)
+    "layernorm_of_transposed": ("""
+func g(x: {dt}[D, R], gm: {dt}[D], bt: {dt}[D]) -> {dt}[R, D] {
+    return layernorm(transpose(x, [1, 0]), gm, bt, axis=-1, eps=1e-5)
+}""", 1),
     # a row reduction also returned, over rank 3
     "l2_norm_both_rank3": ("""
 func g(x: {dt}[B, S, D]) -> ({dt}[B, S, 1], {dt}[B, S, D]) {
