@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 
+from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import LoadOp
 
 
@@ -139,18 +140,42 @@ def _hold_key(load, loop_indices) -> tuple:
             tuple("k" if id(v) in loop_indices else id(v) for v in load.operands[1:]))
 
 
+def uniform_loads(tops) -> list:
+    """The loads of a strips kernel's top-level loops ``tops`` (each one axis) that read
+    one value for every point of a row of its strip: f32 or f16, the loop's index once,
+    every other index an outer point index or a constant, none the points' last index (a
+    middle softmax's mask ``m[b, k, 0]``, a weight ``w[k]``). The vector kernels load
+    such a value once for a vector's lanes (codegen/strips_vector.py), the shared one
+    reads it again in each loop rather than hold it in a plane, and the cost model
+    prices them so."""
+    if not tops or not tops[0].parent.args:
+        return []
+    points = tops[0].parent.args
+    found = []
+    for top in tops:
+        k = top.body.args[0]
+        for o in top.body.ops:
+            if not isinstance(o, LoadOp) or o.operands[0].type.dtype not in ("f32", "f16"):
+                continue
+            indices = o.operands[1:]
+            if sum(v is k for v in indices) == 1 and not any(v is points[-1] for v in indices) \
+                    and all(v is k or any(v is p for p in points) or
+                            isinstance(getattr(v, "op", None), ConstantOp) for v in indices):
+                found.append(o)
+    return found
+
+
 def _held_uses(tops) -> list[list]:
     """The loads of a kernel's top-level loops ``tops`` grouped by the value they read,
     each group [(loop number, load), ...] in loop order: only groups read in two loops
-    or more (a value read again), and only loads along the points' last axis (one that
-    reads no point's last index, a middle softmax's mask m[b, k, 0], is one value for a
-    strip's row of points: read again from L1 or L2, not held)."""
+    or more (a value read again), uniform loads left out (one value for a strip's row of
+    points: read again from L1 or L2, not held)."""
     loop_indices = {id(t.body.args[0]) for t in tops}
-    points = tops[0].parent.args if tops else []
+    uniform = {id(o) for o in uniform_loads(tops)}
     uses: dict[tuple, list] = {}
     for n, top in enumerate(tops):
         for o in top.body.ops:
-            if isinstance(o, LoadOp) and points and any(v is points[-1] for v in o.operands[1:]):
+            if isinstance(o, LoadOp) and id(o) not in uniform:
                 uses.setdefault(_hold_key(o, loop_indices), []).append((n, o))
     return [m for m in uses.values() if len({n for n, _ in m}) >= 2]
 
@@ -233,5 +258,5 @@ def split_source() -> str:
 
 
 __all__ = ["strip_columns", "strip_shared", "split_columns", "THREAD_COMBINE_CHUNKS",
-           "BLOCK_COMBINE_CHUNKS", "held_planes", "held_rereads", "most_slots",
+           "BLOCK_COMBINE_CHUNKS", "held_planes", "held_rereads", "uniform_loads", "most_slots",
            "narrowest_points", "line_points", "source", "shared_source", "split_source"]

@@ -17,17 +17,16 @@ VEC points of a thread are neighbours in the buffer), of f32 or f16 values all o
 size, and whose computations never read a point's indices. A load whose indices hold
 no point's last index (only outer point indices, the step and constants: a middle
 softmax's mask ``m[b, k, 0]`` over points [B, D]) is one value for a thread's VEC
-points (:func:`uniform_strip_loads`): a scalar load a slot, every lane reading it. The
-host launches it where VEC divides the points and ``_vector_ready`` finds every
-vector buffer's rows aligned (so VEC divides the points' last extent too: a vector's
-lanes share their outer indices), the scalar kernels elsewhere. The loops stream a tile at a time (the streaming variant's
-walk; later loops read the inputs again, mostly from L2).
+points (``strip_plan.uniform_loads``): a scalar load a slot, every lane reading it. The
+host launches it where VEC divides the points and ``_vector_ready`` finds every vector
+buffer's rows aligned (so VEC divides the points' last extent too: a vector's lanes
+share their outer indices), the scalar kernels elsewhere. The loops stream a tile at a
+time (the streaming variant's walk; later loops read the inputs again, mostly from L2).
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, StoreOp, YieldOp
 from mlfuse.dialects.reductions import loop_levels
 
@@ -36,6 +35,7 @@ from mlfuse.codegen.flat_rows import _key as flat_key
 from mlfuse.codegen.scalar import COMPUTE_TYPE, combine, identity
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.ir.types import itemsize
+from mlfuse.strip_plan import uniform_loads
 
 # values per 16-byte vector, by the size of the kernel's values
 _LANES = {4: ("VECTOR_WIDTH", 4, ("_load_vector", "_store_vector")),
@@ -59,7 +59,7 @@ def vector_strip_accesses(op, tops) -> list | None:
         elif any(id(v) in point_ids for v in o.operands):
             return None  # written once a lane, with lane 0's point indices
     accesses, sizes = [], set()
-    uniform = {id(o) for o in uniform_strip_loads(op, tops)}
+    uniform = {id(o) for o in uniform_loads(tops)}
     for top in tops:
         k = top.body.args[0]
         for o in top.body.ops:
@@ -82,28 +82,6 @@ def vector_strip_accesses(op, tops) -> list | None:
     return accesses if accesses and len(sizes) == 1 else None
 
 
-def uniform_strip_loads(op, tops) -> list:
-    """The loads of a strips-over-columns kernel's top-level loops ``tops`` that read
-    one value for all of a thread's VEC points: f32 or f16, the step once, every other
-    index an outer point index or a constant, none the points' last index."""
-    if not op.body.args:
-        return []
-    points, last = {id(a) for a in op.body.args}, op.body.args[-1]
-    found = []
-    for top in tops:
-        k = top.body.args[0]
-        for o in top.body.ops:
-            if not isinstance(o, LoadOp):
-                continue
-            buf, indices = access_parts(o)
-            if buf.type.dtype in ("f32", "f16") and sum(v is k for v in indices) == 1 and \
-                    not any(v is last for v in indices) and \
-                    all(v is k or id(v) in points or isinstance(getattr(v, "op", None), ConstantOp)
-                        for v in indices):
-                found.append(o)
-    return found
-
-
 def vector_lanes(accesses) -> tuple[str, int, tuple[str, str]]:
     """(the module constant, its value, the load and store intrinsics) of a kernel's
     vectors."""
@@ -120,7 +98,7 @@ class VectorStrips:
         self.load_move, self.store_move = moves
         self.helpers.add("_vector_access")
         self.vec_accesses = {id(o) for o in accesses}
-        self.vec_uniform = {id(o) for o in uniform_strip_loads(self.op, self.tops)}
+        self.vec_uniform = {id(o) for o in uniform_loads(self.tops)}
         self.lane_names: list[dict] = [{} for _ in range(self.vec)]
         self.vlane: int | None = None
         # a tile's vectors: STRIP_VECTOR_VALUES lanes in all (f16: half the vectors of
@@ -281,4 +259,4 @@ class VectorStrips:
                     self.statement(op, shared=False)
 
 
-__all__ = ["VectorStrips", "vector_strip_accesses", "uniform_strip_loads", "vector_lanes"]
+__all__ = ["VectorStrips", "vector_strip_accesses", "vector_lanes"]

@@ -25,7 +25,7 @@ from mlfuse.ir.core import Block, Operation
 from mlfuse.ir.types import INDEX, IndivisibleDim, dim_value, itemsize
 from mlfuse.hardware import Target
 from mlfuse.strip_plan import (held_planes, held_rereads, line_points, narrowest_points,
-                               split_columns, strip_columns, strip_shared)
+                               split_columns, strip_columns, strip_shared, uniform_loads)
 from mlfuse.ir.traits import SCALAR_COMPUTE
 from mlfuse.row_groups import WARP, kernel_runtime_group
 from mlfuse.row_stream import SM_THREADS, stream_row_threads
@@ -187,21 +187,20 @@ def shared_geometry(kernel: Operation, dims: dict, target: Target, strip: str):
     call's): over columns, every top-level loop one axis, every access of f32 or f16
     values of one size along the points' last axis (16-byte vectors where they divide its
     extent), values read again by at least strip_shared_min_rereads later loops, and a
-    strip's planes within strip_shared_bytes (mlfuse/strip_plan.py). A load of f32 or f16
-    that reads none of the points' last index (a mask m[b, k, 0]) is one value a
-    vector's lanes share (codegen/strips_vector.py's uniform loads), not held."""
+    strip's planes within strip_shared_bytes (mlfuse/strip_plan.py). A uniform load (a
+    mask m[b, k, 0]: ``strip_plan.uniform_loads``) is one value a vector's lanes share,
+    not held."""
     if strip != "columns" or target.strip_shared_bytes <= 0:
         return None
     tops = [o for o in kernel.body.ops if isinstance(o, (ForOp, ReduceOp))]
     if not tops or any(len(loop_levels(o)) != 1 for o in tops):
         return None
     last = kernel.body.args[-1]
-    sizes = set()
+    sizes, uniform = set(), {id(o) for o in uniform_loads(tops)}
     for o in (o for top in tops for o in top.walk()):
         if isinstance(o, MaskedLoadOp):
             return None
-        if isinstance(o, LoadOp) and o.operands[0].type.dtype in ("f32", "f16") and \
-                not any(v is last for v in o.operands[1:]):
+        if id(o) in uniform:
             continue
         if isinstance(o, (LoadOp, StoreOp)):
             buf = o.operands[0 if isinstance(o, LoadOp) else 1]
