@@ -98,6 +98,11 @@ func g(x: {dt}[B, S, D], r: {dt}[B, S, D], gm: {dt}[D]) -> ({dt}[B, S, D], {dt}[
     h = x + r
     return h, gelu(rmsnorm(h, gm, eps=1e-5))
 }""", 1),
+    # a reduction over every axis of a transposed input (read in x's own order)
+    "mean_of_transposed": ("""
+func g(x: {dt}[S, D]) -> {dt}[] {
+    return mean(transpose(x, [1, 0]) * 2.0)
+}""", 1),
     # a layernorm of a transposed input (its rows read down columns, stored along them)
     "layernorm_of_transposed": ("""
 func g(x: {dt}[D, R], gm: {dt}[D], bt: {dt}[D]) -> {dt}[R, D] {
@@ -181,6 +186,7 @@ def test_fusion_miss_family_is_as_many_kernels_as_an_expert_fuser_makes(name, dt
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("name", ["group_norm_5d_silu", "group_norm_time_embedding",
+                                  "mean_of_transposed",
                                   "batch_norm_1d_training",
                                   "softmax_middle_rank4", "centre_two_leading_axes",
                                   "residual_layernorm_both_rank3", "l2_norm_both_rank3",

@@ -22,6 +22,7 @@ from mlfuse.transforms.cse import cse_block, dead_code
 from mlfuse.transforms.fusion.graph import Nest, NestGraph
 from mlfuse.transforms.fusion.spaces import Space, level, plain_space
 from mlfuse.transforms.fusion.hoist import hoist_invariant_loads
+from mlfuse.transforms.fusion.nest_order import order_nests_by_memory
 from mlfuse.transforms.fusion.sibling_order import gather_sibling_loops
 from mlfuse.transforms.fusion.index_algebra import IndexAlgebra
 from mlfuse.transforms.fusion.placement import forward_index, placement_root, placement_source
@@ -328,6 +329,7 @@ class KernelBuilder:
         hoist_invariant_loads(body)
         cse_block(body)  # loads hoisted out of several loops over a row are one
         dead_code(body)
+        order_nests_by_memory(body)  # (a transposed input's reduction walks x's rows)
         gather_sibling_loops(body)  # (after cse: the sums' shared init is one constant)
         return self.kernel
 
