@@ -186,7 +186,7 @@ def test_fusion_miss_family_is_as_many_kernels_as_an_expert_fuser_makes(name, dt
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("name", ["group_norm_5d_silu", "group_norm_time_embedding",
-                                  "mean_of_transposed",
+                                  "mean_of_transposed", "softmax_middle_masked",
                                   "batch_norm_1d_training",
                                   "softmax_middle_rank4", "centre_two_leading_axes",
                                   "residual_layernorm_both_rank3", "l2_norm_both_rank3",
