@@ -19,6 +19,7 @@ that disagree) is left as lowering wrote it.
 """
 from __future__ import annotations
 
+from mlfuse.dialects.index_forms import reads_any
 from mlfuse.dialects.loops import LoadOp, MaskedLoadOp, ReduceOp, YieldOp
 from mlfuse.dialects.reductions import reduce_nest
 from mlfuse.ir.core import Block
@@ -49,7 +50,7 @@ def _memory_order(levels: list[ReduceOp]) -> list[int] | None:
             continue  # a value the whole nest shares
         if sorted(direct) != list(range(len(levels))):
             return None  # not every level's index, or one twice
-        if any(id(v) not in ks and _reads_levels(v, ks) for v in indices):
+        if any(id(v) not in ks and reads_any(v, set(ks)) for v in indices):
             return None  # an index computed from a level's
         if id(indices[-1]) not in ks:
             return None  # memory's innermost axis a point's: the points' threads coalesce
@@ -57,19 +58,6 @@ def _memory_order(levels: list[ReduceOp]) -> list[int] | None:
             return None
         found = direct
     return found
-
-
-def _reads_levels(value, ks: dict) -> bool:
-    stack, seen = [value], set()
-    while stack:
-        v = stack.pop()
-        if id(v) in ks:
-            return True
-        op = getattr(v, "op", None)
-        if op is not None and id(op) not in seen:
-            seen.add(id(op))
-            stack.extend(op.operands)
-    return False
 
 
 def _reorder(levels: list[ReduceOp], order: list[int]) -> None:

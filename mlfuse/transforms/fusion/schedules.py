@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from mlfuse.dialects.arith import FloorDivOp
 from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
-from mlfuse.dialects.index_forms import (access_walk, linear_terms, merged_view,
-                                         multiple_of, reads_value, row_step, row_walk,
-                                         size_of, unraveled)
+from mlfuse.dialects.index_forms import (access_walk, linear_terms, merged_view, multiple_of,
+                                         reads_any, reads_value, row_step, row_walk, size_of,
+                                         unraveled)
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, access_parts
 from mlfuse.dialects.permute import stores_along_points, why_not_staged_rows
 from mlfuse.dialects.reductions import (ReduceNest, loop_levels, reduce_nest, reduce_nests,
@@ -120,7 +120,7 @@ def _reshaped_view(load: Operation, levels: list, points: dict) -> list | None:
     extents = {id(k): size for k, size in zip(indices, sizes)}
     if len(levels) > 1 and not any(reads_value(v, indices[-1]) for v in idx):
         return None
-    varying = [v for v in idx if size_of(v) is None and any(reads_value(v, k) for k in indices)]
+    varying = [v for v in idx if size_of(v) is None and reads_any(v, set(map(id, indices)))]
     if len(varying) == 1 and isinstance(getattr(varying[0], "op", None), FloorDivOp):
         inner = varying[0].op.operands[0]
         while isinstance(getattr(inner, "op", None), FloorDivOp):
