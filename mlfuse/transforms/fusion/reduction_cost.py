@@ -14,12 +14,13 @@ L1/L2, and their count, not the DRAM bytes, sets the time:
 
 timed at ``Target.walker_bytes_per_s``; a load that reads the same address at every
 point is excluded (a broadcast the loop hoists or the cache serves once per warp), and
-one that depends on none of the point indices a warp's lanes differ in (the innermost
-ones, as far as their extents take to cover 32 points) counts once per warp: one value broadcast to its 32 lanes (a masked mean pool's
-mask, read at [b, s] by the threads of neighbouring d, is one load a warp, not 32). The rate is measured
-on the H100 (docs/perf-notes.md): resnet18's three walker kernels, each holding two
-conv2d reductions, ran 652, 672 and 741 us for 4.0 GB walked each (the weights once a
-warp): 5.4-6.2 TB/s.
+one that does not depend on the innermost point index counts once for each value the
+warp's lanes take of the indices it does depend on: one value broadcast to a run of lanes
+(a masked mean pool's mask, read at [b, s] by the threads of neighbouring d, is one load
+a warp where d covers the warp's 32 lanes, and two where d is 16 and they span two b).
+The rate is measured on the H100 (docs/perf-notes.md): resnet18's three walker kernels,
+each holding two conv2d reductions, ran 652, 672 and 741 us for 4.0 GB walked each (the
+weights once a warp): 5.4-6.2 TB/s.
 
 A kernel that ``schedule-contractions`` will tile (transforms/contraction.py,
 ``match_contraction``: one sum of products and nothing else that loops) is priced
@@ -52,6 +53,7 @@ def walked_bytes(kernel: Operation, points: int, dims: dict, target: Target) -> 
     point index counted (see the module doc)."""
     args, memo = set(kernel.body.args), {}
     lanes = _warp_axes(kernel, dims, target)
+    innermost = next(iter(lanes), None)
 
     def walk(block: Block, trips: int) -> int:
         total = 0
@@ -59,10 +61,11 @@ def walked_bytes(kernel: Operation, points: int, dims: dict, target: Target) -> 
             deps = set().union(*(arg_deps(v, memo) for v in op.operands[1:])) \
                 if isinstance(op, (LoadOp, MaskedLoadOp)) else set()
             if deps & args:
-                # lanes of a warp differ in the innermost point index: a load that
-                # does not depend on it is one value for the whole warp
-                shared = 1 if deps & lanes else WARP
-                total += trips * itemsize(op.operands[0].type.dtype) // shared
+                # a warp's lanes differ in the innermost point indices: a load that does
+                # not read the innermost is one address for each run of lanes along it
+                distinct = WARP if innermost in deps else \
+                    min(WARP, math.prod(n for a, n in lanes.items() if a in deps))
+                total += trips * itemsize(op.operands[0].type.dtype) * distinct // WARP
             for region in op.regions:
                 inner = trips
                 if isinstance(op, (ForOp, ReduceOp)):
@@ -73,15 +76,16 @@ def walked_bytes(kernel: Operation, points: int, dims: dict, target: Target) -> 
     return walk(kernel.body, points)
 
 
-def _warp_axes(kernel: Operation, dims: dict, target: Target) -> set:
-    """The point indices a warp's 32 lanes differ in: the innermost ones, as far as it
-    takes their extents to cover 32 points."""
-    covered, lanes = 1, set()
+def _warp_axes(kernel: Operation, dims: dict, target: Target) -> dict:
+    """The point indices a warp's 32 lanes differ in, each with how many values it takes
+    among them: the innermost ones, as far as it takes their extents to cover 32 points
+    (a warp of 32 lanes over an innermost extent of 20 spans two values of the next)."""
+    covered, lanes = 1, {}
     for arg, extent in zip(reversed(kernel.body.args), reversed(kernel.extent_list)):
         if covered >= WARP:
             break
-        lanes.add(arg)
-        covered *= dim_value(extent, dims, target.default_dim)
+        lanes[arg] = min(dim_value(extent, dims, target.default_dim), -(-WARP // covered))
+        covered *= lanes[arg]
     return lanes
 
 
