@@ -370,7 +370,10 @@ def _rereads(kernel: Operation, read: dict, dims: dict, target: Target, resident
         # copy in L2 for all the points in flight, not one per point
         own |= {id(o.operands[0]) for o in loads
                 if any(arg_deps(v, memo) & points for v in o.operands[1:])}
-    in_flight = resident * sum(itemsize(read[b].dtype) for b in seen & own) * reduced
+    # (a buffer smaller than that holds all of it: a middle softmax's mask m[b, k, 0],
+    # one value for all of a b's points)
+    in_flight = sum(min(resident * itemsize(read[b].dtype) * reduced,
+                        buffer_bytes(read[b], dims, target)) for b in seen & own)
     if in_flight <= target.l2_bytes:
         return 0
     return int(again * (1 - target.l2_bytes / in_flight)) if alternating else again
