@@ -20,7 +20,8 @@
 #    peer; instance norm over few long rows (priced flattened: one kernel, split).
 # Each part prints its table as it ends, so a call cut short keeps what ran. PART=1 runs
 # part 1 alone, PART=2 parts 2 and 3 (the whole takes more than one call's 10 minutes),
-# PART=3 part 4, PART=quick part 1's comparison without peers.
+# PART=3 part 4 with every peer, PART=4 (mlfuse alone) channel layernorm's strips with
+# shared memory and without, and part 1's comparison; PART=quick that comparison alone.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
@@ -34,17 +35,26 @@ if [ "${PART:-1}" = quick ]; then  # staged rows on against off, mlfuse alone (2
     done
     exit 0
 fi
-if [ "${PART:-1}" = 3 ]; then
+if [ "${PART:-1}" = 3 ]; then  # the thirtieth and thirty-first sessions' cases, every peer
     python benchmarks/shape_sweep.py --only group_norm_temb --only softmax_middle_masked \
         --only instance_norm --out "$OUT/new" > "$OUT/new.log" 2>&1
     echo "== group norm with a time embedding, masked middle softmax"; grep -E "^\| " "$OUT/new.log"
+    exit 0
+fi
+if [ "${PART:-1}" = 4 ]; then  # mlfuse against itself: knobs on and off, no peers
     # gamma[c] over a channel layernorm's strips is a uniform load too now: its kernels
     # gained vector and shared variants, which the host takes before the registers one
     for knob in 40960 0; do  # (0: no shared strips, the registers kernel as before)
         python benchmarks/shape_sweep.py --only channel_layernorm --only layernorm_nhwc \
-            --out "$OUT/cln_$knob" --hw strip_shared_bytes=$knob $([ $knob = 0 ] && echo --no-peers) \
+            --out "$OUT/cln_$knob" --hw strip_shared_bytes=$knob --no-peers \
             > "$OUT/cln_$knob.log" 2>&1
         echo "== channel layernorms, strip_shared_bytes=$knob"; grep -E "^\| " "$OUT/cln_$knob.log"
+    done
+    for knob in 1 0; do  # staged rows (one kernel) against two kernels
+        python benchmarks/shape_sweep.py --only layernorm_transposed --only softmax_rows_transposed \
+            --for-sizes --no-peers --out "$OUT/quick_$knob" --hw row_staged_stores=$knob \
+            > "$OUT/quick_$knob.log" 2>&1
+        echo "== row_staged_stores=$knob"; grep -E "^\| " "$OUT/quick_$knob.log"
     done
     exit 0
 fi
