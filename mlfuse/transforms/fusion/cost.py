@@ -300,15 +300,16 @@ def _split_called(kernel: Operation, points: int, extent: int, target: Target) -
     return points < target.sm_count * target.split_stage_rows_per_sm or in_flight > target.l2_bytes
 
 
-def _held_shared_threads(points: int, threads: int, nbytes: int, target: Target) -> int:
+def _held_shared_threads(points: int, target: Target) -> int:
     """The threads a held-rows kernel counts for the time model: the whole GPU's, less
-    the last wave's idle SMs (blocks resident per SM: as many as threads and shared
-    memory allow). Its copies put a whole row's loads in flight, so one block of 1024
-    threads per SM still streams at full rate (the registers variant's rule)."""
-    per_sm = max(1, min(2048 // threads, (target.shared_row_bytes + 1024) // (nbytes + 1024)))
-    resident = target.sm_count * per_sm
-    waves = -(-points // resident)
-    return target.sm_count * 2048 * points // (waves * resident)
+    the share its busiest SM's rows leave idle elsewhere (``row_hold._held_rows_first``'s
+    rule: ceil(points / sm_count) rows on the busiest SM, where the whole GPU would take
+    points / sm_count). Its copies put a whole row's loads in flight, so one block per
+    SM streams at that SM's full rate (the registers variant's rule), however many more
+    threads and shared memory would let it hold: 128 rows on 132 SMs are 97% busy, not
+    the quarter of four blocks an SM."""
+    rows = -(-points // target.sm_count)  # on the busiest SM
+    return target.sm_count * 2048 * points // (rows * target.sm_count)
 
 
 def row_split(kernel: Operation, dims: dict, target: Target) -> bool:
@@ -410,7 +411,7 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
             # the short-row plan (codegen/short_rows.py): warp-rows, as priced below
             threads = points * inner
         elif held is not None:  # the row read once, from registers and shared memory after
-            threads = _held_shared_threads(points, *held, target)
+            threads = _held_shared_threads(points, target)
         elif row_split(kernel, dims, target):
             # codegen/split_stages.py: every block busy, the input read once per stage
             threads, launches = target.sm_count * 2048, stage_count(kernel)
