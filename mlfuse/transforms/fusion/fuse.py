@@ -391,6 +391,7 @@ class Planner(Grouping):
                     best = (move, why, b, a)
             if best is not None:
                 self._accept(best[0], Decision(p.name, names, "multi-output", *best[1:]))
+                self._join_more_readers(p, best[0].added[0])
                 return
             tried.append(why)
         if p in self._chosen_host:  # kept for that contraction's epilogue
@@ -400,6 +401,21 @@ class Planner(Grouping):
             self._kept_readers[p] = (len(self.decisions), [g.member_set for g in readers],
                                      home.member_set)
         self.decisions.append(Decision(p.name, names, "kept", "; ".join(dict.fromkeys(tried))))
+
+    def _join_more_readers(self, p: Nest, home: Group) -> None:
+        """After ``p`` joined one reader group (multi-output), the other readers that its
+        grown kernel can take too: a batch norm's mean, computed in the kernel of the
+        variance's shift, also stored through ``reshape(m, [C])``, a kernel of its own
+        otherwise. Each is a move of its own, priced as any other."""
+        for g in [g for g in self.reader_groups(p) if p not in g.member_set]:
+            joined = Group(_union(home.members, g.members), _union(home.owned, g.owned),
+                           (home, g))
+            move = Move([home, g], [joined])
+            ok, why, b, a = self.try_move(move, [home, g], [joined])
+            if ok and not self._epilogue_instead(p, move, [joined]):
+                names = sorted({c.name for c in self.graph.consumers(p) if c in g.member_set})
+                self._accept(move, Decision(p.name, names, "multi-output", why, b, a))
+                home = joined
 
     def second_look(self) -> None:
         """Producers were planned last first, so a producer was priced against its readers

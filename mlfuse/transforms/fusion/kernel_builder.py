@@ -192,8 +192,13 @@ class KernelBuilder:
     def _is_point_index(self, nest: Nest, idx: list[Value]) -> bool:
         if len(idx) != len(nest.extents):
             return False
-        return all(v is p or _is_zero_index(v) and _is_zero_index(p)
+        return all(v is p or _is_zero_index(v) and self._is_zero_point(p)
                    for v, p in zip(idx, self.point_index(nest)))
+
+    def _is_zero_point(self, p: Value) -> bool:
+        """Whether ``p`` is 0 at every point: the constant, or the index of an axis of
+        extent 1 (a row kernel over [1, C] read at [0, c] by a reshape to [C])."""
+        return _is_zero_index(p) or any(p is a and e == 1 for a, e in zip(self.point_args, self.E))
 
     # -- inlining --------------------------------------------------------------
     def value_at(self, nest: Nest, idx: list[Value], block: Block) -> Value:
