@@ -182,6 +182,10 @@ class Target:
                                 # at least this many times its inner one (group norm over
                                 # NHWC: 51-784, split 3x faster; batch norm over NCHW at 7x7:
                                 # 1.2-10, split 1.3-5.7x slower, H100); a huge value: never
+    split_reduction_max_segment: int = 64  # ... and where the inner axes' values, one run
+                                # of the buffer, take fewer bytes than this (group norm over
+                                # NHWC: 16-40 B, split faster; batch norm at 7x7: 98-196 B,
+                                # slower): longer runs are whole sectors for one reduction
     l2_bytes: int = 50 * 2**20  # what a kernel may re-read from L2 rather than DRAM
     walker_bytes_per_s: float = 6e12  # values a kernel's threads load inside loops, every
                                 # lane's load counted (once a warp where its lanes share the

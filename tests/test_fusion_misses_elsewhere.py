@@ -197,3 +197,27 @@ def test_fusion_miss_family_in_16_bits_agrees_with_numpy(name, dt):
     func = parse_program(source, "t.fuse").funcs[0]
     dims = _dims(func, TINY)
     assert_compiled_agrees(source, random_inputs(func, dims, seed=3), dims, f"{name} {dt}")
+
+
+BATCH_NORM_NCHW = """
+func g(x: {dt}[N, C, H, W]) -> ({dt}[N, C, H, W], {dt}[C], {dt}[C]) {
+    m = mean(x, axis=[0, 2, 3], keepdims=true)
+    v = mean((x - m) * (x - m), axis=[0, 2, 3], keepdims=true)
+    return (x - m) * rsqrt(v + 1e-5), reshape(m, [C]), reshape(v, [C])
+}"""
+
+
+@pytest.mark.parametrize("source, dt, sizes", [
+    (FAMILIES["batch_norm_1d_training"][0], "f32", {"N": 4096, "C": 64, "L": 16}),
+    (FAMILIES["batch_norm_1d_training"][0], "f16", {"N": 4096, "C": 512, "L": 64}),
+    (BATCH_NORM_NCHW, "f32", {"N": 512, "C": 256, "H": 4, "W": 4}),
+    (BATCH_NORM_NCHW, "f16", {"N": 256, "C": 2048, "H": 1, "W": 1})],
+    ids=["nlc_f32", "nlc_f16", "nchw_4x4", "nchw_1x1_f16"])
+def test_batch_norm_training_at_large_batches_is_one_kernel(source, dt, sizes):
+    """A batch of 16 and more times the values a channel has per sample (the statistics'
+    outer extent) with runs of at least two sectors: one kernel, its statistics also
+    returned as [C] (split into a column reduction and the rest, it was 2-4)."""
+    text = source.strip().replace("{dt}", dt) + "\n"
+    module = compile_text(text, "t.fuse", level="fused", fuse_options={"dims": sizes})
+    kernels = [op for op in module.funcs[0].body.ops if op.name == "fused.kernel"]
+    assert len(kernels) == 1, [k.attributes.get("schedule") for k in kernels]
