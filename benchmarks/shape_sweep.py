@@ -105,6 +105,14 @@ VARIANTS = {
     # twenty-fourth session: statistics over neighbouring leading axes walked as one loop
     # (flatten-column-nests): a sequence's batch norm over [N, L] of [N, L, C]
     "batchnorm_nlc": [{"N": 64, "L": 1024, "C": 256}, {"N": 32, "L": 197, "C": 768}],
+    # (thirty-first session) batch norm's training step over [N, C, L] (BatchNorm1d of a
+    # sequence) and over NCHW at small spatial sizes and large batches: one reduction
+    # where the inner runs are two sectors or more, split (columns first) where shorter
+    # (--for-sizes with --hw split_reduction_max_segment=1000000000: split as before)
+    "batchnorm_ncl": [{"N": 8192, "C": 256, "L": 32}, {"N": 16384, "C": 512, "L": 16},
+                      {"N": 4096, "C": 512, "L": 64, "dtype": "f16"}, {"N": 65536, "C": 256, "L": 4}],
+    "batchnorm_small_spatial": [{"N": 4096, "C": 512, "H": 4, "W": 4},
+                                {"N": 65536, "C": 1024, "H": 1, "W": 1}],
     # twenty-first session: a prologue value returned beside its whole-tensor or few-row
     # reduction, stored as the values are reduced (split_stages.py's staged fors)
     "residual_mse": [{"N": 2 ** 26}, {"N": 50_000_003}],
@@ -215,6 +223,18 @@ def _extra_cases() -> list:
         m = x.mean((0, 1))
         d = x - m
         return d * ((d * d).mean((0, 1)) + 1e-5).rsqrt()
+
+    def t_batchnorm_ncl(x):
+        m = x.mean((0, 2), keepdim=True)
+        v = ((x - m) * (x - m)).mean((0, 2), keepdim=True)
+        k = x.shape[1]
+        return (x - m) * (v + 1e-5).rsqrt(), m.reshape(k), v.reshape(k)
+
+    def t_batchnorm_small_spatial(x):
+        m = x.mean((0, 2, 3), keepdim=True)
+        v = ((x - m) * (x - m)).mean((0, 2, 3), keepdim=True)
+        k = x.shape[1]
+        return (x - m) * (v + 1e-5).rsqrt(), m.reshape(k), v.reshape(k)
 
     def t_instance_norm_nhwc(x, g, b):
         d = x - x.mean((1, 2), keepdim=True)
@@ -345,6 +365,20 @@ func batchnorm_nlc(x: f32[N, L, C]) -> f32[N, L, C] {
     return d * rsqrt(mean(d * d, axis=[0, 1]) + 1e-5)
 }
 """, {}, t_batchnorm_nlc),
+        Case("batchnorm_ncl", """
+func batchnorm_ncl(x: f32[N, C, L]) -> (f32[N, C, L], f32[C], f32[C]) {
+    m = mean(x, axis=[0, 2], keepdims=true)
+    v = mean((x - m) * (x - m), axis=[0, 2], keepdims=true)
+    return (x - m) * rsqrt(v + 1e-5), reshape(m, [C]), reshape(v, [C])
+}
+""", {}, t_batchnorm_ncl),
+        Case("batchnorm_small_spatial", """
+func batchnorm_small_spatial(x: f32[N, C, H, W]) -> (f32[N, C, H, W], f32[C], f32[C]) {
+    m = mean(x, axis=[0, 2, 3], keepdims=true)
+    v = mean((x - m) * (x - m), axis=[0, 2, 3], keepdims=true)
+    return (x - m) * rsqrt(v + 1e-5), reshape(m, [C]), reshape(v, [C])
+}
+""", {}, t_batchnorm_small_spatial),
         Case("instance_norm_nhwc", """
 func instance_norm_nhwc(x: f32[N, H, W, C], g: f32[C], b: f32[C]) -> f32[N, H, W, C] {
     m = mean(x, axis=[1, 2], keepdims=true)

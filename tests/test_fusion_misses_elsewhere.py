@@ -211,8 +211,8 @@ func g(x: {dt}[N, C, H, W]) -> ({dt}[N, C, H, W], {dt}[C], {dt}[C]) {
     (FAMILIES["batch_norm_1d_training"][0], "f32", {"N": 4096, "C": 64, "L": 16}),
     (FAMILIES["batch_norm_1d_training"][0], "f16", {"N": 4096, "C": 512, "L": 64}),
     (BATCH_NORM_NCHW, "f32", {"N": 512, "C": 256, "H": 4, "W": 4}),
-    (BATCH_NORM_NCHW, "f16", {"N": 256, "C": 2048, "H": 1, "W": 1})],
-    ids=["nlc_f32", "nlc_f16", "nchw_4x4", "nchw_1x1_f16"])
+    (BATCH_NORM_NCHW, "f16", {"N": 1024, "C": 64, "H": 7, "W": 7})],
+    ids=["nlc_f32", "nlc_f16", "nchw_4x4", "nchw_7x7_f16"])
 def test_batch_norm_training_at_large_batches_is_one_kernel(source, dt, sizes):
     """A batch of 16 and more times the values a channel has per sample (the statistics'
     outer extent) with runs of at least two sectors: one kernel, its statistics also

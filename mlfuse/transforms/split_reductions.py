@@ -29,15 +29,17 @@ Which reductions: A_o's extent is at least the target's ``split_reduction_min_ra
 ``split_reduction_max_segment`` (64: two sectors). Longer runs read whole sectors as one
 reduction, which then needs no second stage nor a kernel for what follows (batch norm
 over [N, C, L] of a sequence, or over NCHW at 4x4 and a large batch: 4 kernels split,
-against one); and where the run is one value (NCHW at 1x1), the reduction is a plain
-column reduction already. (Compiled for symbols, the run's length is not known: the
-ratio alone decides, at the default sizes, as before.) Group norm over NHWC has ratios of 51-784 (H*W over C/G), and split it
-ran 3x faster on an H100 (0.448 -> 0.150 ms at [16, 64, 64, 320]). Batch norm over [0, 2,
-3] of NCHW (A_o = [N], A_i = [H, W]) has 1.2-10 at 7x7 to 9x9 spatial sizes, and split
-it ran 1.3-5.7x slower than as one reduction, which the fusion planner holds or streams
-a channel at a time (docs/perf-notes.md, twenty-eighth session); it stays one. Sizes are
-those in ``dims``; a symbol not bound there takes the target's default size, as the
-fusion planner does (C/G against H*W: split).
+against one). (A run of one value, NCHW at 1 x 1, splits: as one reduction over [0, 2,
+3], its innermost reduced axes look like a row's to the planner's layouts, which know no
+sizes, and a row kernel a channel would step C apart.) (Compiled for symbols, the run's
+length is not known: the ratio alone decides, at the default sizes, as before.) Group
+norm over NHWC has ratios of 51-784 (H*W over C/G), and split it ran 3x faster on an
+H100 (0.448 -> 0.150 ms at [16, 64, 64, 320]). Batch norm over [0, 2, 3] of NCHW (A_o =
+[N], A_i = [H, W]) has 1.2-10 at 7x7 to 9x9 spatial sizes, and split it ran 1.3-5.7x
+slower than as one reduction, which the fusion planner holds or streams a channel at a
+time (docs/perf-notes.md, twenty-eighth session); it stays one. Sizes are those in
+``dims``; a symbol not bound there takes the target's default size, as the fusion
+planner does (C/G against H*W: split).
 """
 from __future__ import annotations
 
@@ -116,7 +118,7 @@ class SplitInterleavedReduction(RewritePattern):
         if not set(symbols_of([shape[a] for a in inner])) <= set(self.dims):
             return True  # the run's length is known only per call (see the module doc)
         segment = inner_extent * itemsize(op.operand("x").type.dtype)  # one run in memory
-        return 1 < inner_extent and segment < self.target.split_reduction_max_segment
+        return segment < self.target.split_reduction_max_segment
 
     def rewrite(self, op: Operation, rewriter: Rewriter) -> bool:
         parts = split_axes(op)
