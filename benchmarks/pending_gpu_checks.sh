@@ -21,7 +21,8 @@
 # Each part prints its table as it ends, so a call cut short keeps what ran. PART=1 runs
 # part 1 alone, PART=2 parts 2 and 3 (the whole takes more than one call's 10 minutes),
 # PART=3 part 4 with every peer, PART=4 (mlfuse alone) channel layernorm's strips with
-# shared memory and without, and part 1's comparison; PART=quick that comparison alone.
+# shared memory and without, and part 1's comparison; PART=quick that comparison alone;
+# PART=5 (thirty-first session) batch norms and group norm split by the run rule or not.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
@@ -39,6 +40,17 @@ if [ "${PART:-1}" = 3 ]; then  # the thirtieth and thirty-first sessions' cases,
     python benchmarks/shape_sweep.py --only group_norm_temb --only softmax_middle_masked \
         --only instance_norm --out "$OUT/new" > "$OUT/new.log" 2>&1
     echo "== group norm with a time embedding, masked middle softmax"; grep -E "^\| " "$OUT/new.log"
+    exit 0
+fi
+if [ "${PART:-1}" = 5 ]; then  # (thirty-first session) split-reductions' run rule
+    # compiled for sizes: runs of two sectors or more one reduction (new) against split
+    # (split_reduction_max_segment huge: the ratio alone, as before), every peer in the first
+    SPLIT="--only batchnorm_ncl --only batchnorm_small_spatial --only group_norm_nhwc --for-sizes"
+    python benchmarks/shape_sweep.py $SPLIT --out "$OUT/runs_new" > "$OUT/runs_new.log" 2>&1
+    echo "== split-reductions, runs of 64 B or more one reduction"; grep -E "^\| " "$OUT/runs_new.log"
+    python benchmarks/shape_sweep.py $SPLIT --no-peers --out "$OUT/runs_old" \
+        --hw split_reduction_max_segment=1000000000 > "$OUT/runs_old.log" 2>&1
+    echo "== split by the ratio alone (as before)"; grep -E "^\| " "$OUT/runs_old.log"
     exit 0
 fi
 if [ "${PART:-1}" = 4 ]; then  # mlfuse against itself: knobs on and off, no peers
