@@ -172,11 +172,17 @@ class Planner(Grouping):
         return kernel
 
     def space(self, group: Group) -> tuple:
-        """(extents, schedule) of the group's kernel."""
+        """(extents, whether it reduces) of the group's kernel: its points before the
+        schedule merged neighbouring axes (``coalesced``), so that a column reduction
+        over [N, G, C/G] run as strips and one run as split-columns over [N, C] are
+        one space (each schedule is the cost model's pick for the group alone; merged,
+        the model picks again)."""
         kernel = self.build(group)[0]
-        if kernel is not None:
-            return kernel["extents"], kernel["schedule"]
-        return list(self._facts(group).extents), "pointwise"
+        if kernel is None:
+            return list(self._facts(group).extents), False
+        extents = [e for axes in kernel.attributes.get("coalesced", [[e] for e in kernel["extents"]])
+                   for e in axes]
+        return extents, kernel["schedule"] != "pointwise"
 
     # -- moves -----------------------------------------------------------------
     def try_move(self, move: Move, touched_old: list[Group], touched_new: list[Group]):
