@@ -437,11 +437,12 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
                 scattered = sum(buffer_bytes(o.operands[1].type, dims, target)
                                 for o in stores_along_points(kernel))
     elif schedule == "split-rows":  # chunks of every point's reduction over the whole GPU
-        threads = target.sm_count * 2048
+        # (then a second kernel combines the chunks: codegen/split_host.py)
+        threads, launches = target.sm_count * 2048, 2
     elif schedule == "split-columns":  # a thread per point and chunk, each with a
-        # tile of values in flight, as a strips thread
+        # tile of values in flight, as a strips thread; then the chunks' combine
         chunks = split_column_chunks(points, reduced_extent(kernel, dims, target), target)
-        threads = points * chunks * target.row_values_per_thread
+        threads, launches = points * chunks * target.row_values_per_thread, 2
     if schedule in (None, "pointwise"):  # a thread per point walks its loops one by one
         rereads = _rereads(kernel, read, dims, target, min(points, target.sm_count * 2048))
     if schedule == "strips" and column_staged(kernel, dims, target):
