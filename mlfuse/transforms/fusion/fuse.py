@@ -180,8 +180,8 @@ class Planner(Grouping):
         kernel = self.build(group)[0]
         if kernel is None:
             return list(self._facts(group).extents), False
-        extents = [e for axes in kernel.attributes.get("coalesced", [[e] for e in kernel["extents"]])
-                   for e in axes]
+        merged = kernel.attributes.get("coalesced", [[e] for e in kernel["extents"]])
+        extents = [e for axes in merged for e in axes]
         return extents, kernel["schedule"] != "pointwise"
 
     # -- moves -----------------------------------------------------------------
