@@ -26,20 +26,20 @@ A_o the reduced axes before the last kept axis and A_i those after it:
 
 Which reductions: A_o's extent is at least the target's ``split_reduction_min_ratio``
 (16) times A_i's, and A_i's values, one run of the buffer, take fewer bytes than
-``split_reduction_max_segment`` (64: two sectors). Longer runs read whole sectors as one
-reduction, which then needs no second stage nor a kernel for what follows (batch norm
-over [N, C, L] of a sequence, or over NCHW at 4x4 and a large batch: 4 kernels split,
-against one). (A run of one value, NCHW at 1 x 1, splits: as one reduction over [0, 2,
-3], its innermost reduced axes look like a row's to the planner's layouts, which know no
-sizes, and a row kernel a channel would step C apart.) (Compiled for symbols, the run's
-length is not known: the ratio alone decides, at the default sizes, as before.) Group
-norm over NHWC has ratios of 51-784 (H*W over C/G), and split it ran 3x faster on an
-H100 (0.448 -> 0.150 ms at [16, 64, 64, 320]). Batch norm over [0, 2, 3] of NCHW (A_o =
-[N], A_i = [H, W]) has 1.2-10 at 7x7 to 9x9 spatial sizes, and split it ran 1.3-5.7x
-slower than as one reduction, which the fusion planner holds or streams a channel at a
-time (docs/perf-notes.md, twenty-eighth session); it stays one. Sizes are those in
-``dims``; a symbol not bound there takes the target's default size, as the fusion
-planner does (C/G against H*W: split).
+``split_reduction_max_segment`` (64: two sectors). Group norm over NHWC has ratios of
+51-784 (H*W over C/G) and runs of 16-40 bytes, and split it ran 3x faster on an H100
+(0.448 -> 0.150 ms at [16, 64, 64, 320]). Batch norm over [0, 2, 3] of NCHW (A_o = [N],
+A_i = [H, W]) has ratios of 1.2-10 at 7x7 to 9x9 spatial sizes, runs of 98-196 bytes, and
+split it ran 1.3-5.7x slower than as one reduction, which the fusion planner holds or
+streams a channel at a time (docs/perf-notes.md, twenty-eighth session). Runs of two
+sectors or more are read whole by one reduction, which then needs no second stage nor a
+kernel for what follows: a batch norm over [N, C, L] of a sequence, or over NCHW at 4x4
+with a large batch, is one kernel where split it was four. A run of one value (NCHW at
+1x1) splits: as one reduction over [0, 2, 3] its innermost reduced axes look like a
+row's to the planner's layouts, which know no sizes, and a row kernel a channel would
+step C apart. Sizes are those in ``dims``; a symbol not bound there takes the target's
+default size, as the fusion planner does (C/G against H*W: split), and where a run's
+length is not bound, the ratio alone decides.
 """
 from __future__ import annotations
 
