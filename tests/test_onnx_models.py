@@ -42,9 +42,11 @@ def test_exported_model_matches_onnx_runtime(name):
 def test_fusion_report_of_the_encoder_block():
     imported = import_onnx(EXAMPLES / "encoder_block.onnx")
     (report,) = explain_module(lower(imported.module, "loops"))
-    # the Q, K and V projections are contractions of their own that store the heads
-    # layout (the attention matmuls then read plain operands): 11 kernels
-    assert (report.kernels_before, report.kernels_after) == (61, 11)
+    # the Q, K and V projections, at these sizes ([2, 8, 16], K = 16), are one kernel
+    # whose threads walk all three sums (a thread a point; the weights' loads, which
+    # do not read the innermost point index, shared by a warp's runs of lanes) and
+    # store the heads layout (the attention matmuls then read plain operands): 9 kernels
+    assert (report.kernels_before, report.kernels_after) == (61, 9)
     assert report.bytes_after < report.bytes_before
 
 
@@ -170,7 +172,7 @@ def test_run_and_explain_take_an_onnx_model(capsys):
     assert cli.main(["explain", str(EXAMPLES / "encoder_block.onnx"), "--json"]) == 0
     import json
     report = json.loads(capsys.readouterr().out)["main_graph"]
-    assert (report["kernels_before"], report["kernels_after"]) == (61, 11)
+    assert (report["kernels_before"], report["kernels_after"]) == (61, 9)
 
 
 def test_a_graph_without_outputs_is_an_error(tmp_path, capsys):
