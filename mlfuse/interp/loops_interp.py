@@ -131,7 +131,12 @@ class _Machine:
 
     def store(self, op):
         value, buf, *indices = self.get(op)
-        buf[self.checked_indices(op, buf, indices)] = value
+        place = self.checked_indices(op, buf, indices)
+        if np.ndim(value) and not any(np.ndim(i) for i in place):
+            # one place for every point (a kernel over extents of 1 storing a scalar
+            # result): the last point's value, as a repeated index's store keeps
+            value = np.asarray(value).flat[-1]
+        buf[place] = value
 
     def dim(self, op):
         self.set(op, scalar(self.extent(op, op["sym"]), "index"))
