@@ -387,12 +387,7 @@ class Planner(Grouping):
         if len(readers) > 1:
             best = None
             for g in readers:
-                joined = Group(_union(home.members, g.members), _union(home.owned, g.owned),
-                               (home, g))
-                move = Move([home, g], [joined])
-                ok, why, b, a = self.try_move(move, [home, g], [joined])
-                if ok and (later := self._epilogue_instead(p, move, [joined])):
-                    ok, why = False, later
+                move, ok, why, b, a = self._try_join(p, home, g)
                 if ok and (best is None or a - b < best[3] - best[2]):
                     best = (move, why, b, a)
             if best is not None:
@@ -414,14 +409,22 @@ class Planner(Grouping):
         variance's shift, also stored through ``reshape(m, [C])``, a kernel of its own
         otherwise. Each is a move of its own, priced as any other."""
         for g in [g for g in self.reader_groups(p) if p not in g.member_set]:
-            joined = Group(_union(home.members, g.members), _union(home.owned, g.owned),
-                           (home, g))
-            move = Move([home, g], [joined])
-            ok, why, b, a = self.try_move(move, [home, g], [joined])
-            if ok and not self._epilogue_instead(p, move, [joined]):
+            move, ok, why, b, a = self._try_join(p, home, g)
+            if ok:
                 names = sorted({c.name for c in self.graph.consumers(p) if c in g.member_set})
                 self._accept(move, Decision(p.name, names, "multi-output", why, b, a))
-                home = joined
+                home = move.added[0]
+
+    def _try_join(self, p: Nest, home: Group, g: Group):
+        """(move, ok, reason, before_us, after_us) of merging reader group ``g`` into
+        ``p``'s group ``home`` (``p`` stored there for its other readers): priced, and
+        refused where the epilogue it reaches has a cheaper home."""
+        joined = Group(_union(home.members, g.members), _union(home.owned, g.owned), (home, g))
+        move = Move([home, g], [joined])
+        ok, why, b, a = self.try_move(move, [home, g], [joined])
+        if ok and (later := self._epilogue_instead(p, move, [joined])):
+            ok, why = False, later
+        return move, ok, why, b, a
 
     def second_look(self) -> None:
         """Producers were planned last first, so a producer was priced against its readers
