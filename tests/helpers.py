@@ -28,11 +28,12 @@ def assert_results_close(func, expected, got) -> tuple:
     return got
 
 
-def assert_compiled_agrees(source: str, args: list, dims: dict, what: str) -> None:
-    """The function ``g`` of ``source``, compiled for the simulator and called with
-    ``args`` (sizes ``dims``), against the NumPy interpreter of the program as written,
-    at the tolerance its size allows, the elements the rounding analysis cannot decide
-    left out."""
+def assert_compiled_agrees(source: str, args: list, dims: dict, what: str,
+                           fuse_options: dict | None = None) -> None:
+    """The function ``g`` of ``source``, compiled for the simulator (with
+    ``fuse_options``: planned for sizes) and called with ``args`` (sizes ``dims``),
+    against the NumPy interpreter of the program as written, at the tolerance its size
+    allows, the elements the rounding analysis cannot decide left out."""
     import mlfuse
     from mlfuse.interp import run_tensor
     from mlfuse.interp.rounding import rounding_decided
@@ -42,7 +43,8 @@ def assert_compiled_agrees(source: str, args: list, dims: dict, what: str) -> No
     with np.errstate(all="ignore"):
         want = run_tensor(func, args)
         undecided = rounding_decided(func, args)
-    got = mlfuse.compile_source(source, "t.fuse", target="simulator").g(*args)
+    got = mlfuse.compile_source(source, "t.fuse", target="simulator",
+                                fuse_options=fuse_options).g(*args)
     got = got if isinstance(got, tuple) else (got,)
     assert len(got) == len(want)
     for g, w, u in zip(got, want, undecided):

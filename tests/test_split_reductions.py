@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from mlfuse.dialects import tensor as T
 from mlfuse.ir.types import symbols_of
 from mlfuse.pipeline import compile_text, parse_program
-from mlfuse.tools.checking import program_size, random_inputs
+from mlfuse.tools.checking import random_inputs
 from mlfuse.transforms.split_reductions import split_axes
 
-from helpers import assert_close, assert_compiled_agrees
+from helpers import assert_compiled_agrees
 from strategies import fuzz_settings, inputs_for, interleaved_reduction_programs
 
 PROGRAMS = {
@@ -171,8 +171,6 @@ def test_batch_norm_split_at_sizes_agrees_with_numpy(dt):
     of 4 values, a batch of 64): the statistics, stored as [C] by the row kernel that
     computes them from the columns' (a point of [C] read at [0, c, 0, 0]), and the
     normalised values match the interpreter."""
-    import mlfuse
-    from mlfuse.interp import run_tensor
     source = """
 func g(x: {dt}[N, C, H, W]) -> ({dt}[N, C, H, W], {dt}[C], {dt}[C]) {
     m = mean(x, axis=[0, 2, 3], keepdims=true)
@@ -182,11 +180,5 @@ func g(x: {dt}[N, C, H, W]) -> ({dt}[N, C, H, W], {dt}[C], {dt}[C]) {
     dims = {"N": 64, "C": 4, "H": 2, "W": 2}
     assert any(o["axis"] == [0] for o in _tensor_reductions(source, dims))  # split
     func = parse_program(source, "t.fuse").funcs[0]
-    args = random_inputs(func, dims, seed=5)
-    module = mlfuse.compile_source(source, "t.fuse", target="simulator",
-                                   fuse_options={"dims": dims})
-    ops, reduced = program_size(func, dims=dims)
-    with np.errstate(all="ignore"):
-        want = run_tensor(func, args)
-    for got, w in zip(module.g(*args), want):
-        assert_close(got, w, ops, f"batch norm {dt}", reduced)
+    assert_compiled_agrees(source, random_inputs(func, dims, seed=5), dims, f"batch norm {dt}",
+                           fuse_options={"dims": dims})
