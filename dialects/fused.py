@@ -20,7 +20,9 @@ inner loops (``loops.for``).
   only that.
 - "split-rows", "split-columns", "warp-rows": reductions split across blocks (few
   points, long reductions), over non-innermost axes, and over short rows; see
-  mlfuse/transforms/fusion/schedules.py.
+  mlfuse/transforms/fusion/schedules.py. A split-rows kernel whose reductions read a
+  transpose of what they read otherwise walks ``split_tiles`` (two levels of its
+  reduce nests) through shared-memory tiles (dialects/reductions.py ``nest_tiles``).
 - "transpose-tiles": a loop-free kernel with loads whose fastest-varying index follows
   another axis than the kernel's innermost (a transpose): a block takes a tile of the
   two axes ``tile_axes`` (that axis, the innermost) and reads those loads through
@@ -75,7 +77,11 @@ class KernelOp(LoopOp):
              "warp_rows": Attr("int", 0),
              # a warp-rows kernel whose stores along its points (a layernorm stored
              # transposed) go through a shared tile, a warp a row (codegen/staged_rows.py)
-             "staged_rows": Attr("int", 0)}
+             "staged_rows": Attr("int", 0),
+             # a split-rows kernel whose nests read values permuted along one reduced axis:
+             # the first stage walks squares of that axis and the innermost reduced one
+             # through shared-memory tiles (the levels' positions; codegen/split_tiles.py)
+             "split_tiles": Attr("ints", [])}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

@@ -27,7 +27,7 @@ def innermost_axis(kernel: LoopOp) -> int | None:
     return next((d for d in reversed(range(len(extents))) if extents[d] != 1), None)
 
 
-def _index_deps(value: Value, memo: dict) -> frozenset | None:
+def index_deps(value: Value, memo: dict) -> frozenset | None:
     """The block arguments an index is computed from through pure index arithmetic
     (None when a load or a loop result feeds it: not a static layout)."""
     key = id(value)
@@ -41,7 +41,7 @@ def _index_deps(value: Value, memo: dict) -> frozenset | None:
             elif isinstance(op, DimOp) or not op.operands:
                 memo[key] = frozenset()
             else:
-                deps = [_index_deps(v, memo) for v in op.operands]
+                deps = [index_deps(v, memo) for v in op.operands]
                 memo[key] = None if any(d is None for d in deps) else frozenset().union(*deps)
     return memo[key]
 
@@ -51,24 +51,31 @@ def load_indices(load: Operation) -> list[Value]:
 
 
 def permuted_axis(kernel: LoopOp, load: Operation, memo: dict | None = None) -> int | None:
-    """The kernel axis ``load`` is permuted along (see the module doc), or None. Its
+    """The kernel axis ``load`` is permuted along (see the module doc), or None."""
+    return permuted_in(list(kernel.body.args), kernel.extent_list, load, memo)
+
+
+def permuted_in(args: list, extents: list, load: Operation, memo: dict | None = None,
+                fixed: frozenset = frozenset()) -> int | None:
+    """The position in ``args`` (the indices of a space of ``extents``: a kernel's
+    points, or a reduce nest's levels) that ``load`` is permuted along, or None. Its
     fastest-varying index (the last one that moves: indices that are constants or follow
-    only axes of extent 1 do not) is computed from exactly one kernel index, not the
-    innermost axis's, and from no loop index or loaded value; and another of its indices
-    follows the innermost axis."""
-    inner = innermost_axis(kernel)
+    only axes of extent 1 or ``fixed`` indices do not) is computed from exactly one of
+    ``args``, not the innermost one, and from no loop index or loaded value; and another
+    of its indices follows the innermost axis."""
+    inner = next((d for d in reversed(range(len(extents))) if extents[d] != 1), None)
     if inner is None:
         return None
     memo = {} if memo is None else memo
-    args, extents = list(kernel.body.args), kernel.extent_list
-    still = {a for a, e in zip(args, extents) if e == 1}  # axes of one point do not move
+    # axes of one point, and indices fixed for the whole space, do not move
+    still = {a for a, e in zip(args, extents) if e == 1} | set(fixed)
     indices = load_indices(load)
-    deps = [_index_deps(v, memo) for v in indices]
+    deps = [index_deps(v, memo) for v in indices]
     moving = [n for n, d in enumerate(deps) if d is None or d - still]
     if not moving:
         return None
     last = deps[moving[-1]]
-    if last is None or len(last - still) != 1 or any(a not in args for a in last):
+    if last is None or len(last - still) != 1 or any(a not in args for a in last - still):
         return None
     axis = args.index(next(iter(last - still)))
     if axis == inner:
@@ -100,7 +107,7 @@ def tileable_loads(kernel: LoopOp, axis: int) -> list[Operation]:
     for op in kernel.body.ops:
         if isinstance(op, LoadOp) and op.result.type.dtype != "bool" \
                 and permuted_axis(kernel, op, memo) == axis \
-                and all(_index_deps(v, memo) is not None for v in load_indices(op)):
+                and all(index_deps(v, memo) is not None for v in load_indices(op)):
             found.append(op)
     return found
 
@@ -123,7 +130,7 @@ def store_scatters(kernel: LoopOp, store: Operation, along_points: bool) -> bool
         return False
     args = list(kernel.body.args)
     fast = args[-1] if along_points and args else loop.body.args[0]
-    deps = [_index_deps(v, {}) for v in store.operands[2:]]
+    deps = [index_deps(v, {}) for v in store.operands[2:]]
     moving = [d for d in deps if d is None or d]
     return bool(moving) and moving[-1] is not None and fast not in moving[-1]
 
@@ -157,6 +164,7 @@ def why_not_staged_rows(kernel: LoopOp) -> str | None:
     return None
 
 
-__all__ = ["innermost_axis", "load_indices", "permuted_axis", "permuted_loads",
+__all__ = ["index_deps", "innermost_axis", "load_indices", "permuted_axis", "permuted_in",
+           "permuted_loads",
            "store_scatters", "stores_along_points", "tileable_loads", "tiled_loads",
            "why_not_staged_rows"]

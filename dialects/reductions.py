@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import (DimOp, ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp,
                                   combiner_identity)
-from mlfuse.dialects.permute import store_scatters
+from mlfuse.dialects.permute import index_deps, load_indices, permuted_in, store_scatters
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, itemsize
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.traits import PURE
@@ -70,6 +70,48 @@ def top_reduces(kernel: Operation) -> list[ReduceOp]:
 
 def reduce_nests(kernel: Operation) -> list[ReduceNest]:
     return [reduce_nest(r) for r in top_reduces(kernel)]
+
+
+def nest_tiles(kernel: Operation) -> tuple[int, list[Operation]] | None:
+    """(A, loads) where a kernel's reduce nests read values permuted along nest level A
+    (dialects/permute.py's ``permuted_in`` over the nest's indices, the kernel's points
+    fixed: ``sum(transpose(a) * b)`` reads a[c, r] in a nest over r, c) and a split
+    reduction's first stage can read ``loads`` through shared-memory tiles of levels A
+    and the innermost one (codegen/split_tiles.py); None elsewhere. Every nest walks
+    the same extents, two levels at least, the innermost not the literal 1, and
+    computes nothing but constants at its outer levels; the tiled loads are plain loads
+    of the innermost body, of a dtype a shared array holds, their indices computed by
+    index arithmetic alone; every other load that steps with the nest reads along its
+    innermost index, or does not read it (a broadcast along it)."""
+    nests = reduce_nests(kernel)
+    if not nests or len({repr(n.extents) for n in nests}) > 1:
+        return None
+    extents = nests[0].extents
+    if len(extents) < 2 or extents[-1] == 1:
+        return None
+    fixed, memo = frozenset(kernel.body.args), {}
+    axes, tiled = set(), []
+    for n in nests:
+        if any(not isinstance(o, (ConstantOp, DimOp)) for level in range(len(n.levels) - 1)
+               for o in n.outer_ops(level)):
+            return None
+        for o in n.top.walk():
+            if not isinstance(o, (LoadOp, MaskedLoadOp)):
+                continue
+            deps = [index_deps(v, memo) for v in load_indices(o)]
+            axis = permuted_in(n.indices, extents, o, memo, fixed)
+            if axis is not None:
+                if not isinstance(o, LoadOp) or o.parent is not n.inner.body or \
+                        o.result.type.dtype == "bool" or any(d is None for d in deps):
+                    return None
+                axes.add(axis)
+                tiled.append(o)
+                continue
+            moving = [d for d in deps if d is None or d - fixed]
+            if moving and (moving[-1] is None or (n.indices[-1] not in moving[-1] and any(
+                    d is None or n.indices[-1] in d for d in deps))):
+                return None  # read along another axis, or a gather: no tile makes it a row
+    return (axes.pop(), tiled) if len(axes) == 1 else None
 
 
 def for_nest(top: ForOp) -> list[ForOp]:

@@ -68,7 +68,7 @@ def split_vector_loads(op, hw) -> tuple[list, str] | None:
     values per vector (VECTOR_WIDTH, or VECTOR_WIDTH_16 where every load is 16-bit);
     None where it has none: its loads must all read at flat offsets (``split_offsets``),
     plain and of a vector dtype, and its nests' outer levels compute nothing."""
-    if op["schedule"] != "split-rows" or hw.vector_width == 1:
+    if op["schedule"] != "split-rows" or hw.vector_width == 1 or "split_tiles" in op.attributes:
         return None
     nests = reduce_nests(op)
     offsets = split_offsets(op)
@@ -576,13 +576,18 @@ def split_variants(op, name: str, names, twins) -> dict[str, str]:
 
 def emit_split(op, name: str, target: str, helpers: set[str], names, hw):
     """The KernelCode of a split reduction: both kernels, first stage first."""
+    from mlfuse.codegen.split_tiles import SCALAR, TiledSplitEmitter, tile_shape
+    tiled = "split_tiles" in op.attributes  # its first stage through tiles (split_tiles.py)
     rows, columns = twins = split_vector_loads(op, hw), column_vector_plan(op, hw)
     variants = split_variants(op, name, names, twins)
     texts = [SplitEmitter(op, kname, kind, target, helpers, hw, names.taken, twins).emit()
+             if not (tiled and kind == "split-rows") else
+             TiledSplitEmitter(op, kname, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     loads, lanes = (columns.stepped, columns.lanes) if columns else rows or ([], "VECTOR_WIDTH")
+    launch = {"split-rows": tile_shape(target, hw, SCALAR)[:2]} if tiled else {}
     return KernelCode(op, op["schedule"], kernel_interface(op), [], variants, "\n\n".join(texts),
-                      vector_buffers(loads), vector_lanes=lanes)
+                      vector_buffers(loads), vector_lanes=lanes, launch=launch)
 
 
 def partial_dtypes(op) -> list[str]:

@@ -41,6 +41,9 @@ def split_launch(host, kernel, points: str, args: list[str]) -> None:
     grids = (f"_row_blocks({points} * {n_split}), _row_threads({per_thread}, THREADS_PER_BLOCK)",
              f"_row_blocks({points}), _row_threads({n_split}, THREADS_PER_BLOCK)")
     first = kernel.variants["split-rows"]
+    if "split_tiles" in op.attributes:  # (split_tiles.py): a block per (point, chunk) of squares
+        grids = (f"_row_blocks({points} * {n_split}), {kernel.launch['split-rows'][1]}",
+                 grids[1])
     if "split-rows-vector" in kernel.variants:  # whole vectors, aligned, 32-bit offsets
         lanes = kernel.vector_lanes
         width = "" if lanes == "VECTOR_WIDTH" else f", width={lanes}"

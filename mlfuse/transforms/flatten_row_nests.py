@@ -235,8 +235,8 @@ class FlattenRowNests(KernelPass):
 
     def rewrite(self, kernel: KernelOp) -> tuple[KernelOp, list[str]]:
         rows = kernel["schedule"] == "strips" and kernel.attributes.get("strip") == "rows"
-        if not rows and kernel["schedule"] != "split-rows":
-            return kernel, []
+        if not rows and kernel["schedule"] != "split-rows" or "split_tiles" in kernel.attributes:
+            return kernel, []  # (a split through tiles walks its squares, not a flat loop)
         copy = flattened(kernel, self.dims, self.target)
         if copy is None:
             return kernel, []

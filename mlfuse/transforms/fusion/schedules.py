@@ -65,7 +65,7 @@ from mlfuse.transforms.fusion.cost import (held_whole_vectors, kernel_cost, redu
                                            split_column_chunks, stage_count, strip_held,
                                            strip_shape)
 from mlfuse.transforms.fusion.moments import shift_centred_squares
-from mlfuse.transforms.fusion.tiles import choose_tiles
+from mlfuse.transforms.fusion.tiles import choose_split_tiles, choose_tiles
 
 SPLIT_SCHEDULES = ("split-rows", "split-columns")
 
@@ -219,6 +219,7 @@ class ScheduleChoice:
     split_stages: bool = False  # a row kernel's split plan for calls with few long rows
     short_rows: bool = False  # a row kernel's plan for calls with short rows (warp-rows)
     staged_rows: bool = False  # warp-rows storing along its points through a shared tile
+    split_tiles: list | None = None  # split-rows reading its nests' squares through tiles
 
 
 def _loop_extents(kernel: Operation) -> list[list]:
@@ -520,6 +521,10 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
         return ScheduleChoice("split-rows", f"{points} point(s) cannot fill {target.sm_count} SMs "
                               f"with one block each; each point's {reduced} values are split "
                               "across blocks, then a second kernel combines the partials")
+    tiles = choose_split_tiles(kernel, dims, target) if blocker is None and layout is None \
+        and (reduced >= target.row_min_extent or unbound) else None
+    if tiles is not None:
+        return ScheduleChoice("split-rows", tiles[1], split_tiles=tiles[0])
     if layout == "columns" and (has_for or row_space or reduced >= target.row_min_extent):
         return _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
                                 unbound)
@@ -569,26 +574,15 @@ def _staged_rows(kernel: KernelOp, points: int, row: int, target: Target) -> Sch
 def apply_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     choice = choose_schedule(kernel, dims, target)
     kernel.attributes["schedule"] = choice.schedule
-    if choice.tile_axes is not None:
-        kernel.attributes["tile_axes"] = list(choice.tile_axes)
-    else:
-        kernel.attributes.pop("tile_axes", None)
-    if choice.strip:
-        kernel.attributes["strip"] = choice.strip
-    else:
-        kernel.attributes.pop("strip", None)
-    if choice.split_stages:
-        kernel.attributes["split_stages"] = 1
-    else:
-        kernel.attributes.pop("split_stages", None)
-    if choice.short_rows:
-        kernel.attributes["warp_rows"] = 1
-    else:
-        kernel.attributes.pop("warp_rows", None)
-    if choice.staged_rows:
-        kernel.attributes["staged_rows"] = 1
-    else:
-        kernel.attributes.pop("staged_rows", None)
+    for key, value in (("tile_axes", choice.tile_axes), ("strip", choice.strip),
+                       ("split_stages", int(choice.split_stages)),
+                       ("warp_rows", int(choice.short_rows)),
+                       ("staged_rows", int(choice.staged_rows)),
+                       ("split_tiles", choice.split_tiles)):
+        if value:  # (an attribute the choice does not set: its default, not printed)
+            kernel.attributes[key] = value
+        else:
+            kernel.attributes.pop(key, None)
     return choice
 
 

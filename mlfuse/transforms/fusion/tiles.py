@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.dialects.permute import innermost_axis, tileable_loads
+from mlfuse.dialects.reductions import nest_tiles, reduce_nests
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import product_dim
 from mlfuse.hardware import Target
@@ -65,6 +66,34 @@ def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[in
                            f"stores along axis {inner} ({extents[inner]}): {shape} make both "
                            f"coalesced")
 
+def choose_split_tiles(kernel: Operation, dims: dict, target: Target
+                       ) -> tuple[list[int] | None, str] | None:
+    """(tiled levels, reason) of a split-rows kernel whose nests read some values permuted
+    along nest level A and the others along the innermost (``dialects.reductions.
+    nest_tiles``: the sum of a transpose times its source): its first stage reads each
+    chunk's squares of those levels through shared-memory tiles (codegen/split_tiles.py),
+    both reads coalesced, no transposed copy written and read back. Where a side is
+    shorter than 8 values, a flat walk of the nest reads whole sectors of the permuted
+    buffer already (its warp spans 32 / side neighbouring values of A): (None, reason),
+    the flat split. None where the nests read no such pair of axes."""
+    found = nest_tiles(kernel) if target.split_through_tiles else None
+    if found is None:
+        return None
+    axis, loads = found
+    extents = reduce_nests(kernel)[0].extents
+    last = len(extents) - 1
+    names = ", ".join(dict.fromkeys(f"%{o.operands[0].name_hint or '?'}" for o in loads))
+    along = (f"the reduced values of {names} step along the reduction's axis {axis} "
+             f"({extents[axis]}), the others' along axis {last} ({extents[last]})")
+    if min(resolve(extents[d], dims, target) for d in (axis, last)) < 8:
+        return None, (f"{along}, a short side: a flat walk of both reads whole sectors, split "
+                      "across blocks; a second kernel combines the chunks' partials")
+    tile = target.transpose_tile
+    return [axis, last], (f"{along}: each chunk's {tile}x{tile} squares of the two go through "
+                          "shared-memory tiles, so both read coalesced; a second kernel "
+                          "combines the chunks' partials")
+
+
 def merged_text(kernel: Operation, size=None) -> str:
     """What explain says of a kernel's axes that coalesce-axes merged ("" where none);
     ``size``: a dim's value, where known."""
@@ -74,4 +103,4 @@ def merged_text(kernel: Operation, size=None) -> str:
     return "; ".join(parts)
 
 
-__all__ = ["choose_tiles", "merged_text"]
+__all__ = ["choose_split_tiles", "choose_tiles", "merged_text"]
