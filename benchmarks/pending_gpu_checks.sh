@@ -22,7 +22,8 @@
 # part 1 alone, PART=2 parts 2 and 3 (the whole takes more than one call's 10 minutes),
 # PART=3 part 4 with every peer, PART=4 (mlfuse alone) channel layernorm's strips with
 # shared memory and without, and part 1's comparison; PART=quick that comparison alone;
-# PART=5 (thirty-first session) batch norms and group norm split by the run rule or not.
+# PART=5 (thirty-first session) batch norms and group norm split by the run rule or not;
+# PART=6 (thirty-second) reductions of a transpose split through tiles, or as before.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
@@ -51,6 +52,16 @@ if [ "${PART:-1}" = 5 ]; then  # (thirty-first session) split-reductions' run ru
     python benchmarks/shape_sweep.py $SPLIT --no-peers --out "$OUT/runs_old" \
         --hw split_reduction_max_segment=1000000000 > "$OUT/runs_old.log" 2>&1
     echo "== split by the ratio alone (as before)"; grep -E "^\| " "$OUT/runs_old.log"
+    exit 0
+fi
+if [ "${PART:-1}" = 6 ]; then  # (thirty-second session) reductions split through tiles
+    # one kernel (new, every peer) against a transpose-tiles kernel then the split (knob off)
+    TILED="--only transposed_mse --only batched_transposed_dot --for-sizes"
+    python benchmarks/shape_sweep.py $TILED --out "$OUT/tiled_new" > "$OUT/tiled_new.log" 2>&1
+    echo "== split through tiles"; grep -E "^\| " "$OUT/tiled_new.log"
+    python benchmarks/shape_sweep.py $TILED --no-peers --out "$OUT/tiled_old" \
+        --hw split_through_tiles=0 > "$OUT/tiled_old.log" 2>&1
+    echo "== a transpose kernel, then the split (as before)"; grep -E "^\| " "$OUT/tiled_old.log"
     exit 0
 fi
 if [ "${PART:-1}" = 4 ]; then  # mlfuse against itself: knobs on and off, no peers

@@ -128,6 +128,12 @@ VARIANTS = {
                               # mask's re-reads counted at its size; bf16 where it made two kernels
                               {"B": 64, "S": 4096, "D": 64, "dtype": "f16"},
                               {"B": 64, "S": 1024, "D": 256, "dtype": "bf16"}],
+    # thirty-second session: reductions of a transpose and its source's shape, split
+    # through tiles (codegen/split_tiles.py); one kernel, where a transpose kernel and a
+    # split reduction were two (a short side: the flat split)
+    "transposed_mse": [{"R": 8192, "C": 8192}, {"R": 16384, "C": 4096, "dtype": "f16"},
+                       {"R": 6000, "C": 5000}, {"R": 2 ** 22, "C": 4}],
+    "batched_transposed_dot": [{"N": 16, "R": 2048, "C": 2048}, {"N": 4096, "R": 64, "C": 64}],
     "matmul_bias_relu": [{"M": 2048, "K": 2048, "N": 2048}, {"M": 3000, "K": 1000, "N": 2000}],
     "matmul_f16_bias_relu": [{"M": 8192, "K": 1024, "N": 8192}, {"M": 2048, "K": 8192, "N": 2048}],
     "matmul_decode": [{"M": 8, "K": 8192, "N": 8192}, {"M": 64, "K": 2048, "N": 8192}],
@@ -251,6 +257,13 @@ def _extra_cases() -> list:
 
     def t_softmax_middle_masked(x, m):
         return (x * 0.5 + m).softmax(dim=1)
+
+    def t_transposed_mse(a, b):
+        d = a.t() - b
+        return (d * d).mean()
+
+    def t_batched_transposed_dot(a, b):
+        return (a.transpose(1, 2) * b).sum(dim=(1, 2))
 
     def t_residual_mse(p, t):
         d = p - t
@@ -386,6 +399,17 @@ func instance_norm_nhwc(x: f32[N, H, W, C], g: f32[C], b: f32[C]) -> f32[N, H, W
     return d * rsqrt(mean(d * d, axis=[1, 2], keepdims=true) + 1e-5) * g + b
 }
 """, {}, t_instance_norm_nhwc),
+        Case("transposed_mse", """
+func transposed_mse(a: f32[C, R], b: f32[R, C]) -> f32[] {
+    d = transpose(a) - b
+    return mean(d * d)
+}
+""", {}, t_transposed_mse),
+        Case("batched_transposed_dot", """
+func batched_transposed_dot(a: f32[N, C, R], b: f32[N, R, C]) -> f32[N] {
+    return sum(transpose(a, [0, 2, 1]) * b, axis=[1, 2])
+}
+""", {}, t_batched_transposed_dot),
         Case("residual_mse", """
 func residual_mse(p: f32[N], t: f32[N]) -> (f32[N], f32[]) {
     d = p - t

@@ -88,6 +88,9 @@ class Target:
                                 # vector_width divides, aligned buffers): its square's side
     transpose_vector_threads: int = 256  # ... and its threads (64 x 64 / 256: each thread
                                 # moves 4 vectors of vector_width values each way)
+    split_through_tiles: bool = True  # a reduction reading a transpose of what it reads
+                                # otherwise: one split through tiles (codegen/split_tiles.py;
+                                # off: a transpose-tiles kernel, then the split, as before)
     transpose_thin_threads: int = 256  # transpose-tiles' thin kernel (a tiled extent under
     transpose_thin_steps: int = 4      # transpose_tile / 2): its threads, and the points each
                                 # takes in a rectangle (each step's state costs ~11 registers)
