@@ -567,8 +567,9 @@ def inputs_for(draw, func, dims: dict, special: bool = True, huge: bool = False)
 @st.composite
 def permuted_programs(draw):
     """A transpose of rank 2-4 fused with elementwise work: ``op(transpose(x, perm), y)``
-    (x maybe through a reshape splitting an axis, y maybe broadcast along some axes) and
-    maybe a second input read transposed, in f32, f16 or bf16, over dims long enough
+    (x maybe through a reshape splitting an axis, y maybe broadcast along some axes),
+    maybe a second input read transposed, maybe reduced (a sum, max or mean over every
+    axis or the last two), in f32, f16 or bf16, over dims long enough
     for transpose tiles (17, 20: part of a square) and short ones. Sizes are concrete, so the
     schedule the fuse pass picks is the one the simulator runs."""
     rank = draw(st.integers(2, 4))
@@ -601,6 +602,15 @@ def permuted_programs(draw):
     p.lines.append(f"v0 = {_call('relu', expr) if draw(st.booleans()) else expr}")
     p.values.append(Value("v0", out, dtype))
     p.results = [p.values[-1]]
+    # maybe reduced over every axis or the last two: a reduction that reads x permuted
+    # and y along its innermost axis (a split through tiles, codegen/split_tiles.py)
+    kind = draw(st.sampled_from([None, None, "sum", "max", "mean"]))
+    if kind is not None:
+        axes = list(range(rank)) if rank == 2 or draw(st.booleans()) else [rank - 2, rank - 1]
+        kept = tuple(d for n, d in enumerate(out) if n not in axes)
+        p.lines.append(f"v1 = {kind}(v0, axis={dims_text(axes)})")
+        p.values.append(Value("v1", kept, dtype))
+        p.results = [p.values[-1]]
     return p
 
 

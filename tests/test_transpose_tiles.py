@@ -175,8 +175,9 @@ def test_thread_layouts_move_every_value_once_without_bank_conflicts():
 @fuzz_settings("permute")
 @given(st.data())
 def test_random_permutations_agree_with_numpy(data):
-    """Random rank 2-4 transposes fused with elementwise work (tests/strategies.py's
-    ``permuted_programs``), in f32, f16 and bf16: tiled or not, the kernel matches."""
+    """Random rank 2-4 transposes fused with elementwise work, maybe reduced
+    (tests/strategies.py's ``permuted_programs``), in f32, f16 and bf16: tiled or not,
+    split through tiles or not, the kernels match."""
     program = data.draw(permuted_programs())
     source = program.source()
     note(source)
