@@ -72,22 +72,23 @@ def reduce_nests(kernel: Operation) -> list[ReduceNest]:
     return [reduce_nest(r) for r in top_reduces(kernel)]
 
 
-def nest_tiles(kernel: Operation) -> tuple[int, list[Operation]] | None:
-    """(A, loads) where a kernel's reduce nests read values permuted along nest level A
+def nest_tiles(kernel: Operation) -> tuple[int, int, list[Operation]] | None:
+    """(A, B, loads) where a kernel's reduce nests read values permuted along nest level A
     (dialects/permute.py's ``permuted_in`` over the nest's indices, the kernel's points
     fixed: ``sum(transpose(a) * b)`` reads a[c, r] in a nest over r, c) and a split
     reduction's first stage can read ``loads`` through shared-memory tiles of levels A
-    and the innermost one (codegen/split_tiles.py); None elsewhere. Every nest walks
-    the same extents, two levels at least, the innermost not the literal 1, and
-    computes nothing but constants at its outer levels; the tiled loads are plain loads
-    of the innermost body, of a dtype a shared array holds, their indices computed by
-    index arithmetic alone; every other load that steps with the nest reads along its
-    innermost index, or does not read it (a broadcast along it)."""
+    and B, the innermost level of extent other than the literal 1 (codegen/
+    split_tiles.py); None elsewhere. Every nest walks the same extents and computes
+    nothing but constants at its outer levels; the tiled loads are plain loads of the
+    innermost body, of a dtype a shared array holds, their indices computed by index
+    arithmetic alone; every other load that steps with the nest reads along level B, or
+    does not read it (a broadcast along it)."""
     nests = reduce_nests(kernel)
     if not nests or len({repr(n.extents) for n in nests}) > 1:
         return None
     extents = nests[0].extents
-    if len(extents) < 2 or extents[-1] == 1:
+    inner = next((d for d in reversed(range(len(extents))) if extents[d] != 1), None)
+    if inner is None:
         return None
     fixed, memo = frozenset(kernel.body.args), {}
     axes, tiled = set(), []
@@ -108,10 +109,10 @@ def nest_tiles(kernel: Operation) -> tuple[int, list[Operation]] | None:
                 tiled.append(o)
                 continue
             moving = [d for d in deps if d is None or d - fixed]
-            if moving and (moving[-1] is None or (n.indices[-1] not in moving[-1] and any(
-                    d is None or n.indices[-1] in d for d in deps))):
+            if moving and (moving[-1] is None or (n.indices[inner] not in moving[-1] and any(
+                    d is None or n.indices[inner] in d for d in deps))):
                 return None  # read along another axis, or a gather: no tile makes it a row
-    return (axes.pop(), tiled) if len(axes) == 1 else None
+    return (axes.pop(), inner, tiled) if len(axes) == 1 else None
 
 
 def for_nest(top: ForOp) -> list[ForOp]:

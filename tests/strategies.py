@@ -40,6 +40,7 @@ EXAMPLES = {  # property -> examples in each profile
     "staged_rows": {"ci": 6, "long": 300, "gpu": 40},
     "split_reductions": {"ci": 8, "long": 300, "gpu": 40},
     "uniform_strips": {"ci": 6, "long": 300, "gpu": 40},
+    "split_tiles": {"ci": 6, "long": 300, "gpu": 40},
 }
 SMALL_DIMS = {"N": 2, "M": 3}  # symbolic sizes for interpreters and the simulator
 KERNEL_DIMS = {"N": 37, "M": 300} if PROFILE == "gpu" else SMALL_DIMS
@@ -611,6 +612,36 @@ def permuted_programs(draw):
         p.lines.append(f"v1 = {kind}(v0, axis={dims_text(axes)})")
         p.values.append(Value("v1", kept, dtype))
         p.results = [p.values[-1]]
+    return p
+
+
+@st.composite
+def tiled_reduction_programs(draw):
+    """A reduction of a transpose combined with a tensor of its shape:
+    ``kind(unary(transpose(x, perm) op y), axis=...)`` over the last 2..rank axes
+    (rank 2-4; y maybe broadcast along some axes), in f32, f16 or bf16. Sides of 8 and
+    more make squares (13 and 17: ragged ones), shorter ones the flat split
+    (codegen/split_tiles.py); axes of one value keep a nest level of extent 1."""
+    rank = draw(st.integers(2, 4))
+    dtype = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    shape = tuple(draw(st.lists(st.sampled_from([1, 3, 8, 13, 17]), min_size=rank,
+                                max_size=rank)))
+    assume(int(np.prod(shape)) <= 2048)  # the simulator runs a Python thread per value
+    perm = draw(st.permutations(range(rank)))
+    out = tuple(shape[i] for i in perm)
+    p = Program()
+    x = p.param(shape, dtype)
+    kept = draw(st.lists(st.booleans(), min_size=rank, max_size=rank)) \
+        if draw(st.booleans()) else [True] * rank
+    y = p.param(tuple(d if k else 1 for d, k in zip(out, kept)), dtype)
+    expr = f"{_call('transpose', x.name, dims_text(perm))} {draw(st.sampled_from(['+', '*', '-']))} {y.name}"
+    unary = draw(st.sampled_from([None, "abs", "relu", "exp"]))
+    expr = _call(unary, expr) if unary else expr
+    kind = draw(st.sampled_from(["sum", "max", "min", "mean"]))
+    axes = list(range(rank - draw(st.integers(2, rank)), rank))
+    p.lines.append(f"v0 = {kind}({expr}, axis={dims_text(axes)})")
+    p.values.append(Value("v0", tuple(d for n, d in enumerate(out) if n not in axes), dtype))
+    p.results = [p.values[-1]]
     return p
 
 

@@ -51,7 +51,7 @@ class TiledSplitEmitter(SplitEmitter):
         self.tile_rows = thread_layout(self.tile, self.block_threads, 1)[2]
         self.steps = self.tile // self.tile_rows
         self.launch_bound = str(self.block_threads)
-        self.tiled = nest_tiles(op)[1]
+        self.tiled = nest_tiles(op)[2]
         self.tiles: dict[int, str] = {}  # id(load) -> its shared tile
         for n in _LOCALS:
             self.local[n] = self.namer.fresh(n)

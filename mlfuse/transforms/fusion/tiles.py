@@ -69,7 +69,7 @@ def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[in
 def choose_split_tiles(kernel: Operation, dims: dict, target: Target
                        ) -> tuple[list[int] | None, str] | None:
     """(tiled levels, reason) of a split-rows kernel whose nests read some values permuted
-    along nest level A and the others along the innermost (``dialects.reductions.
+    along nest level A and the others along the innermost B (``dialects.reductions.
     nest_tiles``: the sum of a transpose times its source): its first stage reads each
     chunk's squares of those levels through shared-memory tiles (codegen/split_tiles.py),
     both reads coalesced, no transposed copy written and read back. Where a side is
@@ -79,9 +79,8 @@ def choose_split_tiles(kernel: Operation, dims: dict, target: Target
     found = nest_tiles(kernel) if target.split_through_tiles else None
     if found is None:
         return None
-    axis, loads = found
+    axis, last, loads = found
     extents = reduce_nests(kernel)[0].extents
-    last = len(extents) - 1
     names = ", ".join(dict.fromkeys(f"%{o.operands[0].name_hint or '?'}" for o in loads))
     along = (f"the reduced values of {names} step along the reduction's axis {axis} "
              f"({extents[axis]}), the others' along axis {last} ({extents[last]})")
