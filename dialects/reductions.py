@@ -92,6 +92,8 @@ def nest_tiles(kernel: Operation) -> tuple[int, int, list[Operation]] | None:
         return None
     fixed, memo = frozenset(kernel.body.args), {}
     axes, tiled = set(), []
+    for n in nests:  # levels of one value do not move either
+        fixed |= {k for k, e in zip(n.indices, extents) if e == 1}
     for n in nests:
         if any(not isinstance(o, (ConstantOp, DimOp)) for level in range(len(n.levels) - 1)
                for o in n.outer_ops(level)):

@@ -517,14 +517,17 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
     long = reduced >= target.split_min_extent or unbound
     if layout == "rows" and stores_along_points(kernel) and why_not_staged_rows(kernel) is None:
         return _staged_rows(kernel, points, row, target)
+    # a point's reduction over a square or more (rows: only where a level of one value
+    # last hides the loads' order, a[k1, k0, 0])
+    tiles = choose_split_tiles(kernel, dims, target) if blocker is None and \
+        layout != "columns" and (few_points or reduced >= target.transpose_tile ** 2 or
+                                 unbound) else None
+    if tiles is not None:
+        return ScheduleChoice("split-rows", tiles[1], split_tiles=tiles[0])
     if blocker is None and layout == "rows" and few_points and long:
         return ScheduleChoice("split-rows", f"{points} point(s) cannot fill {target.sm_count} SMs "
                               f"with one block each; each point's {reduced} values are split "
                               "across blocks, then a second kernel combines the partials")
-    tiles = choose_split_tiles(kernel, dims, target) if blocker is None and layout is None \
-        and (reduced >= target.row_min_extent or unbound) else None
-    if tiles is not None:
-        return ScheduleChoice("split-rows", tiles[1], split_tiles=tiles[0])
     if layout == "columns" and (has_for or row_space or reduced >= target.row_min_extent):
         return _strips_or_split(kernel, dims, target, blocker, reduced, extents, has_for,
                                 unbound)
