@@ -185,11 +185,13 @@ def _same_attributes(a: Operation, b: Operation) -> bool:
         {k: repr(v) for k, v in b.attributes.items()}
 
 
-def shared_body_ops(first: Operation, other: Operation) -> dict[int, Operation]:
+def shared_body_ops(first: Operation, other: Operation,
+                    outer: dict[int, Value] | None = None) -> dict[int, Operation]:
     """The ops of ``other``'s body that compute what an op of ``first``'s body does
-    (by id of other's op -> first's op), the loop indices taken as one: when both
-    loops are walked together, other's need not run again."""
-    same: dict[int, Value] = {id(other.body.args[0]): first.body.args[0]}
+    (by id of other's op -> first's op), the loop indices taken as one (and ``outer``'s:
+    the outer levels' indices of two nests walked together, other's id -> first's): when
+    both loops are walked together, other's need not run again."""
+    same: dict[int, Value] = {id(other.body.args[0]): first.body.args[0], **(outer or {})}
     found: dict[int, Operation] = {}
     candidates = [o for o in first.body.ops if not isinstance(o, YieldOp)]
     for op in other.body.ops:

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, identity
 from mlfuse.codegen.schedule_split import SplitEmitter
 from mlfuse.codegen.schedule_tiles import SCALAR, _index_slice, thread_layout, tile_shape
-from mlfuse.dialects.reductions import nest_tiles
+from mlfuse.dialects.reductions import nest_tiles, shared_body_ops
 
 DOC = ("Split reduction over [{space}], first stage: a block per (point, chunk) walks its "
        "chunk's {tile}x{tile} squares of reduced axes {a} and {b}; loads along axis {a} go "
@@ -52,7 +52,11 @@ class TiledSplitEmitter(SplitEmitter):
         self.steps = self.tile // self.tile_rows
         self.launch_bound = str(self.block_threads)
         self.tiled = nest_tiles(op)[2]
+        for n in self.nests[1:]:  # walked together: what a later nest repeats of the first's
+            levels = {id(k): f for k, f in zip(n.indices, self.nests[0].indices)}
+            self.merged.update(shared_body_ops(self.nests[0].inner, n.inner, levels))
         self.tiles: dict[int, str] = {}  # id(load) -> its shared tile
+        self.tile_fills: list = []  # the loads that fill a tile (the first of each alike)
         for n in _LOCALS:
             self.local[n] = self.namer.fresh(n)
 
@@ -69,9 +73,16 @@ class TiledSplitEmitter(SplitEmitter):
         extents = self.nests[0].extents
         outer = [d for d in range(len(extents)) if d not in (a, b)]
         self.threads()
+        filled = {}  # one tile for the same load in several nests (a sum and a max of p)
         for load in self.tiled:
+            key = self._tile_key(load)
+            if key in filled:
+                self.tiles[id(load)] = filled[key]
+                continue
             shared = SHARED_TYPE[COMPUTE_TYPE[load.result.type.dtype]]
-            self.tiles[id(load)] = self.namer.fresh(f"{self.namer(load.operands[0])}_tile")
+            self.tiles[id(load)] = filled[key] = \
+                self.namer.fresh(f"{self.namer(load.operands[0])}_tile")
+            self.tile_fills.append(load)
             w.line(f"{self.tiles[id(load)]} = cuda.shared.array(({tile}, {tile + 1}), "
                    f"{shared})  # +1: a warp's accesses on 32 banks")
         lane_v, lane_r, _ = thread_layout(tile, self.block_threads, 1, loc["tid"])
@@ -113,7 +124,7 @@ class TiledSplitEmitter(SplitEmitter):
                 w.line("# threads along the permuted loads' axis: fill the tiles")
                 with self.each_step(names[a], names[b], along_b=False):
                     for n in self.nests:
-                        mine = [o for o in self.tiled if o.parent is n.inner.body]
+                        mine = [o for o in self.tile_fills if o.parent is n.inner.body]
                         for o in _index_slice(n.inner.body, mine):
                             self.statement(o, shared=False)
                         for o in mine:
@@ -130,6 +141,14 @@ class TiledSplitEmitter(SplitEmitter):
             with w.indented(f"if {self.leader()}:"):
                 for n, part in zip(self.nests, parts):
                     w.line(f"{self.partial_of[id(n.top)]}[{loc['flat']}] = {part}")
+
+    def _tile_key(self, load) -> tuple:
+        """What a load reads: its buffer and each index as the nest level it is (the
+        same in every nest), or itself."""
+        levels = {id(k): d for n in self.nests for d, k in enumerate(n.indices)}
+        return (id(load.operands[0]), load.result.type.dtype) + tuple(
+            ("level", levels[id(v)]) if id(v) in levels else id(v)
+            for v in load.operands[1:])
 
     @contextmanager
     def each_step(self, index_a: str, index_b: str, along_b: bool):
