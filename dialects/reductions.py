@@ -78,31 +78,61 @@ def nest_tiles(kernel: Operation) -> tuple[int, int, list[Operation]] | None:
     fixed: ``sum(transpose(a) * b)`` reads a[c, r] in a nest over r, c) and a split
     reduction's first stage can read ``loads`` through shared-memory tiles of levels A
     and B, the innermost level of extent other than the literal 1 (codegen/
-    split_tiles.py); None elsewhere. Every nest walks the same extents and computes
-    nothing but constants at its outer levels; the tiled loads are plain loads of the
-    innermost body, of a dtype a shared array holds, their indices computed by index
-    arithmetic alone; every other load that steps with the nest reads along level B, or
-    does not read it (a broadcast along it)."""
+    split_tiles.py); None elsewhere. See ``_space_tiles`` for what the loads must be."""
     nests = reduce_nests(kernel)
     if not nests or len({repr(n.extents) for n in nests}) > 1:
         return None
     extents = nests[0].extents
+    found = _space_tiles(nests, lambda n: (n.indices, extents), frozenset(kernel.body.args))
+    return (found[1], found[0], found[2]) if found and found[1] < len(extents) else None
+
+
+def strip_tiles(kernel: Operation) -> tuple[int, int, list[Operation]] | None:
+    """(P, K, loads) where a kernel's reduce nests read some values along nest level K
+    and the others along its innermost point axis P (``sum(transpose(a) + b, axis=1)``
+    reads a[k, r] and b[r, k] for point r): a block of neighbouring points of P can read
+    ``loads`` (those along K) through shared-memory tiles of P and K, and the others
+    directly, all coalesced (codegen/schedule_strip_tiles.py); None elsewhere. The
+    space is the nest's levels, then the points (the innermost of more than one value
+    is P), ``permuted_in`` over it; see ``_space_tiles`` for what the loads must be."""
+    nests = reduce_nests(kernel)
+    points = list(kernel.body.args)
+    if not nests or not points or len({repr(n.extents) for n in nests}) > 1:
+        return None
+    space = lambda n: (n.indices + points, n.extents + list(kernel.extent_list))  # noqa: E731
+    found = _space_tiles(nests, space, frozenset())
+    levels = len(nests[0].extents)
+    if not found or found[0] < levels or found[1] >= levels:
+        return None  # P must be a point axis, K a level of the nest
+    return found[0] - levels, found[1], found[2]
+
+
+def _space_tiles(nests, space, fixed: frozenset) -> tuple[int, int, list[Operation]] | None:
+    """(inner, axis, loads) of the space ``space(nest)`` gives (its indices and extents):
+    the position of its innermost index of more than one value, the one position the
+    nests' permuted loads step along (``permuted_in``: ``fixed`` indices and those of one
+    value do not move), and those loads; None where there are none, or they step along
+    several, or another load reads neither along the innermost index nor without it (a
+    gather, a window). Every nest computes nothing but constants at its outer levels;
+    the permuted loads are plain loads of the innermost body, of a dtype a shared array
+    holds, their indices computed by index arithmetic alone."""
+    args, extents = space(nests[0])
     inner = next((d for d in reversed(range(len(extents))) if extents[d] != 1), None)
     if inner is None:
         return None
-    fixed, memo = frozenset(kernel.body.args), {}
-    axes, tiled = set(), []
-    for n in nests:  # levels of one value do not move either
-        fixed |= {k for k, e in zip(n.indices, extents) if e == 1}
+    memo, axes, tiled = {}, set(), []
+    for n in nests:  # indices of one value do not move either
+        fixed |= {k for k, e in zip(space(n)[0], extents) if e == 1}
     for n in nests:
         if any(not isinstance(o, (ConstantOp, DimOp)) for level in range(len(n.levels) - 1)
                for o in n.outer_ops(level)):
             return None
+        args = space(n)[0]
         for o in n.top.walk():
             if not isinstance(o, (LoadOp, MaskedLoadOp)):
                 continue
             deps = [index_deps(v, memo) for v in load_indices(o)]
-            axis = permuted_in(n.indices, extents, o, memo, fixed)
+            axis = permuted_in(args, extents, o, memo, fixed)
             if axis is not None:
                 if not isinstance(o, LoadOp) or o.parent is not n.inner.body or \
                         o.result.type.dtype == "bool" or any(d is None for d in deps):
@@ -111,10 +141,10 @@ def nest_tiles(kernel: Operation) -> tuple[int, int, list[Operation]] | None:
                 tiled.append(o)
                 continue
             moving = [d for d in deps if d is None or d - fixed]
-            if moving and (moving[-1] is None or (n.indices[inner] not in moving[-1] and any(
-                    d is None or n.indices[inner] in d for d in deps))):
+            if moving and (moving[-1] is None or (args[inner] not in moving[-1] and any(
+                    d is None or args[inner] in d for d in deps))):
                 return None  # read along another axis, or a gather: no tile makes it a row
-    return (axes.pop(), inner, tiled) if len(axes) == 1 else None
+    return (inner, axes.pop(), tiled) if len(axes) == 1 else None
 
 
 def for_nest(top: ForOp) -> list[ForOp]:

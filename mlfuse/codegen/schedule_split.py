@@ -576,7 +576,7 @@ def split_variants(op, name: str, names, twins) -> dict[str, str]:
 
 def emit_split(op, name: str, target: str, helpers: set[str], names, hw):
     """The KernelCode of a split reduction: both kernels, first stage first."""
-    from mlfuse.codegen.split_tiles import SCALAR, TiledSplitEmitter, tile_shape
+    from mlfuse.codegen.split_tiles import TiledSplitEmitter, first_stage_launch
     tiled = "split_tiles" in op.attributes  # its first stage through tiles (split_tiles.py)
     rows, columns = twins = split_vector_loads(op, hw), column_vector_plan(op, hw)
     variants = split_variants(op, name, names, twins)
@@ -585,7 +585,7 @@ def emit_split(op, name: str, target: str, helpers: set[str], names, hw):
              TiledSplitEmitter(op, kname, target, helpers, hw, names.taken).emit()
              for kind, kname in variants.items()]
     loads, lanes = (columns.stepped, columns.lanes) if columns else rows or ([], "VECTOR_WIDTH")
-    launch = {"split-rows": tile_shape(target, hw, SCALAR)[:2]} if tiled else {}
+    launch = first_stage_launch(target, hw) if tiled else {}
     return KernelCode(op, op["schedule"], kernel_interface(op), [], variants, "\n\n".join(texts),
                       vector_buffers(loads), vector_lanes=lanes, launch=launch)
 
