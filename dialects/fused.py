@@ -30,6 +30,10 @@ inner loops (``loops.for``).
   After coalesce-axes, neighbouring axes every access indexes together are one axis of
   their product (``coalesced``: the original extents of each axis; the old indices are
   its unravel, mlfuse/transforms/coalesce_axes.py).
+- "strip-tiles": reductions that read some values along a reduced level K and the
+  others along the innermost point axis P (``strip_tiles`` = [P, K]): a block per strip
+  of neighbouring points walks squares of P and K, the former loads through shared
+  tiles (dialects/reductions.py ``strip_tiles``).
 - "strips": a block owns a strip of points (``strip``: "columns", neighbouring points;
   "rows", one point) and all of their reduced values, its threads also split the
   reduced axes: the reductions' results are on chip, so the loops after them (a
@@ -44,7 +48,7 @@ from mlfuse.ir.registry import Dialect
 from mlfuse.dialects.loops import LoopOp
 
 SCHEDULES = ("pointwise", "row", "contraction", "split-rows", "split-columns", "warp-rows",
-             "transpose-tiles", "strips")
+             "transpose-tiles", "strips", "strip-tiles")
 
 DIALECT = Dialect("fused", __doc__)
 
@@ -81,7 +85,10 @@ class KernelOp(LoopOp):
              # a split-rows kernel whose nests read values permuted along one reduced axis:
              # the first stage walks squares of that axis and the innermost reduced one
              # through shared-memory tiles (the levels' positions; codegen/split_tiles.py)
-             "split_tiles": Attr("ints", [])}
+             "split_tiles": Attr("ints", []),
+             # a strip-tiles kernel: its point axis P and the reduce nests' level K whose
+             # squares it walks (codegen/schedule_strip_tiles.py)
+             "strip_tiles": Attr("ints", [])}
     doc = "One GPU launch over a parallel iteration space."
 
     @classmethod

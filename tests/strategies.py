@@ -616,17 +616,21 @@ def permuted_programs(draw):
 
 
 @st.composite
-def tiled_reduction_programs(draw):
+def tiled_reduction_programs(draw, keep_points: bool = False):
     """A reduction of a transpose combined with a tensor of its shape:
     ``kind(unary(transpose(x, perm) op y), axis=...)`` over the last 2..rank axes
     (rank 2-4; y maybe broadcast along some axes), in f32, f16 or bf16. Sides of 8 and
     more make squares (13 and 17: ragged ones), shorter ones the flat split
-    (codegen/split_tiles.py); axes of one value keep a nest level of extent 1."""
+    (codegen/split_tiles.py); axes of one value keep a nest level of extent 1.
+    ``keep_points``: over the last 1..rank-1 axes instead (strips through tiles,
+    codegen/schedule_strip_tiles.py, where the points' last axis is read by some)."""
     rank = draw(st.integers(2, 4))
     dtype = draw(st.sampled_from(["f32", "f16", "bf16"]))
-    shape = tuple(draw(st.lists(st.sampled_from([1, 3, 8, 13, 17]), min_size=rank,
+    sides = [1, 8, 13, 33, 40] if keep_points else [1, 3, 8, 13, 17]  # (33, 40: strips
+    shape = tuple(draw(st.lists(st.sampled_from(sides), min_size=rank,  # of 32 points)
                                 max_size=rank)))
-    assume(int(np.prod(shape)) <= 2048)  # the simulator runs a Python thread per value
+    # the simulator runs a Python thread per value
+    assume(int(np.prod(shape)) <= (4096 if keep_points else 2048))
     perm = draw(st.permutations(range(rank)))
     out = tuple(shape[i] for i in perm)
     p = Program()
@@ -638,7 +642,8 @@ def tiled_reduction_programs(draw):
     unary = draw(st.sampled_from([None, "abs", "relu", "exp"]))
     expr = _call(unary, expr) if unary else expr
     kind = draw(st.sampled_from(["sum", "max", "min", "mean"]))
-    axes = list(range(rank - draw(st.integers(2, rank)), rank))
+    axes = list(range(rank - (draw(st.integers(1, rank - 1)) if keep_points else
+                              draw(st.integers(2, rank))), rank))
     p.lines.append(f"v0 = {kind}({expr}, axis={dims_text(axes)})")
     p.values.append(Value("v0", tuple(d for n, d in enumerate(out) if n not in axes), dtype))
     p.results = [p.values[-1]]

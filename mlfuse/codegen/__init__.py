@@ -28,6 +28,7 @@ from mlfuse.codegen.helpers import ORDER as HELPER_NAMES
 from mlfuse.codegen.helpers import MMA_GEOMETRY_NAMES, helper_sources
 from mlfuse.codegen.names import Namer
 from mlfuse.codegen.schedule_split import emit_split
+from mlfuse.codegen.schedule_strip_tiles import emit_strip_tiles
 from mlfuse.codegen.split_stages import emit_row
 from mlfuse.codegen.shared_code import share_identical
 from mlfuse.codegen.transpose_tiles import emit_tiles
@@ -166,7 +167,7 @@ def contraction_kernel(op: KernelOp, name: str, target: str, helpers: set[str], 
 SCHEDULE_EMITTERS = {"contraction": contraction_kernel, "split-rows": emit_split,
                      "split-columns": emit_split, "warp-rows": emit_warp_rows,
                      "transpose-tiles": emit_tiles,
-                     "strips": emit_strips, "row": emit_row}
+                     "strips": emit_strips, "row": emit_row, "strip-tiles": emit_strip_tiles}
 
 
 def _kernel_ops(func: FuncOp) -> list:

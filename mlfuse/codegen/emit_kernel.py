@@ -472,7 +472,7 @@ def half_row_vectors(op: LoopOp, hw: Target) -> bool:
 SCHEDULE_MODULES = {"contraction": "contraction", "split-rows": "schedule_split",
                     "split-columns": "schedule_split", "warp-rows": "schedule_warp_rows",
                     "transpose-tiles": "transpose_tiles",
-                    "strips": "schedule_strips"}
+                    "strips": "schedule_strips", "strip-tiles": "schedule_strip_tiles"}
 
 
 def emit_kernel(op: LoopOp, name: str, target: str, helpers: set[str], names: Namer,

@@ -139,6 +139,9 @@ class HostEmitter:
         elif kernel.schedule == "transpose-tiles":
             from mlfuse.codegen.transpose_tiles import tiles_launch
             tiles_launch(self, kernel, points, args)
+        elif kernel.schedule == "strip-tiles":
+            from mlfuse.codegen.schedule_strip_tiles import strip_tiles_launch
+            strip_tiles_launch(self, kernel, points, args)
         elif kernel.schedule == "strips":
             from mlfuse.codegen.schedule_strips import strips_launch
             strips_launch(self, kernel, points, args)

@@ -436,6 +436,8 @@ def kernel_cost(kernel: Operation, dims: dict, target: Target) -> KernelCost:
             if not target.row_staged_stores:  # written directly: a sector a value
                 scattered = sum(buffer_bytes(o.operands[1].type, dims, target)
                                 for o in stores_along_points(kernel))
+    elif schedule == "strip-tiles":  # a square's values of each point in flight at once
+        threads = points * target.transpose_tile  # (codegen/schedule_strip_tiles.py)
     elif schedule == "split-rows":  # chunks of every point's reduction over the whole GPU
         # (then a second kernel combines the chunks: codegen/split_host.py)
         threads, launches = target.sm_count * 2048, 2

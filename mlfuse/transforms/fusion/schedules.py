@@ -65,7 +65,7 @@ from mlfuse.transforms.fusion.cost import (held_whole_vectors, kernel_cost, redu
                                            split_column_chunks, stage_count, strip_held,
                                            strip_shape)
 from mlfuse.transforms.fusion.moments import shift_centred_squares
-from mlfuse.transforms.fusion.tiles import choose_split_tiles, choose_tiles
+from mlfuse.transforms.fusion.tiles import choose_split_tiles, choose_strip_tiles, choose_tiles
 
 SPLIT_SCHEDULES = ("split-rows", "split-columns")
 
@@ -220,6 +220,7 @@ class ScheduleChoice:
     short_rows: bool = False  # a row kernel's plan for calls with short rows (warp-rows)
     staged_rows: bool = False  # warp-rows storing along its points through a shared tile
     split_tiles: list | None = None  # split-rows reading its nests' squares through tiles
+    strip_tiles: list | None = None  # strip-tiles: its point axis and reduced level
 
 
 def _loop_extents(kernel: Operation) -> list[list]:
@@ -489,8 +490,8 @@ def _held_rows(kernel: KernelOp, dims: dict, target: Target, split_plan: bool) -
 
 def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoice:
     current = kernel["schedule"]  # the builder's "row" or "pointwise", or an earlier choice
-    if current not in ("pointwise", "row", "warp-rows", "transpose-tiles",
-                       "strips") + SPLIT_SCHEDULES:
+    if current not in ("pointwise", "row", "warp-rows", "transpose-tiles", "strips",
+                       "strip-tiles") + SPLIT_SCHEDULES:
         return ScheduleChoice(current, f"{current} (set by an earlier pass)")
     nests = reduce_nests(kernel)
     loops = [o for o in kernel.body.ops if isinstance(o, (ReduceOp, ForOp))]
@@ -517,13 +518,15 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
     long = reduced >= target.split_min_extent or unbound
     if layout == "rows" and stores_along_points(kernel) and why_not_staged_rows(kernel) is None:
         return _staged_rows(kernel, points, row, target)
-    # a point's reduction over a square or more (rows: only where a level of one value
-    # last hides the loads' order, a[k1, k0, 0])
-    tiles = choose_split_tiles(kernel, dims, target) if blocker is None and \
-        layout != "columns" and (few_points or reduced >= target.transpose_tile ** 2 or
-                                 unbound) else None
-    if tiles is not None:
-        return ScheduleChoice("split-rows", tiles[1], split_tiles=tiles[0])
+    if blocker is None and layout != "columns":  # (rows: a level of one value last can
+        # hide the loads' order, a[k1, k0, 0]); split: a point's values a square or more
+        long_enough = few_points or reduced >= target.transpose_tile ** 2 or unbound
+        tiles = choose_split_tiles(kernel, dims, target) if long_enough else None
+        if tiles is not None:
+            return ScheduleChoice("split-rows", tiles[1], split_tiles=tiles[0])
+        strips = choose_strip_tiles(kernel, dims, target) if layout is None else None
+        if strips is not None:
+            return ScheduleChoice("strip-tiles", strips[1], strip_tiles=strips[0])
     if blocker is None and layout == "rows" and few_points and long:
         return ScheduleChoice("split-rows", f"{points} point(s) cannot fill {target.sm_count} SMs "
                               f"with one block each; each point's {reduced} values are split "
@@ -581,7 +584,7 @@ def apply_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleChoi
                        ("split_stages", int(choice.split_stages)),
                        ("warp_rows", int(choice.short_rows)),
                        ("staged_rows", int(choice.staged_rows)),
-                       ("split_tiles", choice.split_tiles)):
+                       ("split_tiles", choice.split_tiles), ("strip_tiles", choice.strip_tiles)):
         if value:  # (an attribute the choice does not set: its default, not printed)
             kernel.attributes[key] = value
         else:

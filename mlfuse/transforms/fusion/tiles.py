@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.dialects.permute import innermost_axis, tileable_loads
-from mlfuse.dialects.reductions import nest_tiles, reduce_nests
+from mlfuse.dialects.reductions import nest_tiles, reduce_nests, strip_tiles
 from mlfuse.ir.core import Operation
 from mlfuse.ir.types import product_dim
 from mlfuse.hardware import Target
@@ -93,6 +93,33 @@ def choose_split_tiles(kernel: Operation, dims: dict, target: Target
                           "combines the chunks' partials")
 
 
+def choose_strip_tiles(kernel: Operation, dims: dict, target: Target
+                       ) -> tuple[list[int], str] | None:
+    """([P, K], reason) when a reduction kernel's nests read some values along nest level
+    K and the others along its innermost point axis P (``dialects.reductions.strip_tiles``:
+    ``sum(transpose(a) + b, axis=1)``), both sides at least 8 values and strips of
+    ``transpose_tile`` points enough to give every SM one: a block per strip walks squares
+    of P and K through shared tiles (codegen/schedule_strip_tiles.py), every load
+    coalesced, where a block per point reads the former a row apart. None elsewhere."""
+    found = strip_tiles(kernel) if target.split_through_tiles else None
+    if found is None:
+        return None
+    p, k, loads = found
+    extents, levels = kernel.extent_list, reduce_nests(kernel)[0].extents
+    tile = target.transpose_tile
+    points = 1
+    for e in extents:
+        points *= resolve(e, dims, target)
+    if min(resolve(extents[p], dims, target), resolve(levels[k], dims, target)) < 8 or \
+            points < tile * target.sm_count:
+        return None
+    names = ", ".join(dict.fromkeys(f"%{o.operands[0].name_hint or '?'}" for o in loads))
+    return [p, k], (f"the reduced values of {names} step along the reduction's axis {k} "
+                    f"({levels[k]}), the others' along the points' axis {p} ({extents[p]}): a "
+                    f"block per strip of {tile} points walks {tile}x{tile} squares of the two "
+                    "through shared-memory tiles, so every load coalesces")
+
+
 def merged_text(kernel: Operation, size=None) -> str:
     """What explain says of a kernel's axes that coalesce-axes merged ("" where none);
     ``size``: a dim's value, where known."""
@@ -102,4 +129,4 @@ def merged_text(kernel: Operation, size=None) -> str:
     return "; ".join(parts)
 
 
-__all__ = ["choose_split_tiles", "choose_tiles", "merged_text"]
+__all__ = ["choose_split_tiles", "choose_strip_tiles", "choose_tiles", "merged_text"]
