@@ -23,7 +23,8 @@
 # PART=3 part 4 with every peer, PART=4 (mlfuse alone) channel layernorm's strips with
 # shared memory and without, and part 1's comparison; PART=quick that comparison alone;
 # PART=5 (thirty-first session) batch norms and group norm split by the run rule or not;
-# PART=6 (thirty-second) reductions of a transpose split through tiles, or as before.
+# PART=6 (thirty-second) reductions of a transpose split through tiles and strips through
+# tiles, or as before (hw.split_through_tiles=0).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
@@ -56,7 +57,8 @@ if [ "${PART:-1}" = 5 ]; then  # (thirty-first session) split-reductions' run ru
 fi
 if [ "${PART:-1}" = 6 ]; then  # (thirty-second session) reductions split through tiles
     # one kernel (new, every peer) against a transpose-tiles kernel then the split (knob off)
-    TILED="--only transposed_mse --only batched_transposed_dot --for-sizes"
+    TILED="--only transposed_mse --only batched_transposed_dot --only row_sum_transposed
+           --only spatial_dot_nchw_nhwc --for-sizes"
     python benchmarks/shape_sweep.py $TILED --out "$OUT/tiled_new" > "$OUT/tiled_new.log" 2>&1
     echo "== split through tiles"; grep -E "^\| " "$OUT/tiled_new.log"
     python benchmarks/shape_sweep.py $TILED --no-peers --out "$OUT/tiled_old" \

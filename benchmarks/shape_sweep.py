@@ -134,6 +134,12 @@ VARIANTS = {
     "transposed_mse": [{"R": 8192, "C": 8192}, {"R": 16384, "C": 4096, "dtype": "f16"},
                        {"R": 6000, "C": 5000}, {"R": 2 ** 22, "C": 4}],
     "batched_transposed_dot": [{"N": 16, "R": 2048, "C": 2048}, {"N": 4096, "R": 64, "C": 64}],
+    # ... and strips through tiles (codegen/schedule_strip_tiles.py): one kernel, where a
+    # block per row read a a row apart, or a transpose kernel preceded the reduction
+    "row_sum_transposed": [{"R": 65536, "C": 1024}, {"R": 16384, "C": 4096, "dtype": "f16"},
+                           {"R": 100000, "C": 300}],
+    "spatial_dot_nchw_nhwc": [{"N": 64, "C": 256, "H": 32, "W": 32},
+                              {"N": 32, "C": 512, "H": 28, "W": 28, "dtype": "f16"}],
     "matmul_bias_relu": [{"M": 2048, "K": 2048, "N": 2048}, {"M": 3000, "K": 1000, "N": 2000}],
     "matmul_f16_bias_relu": [{"M": 8192, "K": 1024, "N": 8192}, {"M": 2048, "K": 8192, "N": 2048}],
     "matmul_decode": [{"M": 8, "K": 8192, "N": 8192}, {"M": 64, "K": 2048, "N": 8192}],
@@ -264,6 +270,12 @@ def _extra_cases() -> list:
 
     def t_batched_transposed_dot(a, b):
         return (a.transpose(1, 2) * b).sum(dim=(1, 2))
+
+    def t_row_sum_transposed(a, b):
+        return (a.t() + b).sum(dim=1)
+
+    def t_spatial_dot_nchw_nhwc(a, b):
+        return (a.permute(0, 2, 3, 1) * b).sum(dim=(1, 2))
 
     def t_residual_mse(p, t):
         d = p - t
@@ -410,6 +422,16 @@ func batched_transposed_dot(a: f32[N, C, R], b: f32[N, R, C]) -> f32[N] {
     return sum(transpose(a, [0, 2, 1]) * b, axis=[1, 2])
 }
 """, {}, t_batched_transposed_dot),
+        Case("row_sum_transposed", """
+func row_sum_transposed(a: f32[C, R], b: f32[R, C]) -> f32[R] {
+    return sum(transpose(a) + b, axis=1)
+}
+""", {}, t_row_sum_transposed),
+        Case("spatial_dot_nchw_nhwc", """
+func spatial_dot_nchw_nhwc(a: f32[N, C, H, W], b: f32[N, H, W, C]) -> f32[N, C] {
+    return sum(transpose(a, [0, 2, 3, 1]) * b, axis=[1, 2])
+}
+""", {}, t_spatial_dot_nchw_nhwc),
         Case("residual_mse", """
 func residual_mse(p: f32[N], t: f32[N]) -> (f32[N], f32[]) {
     d = p - t
