@@ -89,8 +89,9 @@ class Target:
     transpose_vector_threads: int = 256  # ... and its threads (64 x 64 / 256: each thread
                                 # moves 4 vectors of vector_width values each way)
     split_through_tiles: bool = True  # a reduction reading a transpose of what it reads
-                                # otherwise: one split through tiles (codegen/split_tiles.py;
-                                # off: a transpose-tiles kernel, then the split, as before)
+                                # otherwise: one split through tiles (codegen/split_tiles.py),
+                                # or strips through tiles (schedule_strip_tiles.py); off: a
+                                # transpose kernel then the reduction, or a block a point)
     transpose_thin_threads: int = 256  # transpose-tiles' thin kernel (a tiled extent under
     transpose_thin_steps: int = 4      # transpose_tile / 2): its threads, and the points each
                                 # takes in a rectangle (each step's state costs ~11 registers)
