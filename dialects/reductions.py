@@ -104,7 +104,21 @@ def strip_tiles(kernel: Operation) -> tuple[int, int, list[Operation]] | None:
     levels = len(nests[0].extents)
     if not found or found[0] < levels or found[1] >= levels:
         return None  # P must be a point axis, K a level of the nest
-    return found[0] - levels, found[1], found[2]
+    p = found[0] - levels
+    memo: dict = {}
+    for load in found[2]:  # the fill computes the tiled loads' indices at its own points:
+        # none may come from outside the innermost body and follow P
+        body, todo = load.parent, list(load_indices(load))
+        while todo:
+            v = todo.pop()
+            op = getattr(v, "op", None)
+            if op is not None and op.parent is body:
+                todo.extend(op.operands)
+            elif op is not None:
+                deps = index_deps(v, memo)
+                if deps is None or points[p] in deps:
+                    return None
+    return p, found[1], found[2]
 
 
 def _space_tiles(nests, space, fixed: frozenset) -> tuple[int, int, list[Operation]] | None:

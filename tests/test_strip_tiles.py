@@ -13,6 +13,8 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 import mlfuse
+from mlfuse.dialects import parse_ir
+from mlfuse.dialects.reductions import strip_tiles
 from mlfuse.hardware import get_target, target_in_effect
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
@@ -86,6 +88,41 @@ def test_strips_through_tiles_agree_with_the_program_as_written(name, dt):
         assert _kernels(source, dims)[0]["schedule"] == "strip-tiles"
         args = random_inputs(parse_program(source, "t.fuse").funcs[0], dims, seed=4)
         assert_compiled_agrees(source, args, dims, name, fuse_options={"dims": dims})
+
+
+# b read at [i // 2, k]: the index i // 2 computed inside the reduction, or before it
+PAIRED = """
+func @f(%a: buf<f32[C, R]>, %b: buf<f32[Q, C]>) -> (buf<f32[R]>) {{
+  %out = loops.alloc : buf<f32[R]>
+  fused.kernel {{extents = [R], kernel_name = "f_0", schedule = "row"}} (%i: index) {{
+    %0 = arith.constant {{value = 0.0}} : f32
+    %two = arith.constant {{value = 2}} : index
+    {outside}
+    %s = loops.reduce %0 {{combiner = "add", extent = C}} : f32 (%k: index) {{
+      {inside}
+      %1 = loops.load %a, %k, %i : f32
+      %2 = loops.load %b, %q, %k : f32
+      %3 = arith.add %1, %2 : f32
+      loops.yield %3
+    }}
+    loops.store %s, %out, %i
+  }}
+  return %out
+}}
+"""
+
+
+def test_tiled_loads_indices_follow_the_fills_points():
+    """The fill loads the tiles at its own points: a tiled load's index that follows the
+    points' axis must be computed inside the reduction (where the fill computes it again),
+    not before it (once, at the thread's point of the second phase)."""
+    def kernel(text):
+        module = parse_ir(text, "t.mlir")
+        return next(o for o in module.funcs[0].body.ops if o.name == "fused.kernel")
+    inside = kernel(PAIRED.format(outside="", inside="%q = arith.floordiv %i, %two : index"))
+    assert strip_tiles(inside) is not None
+    outside = kernel(PAIRED.format(outside="%q = arith.floordiv %i, %two : index", inside=""))
+    assert strip_tiles(outside) is None
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
