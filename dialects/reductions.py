@@ -78,12 +78,17 @@ def nest_tiles(kernel: Operation) -> tuple[int, int, list[Operation]] | None:
     fixed: ``sum(transpose(a) * b)`` reads a[c, r] in a nest over r, c) and a split
     reduction's first stage can read ``loads`` through shared-memory tiles of levels A
     and B, the innermost level of extent other than the literal 1 (codegen/
-    split_tiles.py); None elsewhere. See ``_space_tiles`` for what the loads must be."""
+    split_tiles.py); None elsewhere. See ``_space_tiles`` for what the loads must be. A
+    for nest over the same extents that needs no reduction's result (a prologue value
+    also returned: ``d = transpose(a) - b; return d, mean(d * d)``) is walked with them,
+    its stores along B; its loads count among the nests'."""
     nests = reduce_nests(kernel)
-    if not nests or len({repr(n.extents) for n in nests}) > 1:
+    fors = [ReduceNest(for_nest(o)) for o in kernel.body.ops if isinstance(o, ForOp)]
+    if not nests or len({repr(n.extents) for n in nests + fors}) > 1 or \
+            any(reduce_levels(kernel)[1][id(f.top)] >= 0 for f in fors):
         return None
     extents = nests[0].extents
-    found = _space_tiles(nests, lambda n: (n.indices, extents), frozenset(kernel.body.args))
+    found = _space_tiles(nests + fors, lambda n: (n.indices, extents), frozenset(kernel.body.args))
     return (found[1], found[0], found[2]) if found and found[1] < len(extents) else None
 
 
@@ -143,6 +148,11 @@ def _space_tiles(nests, space, fixed: frozenset) -> tuple[int, int, list[Operati
             return None
         args = space(n)[0]
         for o in n.top.walk():
+            if isinstance(o, StoreOp):  # (a for nest's) stores along the innermost index
+                moving = [d for d in (index_deps(v, memo) for v in o.operands[2:])
+                          if d is None or d - fixed]
+                if moving and (moving[-1] is None or args[inner] not in moving[-1]):
+                    return None
             if not isinstance(o, (LoadOp, MaskedLoadOp)):
                 continue
             deps = [index_deps(v, memo) for v in load_indices(o)]

@@ -40,6 +40,12 @@ func g(a: {dt}[N, C, R], b: {dt}[N, R, C]) -> {dt}[N] {
 func g(a: {dt}[C, N, R], b: {dt}[R, N, C]) -> {dt}[] {
     return sum(abs(transpose(a, [2, 1, 0]) - b))
 }""",
+    # the difference also returned: stored as the squares are walked, along B
+    "returned_difference": """
+func g(a: {dt}[C, R], b: {dt}[R, C]) -> ({dt}[R, C], {dt}[]) {
+    d = transpose(a) - b
+    return d, mean(d * d)
+}""",
     # a trailing axis of one value: squares of the levels before it, its index 0
     "trailing_one": """
 func g(a: {dt}[C, R, 1], b: {dt}[R, C, 1]) -> {dt}[] {

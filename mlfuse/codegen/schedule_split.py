@@ -23,7 +23,7 @@ computes and accumulates them in order, so many loads are in flight at once.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, ReduceOp, StoreOp
@@ -243,7 +243,7 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                 if self.rows:
                     total = self.shared_combine(n.top["combiner"], part, n.top.result.type.dtype)
                     w.line(f"{part} = {total}")
-            with w.indented(f"if {self.leader()}:") if self.rows else _same(w):
+            with w.indented(f"if {self.leader()}:") if self.rows else nullcontext():
                 for n, part in zip(self.nests, parts):
                     w.line(f"{self.partial_of[id(n.top)]}[{loc['flat']}] = {part}")
 
@@ -258,8 +258,8 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                 if self.levels[id(op)] < level:
                     self.w.line(f"{self.define(op.result, 'acc')} = "
                                 f"{self.partial_of[id(op)]}[{self.local['point']}]")
-            elif not isinstance(op, StoreOp) and not (level and isinstance(op, ForOp)) and \
-                    self.need[id(op)] < level:
+            elif not isinstance(op, (StoreOp, ForOp) if level or "split_tiles" in
+                                self.op.attributes else StoreOp) and self.need[id(op)] < level:
                 self.statement(op, shared=False)
 
     def walk_chunk(self, parts: list[str]) -> None:
@@ -496,6 +496,8 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
             nest_of = {id(n.top): self.partial_of[id(n.top)] for n in self.nests}
             together = self._combined_together(nest_of)
             for op in self.op.body.ops:
+                if isinstance(op, ForOp) and "split_tiles" in self.op.attributes:
+                    continue  # (stored by the first stage's walk: split_tiles.py)
                 if id(op) not in nest_of:
                     self.statement(op, shared=self.blocks)
                 elif together and op is together[0]:
@@ -551,12 +553,6 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                 total = self.shared_combine(op["combiner"], part, op.result.type.dtype)
                 init = self.namer(op.operands[0])
                 w.line(f"{acc} = {combine(op['combiner'], init, total, self.helpers, op.result.type.dtype)}")
-
-
-@contextmanager
-def _same(writer):
-    """No extra block: the lines go at the current indentation."""
-    yield
 
 
 def split_variants(op, name: str, names, twins) -> dict[str, str]:

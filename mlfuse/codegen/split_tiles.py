@@ -24,7 +24,8 @@ from mlfuse.codegen.scalar import identity
 from mlfuse.codegen.schedule_split import SplitEmitter
 from mlfuse.codegen.schedule_tiles import SCALAR, tile_shape
 from mlfuse.codegen.tile_phases import TiledPhases
-from mlfuse.dialects.reductions import nest_tiles
+from mlfuse.dialects.loops import ForOp
+from mlfuse.dialects.reductions import ReduceNest, for_nest, nest_tiles
 
 DOC = ("Split reduction over [{space}], first stage: a block per (point, chunk) walks its "
        "chunk's {tile}x{tile} squares of reduced axes {a} and {b}; loads along axis {a} go "
@@ -37,7 +38,8 @@ class TiledSplitEmitter(TiledPhases, SplitEmitter):
 
     def __init__(self, op, name, target, helpers, hw, taken=()):
         super().__init__(op, name, "split-rows", target, helpers, hw, taken)
-        self.setup_tiles(nest_tiles(op)[2])
+        fors = [ReduceNest(for_nest(o)) for o in op.body.ops if isinstance(o, ForOp)]
+        self.setup_tiles(nest_tiles(op)[2], fors)
         for n in _LOCALS:
             self.local[n] = self.namer.fresh(n)
 

@@ -30,15 +30,16 @@ class TiledPhases:
     """``setup_tiles`` in __init__ (after the split emitter's), ``declare_tiles`` and
     ``lanes`` in the kernel, then ``fill_tiles`` and ``each_step`` a square."""
 
-    def setup_tiles(self, tiled: list) -> None:
-        """The tile's shape for this target and ``tiled``, the loads it reads."""
+    def setup_tiles(self, tiled: list, fors: list = ()) -> None:
+        """The tile's shape for this target and ``tiled``, the loads it reads; ``fors``:
+        for nests (as ReduceNests) walked with the reduce nests, storing as they go."""
         self.flat_loads = None  # every access indexed by its own indices
         self.tile, self.block_threads, _ = tile_shape(self.target, self.hw, SCALAR)
         self.tile_rows = thread_layout(self.tile, self.block_threads, 1)[2]
         self.steps = self.tile // self.tile_rows
         self.launch_bound = str(self.block_threads)
-        self.tiled = tiled
-        for n in self.nests[1:]:  # walked together: what a later nest repeats of the first's
+        self.tiled, self.tile_fors = tiled, list(fors)
+        for n in self.nests[1:] + self.tile_fors:  # walked together: what a later nest repeats
             levels = {id(k): f for k, f in zip(n.indices, self.nests[0].indices)}
             self.merged.update(shared_body_ops(self.nests[0].inner, n.inner, levels))
         self.tiles: dict[int, str] = {}  # id(load) -> its shared tile
@@ -66,14 +67,14 @@ class TiledPhases:
         w.line(f"{loc['lane_v']} = {lane_v}  # the thread's value in a step's row")
         w.line(f"{loc['lane_r']} = {lane_r}  # and its row")
         names = [self.define(k, f"k{d}") for d, k in enumerate(self.nests[0].indices)]
-        for n in self.nests[1:]:  # every nest walks the same extents: one set of names
+        for n in self.nests[1:] + self.tile_fors:  # the same extents: one set of names
             for k, name in zip(n.indices, names):
                 self.namer.bind(k, name)
 
     def _tile_key(self, load) -> tuple:
         """What a load reads: its buffer and each index as the nest level it is (the
         same in every nest), or itself."""
-        levels = {id(k): d for n in self.nests for d, k in enumerate(n.indices)}
+        levels = {id(k): d for n in self.nests + self.tile_fors for d, k in enumerate(n.indices)}
         return (id(load.operands[0]), load.result.type.dtype) + tuple(
             ("level", levels[id(v)]) if id(v) in levels else id(v)
             for v in load.operands[1:])
@@ -85,7 +86,7 @@ class TiledPhases:
         w, loc = self.w, self.local
         w.line("# threads along the tiled loads' axis: fill the tiles")
         with self.each_step(along, along_b=False):
-            for n in self.nests:
+            for n in self.nests + self.tile_fors:
                 mine = [o for o in self.tile_fills if o.parent is n.inner.body]
                 for o in _index_slice(n.inner.body, mine):
                     self.statement(o, shared=False)
@@ -96,6 +97,11 @@ class TiledPhases:
         w.line("# threads along the other loads' axis: every value of the square, in order")
         with self.each_step(along, along_b=True):
             self.step_nests(parts)
+            for f in self.tile_fors:  # the values stored as they are walked
+                for level in range(len(f.levels) - 1):
+                    for o in f.outer_ops(level):
+                        self.statement(o, shared=False)
+                self.block(f.inner.body, top=False)
         w.line("cuda.syncthreads()  # before the next square refills the tiles")
 
     @contextmanager

@@ -65,7 +65,7 @@ from mlfuse.transforms.fusion.cost import (held_whole_vectors, kernel_cost, redu
                                            split_column_chunks, stage_count, strip_held,
                                            strip_shape)
 from mlfuse.transforms.fusion.moments import shift_centred_squares
-from mlfuse.transforms.fusion.tiles import choose_split_tiles, choose_strip_tiles, choose_tiles
+from mlfuse.transforms.fusion.tiles import choose_tiles, through_tiles
 
 SPLIT_SCHEDULES = ("split-rows", "split-columns")
 
@@ -80,9 +80,10 @@ def _uses_reduce_result(kernel: Operation) -> set[int]:
     return tainted
 
 
-def why_not_split(kernel: Operation) -> str | None:
-    """Why the kernel's reductions cannot be split into independent chunks (None: they can)."""
-    if any(isinstance(o, ForOp) for o in kernel.body.ops):
+def why_not_split(kernel: Operation, fors: bool = False) -> str | None:
+    """Why the kernel's reductions cannot be split into independent chunks (None: they can;
+    ``fors``: for nests left to the plan, a split through tiles storing as it walks)."""
+    if not fors and any(isinstance(o, ForOp) for o in kernel.body.ops):
         return "it also writes along the reduced axis (needs the whole row's result first)"
     nests = reduce_nests(kernel)
     if not nests:
@@ -518,15 +519,10 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
     long = reduced >= target.split_min_extent or unbound
     if layout == "rows" and stores_along_points(kernel) and why_not_staged_rows(kernel) is None:
         return _staged_rows(kernel, points, row, target)
-    if blocker is None and layout != "columns":  # (rows: a level of one value last can
-        # hide the loads' order, a[k1, k0, 0]); split: a point's values a square or more
-        long_enough = few_points or reduced >= target.transpose_tile ** 2 or unbound
-        tiles = choose_split_tiles(kernel, dims, target) if long_enough else None
-        if tiles is not None:
-            return ScheduleChoice("split-rows", tiles[1], split_tiles=tiles[0])
-        strips = choose_strip_tiles(kernel, dims, target) if layout is None else None
-        if strips is not None:
-            return ScheduleChoice("strip-tiles", strips[1], strip_tiles=strips[0])
+    tiled = through_tiles(kernel, dims, target, layout, why_not_split(kernel, fors=True),
+                          blocker, few_points or reduced >= target.transpose_tile ** 2 or unbound)
+    if tiled is not None:  # (split: a point's values a square or more, or few points)
+        return ScheduleChoice(tiled[0], tiled[1], **tiled[2])
     if blocker is None and layout == "rows" and few_points and long:
         return ScheduleChoice("split-rows", f"{points} point(s) cannot fill {target.sm_count} SMs "
                               f"with one block each; each point's {reduced} values are split "

@@ -85,6 +85,8 @@ def choose_split_tiles(kernel: Operation, dims: dict, target: Target
     along = (f"the reduced values of {names} step along the reduction's axis {axis} "
              f"({extents[axis]}), the others' along axis {last} ({extents[last]})")
     if min(resolve(extents[d], dims, target) for d in (axis, last)) < 8:
+        if any(isinstance(o, ForOp) for o in kernel.body.ops):
+            return None  # (the flat split stores nothing as it walks)
         return None, (f"{along}, a short side: a flat walk of both reads whole sectors, split "
                       "across blocks; a second kernel combines the chunks' partials")
     tile = target.transpose_tile
@@ -120,6 +122,23 @@ def choose_strip_tiles(kernel: Operation, dims: dict, target: Target
                     "through shared-memory tiles, so every load coalesces")
 
 
+def through_tiles(kernel: Operation, dims: dict, target: Target, layout: str | None,
+                  split_blocker: str | None, blocker: str | None, long_enough: bool):
+    """(schedule, reason, attributes) of a reduction kernel that reads through shared tiles:
+    split through tiles (its reductions splittable, for nests storing as they go aside:
+    ``split_blocker`` None; each point's values ``long_enough``), else strips through
+    tiles (``blocker`` None, mixed ``layout``); None elsewhere. Reads along rows are
+    asked too: a level of one value last can hide the loads' order (a[k1, k0, 0])."""
+    if split_blocker is not None or layout == "columns":
+        return None
+    tiles = choose_split_tiles(kernel, dims, target) if long_enough else None
+    if tiles is not None:
+        return "split-rows", tiles[1], {"split_tiles": tiles[0]}
+    strips = choose_strip_tiles(kernel, dims, target) if layout is None and blocker is None \
+        else None
+    return ("strip-tiles", strips[1], {"strip_tiles": strips[0]}) if strips else None
+
+
 def merged_text(kernel: Operation, size=None) -> str:
     """What explain says of a kernel's axes that coalesce-axes merged ("" where none);
     ``size``: a dim's value, where known."""
@@ -129,4 +148,5 @@ def merged_text(kernel: Operation, size=None) -> str:
     return "; ".join(parts)
 
 
-__all__ = ["choose_split_tiles", "choose_strip_tiles", "choose_tiles", "merged_text"]
+__all__ = ["choose_split_tiles", "choose_strip_tiles", "choose_tiles", "merged_text",
+           "through_tiles"]
