@@ -57,7 +57,8 @@ if [ "${PART:-1}" = 5 ]; then  # (thirty-first session) split-reductions' run ru
 fi
 if [ "${PART:-1}" = 6 ]; then  # (thirty-second session) reductions split through tiles
     # one kernel (new, every peer) against a transpose-tiles kernel then the split (knob off)
-    TILED="--only transposed_mse --only batched_transposed_dot --only row_sum_transposed
+    TILED="--only transposed_mse --only batched_transposed_dot --only transposed_residual_mse
+           --only row_sum_transposed
            --only spatial_dot_nchw_nhwc --for-sizes"
     python benchmarks/shape_sweep.py $TILED --out "$OUT/tiled_new" > "$OUT/tiled_new.log" 2>&1
     echo "== split through tiles"; grep -E "^\| " "$OUT/tiled_new.log"

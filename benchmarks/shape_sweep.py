@@ -134,6 +134,7 @@ VARIANTS = {
     "transposed_mse": [{"R": 8192, "C": 8192}, {"R": 16384, "C": 4096, "dtype": "f16"},
                        {"R": 6000, "C": 5000}, {"R": 2 ** 22, "C": 4}],
     "batched_transposed_dot": [{"N": 16, "R": 2048, "C": 2048}, {"N": 4096, "R": 64, "C": 64}],
+    "transposed_residual_mse": [{"R": 8192, "C": 8192}, {"R": 16384, "C": 4096, "dtype": "f16"}],
     # ... and strips through tiles (codegen/schedule_strip_tiles.py): one kernel, where a
     # block per row read a a row apart, or a transpose kernel preceded the reduction
     "row_sum_transposed": [{"R": 65536, "C": 1024}, {"R": 16384, "C": 4096, "dtype": "f16"},
@@ -270,6 +271,10 @@ def _extra_cases() -> list:
 
     def t_batched_transposed_dot(a, b):
         return (a.transpose(1, 2) * b).sum(dim=(1, 2))
+
+    def t_transposed_residual_mse(a, b):
+        d = a.t() - b
+        return d, (d * d).mean()
 
     def t_row_sum_transposed(a, b):
         return (a.t() + b).sum(dim=1)
@@ -422,6 +427,12 @@ func batched_transposed_dot(a: f32[N, C, R], b: f32[N, R, C]) -> f32[N] {
     return sum(transpose(a, [0, 2, 1]) * b, axis=[1, 2])
 }
 """, {}, t_batched_transposed_dot),
+        Case("transposed_residual_mse", """
+func transposed_residual_mse(a: f32[C, R], b: f32[R, C]) -> (f32[R, C], f32[]) {
+    d = transpose(a) - b
+    return d, mean(d * d)
+}
+""", {}, t_transposed_residual_mse),
         Case("row_sum_transposed", """
 func row_sum_transposed(a: f32[C, R], b: f32[R, C]) -> f32[R] {
     return sum(transpose(a) + b, axis=1)
