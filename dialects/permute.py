@@ -165,6 +165,5 @@ def why_not_staged_rows(kernel: LoopOp) -> str | None:
 
 
 __all__ = ["index_deps", "innermost_axis", "load_indices", "permuted_axis", "permuted_in",
-           "permuted_loads",
-           "store_scatters", "stores_along_points", "tileable_loads", "tiled_loads",
-           "why_not_staged_rows"]
+           "permuted_loads", "store_scatters", "stores_along_points", "tileable_loads",
+           "tiled_loads", "why_not_staged_rows"]

@@ -258,8 +258,10 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
                 if self.levels[id(op)] < level:
                     self.w.line(f"{self.define(op.result, 'acc')} = "
                                 f"{self.partial_of[id(op)]}[{self.local['point']}]")
-            elif not isinstance(op, (StoreOp, ForOp) if level or "split_tiles" in
-                                self.op.attributes else StoreOp) and self.need[id(op)] < level:
+            elif isinstance(op, StoreOp) or isinstance(op, ForOp) and (
+                    level or "split_tiles" in self.op.attributes):
+                continue  # the epilogue's (a split through tiles walks its fors itself)
+            elif self.need[id(op)] < level:
                 self.statement(op, shared=False)
 
     def walk_chunk(self, parts: list[str]) -> None:

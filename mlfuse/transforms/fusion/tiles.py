@@ -1,4 +1,6 @@
-"""When a loop-free kernel reads through transpose tiles ("transpose-tiles").
+"""When a kernel reads through shared-memory tiles: a loop-free kernel that reads a
+transpose ("transpose-tiles"), and a reduction that reads one (``through_tiles``: a split
+through tiles, codegen/split_tiles.py, or strips through tiles, schedule_strip_tiles.py).
 
 A pointwise kernel's threads step along its innermost axis; a load whose last index
 follows another axis (dialects/permute.py) then reads with a stride, and the cost model
@@ -65,6 +67,7 @@ def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[in
                            f"reads of {names} step along axis {axis} ({extents[axis]}), the "
                            f"stores along axis {inner} ({extents[inner]}): {shape} make both "
                            f"coalesced")
+
 
 def choose_split_tiles(kernel: Operation, dims: dict, target: Target
                        ) -> tuple[list[int] | None, str] | None:
