@@ -131,6 +131,17 @@ def merged_view(idx: list[Value], shape: list[Dim]) -> tuple[list[Value], list[D
     return indices, dims
 
 
+def unit_tail_dropped(idx: list[Value], shape: list[Dim]) -> list[Value]:
+    """An access's indices less its trailing constant indices into axes of one value:
+    ``x[n, k, 0]`` of ``buf<[N, K, 1]>`` reads along k as ``x[n, k]`` would (a keepdims
+    result turned round by a transpose). Indices not one a buffer axis stay as they are."""
+    indices, dims = list(idx), list(shape)
+    while indices and len(indices) == len(dims) and dims[-1] == 1 and \
+            isinstance(op_of(indices[-1]), ConstantOp):
+        indices, dims = indices[:-1], dims[:-1]
+    return indices
+
+
 def row_step(flat: Value, extents: dict[int, Dim]) -> Value | None:
     """The loop index k where ``flat`` is ``q * S + k`` and S is k's loop extent
     (``extents``: id(loop index) -> extent): consecutive k are consecutive elements, and

@@ -224,3 +224,24 @@ def test_thin_tiles_agree_with_numpy(case):
     launched = record_launches(python, [name, f"{name}_vector", f"{name}_thin"])
     assert_results_close(func, expected, module[func.sym_name](*inputs))
     assert launched == [f"{name}_thin"]
+
+
+UNIT_AXES = """
+func f(x: f32[N, K, 1], y: f32[N, 1, K]) -> f32[N] {
+    return max(exp(transpose(x, [0, 2, 1]) * y), axis=[1, 2])
+}
+"""
+
+
+@pytest.mark.parametrize("dims", [None, {"N": 468, "K": 612}], ids=["symbols", "sizes"])
+def test_a_transpose_of_unit_axes_reads_as_the_reshape_it_is(dims):
+    """[N, K, 1] -> [N, 1, K] moves no element: one kernel reading x along its rows (it
+    was a copy kernel, then the reduction: x[i0, k, j] with j of one value last)."""
+    module = compile_text(UNIT_AXES, "t.fuse", level="fused",
+                          fuse_options={"dims": dims} if dims else None)
+    kernels = [op for op in module.funcs[0].body.ops if isinstance(op, KernelOp)]
+    assert len(kernels) == 1 and not permuted_loads(kernels[0])
+    func = parse_program(UNIT_AXES, "t.fuse").funcs[0]
+    args = random_inputs(func, {"N": 5, "K": 37}, seed=1)
+    got = mlfuse.compile_source(UNIT_AXES, "t.fuse", target="simulator")["f"](*args)
+    assert_close(np.asarray(got), run_tensor(func, args)[0], 3)

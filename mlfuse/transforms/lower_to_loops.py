@@ -206,9 +206,14 @@ def lower_reshape(op: tensor.ReshapeOp, em: Emitter, idx: list[Value]) -> Value:
 
 
 def lower_transpose(op: tensor.TransposeOp, em: Emitter, idx: list[Value]) -> Value:
-    perm = op["perm"]
+    perm, x = op["perm"], op.operand("x")
+    shape = list(x.type.shape)
+    if [a for a in perm if shape[a] != 1] == [a for a in range(len(perm)) if shape[a] != 1]:
+        # only axes of one value move: the same elements in the same order, a reshape
+        # (x[i, k, 0] for [N, K, 1] -> [N, 1, K], where x[i, k, j] read along j of one value)
+        return em.read(x, em.reshape_index(idx, list(op.result.type.shape), shape))
     in_idx = [idx[perm.index(a)] for a in range(len(perm))]  # output dim i is input dim perm[i]
-    return em.read(op.operand("x"), in_idx)
+    return em.read(x, in_idx)
 
 
 def lower_broadcast_to(op: tensor.BroadcastToOp, em: Emitter, idx: list[Value]) -> Value:

@@ -48,7 +48,7 @@ from mlfuse.dialects.contraction import arg_deps
 from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.index_forms import (access_walk, linear_terms, merged_view, multiple_of,
                                          reads_any, reads_value, row_step, row_walk, size_of,
-                                         unraveled)
+                                         unit_tail_dropped, unraveled)
 from mlfuse.dialects.loops import ForOp, LoadOp, MaskedLoadOp, ReduceOp, access_parts
 from mlfuse.dialects.permute import stores_along_points, why_not_staged_rows
 from mlfuse.dialects.reductions import (ReduceNest, loop_levels, reduce_nest, reduce_nests,
@@ -197,6 +197,7 @@ def access_layout(kernel: Operation) -> str | None:
             idx = _reshaped_view(load, levels, point_extents)
             if idx is None:
                 continue  # the same element for runs of steps: not a stream to coalesce
+            idx = unit_tail_dropped(idx, list(load.operands[0].type.shape))
             for v in idx:  # oh*stride + kh: a sliding window (pooling, a grouped conv)
                 deps = arg_deps(v, memo)
                 if deps & points and any(id(a) in steps for a in deps):

@@ -38,3 +38,16 @@ func @groups(%x: f32[N, H, W, C]) -> (f32[N, H*W, 8, C/8]) {
   %r = tensor.reshape %x {shape = [N, "H*W", 8, "C/8"]} : f32[N, H*W, 8, C/8]
   return %r
 }
+
+// A transpose that moves only axes of one value ([N, K, 1] -> [N, 1, K]: a keepdims
+// result turned round) keeps the elements in order: it is read as the reshape it is,
+// its unit axis at index 0, so a reduction over the result reads x along its rows (it
+// was x[i0, i2, i1], whose last index of one value hid the order from the planner).
+// CHECK-LABEL: func @unit_axes
+// CHECK:        loops.parallel {extents = [N, 1, K], source = "tensor.transpose"} ([[I0:%[a-z0-9_]+]]: index, [[I1:%[a-z0-9_]+]]: index, [[I2:%[a-z0-9_]+]]: index) {
+// CHECK:          [[Z:%[a-z0-9_]+]] = arith.constant {value = 0} : index
+// CHECK-NEXT:     [[V:%[a-z0-9_]+]] = loops.load %x, [[I0]], [[I2]], [[Z]] : f32
+func @unit_axes(%x: f32[N, K, 1]) -> (f32[N, 1, K]) {
+  %t = tensor.transpose %x {perm = [0, 2, 1]} : f32[N, 1, K]
+  return %t
+}
