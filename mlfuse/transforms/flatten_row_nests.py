@@ -150,18 +150,26 @@ def _flatten_nest(levels: list, walks: list) -> None:
     name = "_".join(lvl.body.args[0].name_hint or f"k{d}" for d, lvl in enumerate(levels))
     body = Block([INDEX], [name])
     flat = body.args[0]
+    kept = [d for d in range(len(levels)) if extents[d] != 1]
+    for d in range(len(levels)):  # a level of one value is at 0 (no digit to unravel)
+        if extents[d] == 1:
+            zero = _radix(0)
+            body.append(zero)
+            levels[d].body.args[0].replace_all_uses_with(zero.result)
     rest = flat  # the row-major unravel, innermost first (index_forms.unravel_form)
-    for d in reversed(range(1, len(levels))):
+    for d in reversed(kept[1:]):
         radix = _radix(extents[d])
         body.append(radix)
         digit = ModOp([rest, radix.result], result_names=[levels[d].body.args[0].name_hint])
         body.append(digit)
         levels[d].body.args[0].replace_all_uses_with(digit.result)
         rest_op = FloorDivOp([rest, radix.result],
-                             result_names=[levels[0].body.args[0].name_hint if d == 1 else None])
+                             result_names=[levels[kept[0]].body.args[0].name_hint
+                                           if d == kept[1] else None])
         body.append(rest_op)
         rest = rest_op.result
-    levels[0].body.args[0].replace_all_uses_with(rest)
+    if kept:
+        levels[kept[0]].body.args[0].replace_all_uses_with(rest)
     for d in range(len(levels)):
         for op in level_ops(levels, d):
             levels[d].body.detach(op)
