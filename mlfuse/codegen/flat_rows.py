@@ -43,8 +43,7 @@ from mlfuse.codegen.addressing import ACCESSES, access_parts
 from mlfuse.codegen.segment_cursors import SegmentCursors
 from mlfuse.codegen.segment_cursors import access_key as _key
 from mlfuse.dialects.arith import ConstantOp, FloorDivOp, ModOp
-from mlfuse.dialects.index_forms import (ADD, MUL, op_of, reads_value, size_of, unit_tail_dropped,
-                                         unravel_form,
+from mlfuse.dialects.index_forms import (ADD, MUL, op_of, reads_value, size_of, unravel_form,
                                          unravel_run)
 from mlfuse.dialects.loops import DimOp
 from mlfuse.ir.core import Operation, Value
@@ -135,8 +134,6 @@ def flat_access(op: Operation, args: list[Value], extents: list, points: set[int
     steps such accesses by a cursor (strips over columns: layernorm's gamma)."""
     buf, idx = access_parts(op)
     shape = list(buf.type.shape)
-    idx = unit_tail_dropped(idx, shape)  # x[n, k, 0] of [N, K, 1]: as x[n, k] of [N, K]
-    shape = shape[:len(idx)]
     if one_axis and len(idx) == 1 and len(args) == 1 and idx[0] is args[0]:
         return FlatAccess(buf, [], None, args[0], 0)
     if len(idx) < 2 or len(shape) != len(idx):

@@ -2,7 +2,7 @@
 
 // A reduction over axes [1, 2] of [N, 1, K] (a keepdims result turned round): the nest's
 // level of one value is at index 0, and the one other level's index is the flat loop's
-// own, so x[i0, k, 0] and y[i0, 0, k] are rows at row_base + k (codegen/flat_rows.py).
+// own: x[i0, k, 0] and y[i0, 0, k] with no division of k.
 // The level of one value was unravelled too (k % K, k // K): the scalar split stage
 // indexed x as a 3-D array and spilled 468 B at its 32 registers (ptxas, sm_90a).
 // CHECK-LABEL: func @f
