@@ -53,7 +53,9 @@ def _max_pool2d(op, x, *, dims):
 
 
 def _avg_pool2d(op, x, *, dims):
-    total = pool_windows(op, x, 0).sum(axis=(-2, -1), dtype=x.dtype)
+    # a sum starts from +0, as the kernels' accumulators do (bf16's sum keeps the -0 of a
+    # window of one -0, whose sign 2 / x would show); adding +0 changes nothing else
+    total = pool_windows(op, x, 0).sum(axis=(-2, -1), dtype=x.dtype) + x.dtype.type(0)
     return total / avg_divisor(op, x.shape[2], x.shape[3], x.dtype)
 
 
