@@ -28,6 +28,25 @@ def assert_results_close(func, expected, got) -> tuple:
     return got
 
 
+def assert_drawn_program_agrees(data, program) -> None:
+    """A fuzz property's check: ``program`` (tests/strategies.py's ``Program``, noted for
+    hypothesis's report) at inputs drawn from ``data`` (no special values), compiled for
+    the simulator under the target in effect, against the NumPy interpreter, each result
+    at the tolerance the program's size allows."""
+    import mlfuse
+    from hypothesis import note
+    from mlfuse.interp import run_tensor
+    from mlfuse.pipeline import parse_program
+    from strategies import inputs_for
+    source = program.source()
+    note(source)
+    func = parse_program(source, "fuzz.fuse").funcs[0]
+    args = data.draw(inputs_for(func, {}, special=False))
+    expected = run_tensor(func, args)
+    assert_results_close(func, expected,
+                         mlfuse.compile_source(source, "fuzz.fuse", target="simulator")["f"](*args))
+
+
 def assert_compiled_agrees(source: str, args: list, dims: dict, what: str,
                            fuse_options: dict | None = None) -> None:
     """The function ``g`` of ``source``, compiled for the simulator (with

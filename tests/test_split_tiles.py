@@ -6,16 +6,15 @@ written) in f32, f16 and bf16, at sizes with ragged squares, several chunks, and
 and inf."""
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import given
 from hypothesis import strategies as st
 
 import mlfuse
-from mlfuse.interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
-from mlfuse.tools.checking import program_size, random_inputs
+from mlfuse.tools.checking import random_inputs
 
-from helpers import assert_close, assert_compiled_agrees
-from strategies import fuzz_settings, inputs_for, tiled_reduction_programs
+from helpers import assert_compiled_agrees, assert_drawn_program_agrees
+from strategies import fuzz_settings, tiled_reduction_programs
 
 PROGRAMS = {
     # a mean squared difference of a transpose and a tensor of its shape
@@ -146,12 +145,4 @@ def test_random_reductions_of_transposes_agree_with_numpy(data):
     """Random reductions of a transpose combined with a tensor of its shape (tests/
     strategies.py's ``tiled_reduction_programs``): through squares, split flat or
     otherwise, the kernels match."""
-    program = data.draw(tiled_reduction_programs())
-    source = program.source()
-    note(source)
-    func = parse_program(source, "fuzz.fuse").funcs[0]
-    args = data.draw(inputs_for(func, {}, special=False))
-    expected = run_tensor(func, args)
-    got = mlfuse.compile_source(source, "fuzz.fuse", target="simulator")["f"](*args)
-    n_ops, reduced = program_size(func)
-    assert_close(np.asarray(got), expected[0], n_ops, reduced=reduced)
+    assert_drawn_program_agrees(data, data.draw(tiled_reduction_programs()))

@@ -5,7 +5,7 @@ against the NumPy interpreter (8 x 8 squares there, so odd sizes cover several s
 and their edges; ranks 2-4; f32, f16, i32; several tiled loads; direct loads beside)."""
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import given
 from hypothesis import strategies as st
 
 import mlfuse
@@ -13,11 +13,12 @@ from mlfuse.dialects.fused import KernelOp
 from mlfuse.dialects.permute import permuted_loads
 from mlfuse.interp import run_tensor
 from mlfuse.pipeline import compile_text, parse_program
-from mlfuse.tools.checking import program_size, random_inputs
+from mlfuse.tools.checking import random_inputs
 from mlfuse.tools.explain import explain_module, format_text
 
-from helpers import assert_close, assert_results_close, record_launches
-from strategies import fuzz_settings, inputs_for, permuted_programs
+from helpers import (assert_close, assert_drawn_program_agrees, assert_results_close,
+                     record_launches)
+from strategies import fuzz_settings, permuted_programs
 
 TRANSPOSE_ADD = "func f(x: f32[N, M], y: f32[M, N]) -> f32[M, N] { return transpose(x) + y }"
 
@@ -178,15 +179,7 @@ def test_random_permutations_agree_with_numpy(data):
     """Random rank 2-4 transposes fused with elementwise work, maybe reduced
     (tests/strategies.py's ``permuted_programs``), in f32, f16 and bf16: tiled or not,
     split through tiles or not, the kernels match."""
-    program = data.draw(permuted_programs())
-    source = program.source()
-    note(source)
-    func = parse_program(source, "fuzz.fuse").funcs[0]
-    args = data.draw(inputs_for(func, {}, special=False))
-    expected = run_tensor(func, args)
-    got = mlfuse.compile_source(source, "fuzz.fuse", target="simulator")["f"](*args)
-    n_ops, reduced = program_size(func)
-    assert_close(np.asarray(got), expected[0], n_ops, reduced=reduced)
+    assert_drawn_program_agrees(data, data.draw(permuted_programs()))
 
 
 THIN_CASES = [
