@@ -29,78 +29,66 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
-if [ "${PART:-1}" = quick ]; then  # staged rows on against off, mlfuse alone (2-3 minutes)
+sweep() {  # sweep NAME TITLE ARGS...: shape_sweep.py ARGS, its log under $OUT/NAME, the table
+    local name=$1 title=$2
+    shift 2
+    python benchmarks/shape_sweep.py "$@" --out "$OUT/$name" > "$OUT/$name.log" 2>&1
+    echo "== $title"; grep -E "^\| " "$OUT/$name.log"
+}
+staged_knob() {  # staged rows on (one kernel) against off (two kernels), mlfuse alone
     for knob in 1 0; do
-        python benchmarks/shape_sweep.py --only layernorm_transposed --only softmax_rows_transposed \
-            --for-sizes --no-peers --out "$OUT/quick_$knob" --hw row_staged_stores=$knob \
-            > "$OUT/quick_$knob.log" 2>&1
-        echo "== row_staged_stores=$knob"; grep -E "^\| " "$OUT/quick_$knob.log"
+        sweep "quick_$knob" "row_staged_stores=$knob" --only layernorm_transposed \
+            --only softmax_rows_transposed --for-sizes --no-peers --hw row_staged_stores=$knob
     done
+}
+if [ "${PART:-1}" = quick ]; then  # (2-3 minutes)
+    staged_knob
     exit 0
 fi
 if [ "${PART:-1}" = 3 ]; then  # the thirtieth and thirty-first sessions' cases, every peer
-    python benchmarks/shape_sweep.py --only group_norm_temb --only softmax_middle_masked \
-        --only instance_norm --out "$OUT/new" > "$OUT/new.log" 2>&1
-    echo "== group norm with a time embedding, masked middle softmax"; grep -E "^\| " "$OUT/new.log"
+    sweep new "group norm with a time embedding, masked middle softmax" \
+        --only group_norm_temb --only softmax_middle_masked --only instance_norm
     exit 0
 fi
 if [ "${PART:-1}" = 5 ]; then  # (thirty-first session) split-reductions' run rule
     # compiled for sizes: runs of two sectors or more one reduction (new) against split
     # (split_reduction_max_segment huge: the ratio alone, as before), every peer in the first
     SPLIT="--only batchnorm_ncl --only batchnorm_small_spatial --only group_norm_nhwc --for-sizes"
-    python benchmarks/shape_sweep.py $SPLIT --out "$OUT/runs_new" > "$OUT/runs_new.log" 2>&1
-    echo "== split-reductions, runs of 64 B or more one reduction"; grep -E "^\| " "$OUT/runs_new.log"
-    python benchmarks/shape_sweep.py $SPLIT --no-peers --out "$OUT/runs_old" \
-        --hw split_reduction_max_segment=1000000000 > "$OUT/runs_old.log" 2>&1
-    echo "== split by the ratio alone (as before)"; grep -E "^\| " "$OUT/runs_old.log"
+    sweep runs_new "split-reductions, runs of 64 B or more one reduction" $SPLIT
+    sweep runs_old "split by the ratio alone (as before)" $SPLIT --no-peers \
+        --hw split_reduction_max_segment=1000000000
     exit 0
 fi
-if [ "${PART:-1}" = 6 ]; then  # (thirty-second session) reductions split through tiles
-    # one kernel (new, every peer) against a transpose-tiles kernel then the split (knob off)
+if [ "${PART:-1}" = 6 ]; then  # (thirty-second session) reductions through tiles
+    # one kernel (new, every peer) against a transpose kernel then the reduction (knob off)
     TILED="--only transposed_mse --only batched_transposed_dot --only transposed_residual_mse
-           --only row_sum_transposed
-           --only spatial_dot_nchw_nhwc --for-sizes"
-    python benchmarks/shape_sweep.py $TILED --out "$OUT/tiled_new" > "$OUT/tiled_new.log" 2>&1
-    echo "== split through tiles"; grep -E "^\| " "$OUT/tiled_new.log"
-    python benchmarks/shape_sweep.py $TILED --no-peers --out "$OUT/tiled_old" \
-        --hw split_through_tiles=0 > "$OUT/tiled_old.log" 2>&1
-    echo "== a transpose kernel, then the split (as before)"; grep -E "^\| " "$OUT/tiled_old.log"
+           --only row_sum_transposed --only spatial_dot_nchw_nhwc --for-sizes"
+    sweep tiled_new "through tiles" $TILED
+    sweep tiled_old "a transpose kernel, then the reduction (as before)" $TILED --no-peers \
+        --hw split_through_tiles=0
     exit 0
 fi
 if [ "${PART:-1}" = 4 ]; then  # mlfuse against itself: knobs on and off, no peers
     # gamma[c] over a channel layernorm's strips is a uniform load too now: its kernels
     # gained vector and shared variants, which the host takes before the registers one
     for knob in 40960 0; do  # (0: no shared strips, the registers kernel as before)
-        python benchmarks/shape_sweep.py --only channel_layernorm --only layernorm_nhwc \
-            --out "$OUT/cln_$knob" --hw strip_shared_bytes=$knob --no-peers \
-            > "$OUT/cln_$knob.log" 2>&1
-        echo "== channel layernorms, strip_shared_bytes=$knob"; grep -E "^\| " "$OUT/cln_$knob.log"
+        sweep "cln_$knob" "channel layernorms, strip_shared_bytes=$knob" \
+            --only channel_layernorm --only layernorm_nhwc --hw strip_shared_bytes=$knob --no-peers
     done
-    for knob in 1 0; do  # staged rows (one kernel) against two kernels
-        python benchmarks/shape_sweep.py --only layernorm_transposed --only softmax_rows_transposed \
-            --for-sizes --no-peers --out "$OUT/quick_$knob" --hw row_staged_stores=$knob \
-            > "$OUT/quick_$knob.log" 2>&1
-        echo "== row_staged_stores=$knob"; grep -E "^\| " "$OUT/quick_$knob.log"
-    done
+    staged_knob
     exit 0
 fi
 if [ "${PART:-1}" = 1 ]; then
 STAGED="--only layernorm_transposed --only softmax_rows_transposed --for-sizes"
-python benchmarks/shape_sweep.py $STAGED --out "$OUT/staged_on" --hw row_staged_stores=1 \
-    > "$OUT/staged_on.log" 2>&1
-python benchmarks/shape_sweep.py $STAGED --out "$OUT/staged_off" --no-peers \
-    > "$OUT/staged_off.log" 2>&1
-echo "== staged rows on (one kernel), every peer"; grep -E "^\| " "$OUT/staged_on.log"
-echo "== off (two kernels)"; grep -E "^\| " "$OUT/staged_off.log"
-python benchmarks/shape_sweep.py $STAGED --out "$OUT/staged_3" --no-peers --hw row_staged_stores=1 \
-    --hw staged_row_min_blocks=3 > "$OUT/staged_3.log" 2>&1
-echo "== on, three blocks an SM asked"; grep -E "^\| " "$OUT/staged_3.log"
+sweep staged_on "staged rows on (one kernel), every peer" $STAGED --hw row_staged_stores=1
+sweep staged_off "off (two kernels)" $STAGED --no-peers
+sweep staged_3 "on, three blocks an SM asked" $STAGED --no-peers --hw row_staged_stores=1 \
+    --hw staged_row_min_blocks=3
 fi
 [ "${PART:-1}" = 2 ] || [ -z "$PART" ] || exit 0
 python benchmarks/probe_kernels.py group_norm_nhwc > "$OUT/probe.log" 2>&1
 echo "== group norm over channels-last, kernel by kernel"; grep -E "^  (mlfuse|torch)" "$OUT/probe.log"
-python benchmarks/shape_sweep.py --only group_norm_nhwc --out "$OUT/gn" > "$OUT/gn.log" 2>&1
-echo "== group norm over channels-last"; grep -E "^\| " "$OUT/gn.log"
+sweep gn "group norm over channels-last" --only group_norm_nhwc
 python benchmarks/run.py --out "$OUT/suite" --only masked_mean_pool --only column_centring \
     --only instance_norm --only group_norm --only softmax_middle --only sumsq_all \
     --only colsum > "$OUT/suite.log" 2>&1
