@@ -23,7 +23,11 @@ from mlfuse.dialects.loops import DimOp, ForOp, LoadOp, LoopOp, MaskedLoadOp, Re
 
 def innermost_axis(kernel: LoopOp) -> int | None:
     """The position of the innermost axis that is not of extent 1 (None: no such axis)."""
-    extents = kernel.extent_list
+    return innermost_of(kernel.extent_list)
+
+
+def innermost_of(extents: list) -> int | None:
+    """The position of the last of ``extents`` that is not the literal 1 (None: none)."""
     return next((d for d in reversed(range(len(extents))) if extents[d] != 1), None)
 
 
@@ -63,7 +67,7 @@ def permuted_in(args: list, extents: list, load: Operation, memo: dict | None = 
     only axes of extent 1 or ``fixed`` indices do not) is computed from exactly one of
     ``args``, not the innermost one, and from no loop index or loaded value; and another
     of its indices follows the innermost axis."""
-    inner = next((d for d in reversed(range(len(extents))) if extents[d] != 1), None)
+    inner = innermost_of(extents)
     if inner is None:
         return None
     memo = {} if memo is None else memo
@@ -164,6 +168,6 @@ def why_not_staged_rows(kernel: LoopOp) -> str | None:
     return None
 
 
-__all__ = ["index_deps", "innermost_axis", "load_indices", "permuted_axis", "permuted_in",
+__all__ = ["index_deps", "innermost_axis", "innermost_of", "load_indices", "permuted_axis", "permuted_in",
            "permuted_loads", "store_scatters", "stores_along_points", "tileable_loads",
            "tiled_loads", "why_not_staged_rows"]

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from mlfuse.dialects.arith import ConstantOp
 from mlfuse.dialects.loops import (DimOp, ForOp, LoadOp, MaskedLoadOp, ReduceOp, StoreOp, YieldOp,
                                   combiner_identity)
-from mlfuse.dialects.permute import index_deps, load_indices, permuted_in, store_scatters
+from mlfuse.dialects.permute import (index_deps, innermost_of, load_indices, permuted_in,
+                                     store_scatters)
 from mlfuse.ir.types import FLOAT_DTYPES, INT_DTYPES, itemsize
 from mlfuse.ir.core import Operation, Value
 from mlfuse.ir.traits import PURE
@@ -84,12 +85,14 @@ def nest_tiles(kernel: Operation) -> tuple[int, int, list[Operation]] | None:
     its stores along B; its loads count among the nests'."""
     nests = reduce_nests(kernel)
     fors = [ReduceNest(for_nest(o)) for o in kernel.body.ops if isinstance(o, ForOp)]
-    if not nests or len({repr(n.extents) for n in nests + fors}) > 1 or \
-            any(reduce_levels(kernel)[1][id(f.top)] >= 0 for f in fors):
+    if not nests or len({repr(n.extents) for n in nests + fors}) > 1:
+        return None
+    need = reduce_levels(kernel)[1] if fors else {}
+    if any(need[id(f.top)] >= 0 for f in fors):
         return None
     extents = nests[0].extents
     found = _space_tiles(nests + fors, lambda n: (n.indices, extents), frozenset(kernel.body.args))
-    return (found[1], found[0], found[2]) if found and found[1] < len(extents) else None
+    return (found[1], found[0], found[2]) if found else None
 
 
 def strip_tiles(kernel: Operation) -> tuple[int, int, list[Operation]] | None:
@@ -136,7 +139,7 @@ def _space_tiles(nests, space, fixed: frozenset) -> tuple[int, int, list[Operati
     the permuted loads are plain loads of the innermost body, of a dtype a shared array
     holds, their indices computed by index arithmetic alone."""
     args, extents = space(nests[0])
-    inner = next((d for d in reversed(range(len(extents))) if extents[d] != 1), None)
+    inner = innermost_of(extents)
     if inner is None:
         return None
     memo, axes, tiled = {}, set(), []

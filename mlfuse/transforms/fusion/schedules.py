@@ -520,7 +520,8 @@ def _choose_schedule(kernel: KernelOp, dims: dict, target: Target) -> ScheduleCh
     long = reduced >= target.split_min_extent or unbound
     if layout == "rows" and stores_along_points(kernel) and why_not_staged_rows(kernel) is None:
         return _staged_rows(kernel, points, row, target)
-    tiled = through_tiles(kernel, dims, target, layout, why_not_split(kernel, fors=True),
+    tiled = through_tiles(kernel, dims, target, layout,
+                          why_not_split(kernel, fors=True) if has_for else blocker,
                           blocker, few_points or reduced >= target.transpose_tile ** 2 or unbound)
     if tiled is not None:  # (split: a point's values a square or more, or few points)
         return ScheduleChoice(tiled[0], tiled[1], **tiled[2])

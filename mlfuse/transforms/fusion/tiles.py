@@ -18,6 +18,8 @@ explain does), then tiles the merged axis, and says so.
 """
 from __future__ import annotations
 
+import math
+
 from mlfuse.dialects.loops import ForOp, ReduceOp
 from mlfuse.dialects.permute import innermost_axis, tileable_loads
 from mlfuse.dialects.reductions import nest_tiles, reduce_nests, strip_tiles
@@ -26,6 +28,10 @@ from mlfuse.ir.types import product_dim
 from mlfuse.hardware import Target
 
 from mlfuse.transforms.fusion.cost import buffer_bytes, resolve
+
+# a tiled reduction's side of fewer values than this idles most of a square, and a warp's
+# flat walk of it reads whole sectors of the permuted buffer already
+MIN_TILED_SIDE = 8
 
 
 def choose_tiles(kernel: Operation, dims: dict, target: Target) -> tuple[list[int], str] | None:
@@ -87,7 +93,7 @@ def choose_split_tiles(kernel: Operation, dims: dict, target: Target
     names = ", ".join(dict.fromkeys(f"%{o.operands[0].name_hint or '?'}" for o in loads))
     along = (f"the reduced values of {names} step along the reduction's axis {axis} "
              f"({extents[axis]}), the others' along axis {last} ({extents[last]})")
-    if min(resolve(extents[d], dims, target) for d in (axis, last)) < 8:
+    if min(resolve(extents[d], dims, target) for d in (axis, last)) < MIN_TILED_SIDE:
         if any(isinstance(o, ForOp) for o in kernel.body.ops):
             return None  # (the flat split stores nothing as it walks)
         return None, (f"{along}, a short side: a flat walk of both reads whole sectors, split "
@@ -112,11 +118,9 @@ def choose_strip_tiles(kernel: Operation, dims: dict, target: Target
     p, k, loads = found
     extents, levels = kernel.extent_list, reduce_nests(kernel)[0].extents
     tile = target.transpose_tile
-    points = 1
-    for e in extents:
-        points *= resolve(e, dims, target)
-    if min(resolve(extents[p], dims, target), resolve(levels[k], dims, target)) < 8 or \
-            points < tile * target.sm_count:
+    points = math.prod(resolve(e, dims, target) for e in extents)
+    if min(resolve(extents[p], dims, target), resolve(levels[k], dims, target)) < \
+            MIN_TILED_SIDE or points < tile * target.sm_count:
         return None
     names = ", ".join(dict.fromkeys(f"%{o.operands[0].name_hint or '?'}" for o in loads))
     return [p, k], (f"the reduced values of {names} step along the reduction's axis {k} "
