@@ -230,11 +230,7 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
             else:
                 w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
                 w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_k']})")
-            parts = []
-            for n in self.nests:
-                dtype = n.top.result.type.dtype
-                parts.append(self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_part"))
-                w.line(f"{parts[-1]} = {identity(n.top['combiner'], dtype)}")
+            parts = self.start_parts()
             if self.vector:
                 self.walk_chunk_vectors(parts)
             else:
@@ -246,6 +242,13 @@ class SplitEmitter(ColumnVectorStage, KernelEmitter):
             with w.indented(f"if {self.leader()}:") if self.rows else nullcontext():
                 for n, part in zip(self.nests, parts):
                     w.line(f"{self.partial_of[id(n.top)]}[{loc['flat']}] = {part}")
+
+    def start_parts(self) -> list[str]:
+        """A partial of each walked nest, at its combiner's identity; their names."""
+        parts = [self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_part") for n in self.nests]
+        for n, part in zip(self.nests, parts):
+            self.w.line(f"{part} = {identity(n.top['combiner'], n.top.result.type.dtype)}")
+        return parts
 
     def point_values(self) -> None:
         """What the walked reductions need of the point: the top-level ops that need no
@@ -590,9 +593,6 @@ def emit_split(op, name: str, target: str, helpers: set[str], names, hw):
 
 def partial_dtypes(op) -> list[str]:
     """The NumPy dtype of each reduce's partial buffer (its compute type)."""
-    dtypes = []
-    for n in reduce_nests(op):
-        ctype = COMPUTE_TYPE[n.top.result.type.dtype]
-        assert ctype in SHARED_TYPE, ctype
-        dtypes.append(ctype)
+    dtypes = [COMPUTE_TYPE[n.top.result.type.dtype] for n in reduce_nests(op)]
+    assert all(ctype in SHARED_TYPE for ctype in dtypes), dtypes
     return dtypes

@@ -21,7 +21,7 @@ the planner asks ``why_not_split`` of the kernel first. Under the simulator the 
 from __future__ import annotations
 
 from mlfuse.codegen.kernel_code import KernelCode, extent_factors, kernel_interface
-from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine, identity
+from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE, combine
 from mlfuse.codegen.schedule_split import SplitEmitter
 from mlfuse.codegen.schedule_tiles import SCALAR, tile_shape
 from mlfuse.codegen.tile_phases import TiledPhases
@@ -83,10 +83,7 @@ class StripTilesEmitter(TiledPhases, SplitEmitter):
             w.line(f"{index_p} = min({loc['p0']} + {loc['lane_v']}, {size_p} - 1)  # (a lane "
                    "past the end: the last point, stored nowhere)")
             self.point_values()
-            parts = []
-            for n in self.nests:
-                parts.append(self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_part"))
-                w.line(f"{parts[-1]} = {identity(n.top['combiner'], n.top.result.type.dtype)}")
+            parts = self.start_parts()
             with w.indented(f"for {loc['square']} in range({loc['n_squares']}):"):
                 self._place(loc["square"], loc["squares_k"],
                             [self.nests[0].indices[d] for d in other_levels],

@@ -20,7 +20,6 @@ same.
 """
 from __future__ import annotations
 
-from mlfuse.codegen.scalar import identity
 from mlfuse.codegen.schedule_split import SplitEmitter
 from mlfuse.codegen.schedule_tiles import SCALAR, tile_shape
 from mlfuse.codegen.tile_phases import TiledPhases
@@ -71,10 +70,7 @@ class TiledSplitEmitter(TiledPhases, SplitEmitter):
             self.point_values()
             w.line(f"{loc['lo']} = {loc['part']} * {loc['chunk']}")
             w.line(f"{loc['hi']} = min({loc['lo']} + {loc['chunk']}, {loc['n_squares']})")
-            parts = []
-            for n in self.nests:
-                parts.append(self.namer.fresh(f"{n.top.result.name_hint or 'acc'}_part"))
-                w.line(f"{parts[-1]} = {identity(n.top['combiner'], n.top.result.type.dtype)}")
+            parts = self.start_parts()
             with w.indented(f"for {loc['square']} in range({loc['lo']}, {loc['hi']}):"):
                 self.helpers.add("_divmod_index")
                 rest = loc["square"]

@@ -27,8 +27,8 @@ _LOCALS = ("lane_v", "lane_r", "a0", "b0", "row")
 
 
 class TiledPhases:
-    """``setup_tiles`` in __init__ (after the split emitter's), ``declare_tiles`` and
-    ``lanes`` in the kernel, then ``fill_tiles`` and ``each_step`` a square."""
+    """``setup_tiles`` in __init__ (after the split emitter's), ``declare_tiles`` in the
+    kernel, then ``square_phases`` a square."""
 
     def setup_tiles(self, tiled: list, fors: list = ()) -> None:
         """The tile's shape for this target and ``tiled``, the loads it reads; ``fors``:
@@ -52,8 +52,9 @@ class TiledPhases:
         and row; the nests' indices named alike."""
         w, loc, tile = self.w, self.local, self.tile
         filled = {}
+        levels = {id(k): d for n in self.nests + self.tile_fors for d, k in enumerate(n.indices)}
         for load in self.tiled:
-            key = self._tile_key(load)
+            key = _tile_key(load, levels)
             if key in filled:
                 self.tiles[id(load)] = filled[key]
                 continue
@@ -70,14 +71,6 @@ class TiledPhases:
         for n in self.nests[1:] + self.tile_fors:  # the same extents: one set of names
             for k, name in zip(n.indices, names):
                 self.namer.bind(k, name)
-
-    def _tile_key(self, load) -> tuple:
-        """What a load reads: its buffer and each index as the nest level it is (the
-        same in every nest), or itself."""
-        levels = {id(k): d for n in self.nests + self.tile_fors for d, k in enumerate(n.indices)}
-        return (id(load.operands[0]), load.result.type.dtype) + tuple(
-            ("level", levels[id(v)]) if id(v) in levels else id(v)
-            for v in load.operands[1:])
 
     def square_phases(self, along: tuple, parts: list[str]) -> None:
         """One square: the fill, a barrier, every value combined into ``parts`` (the
@@ -125,6 +118,13 @@ class TiledPhases:
             return
         name = self.define(op.result, self.namer(op.operands[0]) + "_v")
         self.w.line(f"{name} = {self.tiles[id(op)]}[{self.local['row']}, {self.local['lane_v']}]")
+
+
+def _tile_key(load, levels: dict) -> tuple:
+    """What a load reads: its buffer and each index as the nest level it is (``levels``:
+    id(index) -> level, the same in every nest), or itself."""
+    return (id(load.operands[0]), load.result.type.dtype) + tuple(
+        ("level", levels[id(v)]) if id(v) in levels else id(v) for v in load.operands[1:])
 
 
 __all__ = ["TiledPhases"]
