@@ -31,8 +31,7 @@ from mlfuse.dialects.reductions import strip_tiles
 DOC = ("Strips through tiles over [{space}]: a block per strip of {tile} neighbouring points "
        "of axis {p} walks {tile}x{tile} squares of them and reduced axis {k}; loads along "
        "axis {k} go through shared memory, so every load coalesces.")
-_LOCALS = ("strip", "n_strips", "strips_p", "square", "n_squares", "squares_k", "outer", "p0",
-           "r")
+_LOCALS = ("strip", "n_strips", "strips_p", "square", "n_squares", "squares_k", "p0", "r")
 
 
 class StripTilesEmitter(TiledPhases, SplitEmitter):
@@ -77,17 +76,19 @@ class StripTilesEmitter(TiledPhases, SplitEmitter):
         self.helpers.add("_divmod_index")
         with w.indented(f"for {loc['strip']} in range(numba.int64(cuda.blockIdx.x), "
                         f"{loc['n_strips']}, cuda.gridDim.x):"):
-            self._place(loc["strip"], loc["strips_p"], [points[d] for d in other_points],
-                        [extents[d] for d in other_points], loc["p0"])
+            rest = self.place(loc["strip"], loc["strips_p"], [points[d] for d in other_points],
+                              [extents[d] for d in other_points])
+            w.line(f"{loc['p0']} = {rest} * {tile}")
             w.line(f"{loc['b0']} = {loc['p0']}")
             w.line(f"{index_p} = min({loc['p0']} + {loc['lane_v']}, {size_p} - 1)  # (a lane "
                    "past the end: the last point, stored nowhere)")
             self.point_values()
             parts = self.start_parts()
             with w.indented(f"for {loc['square']} in range({loc['n_squares']}):"):
-                self._place(loc["square"], loc["squares_k"],
-                            [self.nests[0].indices[d] for d in other_levels],
-                            [levels[d] for d in other_levels], loc["a0"])
+                rest = self.place(loc["square"], loc["squares_k"],
+                                  [self.nests[0].indices[d] for d in other_levels],
+                                  [levels[d] for d in other_levels])
+                w.line(f"{loc['a0']} = {rest} * {tile}")
                 self.square_phases(along, parts)
             for part, red in zip(parts, reds):
                 w.line(f"{red}[{loc['lane_r']}, {loc['lane_v']}] = {part}")
@@ -97,16 +98,6 @@ class StripTilesEmitter(TiledPhases, SplitEmitter):
                 w.line(f"{index_p} = {loc['p0']} + {loc['lane_v']}")
                 self._epilogue(parts, reds)
             w.line("cuda.syncthreads()  # before the next strip writes its partials")
-
-    def _place(self, flat: str, count: str, outer: list, extents: list, first: str) -> None:
-        """From ``flat`` (a strip or a square): the indices ``outer`` (of ``extents``)
-        and, of the ``count`` tiles along the tiled axis, where its tile starts."""
-        w, rest = self.w, flat
-        if outer:
-            w.line(f"{self.local['outer']}, {self.local['rest']} = _divmod_index({flat}, {count})")
-            self.unravel_into(self.local["outer"], outer, extents)
-            rest = self.local["rest"]
-        w.line(f"{first} = {rest} * {self.tile}")
 
     def _epilogue(self, parts: list[str], reds: list[str]) -> None:
         """A point's result of each nest (its threads' partials in row order, then the

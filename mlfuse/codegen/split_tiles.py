@@ -29,7 +29,7 @@ from mlfuse.dialects.reductions import ReduceNest, for_nest, nest_tiles
 DOC = ("Split reduction over [{space}], first stage: a block per (point, chunk) walks its "
        "chunk's {tile}x{tile} squares of reduced axes {a} and {b}; loads along axis {a} go "
        "through shared memory, so every load coalesces.")
-_LOCALS = ("square", "n_squares", "squares_a", "squares_b", "outer")
+_LOCALS = ("square", "n_squares", "squares_a", "squares_b")
 
 
 class TiledSplitEmitter(TiledPhases, SplitEmitter):
@@ -73,13 +73,10 @@ class TiledSplitEmitter(TiledPhases, SplitEmitter):
             parts = self.start_parts()
             with w.indented(f"for {loc['square']} in range({loc['lo']}, {loc['hi']}):"):
                 self.helpers.add("_divmod_index")
-                rest = loc["square"]
-                if outer:  # the square's other levels, then its place among A and B's
-                    w.line(f"{loc['outer']}, {loc['rest']} = _divmod_index({rest}, "
-                           f"{loc['squares_a']} * {loc['squares_b']})")
-                    self.unravel_into(loc["outer"], [self.nests[0].indices[d] for d in outer],
-                                      [extents[d] for d in outer])
-                    rest = loc["rest"]
+                # the square's other levels, then its place among A and B's
+                rest = self.place(loc["square"], f"{loc['squares_a']} * {loc['squares_b']}",
+                                  [self.nests[0].indices[d] for d in outer],
+                                  [extents[d] for d in outer])
                 square_a, square_b = self.namer.fresh("square_a"), self.namer.fresh("square_b")
                 w.line(f"{square_a}, {square_b} = _divmod_index({rest}, {loc['squares_b']})")
                 w.line(f"{loc['a0']} = {square_a} * {tile}")

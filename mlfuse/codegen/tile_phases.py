@@ -23,7 +23,7 @@ from mlfuse.codegen.scalar import COMPUTE_TYPE, SHARED_TYPE
 from mlfuse.codegen.schedule_tiles import SCALAR, _index_slice, thread_layout, tile_shape
 from mlfuse.dialects.reductions import shared_body_ops
 
-_LOCALS = ("lane_v", "lane_r", "a0", "b0", "row")
+_LOCALS = ("lane_v", "lane_r", "a0", "b0", "row", "outer")
 
 
 class TiledPhases:
@@ -71,6 +71,17 @@ class TiledPhases:
         for n in self.nests[1:] + self.tile_fors:  # the same extents: one set of names
             for k, name in zip(n.indices, names):
                 self.namer.bind(k, name)
+
+    def place(self, flat: str, count: str, outer: list, extents: list) -> str:
+        """From ``flat`` (a square or a strip, counted over the ``outer`` indices of
+        ``extents``, then ``count`` places within them): the ``outer`` indices named, and
+        the name of its place within them."""
+        if not outer:
+            return flat
+        self.helpers.add("_divmod_index")
+        self.w.line(f"{self.local['outer']}, {self.local['rest']} = _divmod_index({flat}, {count})")
+        self.unravel_into(self.local["outer"], outer, extents)
+        return self.local["rest"]
 
     def square_phases(self, along: tuple, parts: list[str]) -> None:
         """One square: the fill, a barrier, every value combined into ``parts`` (the
